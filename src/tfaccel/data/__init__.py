@@ -1,0 +1,15 @@
+"""Versioned, cited data tables shipped with tfaccel (read with `load`)."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+
+@lru_cache(maxsize=None)
+def load(name: str) -> Any:
+    """Load `tfaccel/data/<name>.json`."""
+    text = resources.files(__name__).joinpath(f"{name}.json").read_text(encoding="utf-8")
+    return json.loads(text)

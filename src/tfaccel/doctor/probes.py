@@ -1,0 +1,395 @@
+"""Facts about the installation, gathered without importing TensorFlow in-process.
+
+Each probe returns plain data and never raises for a broken environment: the checks
+in `tfaccel.doctor.checks` turn the data into findings.
+"""
+
+from __future__ import annotations
+
+import ast
+import glob
+import importlib.metadata as md
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+# Every distribution that installs the `tensorflow` import package.
+TF_DISTRIBUTIONS: tuple[str, ...] = (
+    "tensorflow",
+    "tensorflow-cpu",
+    "tensorflow-gpu",
+    "tensorflow-intel",
+    "tensorflow-macos",
+    "tensorflow-aarch64",
+    "tensorflow-cpu-aws",
+    "tensorflow-rocm",
+    "intel-tensorflow",
+    "tf-nightly",
+    "tf-nightly-cpu",
+    "tf-nightly-gpu",
+    "tf-nightly-intel",
+)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """An installed Python distribution."""
+
+    name: str  # canonical name
+    version: str
+    location: str | None
+    requires: tuple[str, ...] = ()
+    installer: str | None = None
+
+
+def installed_distributions(paths: Sequence[str] | None = None) -> dict[str, Distribution]:
+    """Installed distributions by canonical name (first on sys.path wins, as for imports)."""
+    found: dict[str, Distribution] = {}
+    dists: Iterable[md.Distribution] = (
+        md.distributions(path=list(paths)) if paths is not None else md.distributions()
+    )
+    for dist in dists:
+        try:
+            name = canonicalize_name(dist.metadata["Name"] or "")
+        except Exception:
+            continue
+        if not name or name in found:
+            continue
+        location = None
+        try:
+            location = str(dist.locate_file(""))
+        except Exception:
+            pass
+        installer = None
+        try:
+            installer = (dist.read_text("INSTALLER") or "").strip() or None
+        except Exception:
+            pass
+        found[name] = Distribution(
+            name=name,
+            version=dist.version,
+            location=location,
+            requires=tuple(dist.requires or ()),
+            installer=installer,
+        )
+    return found
+
+
+def requirement_for(dist: Distribution, name: str, extra: str | None = None) -> Requirement | None:
+    """The requirement `dist` declares on `name` (for this platform, optionally an extra)."""
+    target = canonicalize_name(name)
+    env = {"extra": extra or ""}
+    for text in dist.requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) != target:
+            continue
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        return req
+    return None
+
+
+def read_build_info(tf_dir: Path | None) -> dict[str, Any] | None:
+    """TensorFlow's build_info dict, read from its source file (parsed, never executed)."""
+    if tf_dir is None:
+        return None
+    path = tf_dir / "python" / "platform" / "build_info.py"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "build_info" for t in node.targets)
+            and isinstance(node.value, ast.Call)
+            and node.value.args
+        ):
+            try:
+                return dict(ast.literal_eval(node.value.args[0]))
+            except (ValueError, TypeError, SyntaxError):
+                return None
+    return None
+
+
+@dataclass(frozen=True)
+class TfRuntime:
+    """What a fresh `import tensorflow` reports in a child process."""
+
+    ran: bool
+    error: str | None = None
+    version: str | None = None
+    built_with_cuda: bool | None = None
+    gpus: tuple[dict[str, Any], ...] = ()
+    log_lines: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+
+_TF_PROBE = r"""
+import json, time
+t = time.time()
+out = {}
+try:
+    import tensorflow as tf
+    out["version"] = tf.__version__
+    out["built_with_cuda"] = bool(tf.test.is_built_with_cuda())
+    gpus = []
+    for g in tf.config.list_physical_devices("GPU"):
+        d = tf.config.experimental.get_device_details(g)
+        cc = d.get("compute_capability")
+        gpus.append({"device": g.name, "name": d.get("device_name"),
+                     "compute_capability": "%d.%d" % tuple(cc) if cc else None})
+    out["gpus"] = gpus
+except BaseException as e:
+    out["error"] = "%s: %s" % (type(e).__name__, e)
+out["seconds"] = time.time() - t
+print("TFACCEL_PROBE " + json.dumps(out), flush=True)
+"""
+
+_TF_LOG_KEYS = re.compile(
+    r"dlopen|dynamic library|cuInit|CUDA_ERROR|cudart|cudnn|Skipping registering GPU|"
+    r"GPU will not be used|compute capability|ptxas|libdevice",
+    re.IGNORECASE,
+)
+
+
+def tf_runtime_probe(
+    timeout_s: float = 180.0, env: Mapping[str, str] | None = None
+) -> TfRuntime:
+    """Import TensorFlow in a child process and list the GPUs it sees.
+
+    A child keeps TensorFlow's GPU initialisation (and any crash) out of this process.
+    TF's own log is kept for reference: it is not trusted to name the right library.
+    """
+    child_env = dict(os.environ if env is None else env)
+    child_env["TF_CPP_MIN_LOG_LEVEL"] = "0"
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _TF_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=child_env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return TfRuntime(True, f"importing TensorFlow took longer than {timeout_s:.0f} s")
+    elapsed = time.perf_counter() - started
+    logs = tuple(line.strip() for line in proc.stderr.splitlines() if _TF_LOG_KEYS.search(line))
+    payload = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("TFACCEL_PROBE "):
+            payload = json.loads(line[len("TFACCEL_PROBE ") :])
+    if payload is None:
+        tail = proc.stderr.strip().splitlines()[-3:]
+        return TfRuntime(
+            True,
+            f"the TensorFlow probe exited with code {proc.returncode}: " + " | ".join(tail),
+            log_lines=logs[-20:],
+            seconds=elapsed,
+        )
+    return TfRuntime(
+        ran=True,
+        error=payload.get("error"),
+        version=payload.get("version"),
+        built_with_cuda=payload.get("built_with_cuda"),
+        gpus=tuple(payload.get("gpus") or ()),
+        log_lines=logs[-20:],
+        seconds=float(payload.get("seconds", elapsed)),
+    )
+
+
+def site_directories() -> list[str]:
+    """Directories on sys.path that hold installed packages."""
+    out: list[str] = []
+    for entry in sys.path:
+        if entry and os.path.isdir(entry) and entry not in out and (
+            "site-packages" in entry or "dist-packages" in entry
+        ):
+            out.append(entry)
+    return out
+
+
+@dataclass(frozen=True)
+class WheelFile:
+    """The pip distribution that installed a file."""
+
+    distribution: str
+    version: str
+
+
+def wheel_file_index(site_dirs: Iterable[str]) -> dict[str, WheelFile]:
+    """{realpath of each file: owning nvidia-*/torch distribution}, from RECORD files."""
+    index: dict[str, WheelFile] = {}
+    for site in site_dirs:
+        for info in glob.glob(os.path.join(site, "nvidia_*.dist-info")):
+            base = os.path.basename(info)[: -len(".dist-info")]
+            name, _, version = base.partition("-")
+            try:
+                record = Path(info, "RECORD").read_text(encoding="utf-8")
+            except OSError:
+                continue
+            for line in record.splitlines():
+                rel = line.split(",", 1)[0]
+                if ".so" in rel:
+                    index[os.path.realpath(os.path.join(site, rel))] = WheelFile(
+                        canonicalize_name(name), version
+                    )
+    return index
+
+
+def library_directories(site_dirs: Iterable[str], env: Mapping[str, str]) -> list[str]:
+    """Every place a CUDA library copy may hide: wheels, torch, conda, system CUDA."""
+    dirs: list[str] = []
+    for site in site_dirs:
+        dirs += sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))
+        dirs += sorted(glob.glob(os.path.join(site, "torch", "lib")))
+        dirs += sorted(glob.glob(os.path.join(site, "tensorrt_libs")))
+    if env.get("CONDA_PREFIX"):
+        dirs.append(os.path.join(env["CONDA_PREFIX"], "lib"))
+    dirs += sorted(glob.glob("/usr/local/cuda*/lib64")) + sorted(
+        glob.glob("/usr/local/cuda*/targets/*/lib")
+    )
+    dirs += ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/wsl/lib"]
+    seen: list[str] = []
+    for d in dirs:
+        if os.path.isdir(d) and os.path.realpath(d) not in [os.path.realpath(s) for s in seen]:
+            seen.append(d)
+    return seen
+
+
+def nvcc_version(env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(path of nvcc on PATH, its CUDA release "12.4") or (None, None)."""
+    exe = shutil.which("nvcc", path=env.get("PATH"))
+    if exe is None:
+        return None, None
+    try:
+        out = subprocess.run(
+            [exe, "--version"], capture_output=True, text=True, timeout=20, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return exe, None
+    m = re.search(r"release (\d+\.\d+)", out)
+    return exe, m.group(1) if m else None
+
+
+def find_ptxas(env: Mapping[str, str], site_dirs: Iterable[str]) -> str | None:
+    """The ptxas XLA would use: pip's nvidia-cuda-nvcc wheel first, then PATH, then CUDA."""
+    for site in site_dirs:
+        for cand in glob.glob(os.path.join(site, "nvidia", "cuda_nvcc", "bin", "ptxas")):
+            return cand
+    exe = shutil.which("ptxas", path=env.get("PATH"))
+    if exe:
+        return exe
+    for cand in sorted(glob.glob("/usr/local/cuda*/bin/ptxas")):
+        return cand
+    return None
+
+
+@dataclass(frozen=True)
+class PlatformFacts:
+    """Operating system and sandbox facts that decide whether a GPU can be used at all."""
+
+    system: str  # "Linux", "Windows", "Darwin"
+    machine: str
+    release: str
+    wsl: bool
+    container: str | None  # "docker", "podman", "kubernetes", ... or None
+    nvidia_device_nodes: tuple[str, ...] = ()
+    wsl_libcuda: bool = False
+    mps_pipe_dirs: tuple[str, ...] = ()
+    mps_processes: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def detect_container(root: str = "/") -> str | None:
+    """Name the container runtime this process runs in, if any."""
+    if os.path.exists(os.path.join(root, ".dockerenv")):
+        return "docker"
+    if os.path.exists(os.path.join(root, "run/.containerenv")):
+        return "podman"
+    cgroup = _read(os.path.join(root, "proc/1/cgroup"))
+    for key in ("kubepods", "docker", "containerd", "lxc"):
+        if key in cgroup:
+            return "kubernetes" if key == "kubepods" else key
+    return None
+
+
+def mps_state(env: Mapping[str, str], proc_root: str = "/proc") -> tuple[list[str], list[str]]:
+    """(MPS pipe directories with a control socket, MPS daemon processes running)."""
+    pipes: list[str] = []
+    for d in (env.get("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps", "/var/run/nvidia-mps"):
+        if d and os.path.exists(os.path.join(d, "control")) and d not in pipes:
+            pipes.append(d)
+    procs: list[str] = []
+    try:
+        for pid in os.listdir(proc_root):
+            if pid.isdigit():
+                comm = _read(os.path.join(proc_root, pid, "comm")).strip()
+                if comm.startswith("nvidia-cuda-mps"):
+                    procs.append(f"{comm} (pid {pid})")
+    except OSError:
+        pass
+    return pipes, procs
+
+
+def platform_facts(env: Mapping[str, str]) -> PlatformFacts:
+    """Gather the OS, WSL, container and MPS facts of this machine."""
+    system = platform.system()
+    release = platform.release()
+    wsl = system == "Linux" and (
+        "microsoft" in release.lower() or "microsoft" in _read("/proc/version").lower()
+    )
+    nodes = tuple(sorted(glob.glob("/dev/nvidia[0-9]*") + glob.glob("/dev/nvidiactl")
+                         + glob.glob("/dev/dxg")))
+    pipes, procs = mps_state(env) if system == "Linux" else ([], [])
+    return PlatformFacts(
+        system=system,
+        machine=platform.machine(),
+        release=release,
+        wsl=wsl,
+        container=detect_container() if system == "Linux" else None,
+        nvidia_device_nodes=nodes,
+        wsl_libcuda=os.path.exists("/usr/lib/wsl/lib/libcuda.so.1"),
+        mps_pipe_dirs=tuple(pipes),
+        mps_processes=tuple(procs),
+    )
+
+
+def conda_packages(prefix: str | None) -> dict[str, str]:
+    """CUDA-related conda packages in the environment at `prefix` ({name: version})."""
+    if not prefix:
+        return {}
+    out: dict[str, str] = {}
+    for meta in glob.glob(os.path.join(prefix, "conda-meta", "*.json")):
+        try:
+            data = json.loads(Path(meta).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        name = str(data.get("name", ""))
+        if re.match(r"^(cudatoolkit|cuda-.*|cudnn|nccl|libcublas|libcudnn.*|tensorflow.*)$", name):
+            out[name] = str(data.get("version", ""))
+    return out

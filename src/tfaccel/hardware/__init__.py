@@ -1,0 +1,1 @@
+"""GPU inventory, spec data and topology (NVML is reached only through `nvml`)."""
