@@ -236,6 +236,11 @@ def _where(ctx: DoctorContext) -> str:
 
 
 def check_libraries(ctx: DoctorContext) -> list[Check]:
+    """One row for the libraries that load, one per library that does not.
+
+    When three or more are simply absent (no CUDA wheels installed at all), they are
+    grouped into one row whose fix installs them all.
+    """
     if ctx.tf_dir is None or ctx.cuda_major is None:
         why = "TensorFlow is not installed" if ctx.tf_dir is None else \
             "this TensorFlow build names no CUDA version"
@@ -244,25 +249,32 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
     tf = ctx.tf_dist
     from tfaccel.doctor.probes import requirement_for
 
+    all_fix = f"pip install 'tensorflow[and-cuda]{_tf_pin(ctx)}'"
+    loaded: list[str] = []
+    absent = [r for r in ctx.library_rows if r.resolution.path is None]
+    group_absent = len(absent) >= 3
+    lib_details: dict[str, dict[str, object]] = {}
     for row in ctx.library_rows:
         res = row.resolution
-        title = f"{row.soname} ({row.key})"
-        see = f"ldconfig -p | grep {row.soname.split('.so')[0]}; ls {res.path or '<dir>'}"
+        title = f"{row.soname}"
         req = requirement_for(tf, row.wheel or "", extra="and-cuda") if tf and row.wheel else None
-        pip_fix = f"pip install '{req}'" if req is not None else \
-            f"pip install 'tensorflow[and-cuda]{_tf_pin(ctx)}'"
+        pip_fix = f"pip install '{req.name}{req.specifier}'" if req is not None else all_fix
         details = {"path": res.path, "realpath": res.realpath, "origin": res.origin,
                    "version": row.version, "provider": row.provider,
-                   "shadowed": list(res.shadowed), "wrong_arch": list(res.wrong_arch)}
+                   "shadowed": list(res.shadowed), "wrong_arch": list(res.wrong_arch),
+                   "missing": [f"{m.soname} (needed by {m.needed_by})" for m in res.missing],
+                   "dlopen_error": row.dlopen_error}
+        lib_details[row.soname] = details
         if res.path is None:
+            if group_absent:
+                continue
             skipped = f"; skipped (wrong architecture): {', '.join(res.wrong_arch)}" \
                 if res.wrong_arch else ""
             out.append(Check(f"lib.{row.key}", title, Status.FAIL,
                              f"{row.soname} is not found in {_where(ctx)}{skipped}",
                              fix=pip_fix, see=f"ldconfig -p | grep {row.soname}",
                              details=details))
-            continue
-        if res.missing:
+        elif res.missing:
             miss = "; ".join(f"{m.soname} (needed by {m.needed_by})" for m in res.missing)
             out.append(Check(f"lib.{row.key}", title, Status.FAIL,
                              f"{row.soname} exists at {res.path} but cannot load: its dependency "
@@ -270,17 +282,29 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
                              fix=f"install the library that provides {res.missing[0].soname} "
                                  f"(or reinstall: {pip_fix})",
                              see=f"ldd {res.path} | grep 'not found'", details=details))
-            continue
-        if row.dlopen_error:
+        elif row.dlopen_error:
             out.append(Check(f"lib.{row.key}", title, Status.FAIL,
                              f"{row.soname} at {res.path} fails to load: {row.dlopen_error}",
                              fix=pip_fix, see=f"ldd {res.path}", details=details))
-            continue
-        by = f" from {row.provider}" if row.provider else \
-            (f", version {row.version}" if row.version else "")
-        out.append(Check(f"lib.{row.key}", title, Status.OK,
-                         f"{res.path}{by} (found through {res.origin})", see=see,
-                         details=details))
+        else:
+            by = f" [{row.provider}]" if row.provider else \
+                (f" [version {row.version}]" if row.version else "")
+            loaded.append(f"{row.soname} <- {res.path}{by} via {res.origin}")
+    if group_absent:
+        names = ", ".join(r.soname for r in absent)
+        out.insert(0, Check("lib.missing", f"{len(absent)} CUDA libraries", Status.FAIL,
+                            f"{len(absent)} of the {len(ctx.library_rows)} CUDA libraries "
+                            f"TensorFlow {ctx.tf_version} loads are not found in {_where(ctx)}: "
+                            f"{names}. The CUDA {ctx.cuda_major} pip wheels are not installed",
+                            fix=all_fix, see="pip list | grep -i nvidia",
+                            details={"libraries": {r.soname: lib_details[r.soname]
+                                                   for r in absent}}))
+    if loaded:
+        out.insert(0, Check("lib.loaded", "CUDA libraries that load", Status.OK,
+                            f"{len(loaded)} of {len(ctx.library_rows)} resolve and load: "
+                            + "; ".join(loaded),
+                            see="TF_CPP_VMODULE=dso_loader=1 python -c 'import tensorflow'",
+                            details={"libraries": lib_details}))
     drv = ctx.driver_library
     if ctx.platform.system == "Linux":
         if drv.path is None:

@@ -1,0 +1,39 @@
+"""The `tfaccel` command line: one module per command, each a thin shell over the library."""
+
+from __future__ import annotations
+
+import typer
+
+from tfaccel import __version__
+from tfaccel.cli.doctor import doctor
+
+app = typer.Typer(
+    name="tfaccel",
+    help="Make TensorFlow fast and trouble-free on NVIDIA GPUs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tfaccel {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Make TensorFlow fast and trouble-free on NVIDIA GPUs."""
+
+
+app.command("doctor")(doctor)
+
+
+def main() -> None:
+    """Console entry point."""
+    app()

@@ -1,0 +1,58 @@
+"""Shared CLI plumbing: consoles, the --format option, and errors -> exit codes."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from tfaccel.errors import ExitCode, TfaccelError
+from tfaccel.render import Format
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FORMAT_OPTION = typer.Option(
+    Format.text, "--format", "-f", help="Output format: text (rich), json, or markdown.",
+    case_sensitive=False,
+)
+
+
+def stdout_console() -> Console:
+    return Console(soft_wrap=False, highlight=False)
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def report_error(exc: TfaccelError) -> None:
+    err = stderr_console()
+    err.print(f"[bold red]error:[/] {escape(exc.message)}")
+    if exc.hint:
+        err.print(f"[dim]hint:[/] {escape(exc.hint)}")
+
+
+def handle_errors(fn: F) -> F:
+    """Map TfaccelError to its exit code and Ctrl-C to 130, with a clean message."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except TfaccelError as exc:
+            report_error(exc)
+            raise typer.Exit(int(exc.exit_code)) from None
+        except KeyboardInterrupt:
+            stderr_console().print("[yellow]interrupted[/]")
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def write_out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")

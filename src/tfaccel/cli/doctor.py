@@ -1,0 +1,45 @@
+"""`tfaccel doctor`: flags -> run_doctor() -> render -> exit code."""
+
+from __future__ import annotations
+
+import typer
+
+from tfaccel.cli._common import FORMAT_OPTION, handle_errors, stderr_console, stdout_console, \
+    write_out
+from tfaccel.doctor import DoctorContext, Status, run_doctor
+from tfaccel.errors import ExitCode, InputError
+from tfaccel.render import Format
+from tfaccel.render.doctor import doctor_json, doctor_markdown, doctor_text
+
+
+@handle_errors
+def doctor(
+    fmt: Format = FORMAT_OPTION,
+    no_import: bool = typer.Option(
+        False, "--no-import", help="Do not import TensorFlow (skips 'TensorFlow sees the GPU')."
+    ),
+    timeout: float = typer.Option(
+        180.0, "--timeout", help="Seconds allowed for importing TensorFlow in a child process."
+    ),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too, not only fails."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show skipped checks and "
+                                 "the command behind every finding."),
+) -> None:
+    """Is TensorFlow using the GPU? If not, exactly why, and the command that fixes it.
+
+    Exit code 0 when no check fails, 1 when one does (or warns, with --strict).
+    """
+    if timeout <= 0:
+        raise InputError("--timeout must be positive", expected="a number of seconds > 0",
+                         received=timeout)
+    ctx = DoctorContext(run_tf_probe=not no_import, tf_timeout_s=timeout)
+    if fmt is Format.text:
+        err = stderr_console()
+        with err.status("checking ...") as status:
+            report = run_doctor(ctx, progress=lambda name: status.update(f"checking {name} ..."))
+        doctor_text(report, stdout_console(), verbose=verbose)
+    else:
+        report = run_doctor(ctx)
+        write_out(doctor_json(report) if fmt is Format.json else doctor_markdown(report))
+    if report.failed or (strict and report.count(Status.WARN)):
+        raise typer.Exit(int(ExitCode.FINDINGS))

@@ -1,0 +1,78 @@
+"""Rendering of `tfaccel doctor` reports."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from tfaccel.doctor.model import DoctorReport, Status
+from tfaccel.render import dumps
+
+_STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
+_MARK = {Status.OK: "✔ ok", Status.WARN: "! warn", Status.FAIL: "✘ fail", Status.SKIP: "- skip"}
+
+
+def doctor_text(report: DoctorReport, console: Console, verbose: bool = False) -> None:
+    """Print the report: one row per check, the fix under its finding, then a verdict."""
+    table = Table(show_header=True, header_style="bold", expand=True, box=None, padding=(0, 1))
+    table.add_column("", no_wrap=True, width=6)
+    table.add_column("check", ratio=1, overflow="fold")
+    table.add_column("finding", ratio=3, overflow="fold")
+    for c in report.checks:
+        if c.status is Status.SKIP and not verbose:
+            continue
+        cell = Text(c.finding)
+        if c.fix:
+            cell.append("\nfix: ", style="bold cyan")
+            cell.append(c.fix, style="cyan")
+        if c.see and (verbose or c.status is not Status.OK):
+            cell.append("\nsee: ", style="dim")
+            cell.append(c.see, style="dim")
+        table.add_row(Text(_MARK[c.status], style=_STYLE[c.status]), Text(c.title), cell)
+        table.add_row("", "", "")
+    counts = ", ".join(f"{report.count(s)} {s.value}" for s in Status if report.count(s))
+    style = "red" if report.failed else ("yellow" if report.count(Status.WARN) else "green")
+    verdict = Text(f"{report.verdict}  ({counts}; {report.seconds:.1f} s)", style=f"bold {style}")
+    env = report.environment
+    head = Text(
+        f"tfaccel {env.get('tfaccel')} · Python {env.get('python')} · "
+        f"TensorFlow {env.get('tensorflow') or 'not installed'} · "
+        f"driver {env.get('driver') or 'none'} · {env.get('platform')}\n",
+        style="dim",
+    )
+    console.print(Panel(Group(head, table, verdict), title="tfaccel doctor", expand=True))
+    if not verbose and report.count(Status.SKIP):
+        console.print(Text(f"{report.count(Status.SKIP)} skipped check(s) hidden; "
+                           "--verbose shows them.", style="dim"))
+
+
+def doctor_json(report: DoctorReport) -> str:
+    return dumps(report, schema="tfaccel.doctor/1", failed=report.failed,
+                 verdict=report.verdict)
+
+
+def _md_cell(text: str | None) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def doctor_markdown(report: DoctorReport) -> str:
+    """A block to paste into a bug report."""
+    env = report.environment
+    lines = [
+        "### tfaccel doctor",
+        "",
+        f"**{report.verdict}**",
+        "",
+        "| status | check | finding | fix |",
+        "|---|---|---|---|",
+    ]
+    for c in report.checks:
+        fix = f"`{_md_cell(c.fix)}`" if c.fix else ""
+        lines.append(f"| {c.status.value} | {_md_cell(c.title)} | {_md_cell(c.finding)} | {fix} |")
+    lines += ["", "<details><summary>environment</summary>", "", "```"]
+    for key, value in env.items():
+        lines.append(f"{key}: {value}")
+    lines += ["```", "", "</details>", ""]
+    return "\n".join(lines)
