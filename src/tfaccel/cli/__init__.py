@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from tfaccel import __version__
-from tfaccel.cli.doctor import doctor
+from tfaccel.cli import doctor as doctor_cmd
 
 app = typer.Typer(
     name="tfaccel",
@@ -25,13 +25,14 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """Make TensorFlow fast and trouble-free on NVIDIA GPUs."""
 
 
-app.command("doctor")(doctor)
+app.command("doctor")(doctor_cmd.doctor)
 
 
 def main() -> None:

@@ -17,7 +17,10 @@ from tfaccel.render import Format
 F = TypeVar("F", bound=Callable[..., Any])
 
 FORMAT_OPTION = typer.Option(
-    Format.text, "--format", "-f", help="Output format: text (rich), json, or markdown.",
+    Format.text,
+    "--format",
+    "-f",
+    help="Output format: text (rich), json, or markdown.",
     case_sensitive=False,
 )
 
@@ -27,7 +30,7 @@ def stdout_console() -> Console:
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def report_error(exc: TfaccelError) -> None:

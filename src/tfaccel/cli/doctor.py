@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import typer
 
-from tfaccel.cli._common import FORMAT_OPTION, handle_errors, stderr_console, stdout_console, \
-    write_out
+from tfaccel.cli._common import (
+    FORMAT_OPTION,
+    handle_errors,
+    stderr_console,
+    stdout_console,
+    write_out,
+)
 from tfaccel.doctor import DoctorContext, Status, run_doctor
 from tfaccel.errors import ExitCode, InputError
 from tfaccel.render import Format
@@ -22,16 +27,20 @@ def doctor(
         180.0, "--timeout", help="Seconds allowed for importing TensorFlow in a child process."
     ),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too, not only fails."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show skipped checks and "
-                                 "the command behind every finding."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Show skipped checks and the command behind every finding."
+    ),
 ) -> None:
     """Is TensorFlow using the GPU? If not, exactly why, and the command that fixes it.
 
     Exit code 0 when no check fails, 1 when one does (or warns, with --strict).
     """
     if timeout <= 0:
-        raise InputError("--timeout must be positive", expected="a number of seconds > 0",
-                         received=timeout)
+        raise InputError(
+            "--timeout must be positive",
+            expected="a number of seconds > 0",
+            received=f"{timeout:g}",
+        )
     ctx = DoctorContext(run_tf_probe=not no_import, tf_timeout_s=timeout)
     if fmt is Format.text:
         err = stderr_console()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> Any:
     """Load `tfaccel/data/<name>.json`."""
     text = resources.files(__name__).joinpath(f"{name}.json").read_text(encoding="utf-8")

@@ -24,11 +24,17 @@ def _safe(fn: Callable[[], list[Check]], name: str) -> list[Check]:
         return fn()
     except Exception as exc:
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        return [Check(f"internal.{name}", f"{name} (could not run)", Status.WARN,
-                      f"this check crashed: {type(exc).__name__}: {exc} "
-                      f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
-                      fix="please report this at the tfaccel issue tracker with "
-                          "`tfaccel doctor --format markdown`")]
+        return [
+            Check(
+                f"internal.{name}",
+                f"{name} (could not run)",
+                Status.WARN,
+                f"this check crashed: {type(exc).__name__}: {exc} "
+                f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
+                fix="please report this at the tfaccel issue tracker with "
+                "`tfaccel doctor --format markdown`",
+            )
+        ]
 
 
 def run_doctor(

@@ -9,14 +9,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from packaging.version import InvalidVersion, Version
-
 from tfaccel import data
 from tfaccel.doctor.context import DoctorContext, version_tuple
 from tfaccel.doctor.model import Check, Status
 
 PIP_LIST = "pip list 2>/dev/null | grep -iE 'tensorflow|tf-nightly|keras|nvidia'"
-TF_BUILD = "python -c \"import tensorflow as tf; print(tf.sysconfig.get_build_info())\""
+TF_BUILD = 'python -c "import tensorflow as tf; print(tf.sysconfig.get_build_info())"'
 TF_GPUS = "python -c \"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\""
 
 CheckFn = Callable[[DoctorContext], list[Check]]
@@ -32,42 +30,82 @@ def check_tf_install(ctx: DoctorContext) -> list[Check]:
     title = "TensorFlow installation"
     see = PIP_LIST
     if not dists:
-        return [Check("tf.install", title, Status.FAIL, "TensorFlow is not installed in this "
-                      "Python environment", fix="pip install 'tensorflow[and-cuda]'", see=see)]
+        return [
+            Check(
+                "tf.install",
+                title,
+                Status.FAIL,
+                "TensorFlow is not installed in this Python environment",
+                fix="pip install 'tensorflow[and-cuda]'",
+                see=see,
+            )
+        ]
     primary = ctx.primary_tf_dists
     listing = ", ".join(f"{d.name} {d.version}" for d in dists)
     if len(primary) > 1:
         names = " ".join(d.name for d in dists)
-        return [Check(
-            "tf.install", title, Status.FAIL,
-            f"{len(primary)} TensorFlow distributions are installed side by side ({listing}). "
-            "They all write the same `tensorflow` package, so the files on disk are a mix of "
-            "builds and GPU support is unpredictable",
-            fix=f"pip uninstall -y {names} && pip install 'tensorflow[and-cuda]'",
-            see=see, details={"distributions": listing},
-        )]
+        return [
+            Check(
+                "tf.install",
+                title,
+                Status.FAIL,
+                f"{len(primary)} TensorFlow distributions are installed side by side ({listing}). "
+                "They all write the same `tensorflow` package, so the files on disk are a mix of "
+                "builds and GPU support is unpredictable",
+                fix=f"pip uninstall -y {names} && pip install 'tensorflow[and-cuda]'",
+                see=see,
+                details={"distributions": listing},
+            )
+        ]
     tf = primary[0]
     if ctx.tf_dir is None:
-        return [Check("tf.install", title, Status.FAIL,
-                      f"{tf.name} {tf.version} is registered but the `tensorflow` package is "
-                      "missing on disk (a broken or interrupted install)",
-                      fix=f"pip install --force-reinstall '{tf.name}=={tf.version}'", see=see)]
+        return [
+            Check(
+                "tf.install",
+                title,
+                Status.FAIL,
+                f"{tf.name} {tf.version} is registered but the `tensorflow` package is "
+                "missing on disk (a broken or interrupted install)",
+                fix=f"pip install --force-reinstall '{tf.name}=={tf.version}'",
+                see=see,
+            )
+        ]
     if tf.name == "tensorflow-gpu":
-        return [Check("tf.install", title, Status.FAIL,
-                      "tensorflow-gpu is deprecated since TF 2.12 and no longer ships GPU builds",
-                      fix="pip uninstall -y tensorflow-gpu && pip install 'tensorflow[and-cuda]'",
-                      see=see)]
+        return [
+            Check(
+                "tf.install",
+                title,
+                Status.FAIL,
+                "tensorflow-gpu is deprecated since TF 2.12 and no longer ships GPU builds",
+                fix="pip uninstall -y tensorflow-gpu && pip install 'tensorflow[and-cuda]'",
+                see=see,
+            )
+        ]
     if tf.name in ("tensorflow-cpu", "tf-nightly-cpu", "intel-tensorflow", "tensorflow-cpu-aws"):
-        return [Check("tf.install", title, Status.FAIL,
-                      f"{tf.name} {tf.version} is a CPU-only distribution: it cannot use a GPU",
-                      fix=f"pip uninstall -y {tf.name} && pip install 'tensorflow[and-cuda]'",
-                      see=see)]
+        return [
+            Check(
+                "tf.install",
+                title,
+                Status.FAIL,
+                f"{tf.name} {tf.version} is a CPU-only distribution: it cannot use a GPU",
+                fix=f"pip uninstall -y {tf.name} && pip install 'tensorflow[and-cuda]'",
+                see=see,
+            )
+        ]
     status = Status.OK
     finding = f"{tf.name} {tf.version} at {ctx.tf_dir}"
     if tf.name.startswith("tf-nightly"):
         status, finding = Status.WARN, finding + " (a nightly build: expect breakage)"
-    return [Check("tf.install", title, status, finding, see=see,
-                  details={"distributions": listing, "installer": tf.installer})]
+    return [
+        Check(
+            "tf.install",
+            title,
+            status,
+            finding,
+            see=see,
+            details={"distributions": listing, "installer": tf.installer},
+        )
+    ]
 
 
 def check_keras(ctx: DoctorContext) -> list[Check]:
@@ -84,31 +122,65 @@ def check_keras(ctx: DoctorContext) -> list[Check]:
     if req is not None:
         spec = str(req.specifier) or "(any version)"
         if keras is None:
-            out.append(Check("tf.keras", title, Status.FAIL,
-                             f"{tf.name} {tf.version} requires keras{spec}, which is not installed",
-                             fix=f"pip install 'keras{spec}'", see=PIP_LIST))
+            out.append(
+                Check(
+                    "tf.keras",
+                    title,
+                    Status.FAIL,
+                    f"{tf.name} {tf.version} requires keras{spec}, which is not installed",
+                    fix=f"pip install 'keras{spec}'",
+                    see=PIP_LIST,
+                )
+            )
         elif not req.specifier.contains(keras.version, prereleases=True):
-            out.append(Check("tf.keras", title, Status.FAIL,
-                             f"keras {keras.version} does not match {tf.name} {tf.version}, "
-                             f"which requires keras{spec}",
-                             fix=f"pip install 'keras{spec}'", see=PIP_LIST))
+            out.append(
+                Check(
+                    "tf.keras",
+                    title,
+                    Status.FAIL,
+                    f"keras {keras.version} does not match {tf.name} {tf.version}, "
+                    f"which requires keras{spec}",
+                    fix=f"pip install 'keras{spec}'",
+                    see=PIP_LIST,
+                )
+            )
         else:
-            out.append(Check("tf.keras", title, Status.OK,
-                             f"keras {keras.version} satisfies {tf.name}'s keras{spec}",
-                             see=PIP_LIST))
+            out.append(
+                Check(
+                    "tf.keras",
+                    title,
+                    Status.OK,
+                    f"keras {keras.version} satisfies {tf.name}'s keras{spec}",
+                    see=PIP_LIST,
+                )
+            )
     else:
-        out.append(Check("tf.keras", title, Status.OK if keras else Status.SKIP,
-                         f"{tf.name} declares no keras requirement"
-                         + (f"; keras {keras.version} installed" if keras else ""), see=PIP_LIST))
+        out.append(
+            Check(
+                "tf.keras",
+                title,
+                Status.OK if keras else Status.SKIP,
+                f"{tf.name} declares no keras requirement"
+                + (f"; keras {keras.version} installed" if keras else ""),
+                see=PIP_LIST,
+            )
+        )
     if ctx.env.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes"):
         tfk = ctx.distributions.get("tf-keras")
         want = ".".join(tf.version.split(".")[:2])
         if tfk is None or not tfk.version.startswith(want + "."):
             have = f"tf-keras {tfk.version}" if tfk else "no tf-keras"
-            out.append(Check("tf.keras_legacy", "Legacy Keras (TF_USE_LEGACY_KERAS)", Status.FAIL,
-                             f"TF_USE_LEGACY_KERAS is set but {have} is installed; "
-                             f"TensorFlow {tf.version} needs tf-keras {want}.x",
-                             fix=f"pip install 'tf-keras~={want}.0'", see=PIP_LIST))
+            out.append(
+                Check(
+                    "tf.keras_legacy",
+                    "Legacy Keras (TF_USE_LEGACY_KERAS)",
+                    Status.FAIL,
+                    f"TF_USE_LEGACY_KERAS is set but {have} is installed; "
+                    f"TensorFlow {tf.version} needs tf-keras {want}.x",
+                    fix=f"pip install 'tf-keras~={want}.0'",
+                    see=PIP_LIST,
+                )
+            )
     return out
 
 
@@ -119,20 +191,40 @@ def check_build(ctx: DoctorContext) -> list[Check]:
         return [Check("tf.build", title, Status.SKIP, "TensorFlow is not installed")]
     info = ctx.build_info
     if info is None:
-        return [Check("tf.build", title, Status.WARN,
-                      "tensorflow/python/platform/build_info.py is missing or unreadable",
-                      see=TF_BUILD)]
+        return [
+            Check(
+                "tf.build",
+                title,
+                Status.WARN,
+                "tensorflow/python/platform/build_info.py is missing or unreadable",
+                see=TF_BUILD,
+            )
+        ]
     if not info.get("is_cuda_build"):
         extra = " (ROCm build)" if info.get("is_rocm_build") else ""
-        return [Check("tf.build", title, Status.FAIL,
-                      f"This TensorFlow was built without CUDA{extra}: it cannot use an "
-                      "NVIDIA GPU", fix="pip install 'tensorflow[and-cuda]'", see=TF_BUILD,
-                      details={"build_info": info})]
+        return [
+            Check(
+                "tf.build",
+                title,
+                Status.FAIL,
+                f"This TensorFlow was built without CUDA{extra}: it cannot use an NVIDIA GPU",
+                fix="pip install 'tensorflow[and-cuda]'",
+                see=TF_BUILD,
+                details={"build_info": info},
+            )
+        ]
     caps = ", ".join(info.get("cuda_compute_capabilities") or []) or "unknown"
-    return [Check("tf.build", title, Status.OK,
-                  f"built with CUDA {info.get('cuda_version')} and cuDNN "
-                  f"{info.get('cudnn_version')}, for {caps}", see=TF_BUILD,
-                  details={"build_info": info})]
+    return [
+        Check(
+            "tf.build",
+            title,
+            Status.OK,
+            f"built with CUDA {info.get('cuda_version')} and cuDNN "
+            f"{info.get('cudnn_version')}, for {caps}",
+            see=TF_BUILD,
+            details={"build_info": info},
+        )
+    ]
 
 
 def _compat_row(tf_version: str) -> tuple[dict[str, str] | None, bool]:
@@ -156,9 +248,17 @@ def check_compat(ctx: DoctorContext) -> list[Check]:
         return [Check("tf.compat", title, Status.SKIP, "no CUDA build of TensorFlow installed")]
     row, exact = _compat_row(ctx.tf_version)
     if row is None:
-        return [Check("tf.compat", title, Status.WARN,
-                      f"TensorFlow {ctx.tf_version} is older than every row of the tested-build "
-                      "table (2.4+)", fix="pip install -U 'tensorflow[and-cuda]'", see=see)]
+        return [
+            Check(
+                "tf.compat",
+                title,
+                Status.WARN,
+                f"TensorFlow {ctx.tf_version} is older than every row of the tested-build "
+                "table (2.4+)",
+                fix="pip install -U 'tensorflow[and-cuda]'",
+                see=see,
+            )
+        ]
     problems: list[tuple[Status, str]] = []
     rows = {r.key: r for r in ctx.library_rows}
     for key, want in (("cudart", row["cuda"]), ("cudnn", row["cudnn"])):
@@ -168,24 +268,53 @@ def check_compat(ctx: DoctorContext) -> list[Check]:
         have, need = version_tuple(lib.version), version_tuple(want)
         label = "CUDA runtime" if key == "cudart" else "cuDNN"
         if have[:1] != need[:1]:
-            problems.append((Status.FAIL, f"{label} {lib.version} is loaded but TensorFlow "
-                                          f"{ctx.tf_version} was built and tested with {want}"))
+            problems.append(
+                (
+                    Status.FAIL,
+                    f"{label} {lib.version} is loaded but TensorFlow "
+                    f"{ctx.tf_version} was built and tested with {want}",
+                )
+            )
         elif have[:2] < need[:2]:
-            problems.append((Status.WARN, f"{label} {lib.version} is older than the {want} "
-                                          f"TensorFlow {ctx.tf_version} was tested with"))
+            problems.append(
+                (
+                    Status.WARN,
+                    f"{label} {lib.version} is older than the {want} "
+                    f"TensorFlow {ctx.tf_version} was tested with",
+                )
+            )
     note = "" if exact else f" (nearest row: TF {row['tensorflow']})"
     tested = f"tested with CUDA {row['cuda']}, cuDNN {row['cudnn']}{note}"
     compared = [k for k in ("cudart", "cudnn") if k in rows and rows[k].version]
     if not problems:
-        found = "the libraries found match" if compared else \
-            "no CUDA runtime or cuDNN found to compare (see the lib.* rows)"
+        found = (
+            "the libraries found match"
+            if compared
+            else "no CUDA runtime or cuDNN found to compare (see the lib.* rows)"
+        )
         status = Status.OK if compared else Status.SKIP
-        return [Check("tf.compat", title, status, f"TensorFlow {ctx.tf_version}: {tested}; {found}",
-                      see=see, details={"row": row})]
+        return [
+            Check(
+                "tf.compat",
+                title,
+                status,
+                f"TensorFlow {ctx.tf_version}: {tested}; {found}",
+                see=see,
+                details={"row": row},
+            )
+        ]
     worst = Status.FAIL if any(s is Status.FAIL for s, _ in problems) else Status.WARN
-    return [Check("tf.compat", title, worst, "; ".join(m for _, m in problems) + f" ({tested})",
-                  fix=f"pip install 'tensorflow[and-cuda]{_tf_pin(ctx)}'", see=see,
-                  details={"row": row})]
+    return [
+        Check(
+            "tf.compat",
+            title,
+            worst,
+            "; ".join(m for _, m in problems) + f" ({tested})",
+            fix=f"pip install 'tensorflow[and-cuda]{_tf_pin(ctx)}'",
+            see=see,
+            details={"row": row},
+        )
+    ]
 
 
 # --- 3. driver ---------------------------------------------------------------------------
@@ -196,16 +325,27 @@ def check_driver(ctx: DoctorContext) -> list[Check]:
         return [Check("driver", title, Status.SKIP, "macOS has no NVIDIA CUDA driver")]
     drv = ctx.driver
     if not drv.available:
-        fix = ("install the NVIDIA driver (Ubuntu: sudo ubuntu-drivers install; others: the "
-               "distribution's nvidia-driver package), then reboot")
+        fix = (
+            "install the NVIDIA driver (Ubuntu: sudo ubuntu-drivers install; others: the "
+            "distribution's nvidia-driver package), then reboot"
+        )
         if ctx.platform.container:
-            fix = ("start the container with GPU access: docker run --gpus all ... "
-                   "(needs the NVIDIA Container Toolkit on the host)")
+            fix = (
+                "start the container with GPU access: docker run --gpus all ... "
+                "(needs the NVIDIA Container Toolkit on the host)"
+            )
         if ctx.platform.wsl:
             fix = "install or update the NVIDIA driver on Windows (not inside WSL)"
-        return [Check("driver", title, Status.FAIL,
-                      f"No usable NVIDIA driver: NVML cannot start ({drv.error})", fix=fix,
-                      see=see)]
+        return [
+            Check(
+                "driver",
+                title,
+                Status.FAIL,
+                f"No usable NVIDIA driver: NVML cannot start ({drv.error})",
+                fix=fix,
+                see=see,
+            )
+        ]
     finding = f"driver {drv.driver_version}, supports CUDA up to {drv.cuda_version}"
     need = (ctx.build_info or {}).get("cuda_version")
     if not need or not drv.cuda_version:
@@ -214,25 +354,39 @@ def check_driver(ctx: DoctorContext) -> list[Check]:
     minimum = data.load("cuda_drivers")["minimum"].get(str(need_v[0]), {})
     key = "windows" if ctx.platform.system == "Windows" else "linux"
     if have_v[:1] < need_v[:1]:
-        return [Check("driver", title, Status.FAIL,
-                      f"{finding}; TensorFlow {ctx.tf_version} needs CUDA {need_v[0]}.x, "
-                      f"which needs driver >= {minimum.get(key) or 'the CUDA release notes say'}",
-                      fix=f"upgrade the NVIDIA driver to >= {minimum.get(key)}", see=see)]
+        return [
+            Check(
+                "driver",
+                title,
+                Status.FAIL,
+                f"{finding}; TensorFlow {ctx.tf_version} needs CUDA {need_v[0]}.x, "
+                f"which needs driver >= {minimum.get(key) or 'the CUDA release notes say'}",
+                fix=f"upgrade the NVIDIA driver to >= {minimum.get(key)}",
+                see=see,
+            )
+        ]
     if have_v[:2] < need_v[:2]:
-        return [Check("driver", title, Status.WARN,
-                      f"{finding}; TensorFlow was built with CUDA {need}. CUDA minor version "
-                      "compatibility lets it run, but PTX from the newer toolkit cannot be "
-                      "JIT-compiled by this driver",
-                      fix="upgrade the NVIDIA driver to one that supports CUDA "
-                          f"{need_v[0]}.{need_v[1]}", see=see)]
-    return [Check("driver", title, Status.OK, f"{finding}; TensorFlow needs CUDA {need}",
-                  see=see)]
+        return [
+            Check(
+                "driver",
+                title,
+                Status.WARN,
+                f"{finding}; TensorFlow was built with CUDA {need}. CUDA minor version "
+                "compatibility lets it run, but PTX from the newer toolkit cannot be "
+                "JIT-compiled by this driver",
+                fix=f"upgrade the NVIDIA driver to one that supports CUDA {need_v[0]}.{need_v[1]}",
+                see=see,
+            )
+        ]
+    return [Check("driver", title, Status.OK, f"{finding}; TensorFlow needs CUDA {need}", see=see)]
 
 
 # --- 4. libraries ------------------------------------------------------------------------
 def _where(ctx: DoctorContext) -> str:
-    return "LD_LIBRARY_PATH, TensorFlow's RUNPATH (its pip nvidia-* wheels), the ld.so cache " \
-           "and the default directories"
+    return (
+        "LD_LIBRARY_PATH, TensorFlow's RUNPATH (its pip nvidia-* wheels), the ld.so cache "
+        "and the default directories"
+    )
 
 
 def check_libraries(ctx: DoctorContext) -> list[Check]:
@@ -242,8 +396,11 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
     grouped into one row whose fix installs them all.
     """
     if ctx.tf_dir is None or ctx.cuda_major is None:
-        why = "TensorFlow is not installed" if ctx.tf_dir is None else \
-            "this TensorFlow build names no CUDA version"
+        why = (
+            "TensorFlow is not installed"
+            if ctx.tf_dir is None
+            else "this TensorFlow build names no CUDA version"
+        )
         return [Check("lib", "CUDA libraries TensorFlow loads", Status.SKIP, why)]
     out: list[Check] = []
     tf = ctx.tf_dist
@@ -259,68 +416,137 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
         title = f"{row.soname}"
         req = requirement_for(tf, row.wheel or "", extra="and-cuda") if tf and row.wheel else None
         pip_fix = f"pip install '{req.name}{req.specifier}'" if req is not None else all_fix
-        details = {"path": res.path, "realpath": res.realpath, "origin": res.origin,
-                   "version": row.version, "provider": row.provider,
-                   "shadowed": list(res.shadowed), "wrong_arch": list(res.wrong_arch),
-                   "missing": [f"{m.soname} (needed by {m.needed_by})" for m in res.missing],
-                   "dlopen_error": row.dlopen_error}
+        details: dict[str, object] = {
+            "path": res.path,
+            "realpath": res.realpath,
+            "origin": res.origin,
+            "version": row.version,
+            "provider": row.provider,
+            "shadowed": list(res.shadowed),
+            "wrong_arch": list(res.wrong_arch),
+            "missing": [f"{m.soname} (needed by {m.needed_by})" for m in res.missing],
+            "dlopen_error": row.dlopen_error,
+        }
         lib_details[row.soname] = details
         if res.path is None:
             if group_absent:
                 continue
-            skipped = f"; skipped (wrong architecture): {', '.join(res.wrong_arch)}" \
-                if res.wrong_arch else ""
-            out.append(Check(f"lib.{row.key}", title, Status.FAIL,
-                             f"{row.soname} is not found in {_where(ctx)}{skipped}",
-                             fix=pip_fix, see=f"ldconfig -p | grep {row.soname}",
-                             details=details))
+            skipped = (
+                f"; skipped (wrong architecture): {', '.join(res.wrong_arch)}"
+                if res.wrong_arch
+                else ""
+            )
+            out.append(
+                Check(
+                    f"lib.{row.key}",
+                    title,
+                    Status.FAIL,
+                    f"{row.soname} is not found in {_where(ctx)}{skipped}",
+                    fix=pip_fix,
+                    see=f"ldconfig -p | grep {row.soname}",
+                    details=details,
+                )
+            )
         elif res.missing:
             miss = "; ".join(f"{m.soname} (needed by {m.needed_by})" for m in res.missing)
-            out.append(Check(f"lib.{row.key}", title, Status.FAIL,
-                             f"{row.soname} exists at {res.path} but cannot load: its dependency "
-                             f"{miss} is missing",
-                             fix=f"install the library that provides {res.missing[0].soname} "
-                                 f"(or reinstall: {pip_fix})",
-                             see=f"ldd {res.path} | grep 'not found'", details=details))
+            out.append(
+                Check(
+                    f"lib.{row.key}",
+                    title,
+                    Status.FAIL,
+                    f"{row.soname} exists at {res.path} but cannot load: its dependency "
+                    f"{miss} is missing",
+                    fix=f"install the library that provides {res.missing[0].soname} "
+                    f"(or reinstall: {pip_fix})",
+                    see=f"ldd {res.path} | grep 'not found'",
+                    details=details,
+                )
+            )
         elif row.dlopen_error:
-            out.append(Check(f"lib.{row.key}", title, Status.FAIL,
-                             f"{row.soname} at {res.path} fails to load: {row.dlopen_error}",
-                             fix=pip_fix, see=f"ldd {res.path}", details=details))
+            out.append(
+                Check(
+                    f"lib.{row.key}",
+                    title,
+                    Status.FAIL,
+                    f"{row.soname} at {res.path} fails to load: {row.dlopen_error}",
+                    fix=pip_fix,
+                    see=f"ldd {res.path}",
+                    details=details,
+                )
+            )
         else:
-            by = f" [{row.provider}]" if row.provider else \
-                (f" [version {row.version}]" if row.version else "")
+            by = (
+                f" [{row.provider}]"
+                if row.provider
+                else (f" [version {row.version}]" if row.version else "")
+            )
             loaded.append(f"{row.soname} <- {res.path}{by} via {res.origin}")
     if group_absent:
         names = ", ".join(r.soname for r in absent)
-        out.insert(0, Check("lib.missing", f"{len(absent)} CUDA libraries", Status.FAIL,
-                            f"{len(absent)} of the {len(ctx.library_rows)} CUDA libraries "
-                            f"TensorFlow {ctx.tf_version} loads are not found in {_where(ctx)}: "
-                            f"{names}. The CUDA {ctx.cuda_major} pip wheels are not installed",
-                            fix=all_fix, see="pip list | grep -i nvidia",
-                            details={"libraries": {r.soname: lib_details[r.soname]
-                                                   for r in absent}}))
+        out.insert(
+            0,
+            Check(
+                "lib.missing",
+                f"{len(absent)} CUDA libraries",
+                Status.FAIL,
+                f"{len(absent)} of the {len(ctx.library_rows)} CUDA libraries "
+                f"TensorFlow {ctx.tf_version} loads are not found in {_where(ctx)}: "
+                f"{names}. The CUDA {ctx.cuda_major} pip wheels are not installed",
+                fix=all_fix,
+                see="pip list | grep -i nvidia",
+                details={"libraries": {r.soname: lib_details[r.soname] for r in absent}},
+            ),
+        )
     if loaded:
-        out.insert(0, Check("lib.loaded", "CUDA libraries that load", Status.OK,
-                            f"{len(loaded)} of {len(ctx.library_rows)} resolve and load: "
-                            + "; ".join(loaded),
-                            see="TF_CPP_VMODULE=dso_loader=1 python -c 'import tensorflow'",
-                            details={"libraries": lib_details}))
+        out.insert(
+            0,
+            Check(
+                "lib.loaded",
+                "CUDA libraries that load",
+                Status.OK,
+                f"{len(loaded)} of {len(ctx.library_rows)} resolve and load: " + "; ".join(loaded),
+                see="TF_CPP_VMODULE=dso_loader=1 python -c 'import tensorflow'",
+                details={"libraries": lib_details},
+            ),
+        )
     drv = ctx.driver_library
     if ctx.platform.system == "Linux":
         if drv.path is None:
-            fix = "update the NVIDIA driver on Windows" if ctx.platform.wsl else \
-                "install the NVIDIA driver (it provides libcuda.so.1)"
-            out.append(Check("lib.libcuda", "libcuda.so.1 (driver API)", Status.FAIL,
-                             "libcuda.so.1, which the NVIDIA driver installs, is not found",
-                             fix=fix, see="ldconfig -p | grep libcuda"))
+            fix = (
+                "update the NVIDIA driver on Windows"
+                if ctx.platform.wsl
+                else "install the NVIDIA driver (it provides libcuda.so.1)"
+            )
+            out.append(
+                Check(
+                    "lib.libcuda",
+                    "libcuda.so.1 (driver API)",
+                    Status.FAIL,
+                    "libcuda.so.1, which the NVIDIA driver installs, is not found",
+                    fix=fix,
+                    see="ldconfig -p | grep libcuda",
+                )
+            )
         elif drv.missing:
-            out.append(Check("lib.libcuda", "libcuda.so.1 (driver API)", Status.FAIL,
-                             f"libcuda.so.1 at {drv.path} lacks {drv.missing[0].soname}",
-                             see=f"ldd {drv.path}"))
+            out.append(
+                Check(
+                    "lib.libcuda",
+                    "libcuda.so.1 (driver API)",
+                    Status.FAIL,
+                    f"libcuda.so.1 at {drv.path} lacks {drv.missing[0].soname}",
+                    see=f"ldd {drv.path}",
+                )
+            )
         else:
-            out.append(Check("lib.libcuda", "libcuda.so.1 (driver API)", Status.OK,
-                             f"{drv.path} (found through {drv.origin})",
-                             see="ldconfig -p | grep libcuda"))
+            out.append(
+                Check(
+                    "lib.libcuda",
+                    "libcuda.so.1 (driver API)",
+                    Status.OK,
+                    f"{drv.path} (found through {drv.origin})",
+                    see="ldconfig -p | grep libcuda",
+                )
+            )
     return out
 
 
@@ -340,25 +566,45 @@ def check_duplicates(ctx: DoctorContext) -> list[Check]:
             f"{c.version} at {c.path}{' (loaded)' if c.realpath == used else ''}" for c in copies
         )
         conflicts.append(f"{row.soname}: {listing}")
-        details[row.soname] = [{"path": c.path, "version": c.version, "provider": c.provider}
-                               for c in copies]
+        details[row.soname] = [
+            {"path": c.path, "version": c.version, "provider": c.provider} for c in copies
+        ]
     if not conflicts:
-        return [Check("lib.duplicates", title, Status.OK,
-                      "no library has copies of different versions", details=details)]
-    return [Check("lib.duplicates", title, Status.WARN,
-                  "copies of different versions: " + " | ".join(conflicts) + ". Another "
-                  "framework's wheels or a system CUDA can win the search and break TensorFlow",
-                  fix="keep one copy: remove the other package, or unset LD_LIBRARY_PATH",
-                  see="pip list | grep -i nvidia; ldconfig -p | grep -E 'cudnn|cublas'",
-                  details=details)]
+        return [
+            Check(
+                "lib.duplicates",
+                title,
+                Status.OK,
+                "no library has copies of different versions",
+                details=details,
+            )
+        ]
+    return [
+        Check(
+            "lib.duplicates",
+            title,
+            Status.WARN,
+            "copies of different versions: " + " | ".join(conflicts) + ". Another "
+            "framework's wheels or a system CUDA can win the search and break TensorFlow",
+            fix="keep one copy: remove the other package, or unset LD_LIBRARY_PATH",
+            see="pip list | grep -i nvidia; ldconfig -p | grep -E 'cudnn|cublas'",
+            details=details,
+        )
+    ]
 
 
 def check_ld_library_path(ctx: DoctorContext) -> list[Check]:
     title = "LD_LIBRARY_PATH"
     value = ctx.env.get("LD_LIBRARY_PATH")
     if not value:
-        return [Check("env.ld_library_path", title, Status.OK, "not set: TensorFlow loads the "
-                      "CUDA libraries from its own wheels and the system")]
+        return [
+            Check(
+                "env.ld_library_path",
+                title,
+                Status.OK,
+                "not set: TensorFlow loads the CUDA libraries from its own wheels and the system",
+            )
+        ]
     runpath_dirs = {c.directory for c in ctx.tf_caller[1]}
     shadows: list[str] = []
     for row in ctx.library_rows:
@@ -370,14 +616,26 @@ def check_ld_library_path(ctx: DoctorContext) -> list[Check]:
     missing = [p for p in value.split(":") if p and not os.path.isdir(p)]
     note = f"; entries that do not exist: {', '.join(missing)}" if missing else ""
     if shadows:
-        return [Check("env.ld_library_path", title, Status.WARN,
-                      "LD_LIBRARY_PATH comes before TensorFlow's own pip wheels and shadows "
-                      f"them for: {'; '.join(shadows)}{note}",
-                      fix="unset LD_LIBRARY_PATH  (or drop the CUDA entries from it)",
-                      see="echo $LD_LIBRARY_PATH")]
-    return [Check("env.ld_library_path", title, Status.OK,
-                  f"set ({value}); it shadows none of TensorFlow's pip wheel libraries{note}",
-                  see="echo $LD_LIBRARY_PATH")]
+        return [
+            Check(
+                "env.ld_library_path",
+                title,
+                Status.WARN,
+                "LD_LIBRARY_PATH comes before TensorFlow's own pip wheels and shadows "
+                f"them for: {'; '.join(shadows)}{note}",
+                fix="unset LD_LIBRARY_PATH  (or drop the CUDA entries from it)",
+                see="echo $LD_LIBRARY_PATH",
+            )
+        ]
+    return [
+        Check(
+            "env.ld_library_path",
+            title,
+            Status.OK,
+            f"set ({value}); it shadows none of TensorFlow's pip wheel libraries{note}",
+            see="echo $LD_LIBRARY_PATH",
+        )
+    ]
 
 
 def check_nvcc(ctx: DoctorContext) -> list[Check]:
@@ -387,22 +645,47 @@ def check_nvcc(ctx: DoctorContext) -> list[Check]:
     ptx = f"; XLA's ptxas: {ctx.ptxas}" if ctx.ptxas else ""
     if exe is None:
         if ctx.ptxas is None and cuda:
-            return [Check("cuda.nvcc", title, Status.WARN,
-                          "no nvcc on PATH and no ptxas found: XLA falls back to the driver's "
-                          "PTX compiler (slower compiles, and some kernels may be missing)",
-                          fix=f"pip install 'nvidia-cuda-nvcc-cu{ctx.cuda_major}'",
-                          see="which nvcc ptxas")]
-        return [Check("cuda.nvcc", title, Status.OK,
-                      "no nvcc on PATH; TensorFlow does not need it" + ptx, see="which nvcc")]
+            return [
+                Check(
+                    "cuda.nvcc",
+                    title,
+                    Status.WARN,
+                    "no nvcc on PATH and no ptxas found: XLA falls back to the driver's "
+                    "PTX compiler (slower compiles, and some kernels may be missing)",
+                    fix=f"pip install 'nvidia-cuda-nvcc-cu{ctx.cuda_major}'",
+                    see="which nvcc ptxas",
+                )
+            ]
+        return [
+            Check(
+                "cuda.nvcc",
+                title,
+                Status.OK,
+                "no nvcc on PATH; TensorFlow does not need it" + ptx,
+                see="which nvcc",
+            )
+        ]
     if cuda and release and version_tuple(release)[:2] != version_tuple(str(cuda))[:2]:
-        return [Check("cuda.nvcc", title, Status.OK,
-                      f"nvcc {release} ({exe}) differs from the CUDA {cuda} runtime TensorFlow "
-                      "loads. This is normal: pip's TensorFlow brings its own CUDA libraries and "
-                      "never uses nvcc; it matters only for code you compile yourself" + ptx,
-                      see="nvcc --version")]
-    return [Check("cuda.nvcc", title, Status.OK,
-                  f"nvcc {release} ({exe}); TensorFlow's runtime is CUDA {cuda}" + ptx,
-                  see="nvcc --version")]
+        return [
+            Check(
+                "cuda.nvcc",
+                title,
+                Status.OK,
+                f"nvcc {release} ({exe}) differs from the CUDA {cuda} runtime TensorFlow "
+                "loads. This is normal: pip's TensorFlow brings its own CUDA libraries and "
+                "never uses nvcc; it matters only for code you compile yourself" + ptx,
+                see="nvcc --version",
+            )
+        ]
+    return [
+        Check(
+            "cuda.nvcc",
+            title,
+            Status.OK,
+            f"nvcc {release} ({exe}); TensorFlow's runtime is CUDA {cuda}" + ptx,
+            see="nvcc --version",
+        )
+    ]
 
 
 def check_conda(ctx: DoctorContext) -> list[Check]:
@@ -415,15 +698,27 @@ def check_conda(ctx: DoctorContext) -> list[Check]:
     tf_by_pip = ctx.tf_dist is not None and (ctx.tf_dist.installer or "") == "pip"
     if cuda_pkgs and tf_by_pip:
         listing = ", ".join(f"{k} {v}" for k, v in sorted(cuda_pkgs.items()))
-        return [Check("env.conda", title, Status.WARN,
-                      f"TensorFlow came from pip, but conda also installed {listing} in "
-                      f"{prefix}/lib; whichever the loader finds first wins",
-                      fix="conda remove cudatoolkit cudnn  (let pip's nvidia-* wheels provide "
-                          "CUDA), or install TensorFlow from conda-forge only",
-                      see="conda list | grep -iE 'cuda|cudnn|tensorflow'")]
-    return [Check("env.conda", title, Status.OK,
-                  f"conda environment {prefix}; no conflicting CUDA packages",
-                  see="conda list | grep -iE 'cuda|cudnn|tensorflow'")]
+        return [
+            Check(
+                "env.conda",
+                title,
+                Status.WARN,
+                f"TensorFlow came from pip, but conda also installed {listing} in "
+                f"{prefix}/lib; whichever the loader finds first wins",
+                fix="conda remove cudatoolkit cudnn  (let pip's nvidia-* wheels provide "
+                "CUDA), or install TensorFlow from conda-forge only",
+                see="conda list | grep -iE 'cuda|cudnn|tensorflow'",
+            )
+        ]
+    return [
+        Check(
+            "env.conda",
+            title,
+            Status.OK,
+            f"conda environment {prefix}; no conflicting CUDA packages",
+            see="conda list | grep -iE 'cuda|cudnn|tensorflow'",
+        )
+    ]
 
 
 # --- 5. platform -------------------------------------------------------------------------
@@ -432,36 +727,73 @@ def check_platform(ctx: DoctorContext) -> list[Check]:
     p = ctx.platform
     if p.system == "Windows":
         if ctx.tf_version and version_tuple(ctx.tf_version)[:2] > (2, 10):
-            return [Check("platform", title, Status.FAIL,
-                          f"native Windows: TensorFlow {ctx.tf_version} has no GPU support "
-                          "there (the last was 2.10)",
-                          fix="use WSL2: https://www.tensorflow.org/install/pip#windows-wsl2",
-                          see="python -c \"import platform; print(platform.platform())\"")]
+            return [
+                Check(
+                    "platform",
+                    title,
+                    Status.FAIL,
+                    f"native Windows: TensorFlow {ctx.tf_version} has no GPU support "
+                    "there (the last was 2.10)",
+                    fix="use WSL2: https://www.tensorflow.org/install/pip#windows-wsl2",
+                    see='python -c "import platform; print(platform.platform())"',
+                )
+            ]
         return [Check("platform", title, Status.OK, f"native Windows {p.release}")]
     if p.system == "Darwin":
-        return [Check("platform", title, Status.WARN,
-                      "macOS: no CUDA; Apple GPUs are reached through tensorflow-metal",
-                      fix="pip install tensorflow-metal")]
+        return [
+            Check(
+                "platform",
+                title,
+                Status.WARN,
+                "macOS: no CUDA; Apple GPUs are reached through tensorflow-metal",
+                fix="pip install tensorflow-metal",
+            )
+        ]
     if p.wsl:
         if not p.wsl_libcuda:
-            return [Check("platform", title, Status.FAIL,
-                          "WSL2 without /usr/lib/wsl/lib/libcuda.so.1: the Windows NVIDIA driver "
-                          "does not expose CUDA to WSL",
-                          fix="update the NVIDIA driver on Windows and run `wsl --update`",
-                          see="ls -l /usr/lib/wsl/lib")]
-        return [Check("platform", title, Status.OK,
-                      "WSL2: the driver lives on Windows; CUDA comes from /usr/lib/wsl/lib. "
-                      "Do not install a Linux NVIDIA driver inside WSL",
-                      see="ls -l /usr/lib/wsl/lib")]
+            return [
+                Check(
+                    "platform",
+                    title,
+                    Status.FAIL,
+                    "WSL2 without /usr/lib/wsl/lib/libcuda.so.1: the Windows NVIDIA driver "
+                    "does not expose CUDA to WSL",
+                    fix="update the NVIDIA driver on Windows and run `wsl --update`",
+                    see="ls -l /usr/lib/wsl/lib",
+                )
+            ]
+        return [
+            Check(
+                "platform",
+                title,
+                Status.OK,
+                "WSL2: the driver lives on Windows; CUDA comes from /usr/lib/wsl/lib. "
+                "Do not install a Linux NVIDIA driver inside WSL",
+                see="ls -l /usr/lib/wsl/lib",
+            )
+        ]
     if p.container and not p.nvidia_device_nodes:
-        return [Check("platform", title, Status.FAIL,
-                      f"running in a {p.container} container with no /dev/nvidia* device: the "
-                      "container was started without GPU access",
-                      fix="docker run --gpus all ...  (Kubernetes: request nvidia.com/gpu)",
-                      see="ls -l /dev/nvidia*")]
+        return [
+            Check(
+                "platform",
+                title,
+                Status.FAIL,
+                f"running in a {p.container} container with no /dev/nvidia* device: the "
+                "container was started without GPU access",
+                fix="docker run --gpus all ...  (Kubernetes: request nvidia.com/gpu)",
+                see="ls -l /dev/nvidia*",
+            )
+        ]
     where = f"{p.container} container" if p.container else "no container"
-    return [Check("platform", title, Status.OK, f"Linux {p.release} ({p.machine}), {where}",
-                  see="uname -a")]
+    return [
+        Check(
+            "platform",
+            title,
+            Status.OK,
+            f"Linux {p.release} ({p.machine}), {where}",
+            see="uname -a",
+        )
+    ]
 
 
 def check_visible_devices(ctx: DoctorContext) -> list[Check]:
@@ -469,24 +801,51 @@ def check_visible_devices(ctx: DoctorContext) -> list[Check]:
     value = ctx.env.get("CUDA_VISIBLE_DEVICES")
     see = "echo $CUDA_VISIBLE_DEVICES"
     if value is None:
-        return [Check("env.cuda_visible_devices", title, Status.OK, "not set: every GPU is "
-                      "visible", see=see)]
+        return [
+            Check(
+                "env.cuda_visible_devices",
+                title,
+                Status.OK,
+                "not set: every GPU is visible",
+                see=see,
+            )
+        ]
     entries = [e.strip() for e in value.split(",") if e.strip()]
     if not entries or entries[0] in ("-1", "NoDevFiles", "none", "void"):
-        return [Check("env.cuda_visible_devices", title, Status.FAIL,
-                      f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA",
-                      fix="unset CUDA_VISIBLE_DEVICES", see=see)]
+        return [
+            Check(
+                "env.cuda_visible_devices",
+                title,
+                Status.FAIL,
+                f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA",
+                fix="unset CUDA_VISIBLE_DEVICES",
+                see=see,
+            )
+        ]
     count = len(ctx.driver.gpus)
     bad = [e for e in entries if e.isdigit() and count and int(e) >= count]
     if bad:
-        return [Check("env.cuda_visible_devices", title, Status.WARN,
-                      f"CUDA_VISIBLE_DEVICES={value!r} names GPU index {', '.join(bad)}, but "
-                      f"only {count} GPU(s) exist (0..{count - 1}); CUDA stops at the first "
-                      "invalid entry",
-                      fix=f"export CUDA_VISIBLE_DEVICES={','.join(str(i) for i in range(count))}",
-                      see="nvidia-smi -L")]
-    return [Check("env.cuda_visible_devices", title, Status.OK,
-                  f"{value!r}: {len(entries)} GPU(s) visible", see=see)]
+        return [
+            Check(
+                "env.cuda_visible_devices",
+                title,
+                Status.WARN,
+                f"CUDA_VISIBLE_DEVICES={value!r} names GPU index {', '.join(bad)}, but "
+                f"only {count} GPU(s) exist (0..{count - 1}); CUDA stops at the first "
+                "invalid entry",
+                fix=f"export CUDA_VISIBLE_DEVICES={','.join(str(i) for i in range(count))}",
+                see="nvidia-smi -L",
+            )
+        ]
+    return [
+        Check(
+            "env.cuda_visible_devices",
+            title,
+            Status.OK,
+            f"{value!r}: {len(entries)} GPU(s) visible",
+            see=see,
+        )
+    ]
 
 
 def check_mps(ctx: DoctorContext) -> list[Check]:
@@ -496,15 +855,24 @@ def check_mps(ctx: DoctorContext) -> list[Check]:
         return [Check("gpu.mps", title, Status.SKIP, "MPS exists on Linux only")]
     if p.mps_pipe_dirs or p.mps_processes:
         found = ", ".join(list(p.mps_processes) + [f"pipe {d}" for d in p.mps_pipe_dirs])
-        return [Check("gpu.mps", title, Status.WARN,
-                      f"the MPS control daemon is running ({found}): TensorFlow processes share "
-                      "each GPU, and each one grabs most of the memory unless limited",
-                      fix="give each process a memory limit (TF_FORCE_GPU_ALLOW_GROWTH=true or "
-                          "tf.config.set_logical_device_configuration), or stop MPS: "
-                          "echo quit | nvidia-cuda-mps-control",
-                      see="ps -ef | grep nvidia-cuda-mps")]
-    return [Check("gpu.mps", title, Status.OK, "MPS is not running",
-                  see="ps -ef | grep nvidia-cuda-mps")]
+        return [
+            Check(
+                "gpu.mps",
+                title,
+                Status.WARN,
+                f"the MPS control daemon is running ({found}): TensorFlow processes share "
+                "each GPU, and each one grabs most of the memory unless limited",
+                fix="give each process a memory limit (TF_FORCE_GPU_ALLOW_GROWTH=true or "
+                "tf.config.set_logical_device_configuration), or stop MPS: "
+                "echo quit | nvidia-cuda-mps-control",
+                see="ps -ef | grep nvidia-cuda-mps",
+            )
+        ]
+    return [
+        Check(
+            "gpu.mps", title, Status.OK, "MPS is not running", see="ps -ef | grep nvidia-cuda-mps"
+        )
+    ]
 
 
 def check_gpu_state(ctx: DoctorContext) -> list[Check]:
@@ -513,22 +881,45 @@ def check_gpu_state(ctx: DoctorContext) -> list[Check]:
     if not drv.available:
         return [Check("gpu.state", title, Status.SKIP, "NVML is not available")]
     if drv.error:
-        return [Check("gpu.state", title, Status.FAIL, f"NVML cannot list GPUs: {drv.error}",
-                      fix="check `nvidia-smi` and the kernel log (dmesg | grep -i xid)",
-                      see="nvidia-smi")]
+        return [
+            Check(
+                "gpu.state",
+                title,
+                Status.FAIL,
+                f"NVML cannot list GPUs: {drv.error}",
+                fix="check `nvidia-smi` and the kernel log (dmesg | grep -i xid)",
+                see="nvidia-smi",
+            )
+        ]
     if not drv.gpus:
-        return [Check("gpu.state", title, Status.FAIL, "the driver is loaded but reports no GPU",
-                      see="nvidia-smi -L")]
+        return [
+            Check(
+                "gpu.state",
+                title,
+                Status.FAIL,
+                "the driver is loaded but reports no GPU",
+                see="nvidia-smi -L",
+            )
+        ]
     broken = [g for g in drv.gpus if g.error]
     listing = "; ".join(
         f"GPU {g.index}: {g.name}, compute capability {g.compute_capability}, "
-        f"{(g.memory_total_mib or 0) / 1024:.0f} GiB" for g in drv.gpus if not g.error
+        f"{(g.memory_total_mib or 0) / 1024:.0f} GiB"
+        for g in drv.gpus
+        if not g.error
     )
     if broken:
         bad = "; ".join(f"GPU {g.index}: {g.error}" for g in broken)
-        return [Check("gpu.state", title, Status.FAIL, f"GPU(s) in an unusable state: {bad}",
-                      fix="look for Xid errors (dmesg | grep -i xid); a reset or reboot may be "
-                          "needed", see="nvidia-smi -q")]
+        return [
+            Check(
+                "gpu.state",
+                title,
+                Status.FAIL,
+                f"GPU(s) in an unusable state: {bad}",
+                fix="look for Xid errors (dmesg | grep -i xid); a reset or reboot may be needed",
+                see="nvidia-smi -q",
+            )
+        ]
     return [Check("gpu.state", title, Status.OK, listing, see="nvidia-smi -L")]
 
 
@@ -536,33 +927,45 @@ def _capability_verdict(cc: str, compiled: list[str]) -> tuple[Status, str]:
     """Judge a GPU's compute capability against TF's compiled sm_/compute_ list."""
     major, minor = (int(x) for x in cc.split("."))
     want = major * 10 + minor
-    sass = sorted(int("".join(c for c in e[3:] if c.isdigit())) for e in compiled
-                  if e.startswith("sm_"))
-    ptx = sorted(int("".join(c for c in e[8:] if c.isdigit())) for e in compiled
-                 if e.startswith("compute_"))
+    sass = sorted(
+        int("".join(c for c in e[3:] if c.isdigit())) for e in compiled if e.startswith("sm_")
+    )
+    ptx = sorted(
+        int("".join(c for c in e[8:] if c.isdigit())) for e in compiled if e.startswith("compute_")
+    )
     if want in sass:
         return Status.OK, f"sm_{want} machine code is compiled in"
     same_major = [s for s in sass if s // 10 == major and s <= want]
     if same_major:
-        return Status.OK, (f"sm_{max(same_major)} machine code runs on {cc} (binary compatible "
-                           "within a major version)")
+        return Status.OK, (
+            f"sm_{max(same_major)} machine code runs on {cc} (binary compatible "
+            "within a major version)"
+        )
     usable_ptx = [p for p in ptx if p <= want]
     if usable_ptx:
-        return Status.WARN, (f"no sm_{want} machine code: kernels are JIT-compiled from "
-                             f"compute_{max(usable_ptx)} PTX on first use (can take many minutes "
-                             "the first time; cached afterwards)")
-    return Status.FAIL, (f"no machine code or PTX for compute capability {cc}: TensorFlow "
-                         "cannot run kernels on this GPU")
+        return Status.WARN, (
+            f"no sm_{want} machine code: kernels are JIT-compiled from "
+            f"compute_{max(usable_ptx)} PTX on first use (can take many minutes "
+            "the first time; cached afterwards)"
+        )
+    return Status.FAIL, (
+        f"no machine code or PTX for compute capability {cc}: TensorFlow "
+        "cannot run kernels on this GPU"
+    )
 
 
 def check_capability(ctx: DoctorContext) -> list[Check]:
     title = "GPU compute capability vs TensorFlow's compiled list"
     compiled = list((ctx.build_info or {}).get("cuda_compute_capabilities") or [])
-    gpus = [(g.index, g.name, g.compute_capability) for g in ctx.driver.gpus
-            if g.compute_capability]
+    gpus: list[tuple[int, object, object]] = [
+        (g.index, g.name, g.compute_capability) for g in ctx.driver.gpus if g.compute_capability
+    ]
     if not gpus:
-        gpus = [(i, g.get("name"), g.get("compute_capability"))
-                for i, g in enumerate(ctx.tf_runtime.gpus) if g.get("compute_capability")]
+        gpus = [
+            (i, g.get("name"), g.get("compute_capability"))
+            for i, g in enumerate(ctx.tf_runtime.gpus)
+            if g.get("compute_capability")
+        ]
     if not compiled or not gpus:
         why = "no compiled capability list" if not compiled else "no GPU to compare"
         return [Check("gpu.compute_capability", title, Status.SKIP, why, see=TF_BUILD)]
@@ -576,25 +979,46 @@ def check_capability(ctx: DoctorContext) -> list[Check]:
             have = version_tuple(ctx.driver.cuda_version)
             if have and built and have[:2] < built[:2]:
                 status = Status.FAIL
-                text += (f"; and the driver (CUDA {ctx.driver.cuda_version}) is older than the "
-                         f"CUDA {'.'.join(map(str, built[:2]))} PTX, so the JIT fails")
+                text += (
+                    f"; and the driver (CUDA {ctx.driver.cuda_version}) is older than the "
+                    f"CUDA {'.'.join(map(str, built[:2]))} PTX, so the JIT fails"
+                )
                 fix = "upgrade the NVIDIA driver"
             else:
-                fix = ("export CUDA_CACHE_MAXSIZE=4294967296  (keep the JIT-compiled kernels "
-                       "between runs), or use a TensorFlow build with sm_" +
-                       str(cc).replace(".", "") + " (NVIDIA's NGC container)")
+                fix = (
+                    "export CUDA_CACHE_MAXSIZE=4294967296  (keep the JIT-compiled kernels "
+                    "between runs), or use a TensorFlow build with sm_"
+                    + str(cc).replace(".", "")
+                    + " (NVIDIA's NGC container)"
+                )
         elif status is Status.FAIL:
             fix = "use a TensorFlow release or build that targets this GPU"
-        out.append(Check(f"gpu.compute_capability.{index}", f"GPU {index} compute capability",
-                         status, f"{name} is {cc}; TensorFlow was compiled for "
-                         f"{', '.join(compiled)}: {text}", fix=fix, see=TF_BUILD,
-                         details={"compute_capability": cc, "compiled": compiled}))
+        out.append(
+            Check(
+                f"gpu.compute_capability.{index}",
+                f"GPU {index} compute capability",
+                status,
+                f"{name} is {cc}; TensorFlow was compiled for {', '.join(compiled)}: {text}",
+                fix=fix,
+                see=TF_BUILD,
+                details={"compute_capability": cc, "compiled": compiled},
+            )
+        )
     return out
 
 
 # --- 6. the question itself --------------------------------------------------------------
-_CAUSE_ORDER = ("tf.install", "tf.build", "platform", "env.cuda_visible_devices", "driver",
-                "lib.libcuda", "gpu.state", "lib.", "gpu.compute_capability")
+_CAUSE_ORDER = (
+    "tf.install",
+    "tf.build",
+    "platform",
+    "env.cuda_visible_devices",
+    "driver",
+    "lib.libcuda",
+    "gpu.state",
+    "lib.",
+    "gpu.compute_capability",
+)
 
 
 def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
@@ -606,34 +1030,64 @@ def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
         return [Check("tf.gpus", title, Status.SKIP, "not run (--no-import)", see=TF_GPUS)]
     details = {"tf_log": list(rt.log_lines), "import_seconds": round(rt.seconds, 1)}
     if rt.error:
-        return [Check("tf.gpus", title, Status.FAIL, f"importing TensorFlow failed: {rt.error}",
-                      fix=f"pip install --force-reinstall 'tensorflow[and-cuda]{_tf_pin(ctx)}'",
-                      see="python -c 'import tensorflow'", details=details)]
+        return [
+            Check(
+                "tf.gpus",
+                title,
+                Status.FAIL,
+                f"importing TensorFlow failed: {rt.error}",
+                fix=f"pip install --force-reinstall 'tensorflow[and-cuda]{_tf_pin(ctx)}'",
+                see="python -c 'import tensorflow'",
+                details=details,
+            )
+        ]
     if rt.gpus:
-        names = ", ".join(f"{g.get('device')}: {g.get('name')} "
-                          f"(compute capability {g.get('compute_capability')})" for g in rt.gpus)
-        return [Check("tf.gpus", title, Status.OK,
-                      f"TensorFlow {rt.version} sees {len(rt.gpus)} GPU(s): {names}",
-                      see=TF_GPUS, details=details)]
+        names = ", ".join(
+            f"{g.get('device')}: {g.get('name')} (compute capability {g.get('compute_capability')})"
+            for g in rt.gpus
+        )
+        return [
+            Check(
+                "tf.gpus",
+                title,
+                Status.OK,
+                f"TensorFlow {rt.version} sees {len(rt.gpus)} GPU(s): {names}",
+                see=TF_GPUS,
+                details=details,
+            )
+        ]
     cause = None
     for prefix in _CAUSE_ORDER:
         for c in earlier:
-            if c.status is Status.FAIL and (c.id == prefix or (prefix.endswith(".")
-                                                                and c.id.startswith(prefix))
-                                            or c.id.startswith(prefix + ".")):
+            if c.status is Status.FAIL and (
+                c.id == prefix
+                or (prefix.endswith(".") and c.id.startswith(prefix))
+                or c.id.startswith(prefix + ".")
+            ):
                 cause = c
                 break
         if cause:
             break
     if cause is not None:
         finding = f"TensorFlow sees no GPU. Cause: {cause.finding} (check {cause.id})"
-        return [Check("tf.gpus", title, Status.FAIL, finding, fix=cause.fix, see=TF_GPUS,
-                      details=details)]
+        return [
+            Check(
+                "tf.gpus", title, Status.FAIL, finding, fix=cause.fix, see=TF_GPUS, details=details
+            )
+        ]
     hint = " TensorFlow's log says: " + rt.log_lines[-1] if rt.log_lines else ""
-    return [Check("tf.gpus", title, Status.FAIL,
-                  "TensorFlow sees no GPU, and no check above found why." + hint,
-                  fix="run with TF_CPP_MIN_LOG_LEVEL=0 and TF_CPP_VMODULE=dso_loader=1 to see "
-                      "each library TensorFlow tries to open", see=TF_GPUS, details=details)]
+    return [
+        Check(
+            "tf.gpus",
+            title,
+            Status.FAIL,
+            "TensorFlow sees no GPU, and no check above found why." + hint,
+            fix="run with TF_CPP_MIN_LOG_LEVEL=0 and TF_CPP_VMODULE=dso_loader=1 to see "
+            "each library TensorFlow tries to open",
+            see=TF_GPUS,
+            details=details,
+        )
+    ]
 
 
 CHECKS: tuple[CheckFn, ...] = (

@@ -151,8 +151,11 @@ class DoctorContext:
         runpath: list[ld.Candidate] = []
         if self.tf_dir is None:
             return rpath, runpath
-        for rel in ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2",
-                    "python/_pywrap_tensorflow_internal.so"):
+        for rel in (
+            "libtensorflow_framework.so.2",
+            "libtensorflow_cc.so.2",
+            "python/_pywrap_tensorflow_internal.so",
+        ):
             path = self.tf_dir / rel
             if not path.exists():
                 continue
@@ -161,8 +164,10 @@ class DoctorContext:
             except ld.NotElfError:
                 continue
             origin = str(path.parent)
-            for entries, out, kind in ((info.rpath, rpath, "RPATH"), (info.runpath, runpath,
-                                                                        "RUNPATH")):
+            for entries, out, kind in (
+                (info.rpath, rpath, "RPATH"),
+                (info.runpath, runpath, "RUNPATH"),
+            ):
                 for e in entries:
                     d = ld.expand_origin(e, origin)
                     if "_solib_" in d or ".runfiles" in d:
@@ -205,18 +210,27 @@ class DoctorContext:
             soname = spec.get(str(major)) if major else None
             if not soname:
                 continue
-            wheel = f"nvidia-{spec['wheel'].replace('_', '-')}-cu{self.cuda_major}"
-            rows.append((key, soname, wheel))
+            wheel_name = f"nvidia-{spec['wheel'].replace('_', '-')}-cu{self.cuda_major}"
+            rows.append((key, soname, wheel_name))
         resolutions = [(k, s, w, self.loader.resolve(s)) for k, s, w in rows]
         errors: dict[str, str | None] = {}
         if self.dlopen:
-            loadable = [r.path for *_, r in resolutions if r.path and not r.missing]
-            errors = ld.probe_dlopen([p for p in loadable if p], env=self.env)
+            loadable = [r.path for *_, r in resolutions if r.path is not None and not r.missing]
+            errors = ld.probe_dlopen([p for p in loadable if p is not None], env=self.env)
         out = []
         for key, soname, wheel, res in resolutions:
             version, provider = self.provider_of(res.path)
-            out.append(LibraryRow(key, soname, wheel, res, version, provider,
-                                  errors.get(res.path) if res.path else None))
+            out.append(
+                LibraryRow(
+                    key,
+                    soname,
+                    wheel,
+                    res,
+                    version,
+                    provider,
+                    errors.get(res.path) if res.path else None,
+                )
+            )
         return out
 
     @cached_property
@@ -263,8 +277,11 @@ class DoctorContext:
             "executable": sys.executable,
             "platform": f"{self.platform.system} {self.platform.release} ({self.platform.machine})",
             "tensorflow": self.tf_version,
-            "keras": (self.distributions.get("keras").version  # type: ignore[union-attr]
-                      if "keras" in self.distributions else None),
+            "keras": (
+                self.distributions.get("keras").version  # type: ignore[union-attr]
+                if "keras" in self.distributions
+                else None
+            ),
             "tf_build": self.build_info,
             "driver": self.driver.driver_version,
             "driver_cuda": self.driver.cuda_version,
@@ -275,7 +292,7 @@ class DoctorContext:
 
 
 def version_tuple(text: str | None) -> tuple[int, ...]:
-    """"12.5.1" -> (12, 5, 1); junk -> ()."""
+    """ "12.5.1" -> (12, 5, 1); junk -> ()."""
     if not text:
         return ()
     return tuple(int(p) for p in re.findall(r"\d+", str(text))[:4])

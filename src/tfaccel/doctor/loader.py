@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 DEFAULT_DIRS: tuple[str, ...] = (
     "/lib64",
@@ -69,6 +70,7 @@ def _read_elf_cached(path: str, mtime_ns: int) -> ElfInfo:
             for section in elf.iter_sections():
                 if not isinstance(section, DynamicSection):
                     continue
+                tag: Any
                 for tag in section.iter_tags():
                     if tag.entry.d_tag == "DT_NEEDED":
                         needed.append(tag.needed)

@@ -7,6 +7,7 @@ in `tfaccel.doctor.checks` turn the data into findings.
 from __future__ import annotations
 
 import ast
+import contextlib
 import glob
 import importlib.metadata as md
 import json
@@ -68,15 +69,11 @@ def installed_distributions(paths: Sequence[str] | None = None) -> dict[str, Dis
         if not name or name in found:
             continue
         location = None
-        try:
+        with contextlib.suppress(Exception):
             location = str(dist.locate_file(""))
-        except Exception:
-            pass
         installer = None
-        try:
+        with contextlib.suppress(Exception):
             installer = (dist.read_text("INSTALLER") or "").strip() or None
-        except Exception:
-            pass
         found[name] = Distribution(
             name=name,
             version=dist.version,
@@ -168,9 +165,7 @@ _TF_LOG_KEYS = re.compile(
 )
 
 
-def tf_runtime_probe(
-    timeout_s: float = 180.0, env: Mapping[str, str] | None = None
-) -> TfRuntime:
+def tf_runtime_probe(timeout_s: float = 180.0, env: Mapping[str, str] | None = None) -> TfRuntime:
     """Import TensorFlow in a child process and list the GPUs it sees.
 
     A child keeps TensorFlow's GPU initialisation (and any crash) out of this process.
@@ -219,8 +214,11 @@ def site_directories() -> list[str]:
     """Directories on sys.path that hold installed packages."""
     out: list[str] = []
     for entry in sys.path:
-        if entry and os.path.isdir(entry) and entry not in out and (
-            "site-packages" in entry or "dist-packages" in entry
+        if (
+            entry
+            and os.path.isdir(entry)
+            and entry not in out
+            and ("site-packages" in entry or "dist-packages" in entry)
         ):
             out.append(entry)
     return out
@@ -363,8 +361,9 @@ def platform_facts(env: Mapping[str, str]) -> PlatformFacts:
     wsl = system == "Linux" and (
         "microsoft" in release.lower() or "microsoft" in _read("/proc/version").lower()
     )
-    nodes = tuple(sorted(glob.glob("/dev/nvidia[0-9]*") + glob.glob("/dev/nvidiactl")
-                         + glob.glob("/dev/dxg")))
+    nodes = tuple(
+        sorted(glob.glob("/dev/nvidia[0-9]*") + glob.glob("/dev/nvidiactl") + glob.glob("/dev/dxg"))
+    )
     pipes, procs = mps_state(env) if system == "Linux" else ([], [])
     return PlatformFacts(
         system=system,

@@ -7,6 +7,7 @@ Tests inject a fake module with the same function names at this boundary.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,10 +63,8 @@ class Nvml:
         tb: TracebackType | None,
     ) -> None:
         if self._open:
-            try:
+            with contextlib.suppress(Exception):
                 self.lib.nvmlShutdown()
-            except Exception:
-                pass
             self._open = False
 
     def get(self, fn: str, *args: Any, default: Any = None) -> Any:
@@ -134,8 +133,9 @@ def driver_info(lib: ModuleType | Any | None = None) -> DriverInfo:
             count, err = nv.try_call("nvmlDeviceGetCount")
             gpus: list[GpuBrief] = []
             if err is not None:
-                return DriverInfo(True, f"nvmlDeviceGetCount failed: {err}", driver,
-                                  cuda_version_text(cuda))
+                return DriverInfo(
+                    True, f"nvmlDeviceGetCount failed: {err}", driver, cuda_version_text(cuda)
+                )
             for i in range(int(count or 0)):
                 handle, herr = nv.try_call("nvmlDeviceGetHandleByIndex", i)
                 if herr is not None:

@@ -44,13 +44,16 @@ def doctor_text(report: DoctorReport, console: Console, verbose: bool = False) -
     )
     console.print(Panel(Group(head, table, verdict), title="tfaccel doctor", expand=True))
     if not verbose and report.count(Status.SKIP):
-        console.print(Text(f"{report.count(Status.SKIP)} skipped check(s) hidden; "
-                           "--verbose shows them.", style="dim"))
+        console.print(
+            Text(
+                f"{report.count(Status.SKIP)} skipped check(s) hidden; --verbose shows them.",
+                style="dim",
+            )
+        )
 
 
 def doctor_json(report: DoctorReport) -> str:
-    return dumps(report, schema="tfaccel.doctor/1", failed=report.failed,
-                 verdict=report.verdict)
+    return dumps(report, schema="tfaccel.doctor/1", failed=report.failed, verdict=report.verdict)
 
 
 def _md_cell(text: str | None) -> str:

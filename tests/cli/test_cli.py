@@ -1,0 +1,111 @@
+"""The command line: wiring, formats, exit codes, and no TensorFlow import at start-up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from tfaccel import __version__
+from tfaccel.cli import app
+from tfaccel.doctor import Check, DoctorReport, Status
+
+runner = CliRunner()
+
+
+def _fake_report(status: Status) -> DoctorReport:
+    return DoctorReport((Check("x", "x", status, "finding x"),), {"tfaccel": "0"}, 0.1)
+
+
+@pytest.fixture
+def fake_doctor(monkeypatch: pytest.MonkeyPatch) -> list[Status]:
+    statuses = [Status.OK]
+
+    def fake_run(ctx: object = None, progress: object = None) -> DoctorReport:
+        return _fake_report(statuses[0])
+
+    monkeypatch.setattr("tfaccel.cli.doctor.run_doctor", fake_run)
+    return statuses
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"tfaccel {__version__}"
+
+
+def test_help_lists_doctor() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0 and "doctor" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("status", "strict", "code"),
+    [
+        (Status.OK, False, 0),
+        (Status.WARN, False, 0),
+        (Status.WARN, True, 1),
+        (Status.FAIL, False, 1),
+    ],
+)
+def test_doctor_exit_codes(
+    fake_doctor: list[Status], status: Status, strict: bool, code: int
+) -> None:
+    fake_doctor[0] = status
+    args = ["doctor", "--format", "json"] + (["--strict"] if strict else [])
+    result = runner.invoke(app, args)
+    assert result.exit_code == code, result.output
+    assert json.loads(result.stdout)["checks"][0]["status"] == status.value
+
+
+def test_doctor_markdown(fake_doctor: list[Status]) -> None:
+    result = runner.invoke(app, ["doctor", "-f", "markdown"])
+    assert result.exit_code == 0 and result.stdout.startswith("### tfaccel doctor")
+
+
+def test_bad_format_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["doctor", "--format", "yaml"])
+    assert result.exit_code == 2
+    assert "yaml" in result.output
+
+
+def test_bad_timeout_is_a_clear_error(fake_doctor: list[Status]) -> None:
+    result = runner.invoke(app, ["doctor", "--timeout", "-1"])
+    assert result.exit_code == 2
+    assert (
+        "--timeout must be positive. Expected a number of seconds > 0. Received: -1"
+        in result.output
+    )
+
+
+def test_startup_does_not_import_tensorflow_or_nvml() -> None:
+    code = (
+        "import sys; from tfaccel.cli import app; "
+        "bad = [m for m in ('tensorflow', 'keras', 'pynvml') if m in sys.modules]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_help_and_doctor_work_without_tensorflow(tmp_path: object) -> None:
+    # A meta-path hook makes `import tensorflow` fail as it does where TF is absent.
+    code = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] == 'tensorflow': raise ImportError('blocked')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import tfaccel._tf as t; t.tf_package_dir = lambda: None\n"
+        "from tfaccel.cli import main\n"
+        "sys.argv = ['tfaccel', 'doctor', '--format', 'json', '--no-import']\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    install = next(c for c in data["checks"] if c["id"] == "tf.install")
+    assert install["status"] == "fail"
+    assert data["verdict"]

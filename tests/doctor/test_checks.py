@@ -1,0 +1,302 @@
+"""The doctor's checks on real files: a fake-but-real TensorFlow install per test."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from tests.doctor.conftest import LINUX, TF_SEES_NOTHING, MakeCtx
+from tests.fakes import FakeGpu, FakeNvml, build_lib, write_dist
+from tfaccel.doctor import Check, DoctorContext, Status, run_doctor
+from tfaccel.doctor.checks import _capability_verdict, check_tf_install
+
+
+def rows(report_checks: tuple[Check, ...]) -> dict[str, Check]:
+    return {c.id: c for c in report_checks}
+
+
+def test_healthy_install_loads_every_library(fake_tf: tuple[Path, MakeCtx]) -> None:
+    _site, make = fake_tf
+    report = run_doctor(make())
+    by = rows(report.checks)
+    assert not report.failed, [c for c in report.checks if c.status is Status.FAIL]
+    assert by["lib.loaded"].finding.startswith("11 of 11 resolve and load")
+    assert "nvidia-cudnn-cu12 9.3.0.75 (pip)" in by["lib.loaded"].finding
+    assert by["tf.compat"].status is Status.OK
+    assert by["driver"].status is Status.OK
+    assert by["tf.gpus"].status is Status.OK
+    # TF 2.21 has no sm_90 machine code: an H200 runs JIT-compiled PTX.
+    cc = by["gpu.compute_capability.0"]
+    assert cc.status is Status.WARN and "compute_90 PTX" in cc.finding
+    assert cc.fix and "CUDA_CACHE_MAXSIZE" in cc.fix
+    assert report.verdict.startswith("TensorFlow can use the GPU")
+
+
+def test_missing_wheel_names_the_library_and_the_pip_fix(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    shutil.rmtree(site / "nvidia/cudnn")
+    report = run_doctor(make(runtime=TF_SEES_NOTHING))
+    by = rows(report.checks)
+    assert by["lib.cudnn"].status is Status.FAIL
+    assert "libcudnn.so.9 is not found" in by["lib.cudnn"].finding
+    assert by["lib.cudnn"].fix == "pip install 'nvidia-cudnn-cu12<10.0,>=9.3.0.75'"
+    # The verdict names the real cause, not TF's log line (which talks about cuDNN 8).
+    assert by["tf.gpus"].status is Status.FAIL
+    assert "libcudnn.so.9 is not found" in by["tf.gpus"].finding
+    assert "lib.cudnn" in by["tf.gpus"].finding
+
+
+def test_library_present_but_its_dependency_missing(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    lib_dir = site / "nvidia/cudnn/lib"
+    (lib_dir / "libcudnn.so.9").unlink()
+    elsewhere = build_lib(site.parent / "gone", "libcudnn_graph.so.9")
+    top = build_lib(lib_dir, "libcudnn.so.9", needs=[elsewhere], runpath=["$ORIGIN"])
+    report = run_doctor(make(runtime=TF_SEES_NOTHING))
+    row = rows(report.checks)["lib.cudnn"]
+    assert row.status is Status.FAIL
+    assert f"exists at {top}" in row.finding
+    assert f"libcudnn_graph.so.9 (needed by {top}) is missing" in row.finding
+
+
+def test_all_wheels_missing_is_one_grouped_row(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    shutil.rmtree(site / "nvidia")
+    by = rows(run_doctor(make(runtime=TF_SEES_NOTHING)).checks)
+    assert by["lib.missing"].status is Status.FAIL
+    assert by["lib.missing"].finding.startswith("11 of the 11 CUDA libraries")
+    assert by["lib.missing"].fix == "pip install 'tensorflow[and-cuda]==2.21.0'"
+    assert "lib.cudnn" not in by
+
+
+def test_duplicate_versions_are_named_with_the_one_loaded(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    build_lib(site / "torch/lib", "libcudnn.so.9", real_name="libcudnn.so.9.1.0")
+    by = rows(run_doctor(make()).checks)
+    dup = by["lib.duplicates"]
+    assert dup.status is Status.WARN
+    assert "9.3.0.75 at " in dup.finding and "(loaded)" in dup.finding
+    assert "9.1.0 at " + str(site / "torch/lib/libcudnn.so.9") in dup.finding
+
+
+def test_ld_library_path_shadowing_an_old_cudart(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    old = site.parent / "cuda-12.0/lib64"
+    build_lib(old, "libcudart.so.12", real_name="libcudart.so.12.0.107")
+    by = rows(run_doctor(make(env={"LD_LIBRARY_PATH": str(old), "PATH": "/x"})).checks)
+    assert by["env.ld_library_path"].status is Status.WARN
+    assert f"libcudart.so.12 from {old}" in by["env.ld_library_path"].finding
+    assert by["env.ld_library_path"].fix.startswith("unset LD_LIBRARY_PATH")  # type: ignore[union-attr]
+    assert by["tf.compat"].status is Status.WARN
+    assert "CUDA runtime 12.0.107 is older than the 12.5" in by["tf.compat"].finding
+
+
+def test_old_driver_fails_with_the_minimum_named(fake_tf: tuple[Path, MakeCtx]) -> None:
+    _, make = fake_tf
+    nvml = FakeNvml(
+        [FakeGpu(name="Tesla V100-SXM2-16GB", cc=(7, 0))], driver="470.82.01", cuda=11040
+    )
+    by = rows(run_doctor(make(nvml=nvml, runtime=TF_SEES_NOTHING)).checks)
+    assert by["driver"].status is Status.FAIL
+    assert "supports CUDA up to 11.4" in by["driver"].finding
+    assert "525.60.13" in by["driver"].finding
+    assert by["gpu.compute_capability.0"].status is Status.OK  # sm_70 is compiled in
+    assert "supports CUDA up to 11.4" in by["tf.gpus"].finding
+
+
+def test_ptx_only_gpu_with_a_driver_older_than_the_ptx_fails(
+    fake_tf: tuple[Path, MakeCtx],
+) -> None:
+    _, make = fake_tf
+    by = rows(run_doctor(make(nvml=FakeNvml([FakeGpu()], cuda=12020))).checks)
+    assert by["driver"].status is Status.WARN
+    cc = by["gpu.compute_capability.0"]
+    assert cc.status is Status.FAIL and "JIT fails" in cc.finding
+
+
+def test_nvml_missing_is_a_driver_failure_not_a_crash(fake_tf: tuple[Path, MakeCtx]) -> None:
+    _, make = fake_tf
+    nvml = FakeNvml(init_error="NVML Shared Library Not Found")
+    by = rows(run_doctor(make(nvml=nvml, runtime=TF_SEES_NOTHING)).checks)
+    assert by["driver"].status is Status.FAIL
+    assert "NVML Shared Library Not Found" in by["driver"].finding
+    assert by["gpu.state"].status is Status.SKIP
+
+
+def test_lost_gpu_is_reported(fake_tf: tuple[Path, MakeCtx]) -> None:
+    _, make = fake_tf
+    nvml = FakeNvml([FakeGpu(), FakeGpu(broken=True)])
+    by = rows(run_doctor(make(nvml=nvml)).checks)
+    assert by["gpu.state"].status is Status.FAIL
+    assert "GPU 1: FakeNVMLError: GPU is lost" in by["gpu.state"].finding
+
+
+def test_cuda_visible_devices_hiding_everything(fake_tf: tuple[Path, MakeCtx]) -> None:
+    _, make = fake_tf
+    by = rows(run_doctor(make(env={"CUDA_VISIBLE_DEVICES": "-1"}, runtime=TF_SEES_NOTHING)).checks)
+    assert by["env.cuda_visible_devices"].status is Status.FAIL
+    assert by["env.cuda_visible_devices"].fix == "unset CUDA_VISIBLE_DEVICES"
+    assert "hides every GPU" in by["tf.gpus"].finding
+
+
+def test_cuda_visible_devices_out_of_range(fake_tf: tuple[Path, MakeCtx]) -> None:
+    _, make = fake_tf
+    by = rows(run_doctor(make(env={"CUDA_VISIBLE_DEVICES": "0,3"})).checks)
+    assert by["env.cuda_visible_devices"].status is Status.WARN
+    assert "only 1 GPU(s) exist" in by["env.cuda_visible_devices"].finding
+
+
+def test_side_by_side_distributions(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    write_dist(site, "tensorflow-cpu", "2.20.0")
+    row = rows(run_doctor(make()).checks)["tf.install"]
+    assert row.status is Status.FAIL
+    assert "tensorflow 2.21.0, tensorflow-cpu 2.20.0" in row.finding
+    assert row.fix and row.fix.startswith("pip uninstall -y tensorflow tensorflow-cpu")
+
+
+def test_a_required_companion_distribution_is_not_a_conflict(tmp_path: Path) -> None:
+    write_dist(tmp_path, "tensorflow", "2.15.0", ["tensorflow-intel==2.15.0"])
+    write_dist(tmp_path, "tensorflow-intel", "2.15.0")
+    ctx = DoctorContext(dist_paths=[str(tmp_path)], tf_dir_override=tmp_path)
+    [row] = check_tf_install(ctx)
+    assert row.status is Status.OK, row.finding
+
+
+def test_keras_that_does_not_match(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    shutil.rmtree(site / "keras-3.15.1.dist-info")
+    write_dist(site, "keras", "2.15.0")
+    row = rows(run_doctor(make()).checks)["tf.keras"]
+    assert row.status is Status.FAIL
+    assert "keras 2.15.0 does not match tensorflow 2.21.0" in row.finding
+    assert row.fix == "pip install 'keras>=3.12.0'"
+
+
+def test_legacy_keras_flag_without_tf_keras(fake_tf: tuple[Path, MakeCtx]) -> None:
+    _, make = fake_tf
+    by = rows(run_doctor(make(env={"TF_USE_LEGACY_KERAS": "1"})).checks)
+    assert by["tf.keras_legacy"].status is Status.FAIL
+    assert by["tf.keras_legacy"].fix == "pip install 'tf-keras~=2.21.0'"
+
+
+def test_cpu_only_build(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    info = site / "tensorflow/python/platform/build_info.py"
+    info.write_text(
+        "import collections\nbuild_info = collections.OrderedDict("
+        "[('is_cuda_build', False), ('is_rocm_build', False)])\n"
+    )
+    by = rows(run_doctor(make(runtime=TF_SEES_NOTHING)).checks)
+    assert by["tf.build"].status is Status.FAIL
+    assert "built without CUDA" in by["tf.build"].finding
+    assert "built without CUDA" in by["tf.gpus"].finding
+
+
+def test_build_info_is_parsed_never_executed(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    marker = site / "executed"
+    info = site / "tensorflow/python/platform/build_info.py"
+    info.write_text(f"open({str(marker)!r}, 'w').write('x')\n" + info.read_text())
+    ctx = make()
+    assert ctx.build_info and ctx.build_info["cuda_version"] == "12.5.1"
+    assert not marker.exists()
+
+
+def test_platform_traps(fake_tf: tuple[Path, MakeCtx]) -> None:
+    _, make = fake_tf
+    win = replace(LINUX, system="Windows", release="10")
+    row = rows(run_doctor(make(platform=win)).checks)["platform"]
+    assert row.status is Status.FAIL and "WSL2" in (row.fix or "")
+    box = replace(LINUX, container="docker", nvidia_device_nodes=())
+    row = rows(run_doctor(make(platform=box)).checks)["platform"]
+    assert row.status is Status.FAIL and "--gpus all" in (row.fix or "")
+    wsl = replace(LINUX, wsl=True, wsl_libcuda=False)
+    row = rows(run_doctor(make(platform=wsl)).checks)["platform"]
+    assert row.status is Status.FAIL and "/usr/lib/wsl/lib" in row.finding
+
+
+def test_mps_daemon_is_noticed(fake_tf: tuple[Path, MakeCtx], tmp_path: Path) -> None:
+    from tfaccel.doctor.probes import mps_state
+
+    pipe = tmp_path / "mps"
+    pipe.mkdir()
+    (pipe / "control").write_text("")
+    proc = tmp_path / "proc/4242"
+    proc.mkdir(parents=True)
+    (proc / "comm").write_text("nvidia-cuda-mps-control\n")
+    pipes, procs = mps_state({"CUDA_MPS_PIPE_DIRECTORY": str(pipe)}, str(tmp_path / "proc"))
+    assert pipes == [str(pipe)] and procs == ["nvidia-cuda-mps-control (pid 4242)"]
+    _, make = fake_tf
+    facts = replace(LINUX, mps_pipe_dirs=tuple(pipes), mps_processes=tuple(procs))
+    assert rows(run_doctor(make(platform=facts)).checks)["gpu.mps"].status is Status.WARN
+
+
+def test_conda_and_pip_mix(fake_tf: tuple[Path, MakeCtx], tmp_path: Path) -> None:
+    prefix = tmp_path / "conda"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta/cudatoolkit-11.8.0-0.json").write_text(
+        '{"name": "cudatoolkit", "version": "11.8.0"}'
+    )
+    _, make = fake_tf
+    row = rows(run_doctor(make(env={"CONDA_PREFIX": str(prefix)})).checks)["env.conda"]
+    assert row.status is Status.WARN and "cudatoolkit 11.8.0" in row.finding
+
+
+def test_nvcc_mismatch_is_explained_not_alarmed(
+    fake_tf: tuple[Path, MakeCtx], tmp_path: Path
+) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    nvcc = bindir / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 11.8, V11.8.89'\n")
+    nvcc.chmod(0o755)
+    _, make = fake_tf
+    row = rows(run_doctor(make(env={"PATH": str(bindir)})).checks)["cuda.nvcc"]
+    assert row.status is Status.OK
+    assert "nvcc 11.8" in row.finding and "This is normal" in row.finding
+
+
+def test_a_crashing_check_does_not_stop_the_others(fake_tf: tuple[Path, MakeCtx]) -> None:
+    _, make = fake_tf
+
+    def check_boom(ctx: DoctorContext) -> list[Check]:
+        raise RuntimeError("boom")
+
+    report = run_doctor(make(), checks=(check_boom, check_tf_install))
+    by = rows(report.checks)
+    assert by["internal.boom"].status is Status.WARN
+    assert "RuntimeError: boom" in by["internal.boom"].finding
+    assert by["tf.install"].status is Status.OK
+    assert "tf.gpus" in by
+
+
+def test_tensorflow_not_installed(tmp_path: Path, monkeypatch: object) -> None:
+    import tfaccel._tf as tfmod
+
+    mp = monkeypatch  # type: ignore[assignment]
+    mp.setattr(tfmod, "tf_package_dir", lambda: None)  # type: ignore[attr-defined]
+    ctx = DoctorContext(
+        dist_paths=[str(tmp_path)],
+        driver_override=None,
+        nvml_lib=FakeNvml(init_error="Driver Not Loaded"),
+    )
+    report = run_doctor(ctx)
+    by = rows(report.checks)
+    assert by["tf.install"].status is Status.FAIL
+    assert by["tf.install"].fix == "pip install 'tensorflow[and-cuda]'"
+    assert by["tf.gpus"].status is Status.SKIP
+    assert report.failed
+
+
+def test_capability_verdicts() -> None:
+    tf221 = ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"]
+    assert _capability_verdict("8.0", tf221)[0] is Status.OK
+    status, text = _capability_verdict("8.6", tf221)
+    assert status is Status.OK and "binary compatible" in text
+    assert _capability_verdict("9.0", tf221)[0] is Status.WARN
+    assert _capability_verdict("12.0", tf221)[0] is Status.WARN
+    assert _capability_verdict("5.2", tf221)[0] is Status.FAIL
+    assert _capability_verdict("9.0", ["sm_80", "sm_90"])[0] is Status.OK
+    assert _capability_verdict("9.0", ["sm_80", "sm_86"])[0] is Status.FAIL

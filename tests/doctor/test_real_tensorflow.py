@@ -1,0 +1,52 @@
+"""The doctor against the TensorFlow really installed here (CPU machines and the GPU one)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import visible_gpus
+from tfaccel._tf import tf_package_dir
+from tfaccel.doctor import DoctorContext, Status, run_doctor
+from tfaccel.doctor.probes import tf_runtime_probe
+
+pytestmark = pytest.mark.skipif(tf_package_dir() is None, reason="TensorFlow is not installed")
+
+
+@pytest.fixture(scope="module")
+def report():  # type: ignore[no-untyped-def]
+    return run_doctor(DoctorContext())
+
+
+def test_install_and_build_match_what_tensorflow_reports(report) -> None:  # type: ignore[no-untyped-def]
+    by = {c.id: c for c in report.checks}
+    probe = tf_runtime_probe()
+    assert probe.error is None, probe.error
+    assert by["tf.install"].status is Status.OK
+    assert probe.version is not None and by["tf.install"].finding.split()[1] == probe.version
+    assert by["tf.keras"].status is Status.OK
+    assert by["tf.build"].status is Status.OK
+    build = by["tf.build"].details["build_info"]
+    assert probe.built_with_cuda == bool(build.get("is_cuda_build"))
+
+
+def test_gpu_verdict_is_explained(report) -> None:  # type: ignore[no-untyped-def]
+    gpu = next(c for c in report.checks if c.id == "tf.gpus")
+    if visible_gpus():
+        assert gpu.status is Status.OK, gpu.finding
+    else:
+        # No GPU here: the doctor must say why, not just "no GPU".
+        assert gpu.status is Status.FAIL
+        assert "Cause:" in gpu.finding, gpu.finding
+        assert gpu.fix
+
+
+@pytest.mark.gpu
+def test_gpu_machine_doctor_finds_the_gpu_and_its_libraries(report) -> None:  # type: ignore[no-untyped-def]
+    by = {c.id: c for c in report.checks}
+    assert by["tf.gpus"].status is Status.OK, by["tf.gpus"].finding
+    assert by["driver"].status in (Status.OK, Status.WARN)
+    assert by["lib.loaded"].status is Status.OK
+    assert not any(c.id.startswith("lib.") and c.status is Status.FAIL for c in report.checks)
+    caps = [c for c in report.checks if c.id.startswith("gpu.compute_capability.")]
+    assert caps and all(c.details["compute_capability"] for c in caps)
+    assert report.verdict.startswith("TensorFlow can use the GPU")

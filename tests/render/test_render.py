@@ -1,0 +1,84 @@
+"""Rendering of doctor reports in every format."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from rich.console import Console
+
+from tfaccel.doctor import Check, DoctorReport, Status
+from tfaccel.render import dumps, to_jsonable
+from tfaccel.render.doctor import doctor_json, doctor_markdown, doctor_text
+
+REPORT = DoctorReport(
+    checks=(
+        Check("tf.install", "TensorFlow installation", Status.OK, "tensorflow 2.21.0"),
+        Check(
+            "lib.cudnn",
+            "libcudnn.so.9",
+            Status.FAIL,
+            "libcudnn.so.9 | not found",
+            fix="pip install 'nvidia-cudnn-cu12<10.0,>=9.3.0.75'",
+            see="ldconfig -p",
+        ),
+        Check("env.conda", "conda", Status.SKIP, "not a conda environment"),
+    ),
+    environment={
+        "tfaccel": "0.1.0",
+        "python": "3.11",
+        "tensorflow": "2.21.0",
+        "driver": None,
+        "platform": "Linux",
+    },
+    seconds=1.25,
+)
+
+
+def test_json_round_trip() -> None:
+    data = json.loads(doctor_json(REPORT))
+    assert data["schema"] == "tfaccel.doctor/1"
+    assert data["failed"] is True
+    assert [c["status"] for c in data["checks"]] == ["ok", "fail", "skip"]
+    assert data["checks"][1]["fix"].startswith("pip install")
+
+
+def test_markdown_escapes_pipes_and_lists_everything() -> None:
+    md = doctor_markdown(REPORT)
+    assert "| fail | libcudnn.so.9 | libcudnn.so.9 \\| not found |" in md
+    assert "<details><summary>environment</summary>" in md
+    assert "tensorflow: 2.21.0" in md
+
+
+def test_text_shows_fixes_and_hides_skips() -> None:
+    console = Console(record=True, width=120)
+    doctor_text(REPORT, console)
+    out = console.export_text()
+    assert "fix: pip install 'nvidia-cudnn-cu12<10.0,>=9.3.0.75'" in out
+    assert "not a conda environment" not in out
+    assert "1 skipped check(s) hidden" in out
+    verbose = Console(record=True, width=120)
+    doctor_text(REPORT, verbose, verbose=True)
+    assert "not a conda environment" in verbose.export_text()
+
+
+def test_to_jsonable_handles_the_usual_types() -> None:
+    class Color(Enum):
+        red = "r"
+
+    @dataclass
+    class D:
+        p: Path
+        c: Color
+        t: tuple[int, ...]
+        f: float
+
+    assert to_jsonable(D(Path("/x"), Color.red, (1, 2), float("nan"))) == {
+        "p": "/x",
+        "c": "r",
+        "t": [1, 2],
+        "f": None,
+    }
+    assert json.loads(dumps({"a": 1}, schema="s")) == {"schema": "s", "a": 1}
