@@ -1,0 +1,1 @@
+"""`tfaccel plan`: will a model fit, what batch, how long to train, which set-up."""
