@@ -6,6 +6,8 @@ import typer
 
 from tfaccel import __version__
 from tfaccel.cli import doctor as doctor_cmd
+from tfaccel.cli import hw as hw_cmd
+from tfaccel.cli import plan as plan_cmd
 
 app = typer.Typer(
     name="tfaccel",
@@ -33,6 +35,8 @@ def _root(
 
 
 app.command("doctor")(doctor_cmd.doctor)
+app.command("hw")(hw_cmd.hw)
+app.command("plan")(plan_cmd.plan)
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ rendered), never an exception.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,9 +104,9 @@ def _mw_to_w(value: Any) -> float | None:
     return round(float(value) / 1000.0, 1) if value is not None else None
 
 
-def _sysfs_affinity(bus_id: str | None, root: str = "/sys/bus/pci/devices") -> tuple[
-    int | None, str | None
-]:
+def _sysfs_affinity(
+    bus_id: str | None, root: str = "/sys/bus/pci/devices"
+) -> tuple[int | None, str | None]:
     """(NUMA node, local CPU list) of a PCI device from sysfs."""
     if not bus_id:
         return None, None
@@ -117,10 +118,8 @@ def _sysfs_affinity(bus_id: str | None, root: str = "/sys/bus/pci/devices") -> t
         numa = value if value >= 0 else None
     except (OSError, ValueError):
         pass
-    try:
+    with contextlib.suppress(OSError):
         cpus = (dev / "local_cpulist").read_text().strip() or None
-    except OSError:
-        pass
     return numa, cpus
 
 
@@ -128,9 +127,39 @@ def _gpu(nv: Nvml, index: int, sysfs_root: str) -> GpuInfo:
     h, err = nv.try_call("nvmlDeviceGetHandleByIndex", index)
     if err is not None:
         empty = PcieLink(None, None, None, None)
-        return GpuInfo(index, None, None, None, None, None, None, None, None, None, None, None,
-                       None, None, None, None, None, None, None, None, None, None, None, empty,
-                       None, None, None, None, None, None, warnings=(f"GPU unusable: {err}",))
+        return GpuInfo(
+            index,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            empty,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            warnings=(f"GPU unusable: {err}",),
+        )
     name = nv.get("nvmlDeviceGetName", h)
     cc_t = nv.get("nvmlDeviceGetCudaComputeCapability", h)
     cc = f"{cc_t[0]}.{cc_t[1]}" if cc_t else None
@@ -161,8 +190,10 @@ def _gpu(nv: Nvml, index: int, sysfs_root: str) -> GpuInfo:
     numa, cpus = _sysfs_affinity(bus_id, sysfs_root)
     warnings: list[str] = []
     if link.width_downtrained:
-        warnings.append(f"PCIe link runs at x{link.width_current} of x{link.width_max}: "
-                        "downtrained (check the slot, riser or BIOS)")
+        warnings.append(
+            f"PCIe link runs at x{link.width_current} of x{link.width_max}: "
+            "downtrained (check the slot, riser or BIOS)"
+        )
     if mig is not None and mig[0]:
         warnings.append("MIG is enabled: TensorFlow sees only the MIG instances it is given")
     return GpuInfo(
@@ -183,8 +214,10 @@ def _gpu(nv: Nvml, index: int, sysfs_root: str) -> GpuInfo:
         sm_clock_mhz=nv.get("nvmlDeviceGetClockInfo", h, _c(nv, "NVML_CLOCK_SM")),
         sm_clock_max_mhz=nv.get("nvmlDeviceGetMaxClockInfo", h, _c(nv, "NVML_CLOCK_SM")),
         memory_clock_mhz=nv.get("nvmlDeviceGetClockInfo", h, _c(nv, "NVML_CLOCK_MEM")),
-        power_limit_w=_mw_to_w(nv.get("nvmlDeviceGetEnforcedPowerLimit", h)
-                               or nv.get("nvmlDeviceGetPowerManagementLimit", h)),
+        power_limit_w=_mw_to_w(
+            nv.get("nvmlDeviceGetEnforcedPowerLimit", h)
+            or nv.get("nvmlDeviceGetPowerManagementLimit", h)
+        ),
         power_default_limit_w=_mw_to_w(nv.get("nvmlDeviceGetPowerManagementDefaultLimit", h)),
         power_min_limit_w=_mw_to_w(constraints[0]) if constraints else None,
         power_max_limit_w=_mw_to_w(constraints[1]) if constraints else None,
@@ -206,8 +239,9 @@ def read_inventory(lib: Any = None, sysfs_root: str = "/sys/bus/pci/devices") ->
     with Nvml(lib) as nv:
         count, err = nv.try_call("nvmlDeviceGetCount")
         driver = nv.get("nvmlSystemGetDriverVersion")
-        cuda = cuda_version_text(nv.get("nvmlSystemGetCudaDriverVersion_v2")
-                                 or nv.get("nvmlSystemGetCudaDriverVersion"))
+        cuda = cuda_version_text(
+            nv.get("nvmlSystemGetCudaDriverVersion_v2") or nv.get("nvmlSystemGetCudaDriverVersion")
+        )
         nvml_version = nv.get("nvmlSystemGetNVMLVersion")
         if err is not None:
             return Inventory(driver, cuda, nvml_version, (), None, error=err)
@@ -215,6 +249,8 @@ def read_inventory(lib: Any = None, sysfs_root: str = "/sys/bus/pci/devices") ->
         topo = read_topology(nv, gpus) if len(gpus) > 1 else None
     notes = []
     if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-        notes.append("NVML lists every GPU; CUDA_VISIBLE_DEVICES="
-                     f"{os.environ['CUDA_VISIBLE_DEVICES']!r} limits what TensorFlow sees")
+        notes.append(
+            "NVML lists every GPU; CUDA_VISIBLE_DEVICES="
+            f"{os.environ['CUDA_VISIBLE_DEVICES']!r} limits what TensorFlow sees"
+        )
     return Inventory(driver, cuda, nvml_version, gpus, topo, notes=tuple(notes))

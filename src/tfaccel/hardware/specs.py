@@ -94,7 +94,7 @@ def cores_per_sm(compute_capability: str | None) -> int | None:
 
 
 def architecture_name(compute_capability: str | None) -> str | None:
-    """"9.0" -> "Hopper"."""
+    """ "9.0" -> "Hopper"."""
     if not compute_capability:
         return None
     table: dict[str, str] = data.load("gpu_specs")["architectures"]

@@ -49,17 +49,37 @@ def judge(gpu: str, values: dict[str, Any]) -> TierVerdict:
     for row in table["rows"]:
         raw = values.get(row["parameter"])
         value = float(raw) if raw is not None else None
-        rows.append(TierRow(row["parameter"], row["label"], value, row["unit"],
-                            _tier_of(value, row["thresholds"], order), row["thresholds"]))
+        rows.append(
+            TierRow(
+                row["parameter"],
+                row["label"],
+                value,
+                row["unit"],
+                _tier_of(value, row["thresholds"], order),
+                row["thresholds"],
+            )
+        )
     rank = {BELOW: -1, **{t: i for i, t in enumerate(order)}}
     known = [r.tier for r in rows if r.tier is not None]
     overall = min(known, key=lambda t: rank[t]) if known else None
     return TierVerdict(gpu, tuple(rows), overall)
 
 
-def judge_values(name: str, cuda_cores: int | None, memory_gb: float | None,
-                 bandwidth_gbs: float | None, compute_capability: str | None) -> TierVerdict:
+def judge_values(
+    name: str,
+    cuda_cores: int | None,
+    memory_gb: float | None,
+    bandwidth_gbs: float | None,
+    compute_capability: str | None,
+) -> TierVerdict:
     """Judge one GPU from its four figures."""
     cc = float(compute_capability) if compute_capability else None
-    return judge(name, {"cuda_cores": cuda_cores, "memory_gb": memory_gb,
-                        "memory_bandwidth_gbs": bandwidth_gbs, "compute_capability": cc})
+    return judge(
+        name,
+        {
+            "cuda_cores": cuda_cores,
+            "memory_gb": memory_gb,
+            "memory_bandwidth_gbs": bandwidth_gbs,
+            "compute_capability": cc,
+        },
+    )

@@ -29,8 +29,11 @@ PATH_HELP = {
 
 
 class _HasBus(Protocol):
-    index: int
-    pci_bus_id: str | None
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def pci_bus_id(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,12 @@ def read_topology(nv: Any, gpus: Sequence[_HasBus]) -> Topology:
             if state is None:
                 continue
             remote = nv.get("nvmlDeviceGetNvLinkRemotePciInfo_v2", h, link) or nv.get(
-                "nvmlDeviceGetNvLinkRemotePciInfo", h, link)
+                "nvmlDeviceGetNvLinkRemotePciInfo", h, link
+            )
             remote_bus = _norm_bus(getattr(remote, "busId", None)) if remote is not None else None
-            port = NvLinkPort(link, bool(state), nv.get("nvmlDeviceGetNvLinkVersion", h, link),
-                              remote_bus)
+            port = NvLinkPort(
+                link, bool(state), nv.get("nvmlDeviceGetNvLinkVersion", h, link), remote_bus
+            )
             mine.append(port)
             peer = bus_of.get(remote_bus) if remote_bus else None
             if port.active and peer is None:
@@ -129,19 +134,23 @@ def read_topology(nv: Any, gpus: Sequence[_HasBus]) -> Topology:
             matrix[i][j] = matrix[j][i] = path
             pairs.append(PairLink(ga.index, gb.index, path, links, p2p_r, p2p_w))
             if p2p_r not in ("ok", "n/a"):
-                warnings.append(f"GPU {ga.index} <-> GPU {gb.index}: P2P read unavailable "
-                                f"({p2p_r}); all-reduce goes through host memory")
+                warnings.append(
+                    f"GPU {ga.index} <-> GPU {gb.index}: P2P read unavailable "
+                    f"({p2p_r}); all-reduce goes through host memory"
+                )
             if path == "SYS":
-                warnings.append(f"GPU {ga.index} and GPU {gb.index} sit on different CPU "
-                                "sockets: traffic crosses the inter-socket link")
-    return Topology(tuple(tuple(r) for r in matrix), tuple(pairs), tuple(ports),
-                    tuple(warnings))
+                warnings.append(
+                    f"GPU {ga.index} and GPU {gb.index} sit on different CPU "
+                    "sockets: traffic crosses the inter-socket link"
+                )
+    return Topology(tuple(tuple(r) for r in matrix), tuple(pairs), tuple(ports), tuple(warnings))
 
 
 def _both_sides_counted(
     ports: Sequence[Sequence[NvLinkPort]], i: int, j: int, bus_of: dict[str | None, int]
 ) -> bool:
     """True when both GPUs report their ends of the links (so each link counted twice)."""
+
     def sees(src: int, dst: int) -> bool:
         return any(p.active and bus_of.get(p.remote_bus_id) == dst for p in ports[src])
 

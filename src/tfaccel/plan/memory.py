@@ -23,11 +23,25 @@ from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-ALIAS_OPS = frozenset({
-    "Identity", "IdentityN", "ReadVariableOp", "Reshape", "ExpandDims", "Squeeze",
-    "StopGradient", "Snapshot", "PreventGradient", "EnsureShape", "CheckNumerics",
-    "VarHandleOp", "Placeholder", "NoOp", "Const",
-})
+ALIAS_OPS = frozenset(
+    {
+        "Identity",
+        "IdentityN",
+        "ReadVariableOp",
+        "Reshape",
+        "ExpandDims",
+        "Squeeze",
+        "StopGradient",
+        "Snapshot",
+        "PreventGradient",
+        "EnsureShape",
+        "CheckNumerics",
+        "VarHandleOp",
+        "Placeholder",
+        "NoOp",
+        "Const",
+    }
+)
 # Placeholders, constants and variable reads are counted as inputs/weights, not step memory.
 UNCOUNTED_OPS = frozenset({"VarHandleOp", "ReadVariableOp", "Const", "NoOp"})
 
@@ -111,15 +125,19 @@ def live_curve(graph: Any, outputs: Sequence[Any]) -> tuple[list[int], int, int]
     unknown = 0
     saved = 0
     first_backward = next(
-        (i for i, op in enumerate(ops) if op.name.startswith("gradient_tape/")), end)
+        (i for i, op in enumerate(ops) if op.name.startswith("gradient_tape/")), end
+    )
     for i, op in enumerate(ops):
         for t in op.outputs:
             if op.type in ALIAS_OPS and op.inputs and op.type not in UNCOUNTED_OPS:
                 buf = buffer_of.get(op.inputs[0].name, op.inputs[0].name)
             else:
                 buf = t.name
-                nbytes = 0 if op.type in UNCOUNTED_OPS or t.dtype.name == "resource" \
+                nbytes = (
+                    0
+                    if op.type in UNCOUNTED_OPS or t.dtype.name == "resource"
                     else _tensor_bytes(t)
+                )
                 if nbytes is None:
                     unknown += int(t.dtype.is_floating)
                     nbytes = 0
@@ -131,8 +149,10 @@ def live_curve(graph: Any, outputs: Sequence[Any]) -> tuple[list[int], int, int]
             if t.name in output_names:
                 last = end
             last_use[buf] = max(last_use.get(buf, i), last)
-            if buf == t.name and i < first_backward and any(
-                c.name.startswith("gradient_tape/") for c in t.consumers()
+            if (
+                buf == t.name
+                and i < first_backward
+                and any(c.name.startswith("gradient_tape/") for c in t.consumers())
             ):
                 saved += size_of.get(buf, 0)
     frees: dict[int, int] = {}
@@ -167,15 +187,21 @@ def _input_specs(model: Any, batch: int) -> list[Any]:
         if any(d is None for d in shape[1:]):
             raise InputError(
                 f"Model input {inp.name!r} has an unknown dimension",
-                expected="static shapes except the batch dimension, e.g. keras.Input((224, 224, 3))",
+                expected="static shapes except the batch dimension, "
+                "e.g. keras.Input((224, 224, 3))",
                 received=f"shape {tuple(shape)}",
             )
         specs.append(tf.TensorSpec([batch, *shape[1:]], dtype=inp.dtype))
     return specs
 
 
-def trace_step(model: Any, loss_fn: Any, batch: int, label_shape: tuple[int, ...] = (),
-               label_dtype: str = "int32") -> StepTrace:
+def trace_step(
+    model: Any,
+    loss_fn: Any,
+    batch: int,
+    label_shape: tuple[int, ...] = (),
+    label_dtype: str = "int32",
+) -> StepTrace:
     """Trace forward + loss + gradients at a static batch and measure its liveness peak."""
     tf = import_tensorflow()
 
@@ -190,8 +216,9 @@ def trace_step(model: Any, loss_fn: Any, batch: int, label_shape: tuple[int, ...
     y_spec = tf.TensorSpec([batch, *label_shape], dtype=label_dtype)
     concrete = fn.get_concrete_function(x_specs, y_spec)
     curve, saved, unknown = live_curve(concrete.graph, concrete.graph.outputs)
-    return StepTrace(batch, max(curve), saved, len(concrete.graph.get_operations()), unknown,
-                     tuple(curve))
+    return StepTrace(
+        batch, max(curve), saved, len(concrete.graph.get_operations()), unknown, tuple(curve)
+    )
 
 
 def _optimizer_bytes(optimizer: Any, variables: Sequence[Any]) -> tuple[int, str]:
@@ -209,9 +236,8 @@ def _optimizer_bytes(optimizer: Any, variables: Sequence[Any]) -> tuple[int, str
 
 
 def _dtype_size(dtype: Any) -> int:
-    import numpy as np
-
     import keras
+    import numpy as np
 
     name = keras.backend.standardize_dtype(dtype)
     if name == "bfloat16":
@@ -234,8 +260,11 @@ def estimate_memory(
         batches: the two static batch sizes traced.
     """
     if precision not in PRECISIONS:
-        raise InputError("Unknown precision", expected="one of " + ", ".join(PRECISIONS),
-                         received=f"precision={precision!r}")
+        raise InputError(
+            "Unknown precision",
+            expected="one of " + ", ".join(PRECISIONS),
+            received=f"precision={precision!r}",
+        )
     import keras
 
     previous = keras.mixed_precision.global_policy()
@@ -244,8 +273,9 @@ def estimate_memory(
         wl = build()
         model = wl.model
         loss_fn = keras.losses.get(wl.loss) if isinstance(wl.loss, str) else wl.loss
-        traces = tuple(trace_step(model, loss_fn, b, wl.label_shape, wl.label_dtype)
-                       for b in batches)
+        traces = tuple(
+            trace_step(model, loss_fn, b, wl.label_shape, wl.label_dtype) for b in batches
+        )
         weights = sum(int(math.prod(v.shape)) * _dtype_size(v.dtype) for v in model.weights)
         trainable = [v for v in model.trainable_weights]
         grads = sum(int(math.prod(v.shape)) * 4 for v in trainable)
@@ -254,15 +284,16 @@ def estimate_memory(
         b1, b2 = t1.batch, t2.batch
         if len(t1.curve) == len(t2.curve):
             points = []
-            for c1, c2 in zip(t1.curve, t2.curve):
+            for c1, c2 in zip(t1.curve, t2.curve, strict=True):
                 v = max(0, (c2 - c1) // (b2 - b1))
                 points.append((max(0, c1 - v * b1), v))
             lines = pareto_lines(points)
         else:  # the two traces differ in structure: fall back to the two peaks
             v = max(0, (t2.peak_bytes - t1.peak_bytes) // (b2 - b1))
             lines = ((max(0, t1.peak_bytes - v * b1), v),)
-        saved = max(0, (t2.saved_for_backward_bytes - t1.saved_for_backward_bytes)
-                    // max(1, b2 - b1))
+        saved = max(
+            0, (t2.saved_for_backward_bytes - t1.saved_for_backward_bytes) // max(1, b2 - b1)
+        )
         return MemoryEstimate(
             workload=wl.name,
             precision=precision,

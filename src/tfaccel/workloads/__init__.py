@@ -69,7 +69,7 @@ def _import_callable(spec: str) -> Callable[[], Any]:
             expected="a function that returns a Keras model",
             received=f"{attr!r} is {type(fn).__name__}" if fn is not None else "nothing",
         )
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 def load_workload(spec: str) -> Workload:

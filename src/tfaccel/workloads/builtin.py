@@ -13,8 +13,15 @@ def resnet50() -> Workload:
     return Workload("resnet50", model, sample_unit="images", label_classes=1000)
 
 
-def bert_base(seq_len: int = 128, vocab: int = 30522, layers: int = 12, hidden: int = 768,
-              heads: int = 12, ffn: int = 3072, classes: int = 2) -> Workload:
+def bert_base(
+    seq_len: int = 128,
+    vocab: int = 30522,
+    layers: int = 12,
+    hidden: int = 768,
+    heads: int = 12,
+    ffn: int = 3072,
+    classes: int = 2,
+) -> Workload:
     """A BERT-base-sized encoder (110 M parameters) built from Keras layers."""
     import keras
     from keras import layers as L
@@ -22,13 +29,13 @@ def bert_base(seq_len: int = 128, vocab: int = 30522, layers: int = 12, hidden: 
     tokens = keras.Input((seq_len,), dtype="int32", name="token_ids")
     x = L.Embedding(vocab, hidden, name="token_embedding")(tokens)
     pos = L.Embedding(512, hidden, name="position_embedding")(
-        keras.ops.expand_dims(keras.ops.arange(seq_len), 0))
+        keras.ops.expand_dims(keras.ops.arange(seq_len), 0)
+    )
     x = L.Add()([x, pos])
     x = L.LayerNormalization(epsilon=1e-12)(x)
     x = L.Dropout(0.1)(x)
     for i in range(layers):
-        att = L.MultiHeadAttention(heads, hidden // heads, dropout=0.1, name=f"attention_{i}")(
-            x, x)
+        att = L.MultiHeadAttention(heads, hidden // heads, dropout=0.1, name=f"attention_{i}")(x, x)
         x = L.LayerNormalization(epsilon=1e-12)(L.Add()([x, L.Dropout(0.1)(att)]))
         h = L.Dense(ffn, activation="gelu")(x)
         h = L.Dense(hidden)(h)
@@ -36,8 +43,13 @@ def bert_base(seq_len: int = 128, vocab: int = 30522, layers: int = 12, hidden: 
     cls = L.Dense(hidden, activation="tanh", name="pooler")(x[:, 0, :])
     out = L.Dense(classes, name="classifier")(cls)
     model = keras.Model(tokens, out, name="bert_base")
-    return Workload("bert", model, loss=keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True), sample_unit="sequences", label_classes=classes)
+    return Workload(
+        "bert",
+        model,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        sample_unit="sequences",
+        label_classes=classes,
+    )
 
 
 def tiny_cnn() -> Workload:
@@ -45,15 +57,23 @@ def tiny_cnn() -> Workload:
     import keras
     from keras import layers as L
 
-    model = keras.Sequential([
-        keras.Input((32, 32, 3)),
-        L.Conv2D(32, 3, padding="same", activation="relu"),
-        L.MaxPooling2D(),
-        L.Conv2D(64, 3, padding="same", activation="relu"),
-        L.MaxPooling2D(),
-        L.Flatten(),
-        L.Dense(128, activation="relu"),
-        L.Dense(10),
-    ], name="tiny_cnn")
-    return Workload("tiny", model, loss=keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True), sample_unit="images", label_classes=10)
+    model = keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            L.Conv2D(32, 3, padding="same", activation="relu"),
+            L.MaxPooling2D(),
+            L.Conv2D(64, 3, padding="same", activation="relu"),
+            L.MaxPooling2D(),
+            L.Flatten(),
+            L.Dense(128, activation="relu"),
+            L.Dense(10),
+        ],
+        name="tiny_cnn",
+    )
+    return Workload(
+        "tiny",
+        model,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        sample_unit="images",
+        label_classes=10,
+    )

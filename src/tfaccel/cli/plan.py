@@ -1,0 +1,150 @@
+"""`tfaccel plan`: memory fit, time to train, and scenario set-ups."""
+
+from __future__ import annotations
+
+import typer
+
+from tfaccel.cli._common import (
+    FORMAT_OPTION,
+    handle_errors,
+    stderr_console,
+    stdout_console,
+    write_out,
+)
+from tfaccel.errors import InputError
+from tfaccel.plan.child import estimate_in_child
+from tfaccel.plan.fit import capacity_from_local, capacity_from_spec, plan_fit
+from tfaccel.plan.memory import PRECISIONS
+from tfaccel.plan.scenario import SCENARIOS, plan_scenario
+from tfaccel.plan.timing import time_to_train
+from tfaccel.render import Format, dumps
+from tfaccel.render.plan import PlanReport, plan_text
+
+
+def _duration_hours(text: str) -> float:
+    """'24h', '90m', '2d', '36' (hours) -> hours."""
+    t = text.strip().lower()
+    try:
+        if t.endswith("d"):
+            return float(t[:-1]) * 24
+        if t.endswith("h"):
+            return float(t[:-1])
+        if t.endswith("m"):
+            return float(t[:-1]) / 60
+        return float(t)
+    except ValueError as exc:
+        raise InputError(
+            "Cannot read the time budget",
+            expected="a duration like 24h, 90m or 2d",
+            received=repr(text),
+        ) from exc
+
+
+@handle_errors
+def plan(
+    model: str = typer.Argument(
+        None,
+        help="A built-in workload (resnet50, bert, tiny) or "
+        "module:function returning a Keras model.",
+    ),
+    precision: str = typer.Option(
+        "float32", "--precision", "-p", help="One of " + ", ".join(PRECISIONS) + "."
+    ),
+    batch: int = typer.Option(None, "--batch", "-b", help="Check this batch size."),
+    gpu: str = typer.Option(
+        None,
+        "--gpu",
+        help="Plan for a GPU from the spec file (e.g. H200) instead of the local one.",
+    ),
+    gpu_index: int = typer.Option(0, "--gpu-index", help="Which local GPU."),
+    margin: float = typer.Option(0.10, "--margin", help="Fraction of memory kept free."),
+    optimizer: str = typer.Option(
+        None, "--optimizer", help="Keras optimizer name (default: the model's, else adam)."
+    ),
+    throughput: float = typer.Option(
+        None,
+        "--throughput",
+        help="Measured samples/s on one GPU (for time to train and the scenario's GPU list).",
+    ),
+    on: str = typer.Option(None, "--on", help="The GPU --throughput was measured on (spec key)."),
+    samples: float = typer.Option(None, "--samples", help="Samples per epoch (e.g. 1.28e6)."),
+    epochs: float = typer.Option(1.0, "--epochs", help="Epochs to train."),
+    gpus: int = typer.Option(1, "--gpus", help="Also show time on this many GPUs."),
+    scenario: str = typer.Option(
+        None,
+        "--scenario",
+        help="One of " + ", ".join(SCENARIOS) + ": the recommended set-up for this machine.",
+    ),
+    budget: str = typer.Option(None, "--budget", help="Time budget for --scenario, e.g. 24h."),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Will a model fit (and at what batch), how long training takes, which set-up to use."""
+    if model is None and throughput is None and scenario is None:
+        raise InputError(
+            "Nothing to plan",
+            expected="a MODEL, --throughput with --samples, or --scenario",
+            received="none of them",
+            hint="tfaccel plan resnet50 --batch 256 --gpu H200",
+        )
+    if precision not in PRECISIONS:
+        raise InputError(
+            "Unknown precision",
+            expected="one of " + ", ".join(PRECISIONS),
+            received=f"--precision {precision}",
+        )
+    report = PlanReport()
+    err = stderr_console()
+    if model is not None:
+        capacity = capacity_from_spec(gpu) if gpu else capacity_from_local(gpu_index)
+        with err.status(f"tracing {model}'s training step ({precision}) ..."):
+            estimate = estimate_in_child(model, precision, optimizer)
+
+        def alternative(p: str):  # type: ignore[no-untyped-def]
+            with err.status(f"tracing {model} in {p} ..."):
+                return estimate_in_child(model, p, optimizer)
+
+        report = PlanReport(fit=plan_fit(estimate, capacity, batch, margin, alternative))
+    if throughput is not None:
+        if samples is None:
+            raise InputError(
+                "--throughput needs --samples",
+                expected="--samples N (per epoch)",
+                received="no --samples",
+            )
+        report = PlanReport(
+            report.fit, time_to_train(throughput, int(samples), epochs, gpus), report.scenario
+        )
+    if scenario is not None:
+        name = cc = None
+        count = 0
+        mig = False
+        try:
+            from tfaccel.hardware.inventory import read_inventory
+
+            inv = read_inventory()
+            count = len(inv.gpus)
+            if inv.gpus:
+                name, cc = inv.gpus[0].name, inv.gpus[0].compute_capability
+                mig = (cc or "") >= "8.0" and inv.gpus[0].mig_enabled is not None
+        except Exception:
+            pass
+        report = PlanReport(
+            report.fit,
+            report.time,
+            plan_scenario(
+                scenario,
+                name,
+                cc,
+                count,
+                mig_capable=mig,
+                throughput=throughput,
+                reference_gpu=on,
+                samples=int(samples) if samples else None,
+                epochs=epochs,
+                budget_hours=_duration_hours(budget) if budget else None,
+            ),
+        )
+    if fmt is Format.json:
+        write_out(dumps(report, schema="tfaccel.plan/1"))
+    else:
+        plan_text(report, stdout_console())

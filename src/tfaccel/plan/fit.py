@@ -1,0 +1,197 @@
+"""Will a model fit a GPU at a batch size, and what to do when it does not."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tfaccel.errors import InputError
+from tfaccel.hardware import specs as specmod
+from tfaccel.plan.memory import MemoryEstimate
+
+# Rematerialisation recomputes the forward pass in the backward pass: about one more
+# forward, i.e. a third more compute per step (forward ~ 1/3 of a training step).
+REMAT_TIME_COST = 1.0 / 3.0
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """How much memory a training process may use, and where that figure comes from."""
+
+    name: str
+    bytes: int
+    source: str
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One way to make the model fit, with what it gives."""
+
+    action: str
+    detail: str
+    max_batch: int | None = None
+    effective_batch: int | None = None
+    command: str | None = None
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    estimate: MemoryEstimate
+    capacity: Capacity
+    margin: float
+    batch: int | None
+    peak_bytes_at_batch: int | None
+    fits: bool | None
+    max_batch: int
+    batch_table: tuple[tuple[int, int], ...]  # (batch, predicted peak bytes)
+    suggestions: tuple[Suggestion, ...]
+
+
+def capacity_from_spec(name: str) -> Capacity:
+    spec = specmod.get_spec(name)
+    return Capacity(
+        spec.key, int(spec.memory_gb * 1e9), f"spec file: {spec.key} {spec.memory_gb:g} GB"
+    )
+
+
+def capacity_from_local(index: int = 0, lib: Any = None) -> Capacity:
+    """Free memory of a local GPU (NVML)."""
+    from tfaccel.errors import GpuError
+    from tfaccel.hardware.inventory import read_inventory
+
+    inv = read_inventory(lib)
+    if not inv.gpus:
+        raise GpuError(
+            "No GPU to plan for",
+            expected="a visible NVIDIA GPU, or --gpu NAME from the spec file",
+            received="0 GPUs",
+            hint="tfaccel plan --gpu H200",
+        )
+    if index >= len(inv.gpus):
+        raise InputError(
+            f"GPU index {index} does not exist", expected=f"0..{len(inv.gpus) - 1}", received=index
+        )
+    g = inv.gpus[index]
+    free = (g.memory_free_mib or g.memory_total_mib or 0) * 2**20
+    return Capacity(
+        g.name or f"GPU {index}",
+        free,
+        f"local GPU {index} ({g.name}), free memory {free / 2**30:.1f} GiB",
+    )
+
+
+def plan_fit(
+    estimate: MemoryEstimate,
+    capacity: Capacity,
+    batch: int | None = None,
+    margin: float = 0.10,
+    alternatives: Callable[[str], MemoryEstimate | None] | None = None,
+    half_precision: str = "mixed_bfloat16",
+) -> FitPlan:
+    """Judge the fit and list the options that make it fit.
+
+    Args:
+        alternatives: returns the estimate for another precision (traced on demand), or
+            None; used to quote mixed precision's max batch.
+    """
+    if not 0 <= margin < 0.9:
+        raise InputError(
+            "The safety margin is out of range", expected="a fraction in [0, 0.9)", received=margin
+        )
+    if batch is not None and batch < 1:
+        raise InputError(
+            "The batch size must be positive", expected="an integer >= 1", received=batch
+        )
+    max_b = estimate.max_batch(capacity.bytes, margin)
+    peak = estimate.peak_bytes(batch) if batch else None
+    fits = None if batch is None else batch <= max_b
+    sizes = sorted({b for b in (1, 8, 32, 64, 128, 256, 512, 1024, batch or 1, max_b) if b > 0})
+    table = tuple((b, estimate.peak_bytes(b)) for b in sizes)
+    suggestions: list[Suggestion] = []
+    target = batch or max(1, max_b)
+    if fits is False or max_b < 1:
+        if estimate.precision == "float32" and alternatives is not None:
+            alt = alternatives(half_precision)
+            if alt is not None:
+                alt_max = alt.max_batch(capacity.bytes, margin)
+                suggestions.append(
+                    Suggestion(
+                        "mixed precision",
+                        f"{half_precision}: {alt.step_bytes_per_sample / 2**20:.0f}"
+                        f" MiB per sample instead of {estimate.step_bytes_per_sample / 2**20:.0f}",
+                        max_batch=alt_max,
+                        command=f"tfaccel plan ... --precision {half_precision}",
+                    )
+                )
+        saved = estimate.activations_bytes_per_sample
+        best_case = MemoryEstimate(
+            **{
+                **estimate.__dict__,
+                "step_lines": tuple((f, max(0, v - saved)) for f, v in estimate.step_lines),
+            }
+        )
+        remat_max = best_case.max_batch(capacity.bytes, margin)
+        suggestions.append(
+            Suggestion(
+                "gradient checkpointing",
+                f"recomputes activations in the backward pass (about "
+                f"{REMAT_TIME_COST:.0%} more compute); at most {saved / 2**20:.0f} MiB per sample "
+                "is saved for backward, so the batch can grow to at most the figure shown",
+                max_batch=remat_max,
+                command="tfaccel.configure(gradient_checkpointing=True)",
+            )
+        )
+        if max_b >= 1:
+            steps = math.ceil(target / max_b)
+            micro = math.ceil(target / steps)
+            suggestions.append(
+                Suggestion(
+                    "gradient accumulation",
+                    f"{steps} micro-batches of {micro} per optimizer step",
+                    max_batch=micro,
+                    effective_batch=steps * micro,
+                    command=f"tfaccel.configure(gradient_accumulation_steps={steps})",
+                )
+            )
+            replicas = math.ceil(target / max_b)
+            suggestions.append(
+                Suggestion(
+                    "more GPUs",
+                    f"{replicas} GPUs with MirroredStrategy, "
+                    f"{math.ceil(target / replicas)} samples per GPU (weights and optimizer state "
+                    "are replicated)",
+                    effective_batch=target,
+                )
+            )
+        bigger = [
+            s
+            for s in specmod.all_specs()
+            if estimate.peak_bytes(target) <= s.memory_gb * 1e9 * (1 - margin)
+        ]
+        if bigger:
+            names = ", ".join(
+                f"{s.key} ({s.memory_gb:g} GB)"
+                for s in sorted(bigger, key=lambda s: s.memory_gb)[:5]
+            )
+            suggestions.append(Suggestion("a bigger GPU", f"batch {target} fits on: {names}"))
+    return FitPlan(estimate, capacity, margin, batch, peak, fits, max_b, table, tuple(suggestions))
+
+
+def predicted_vs_measured(
+    estimate: MemoryEstimate, measured: Sequence[tuple[int, int]]
+) -> list[dict[str, float]]:
+    """Rows of (batch, predicted, measured, error %) for a validation report."""
+    rows = []
+    for b, m in measured:
+        p = estimate.peak_bytes(b)
+        rows.append(
+            {
+                "batch": b,
+                "predicted_bytes": p,
+                "measured_bytes": m,
+                "error_pct": 100.0 * (p - m) / m if m else float("nan"),
+            }
+        )
+    return rows

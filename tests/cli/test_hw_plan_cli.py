@@ -1,0 +1,119 @@
+"""`tfaccel hw` and `tfaccel plan` through the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.fakes import FakeNvml
+from tests.hardware.test_inventory import TopoNvml, h200
+from tfaccel.cli import app
+from tfaccel.hardware import inventory
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def two_h200(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = inventory.read_inventory
+    nvml = TopoNvml([h200(0, peer=1), h200(1, peer=0)])
+    monkeypatch.setattr("tfaccel.cli.hw.read_inventory", lambda: real(nvml))
+
+
+def test_hw_inventory_json(two_h200: None) -> None:
+    result = runner.invoke(app, ["hw", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema"] == "tfaccel.hw/1"
+    gpus = data["inventory"]["gpus"]
+    assert [g["name"] for g in gpus] == ["NVIDIA H200", "NVIDIA H200"]
+    assert data["inventory"]["topology"]["matrix"] == [["X", "NV18"], ["NV18", "X"]]
+    assert data["tiers"][0]["overall"] == "extreme"
+
+
+def test_hw_inventory_text(two_h200: None) -> None:
+    result = runner.invoke(app, ["hw"])
+    assert result.exit_code == 0
+    assert "tier: extreme" in result.stdout and "NV18" in result.stdout
+
+
+def test_hw_without_driver_exits_4(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = inventory.read_inventory
+    monkeypatch.setattr(
+        "tfaccel.cli.hw.read_inventory", lambda: real(FakeNvml(init_error="Driver Not Loaded"))
+    )
+    result = runner.invoke(app, ["hw"])
+    assert result.exit_code == 4
+    assert "tfaccel hw --compare" in result.output
+
+
+def test_compare_and_its_errors() -> None:
+    result = runner.invoke(app, ["hw", "--compare", "A100-80GB", "H200", "-f", "json"])
+    assert result.exit_code == 0
+    keys = [s["key"] for s in json.loads(result.stdout)["specs"]]
+    assert keys == ["A100-80GB", "H200"]
+    assert runner.invoke(app, ["hw", "--compare", "H200"]).exit_code == 2
+    bad = runner.invoke(app, ["hw", "--compare", "H200", "X1"])
+    assert bad.exit_code == 2 and "Unknown GPU 'X1'" in bad.output
+    assert runner.invoke(app, ["hw", "H200"]).exit_code == 2
+
+
+def test_rank_json() -> None:
+    result = runner.invoke(app, ["hw", "--rank", "gpt2", "-f", "json"])
+    assert result.exit_code == 0
+    rows = json.loads(result.stdout)["rows"]
+    assert rows[0]["key"] == "B200" and rows[0]["relative"] == 1.0
+    assert runner.invoke(app, ["hw", "--rank", "chess"]).exit_code == 2
+
+
+def test_plan_fit_on_a_spec_gpu() -> None:
+    result = runner.invoke(app, ["plan", "tiny", "--gpu", "T4", "--batch", "64", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.stdout)["fit"]
+    assert fit["fits"] is True and fit["max_batch"] > 64
+    assert fit["estimate"]["parameters"] == 545_098
+
+
+def test_plan_time_and_scenario() -> None:
+    result = runner.invoke(
+        app,
+        [
+            "plan",
+            "--throughput",
+            "5563",
+            "--samples",
+            "1.28e6",
+            "--epochs",
+            "90",
+            "--scenario",
+            "nlp",
+            "--on",
+            "H200",
+            "--budget",
+            "1d",
+            "-f",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["time"]["rows"][0]["samples_per_s"] == 5563
+    assert data["scenario"]["scenario"] == "nlp"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["plan"], "Nothing to plan"),
+        (["plan", "tiny", "--precision", "fp8", "--gpu", "T4"], "Unknown precision"),
+        (["plan", "--throughput", "10"], "--throughput needs --samples"),
+        (["plan", "--scenario", "vision", "--budget", "soon"], "Cannot read the time budget"),
+        (["plan", "tiny", "--gpu", "H999"], "Unknown GPU"),
+    ],
+)
+def test_plan_bad_input(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output

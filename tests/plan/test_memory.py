@@ -1,0 +1,98 @@
+"""The traced-step memory estimator, on real TensorFlow (CPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from tfaccel.plan import memory as M  # noqa: E402
+from tfaccel.workloads import Workload, load_workload  # noqa: E402
+
+
+def test_live_curve_of_a_hand_computable_graph() -> None:
+    n = 1000
+
+    @tf.function
+    def f(x):  # type: ignore[no-untyped-def]
+        a = x * 2.0
+        b = a + 1.0
+        return tf.reduce_sum(b)
+
+    cf = f.get_concrete_function(tf.TensorSpec([n], tf.float32))
+    curve, saved, unknown = M.live_curve(cf.graph, cf.graph.outputs)
+    # x and a live together, then a and b: never three vectors at once.
+    assert 2 * n * 4 <= max(curve) <= 2 * n * 4 + 16
+    assert saved == 0 and unknown == 0
+
+
+def test_pareto_lines_drop_dominated_points() -> None:
+    lines = M.pareto_lines([(10, 1), (5, 1), (1, 5), (0, 5), (3, 3), (2, 2)])
+    assert lines == ((1, 5), (3, 3), (10, 1))
+    assert max(f + v * 100 for f, v in lines) == 501
+
+
+def _dense_workload() -> Workload:
+    model = keras.Sequential([keras.Input((100,)), keras.layers.Dense(50), keras.layers.Dense(10)])
+    return Workload(
+        "dense", model, loss="mse", optimizer="adam", label_shape=(10,), label_dtype="float32"
+    )
+
+
+def test_dense_model_exact_sizes() -> None:
+    est = M.estimate_memory(_dense_workload)
+    params = 100 * 50 + 50 + 50 * 10 + 10
+    assert est.parameters == params
+    assert est.weights_bytes == params * 4
+    assert est.gradients_bytes == params * 4
+    # Adam keeps two float32 slots per weight plus a few scalars.
+    assert 2 * params * 4 <= est.optimizer_bytes <= 2 * params * 4 + 64
+    assert est.optimizer == "Adam"
+    # The backward pass needs each MatMul's input: 100 + 50 floats per sample, plus the
+    # small loss terms (10 floats) that MSE keeps.
+    assert 600 <= est.activations_bytes_per_sample <= 600 + 3 * 40
+
+
+def test_extrapolation_matches_a_direct_trace() -> None:
+    est = M.estimate_memory(lambda: load_workload("tiny"), batches=(2, 4))
+    wl = load_workload("tiny")
+    direct = M.trace_step(wl.model, wl.loss, 16)
+    assert est.step_bytes(16) == direct.peak_bytes
+
+
+def test_mixed_precision_shrinks_activations_and_restores_the_policy() -> None:
+    before = keras.mixed_precision.global_policy().name
+    fp32 = M.estimate_memory(lambda: load_workload("tiny"), "float32")
+    fp16 = M.estimate_memory(lambda: load_workload("tiny"), "mixed_float16")
+    assert keras.mixed_precision.global_policy().name == before
+    assert fp16.activations_bytes_per_sample < 0.75 * fp32.activations_bytes_per_sample
+    assert fp16.weights_bytes == fp32.weights_bytes  # variables stay float32
+
+
+def test_unknown_precision_is_an_input_error() -> None:
+    from tfaccel.errors import InputError
+
+    with pytest.raises(InputError, match="Unknown precision"):
+        M.estimate_memory(_dense_workload, "fp8")
+
+
+def test_max_batch_against_capacity() -> None:
+    est = M.MemoryEstimate(
+        "x",
+        "float32",
+        "Adam",
+        1,
+        1,
+        weights_bytes=100,
+        optimizer_bytes=200,
+        gradients_bytes=100,
+        step_lines=((1000, 10), (5000, 1)),
+        activations_bytes_per_sample=8,
+        traces=(),
+    )
+    assert est.peak_bytes(0) == 300 + 5000
+    assert est.peak_bytes(1000) == 300 + 11000
+    # capacity 20300 with no margin: line 1 -> (20000 - 1000) / 10 = 1900; line 2 -> 15000.
+    assert est.max_batch(20300, margin=0.0) == 1900
+    assert est.max_batch(5000, margin=0.0) == 0

@@ -1,0 +1,87 @@
+"""The model entry point contract and its errors."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("keras")
+
+from tfaccel.errors import InputError, WorkloadError  # noqa: E402
+from tfaccel.plan.child import estimate_in_child  # noqa: E402
+from tfaccel.workloads import load_workload  # noqa: E402
+
+MODULE = """
+import keras
+
+def good():
+    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+
+def with_dataset():
+    return good(), [1, 2, 3]
+
+def as_dict():
+    return {"model": good(), "loss": "mse", "sample_unit": "rows"}
+
+def compiled():
+    m = good()
+    m.compile(optimizer="sgd", loss="mse")
+    return m
+
+def wrong_type():
+    return 42
+
+def crashes():
+    raise RuntimeError("no GPU for you")
+
+not_callable = 3
+"""
+
+
+@pytest.fixture
+def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "my_models.py").write_text(MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    yield "my_models"
+    sys.modules.pop("my_models", None)
+
+
+def test_the_accepted_return_shapes(user_module: str) -> None:
+    assert load_workload(f"{user_module}:good").model.count_params() == 18
+    wl = load_workload(f"{user_module}:with_dataset")
+    assert wl.dataset == [1, 2, 3]
+    wl = load_workload(f"{user_module}:as_dict")
+    assert wl.loss == "mse" and wl.sample_unit == "rows"
+    wl = load_workload(f"{user_module}:compiled")
+    assert type(wl.optimizer).__name__ == "SGD"
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("no_colon", "must name a module and a function"),
+        ("missing_module_xyz:f", "Cannot import module 'missing_module_xyz'"),
+        ("my_models:nope", "has no callable 'nope'"),
+        ("my_models:not_callable", "has no callable 'not_callable'"),
+        ("my_models:wrong_type", "did not return a Keras model"),
+        ("my_models:crashes", "raised while building the model"),
+    ],
+)
+def test_bad_entry_points(user_module: str, target: str, message: str) -> None:
+    with pytest.raises(InputError) as caught:
+        load_workload(target)
+    assert message in caught.value.message
+    if target.endswith("crashes"):
+        assert "RuntimeError: no GPU for you" in caught.value.message
+
+
+def test_child_estimate_and_its_errors(user_module: str) -> None:
+    est = estimate_in_child(f"{user_module}:good", "float32")
+    assert est.parameters == 18 and est.optimizer == "Adam"
+    with pytest.raises(InputError, match="did not return a Keras model"):
+        estimate_in_child(f"{user_module}:wrong_type", "float32")
+    with pytest.raises((InputError, WorkloadError)):
+        estimate_in_child("builtin_that_does_not_exist", "float32")
