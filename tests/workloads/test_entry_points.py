@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("keras")
 
-from tfaccel.errors import InputError, WorkloadError  # noqa: E402
-from tfaccel.plan.child import estimate_in_child  # noqa: E402
-from tfaccel.workloads import load_workload  # noqa: E402
+from tfaccel.errors import InputError, WorkloadError
+from tfaccel.plan.child import estimate_in_child
+from tfaccel.workloads import load_workload
 
 MODULE = """
 import keras

@@ -1,0 +1,154 @@
+"""Validate `tfaccel plan`'s memory estimate against TensorFlow's measured peak.
+
+Run on the GPU machine (see benchmarks/README.md). For each model and precision it
+compares the predicted peak with `get_memory_info('GPU:0')['peak']` at several batch
+sizes, then finds the real largest batch by bisection (OOM = does not fit) and compares
+it with the predicted one. Writes one JSON file with the environment recorded.
+
+    python benchmarks/plan_validation.py --model resnet50 --out results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from tfaccel.plan.child import estimate_in_child
+from tfaccel.plan.fit import capacity_from_local, predicted_vs_measured
+from tfaccel.plan.measure import MeasuredPeak, find_max_batch, measure_peak
+from tfaccel.render import to_jsonable
+
+BATCHES = {"resnet50": [32, 64, 128, 256], "bert": [16, 32, 64, 128], "tiny": [64, 256]}
+
+
+def environment() -> dict[str, object]:
+    import importlib.metadata as md
+
+    from tfaccel.hardware.inventory import read_inventory
+
+    inv = read_inventory()
+    g = inv.gpus[0]
+    versions = {}
+    for dist in ("tensorflow", "keras", "tfaccel", "nvidia-ml-py"):
+        try:
+            versions[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            versions[dist] = None
+    return {
+        "gpu": g.name,
+        "gpu_memory_total_mib": g.memory_total_mib,
+        "driver": inv.driver_version,
+        "driver_cuda": inv.cuda_version,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        **versions,
+        "settings": {
+            "jit_compile": False,
+            "steps_per_measurement": 2,
+            "allocator": "TensorFlow default (BFC)",
+        },
+    }
+
+
+def validate(model: str, precision: str, search_max: bool, log: list[str]) -> dict[str, object]:
+    t0 = time.perf_counter()
+    est = estimate_in_child(model, precision)
+    cap = capacity_from_local(0)
+    predicted_max = est.max_batch(cap.bytes, margin=0.0)
+    log.append(
+        f"{model} {precision}: predicted max batch {predicted_max} "
+        f"({est.step_bytes_per_sample / 2**20:.1f} MiB/sample), capacity {cap.source}"
+    )
+    measured: list[MeasuredPeak] = []
+    for b in BATCHES.get(model, [16, 64]):
+        m = measure_peak(model, precision, b, steps=2)
+        measured.append(m)
+        log.append(
+            f"  batch {b}: measured peak {m.peak_bytes} oom={m.oom} err={m.error} "
+            f"predicted {est.peak_bytes(b)} ({m.seconds:.0f} s)"
+        )
+    rows = predicted_vs_measured(est, [(m.batch, m.peak_bytes) for m in measured if m.peak_bytes])
+    result: dict[str, object] = {
+        "model": model,
+        "precision": precision,
+        "estimate": to_jsonable(est),
+        "capacity": to_jsonable(cap),
+        "predicted_max_batch": predicted_max,
+        "peaks": rows,
+        "measurements": to_jsonable(measured),
+    }
+    if search_max and predicted_max > 0:
+        probes: dict[int, MeasuredPeak] = {}
+
+        def fits(b: int) -> bool:
+            m = measure_peak(model, precision, b, steps=2, timeout_s=400)
+            probes[b] = m
+            log.append(
+                f"  probe {b}: fits={m.peak_bytes is not None} oom={m.oom} "
+                f"err={(m.error or '')[:120]} ({m.seconds:.0f} s)"
+            )
+            return m.peak_bytes is not None
+
+        low, high = 0, 0
+        if fits(predicted_max):
+            low, high = predicted_max, int(predicted_max * 1.25) + 1
+            while fits(high) and high < predicted_max * 4:
+                low, high = high, int(high * 1.5)
+        else:
+            high, low = predicted_max, int(predicted_max * 0.8)
+            while low > 1 and not fits(low):
+                high, low = low, int(low * 0.7)
+        real_max, _ = find_max_batch(fits, low, high, tolerance=0.03, max_probes=5)
+        result["real_max_batch"] = real_max
+        result["real_max_batch_bracket"] = [
+            real_max,
+            min(b for b, m in probes.items() if m.peak_bytes is None and b > real_max)
+            if any(m.peak_bytes is None and b > real_max for b, m in probes.items())
+            else None,
+        ]
+        result["max_batch_error_pct"] = 100.0 * (predicted_max - real_max) / real_max
+        result["probes"] = to_jsonable(list(probes.values()))
+    result["seconds"] = time.perf_counter() - t0
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", action="append", required=True)
+    ap.add_argument("--precision", default="float32")
+    ap.add_argument("--no-max", action="store_true", help="skip the largest-batch search")
+    ap.add_argument("--out", required=True, type=Path)
+    args = ap.parse_args()
+    if args.out.exists():
+        print(f"refusing to overwrite {args.out}", file=sys.stderr)
+        return 2
+    log: list[str] = []
+    report: dict[str, object] = {
+        "schema": "tfaccel.plan-validation/1",
+        "environment": environment(),
+        "results": [],
+    }
+    for model in args.model:
+        try:
+            report["results"].append(
+                validate(
+                    model,
+                    args.precision,  # type: ignore[union-attr]
+                    not args.no_max,
+                    log,
+                )
+            )
+        except Exception as exc:  # keep what was measured for the other models
+            report["results"].append({"model": model, "error": repr(exc)})  # type: ignore[union-attr]
+        report["log"] = log
+        args.out.write_text(json.dumps(report, indent=1))
+        print("\n".join(log), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
