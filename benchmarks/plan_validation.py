@@ -15,6 +15,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tfaccel.plan.child import estimate_in_child
@@ -22,7 +23,7 @@ from tfaccel.plan.fit import capacity_from_local, predicted_vs_measured
 from tfaccel.plan.measure import MeasuredPeak, find_max_batch, measure_peak
 from tfaccel.render import to_jsonable
 
-BATCHES = {"resnet50": [32, 64, 128, 256], "bert": [16, 32, 64, 128], "tiny": [64, 256]}
+BATCHES = {"resnet50": [64, 256], "bert": [32, 128], "tiny": [64, 256]}
 
 
 def environment() -> dict[str, object]:
@@ -54,7 +55,9 @@ def environment() -> dict[str, object]:
     }
 
 
-def validate(model: str, precision: str, search_max: bool, log: list[str]) -> dict[str, object]:
+def validate(model: str, precision: str, search_max: bool, log: list[str],
+             result: dict[str, object], save: Callable[[], None]) -> None:
+    """Fill `result` step by step, calling `save()` after every measurement."""
     t0 = time.perf_counter()
     est = estimate_in_child(model, precision)
     cap = capacity_from_local(0)
@@ -96,13 +99,13 @@ def validate(model: str, precision: str, search_max: bool, log: list[str]) -> di
         low, high = 0, 0
         if fits(predicted_max):
             low, high = predicted_max, int(predicted_max * 1.25) + 1
-            while fits(high) and high < predicted_max * 4:
+            while high < predicted_max * 2 and fits(high):
                 low, high = high, int(high * 1.5)
         else:
             high, low = predicted_max, int(predicted_max * 0.8)
             while low > 1 and not fits(low):
                 high, low = low, int(low * 0.7)
-        real_max, _ = find_max_batch(fits, low, high, tolerance=0.03, max_probes=5)
+        real_max, _ = find_max_batch(fits, low, high, tolerance=0.05, max_probes=3)
         result["real_max_batch"] = real_max
         result["real_max_batch_bracket"] = [
             real_max,
@@ -111,9 +114,8 @@ def validate(model: str, precision: str, search_max: bool, log: list[str]) -> di
             else None,
         ]
         result["max_batch_error_pct"] = 100.0 * (predicted_max - real_max) / real_max
-        result["probes"] = to_jsonable(list(probes.values()))
     result["seconds"] = time.perf_counter() - t0
-    return result
+    save()
 
 
 def main() -> int:
