@@ -55,8 +55,14 @@ def environment() -> dict[str, object]:
     }
 
 
-def validate(model: str, precision: str, search_max: bool, log: list[str],
-             result: dict[str, object], save: Callable[[], None]) -> None:
+def validate(
+    model: str,
+    precision: str,
+    search_max: bool,
+    log: list[str],
+    result: dict[str, object],
+    save: Callable[[], None],
+) -> None:
     """Fill `result` step by step, calling `save()` after every measurement."""
     t0 = time.perf_counter()
     est = estimate_in_child(model, precision)
@@ -66,37 +72,43 @@ def validate(model: str, precision: str, search_max: bool, log: list[str],
         f"{model} {precision}: predicted max batch {predicted_max} "
         f"({est.step_bytes_per_sample / 2**20:.1f} MiB/sample), capacity {cap.source}"
     )
+    result.update(
+        {
+            "model": model,
+            "precision": precision,
+            "estimate": to_jsonable(est),
+            "capacity": to_jsonable(cap),
+            "predicted_max_batch": predicted_max,
+        }
+    )
+    save()
     measured: list[MeasuredPeak] = []
     for b in BATCHES.get(model, [16, 64]):
-        m = measure_peak(model, precision, b, steps=2)
+        m = measure_peak(model, precision, b, steps=2, timeout_s=240)
         measured.append(m)
         log.append(
             f"  batch {b}: measured peak {m.peak_bytes} oom={m.oom} err={m.error} "
             f"predicted {est.peak_bytes(b)} ({m.seconds:.0f} s)"
         )
-    rows = predicted_vs_measured(est, [(m.batch, m.peak_bytes) for m in measured if m.peak_bytes])
-    result: dict[str, object] = {
-        "model": model,
-        "precision": precision,
-        "estimate": to_jsonable(est),
-        "capacity": to_jsonable(cap),
-        "predicted_max_batch": predicted_max,
-        "peaks": rows,
-        "measurements": to_jsonable(measured),
-    }
+        result["peaks"] = predicted_vs_measured(
+            est, [(x.batch, x.peak_bytes) for x in measured if x.peak_bytes]
+        )
+        result["measurements"] = to_jsonable(measured)
+        save()
     if search_max and predicted_max > 0:
         probes: dict[int, MeasuredPeak] = {}
 
         def fits(b: int) -> bool:
-            m = measure_peak(model, precision, b, steps=2, timeout_s=400)
+            m = measure_peak(model, precision, b, steps=2, timeout_s=240)
             probes[b] = m
             log.append(
                 f"  probe {b}: fits={m.peak_bytes is not None} oom={m.oom} "
                 f"err={(m.error or '')[:120]} ({m.seconds:.0f} s)"
             )
+            result["probes"] = to_jsonable(list(probes.values()))
+            save()
             return m.peak_bytes is not None
 
-        low, high = 0, 0
         if fits(predicted_max):
             low, high = predicted_max, int(predicted_max * 1.25) + 1
             while high < predicted_max * 2 and fits(high):
@@ -106,13 +118,9 @@ def validate(model: str, precision: str, search_max: bool, log: list[str],
             while low > 1 and not fits(low):
                 high, low = low, int(low * 0.7)
         real_max, _ = find_max_batch(fits, low, high, tolerance=0.05, max_probes=3)
+        failed_above = [b for b, m in probes.items() if m.peak_bytes is None and b > real_max]
         result["real_max_batch"] = real_max
-        result["real_max_batch_bracket"] = [
-            real_max,
-            min(b for b, m in probes.items() if m.peak_bytes is None and b > real_max)
-            if any(m.peak_bytes is None and b > real_max for b, m in probes.items())
-            else None,
-        ]
+        result["real_max_batch_bracket"] = [real_max, min(failed_above, default=None)]
         result["max_batch_error_pct"] = 100.0 * (predicted_max - real_max) / real_max
     result["seconds"] = time.perf_counter() - t0
     save()
@@ -129,26 +137,26 @@ def main() -> int:
         print(f"refusing to overwrite {args.out}", file=sys.stderr)
         return 2
     log: list[str] = []
+    results: list[dict[str, object]] = []
     report: dict[str, object] = {
         "schema": "tfaccel.plan-validation/1",
         "environment": environment(),
-        "results": [],
+        "results": results,
+        "log": log,
     }
-    for model in args.model:
-        try:
-            report["results"].append(
-                validate(
-                    model,
-                    args.precision,  # type: ignore[union-attr]
-                    not args.no_max,
-                    log,
-                )
-            )
-        except Exception as exc:  # keep what was measured for the other models
-            report["results"].append({"model": model, "error": repr(exc)})  # type: ignore[union-attr]
-        report["log"] = log
+
+    def save() -> None:
         args.out.write_text(json.dumps(report, indent=1))
-        print("\n".join(log), flush=True)
+        print(log[-1] if log else "", flush=True)
+
+    for model in args.model:
+        result: dict[str, object] = {"model": model}
+        results.append(result)
+        try:
+            validate(model, args.precision, not args.no_max, log, result, save)
+        except Exception as exc:  # keep what was measured for the other models
+            result["error"] = repr(exc)
+            save()
     return 0
 
 
