@@ -92,6 +92,20 @@ def test_ld_library_path_shadowing_an_old_cudart(fake_tf: tuple[Path, MakeCtx]) 
     assert "CUDA runtime 12.0.107 is older than the 12.5" in by["tf.compat"].finding
 
 
+def test_a_cuda13_library_linked_under_the_cuda12_name(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    lib_dir = site / "nvidia/cublas/lib"
+    (lib_dir / "libcublas.so.12").unlink()
+    cu13 = site / "nvidia/cu13/lib"
+    build_lib(cu13, "libcublas.so.13", real_name="libcublas.so.13.1.0")
+    (lib_dir / "libcublas.so.12").symlink_to(cu13 / "libcublas.so.13")
+    by = rows(run_doctor(make()).checks)
+    row = by["lib.renamed"]
+    assert row.status is Status.WARN
+    assert f"libcublas.so.12 -> {cu13 / 'libcublas.so.13.1.0'}" in row.finding
+    assert "lib.cublas" not in by  # it does load
+
+
 def test_old_driver_fails_with_the_minimum_named(fake_tf: tuple[Path, MakeCtx]) -> None:
     _, make = fake_tf
     nvml = FakeNvml(

@@ -497,6 +497,28 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
                 details={"libraries": {r.soname: lib_details[r.soname] for r in absent}},
             ),
         )
+    renamed = [
+        r
+        for r in ctx.library_rows
+        if r.resolution.realpath and _renamed(r.soname, r.resolution.realpath)
+    ]
+    if renamed:
+        listing = "; ".join(
+            f"{r.soname} -> {r.resolution.realpath}" + (f" [{r.provider}]" if r.provider else "")
+            for r in renamed
+        )
+        out.append(
+            Check(
+                "lib.renamed",
+                "CUDA libraries under another version's name",
+                Status.WARN,
+                f"{listing}. A library of another major version is linked in under the name "
+                f"TensorFlow asks for: it loads, but its ABI is not the one TensorFlow "
+                f"{ctx.tf_version} was built against, so some calls may fail or misbehave",
+                fix=all_fix,
+                see="ls -l " + " ".join(r.resolution.path or "" for r in renamed),
+            )
+        )
     if loaded:
         out.insert(
             0,
@@ -548,6 +570,17 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
                 )
             )
     return out
+
+
+def _renamed(soname: str, realpath: str) -> bool:
+    """True when `soname` (libcublas.so.12) is a link to another major (libcublas.so.13.1)."""
+    want = soname.split(".so.", 1)
+    name = os.path.basename(realpath)
+    if len(want) != 2 or ".so." not in name:
+        return False
+    stem, major = want[0], want[1].split(".")[0]
+    have_stem, have_ver = name.split(".so.", 1)
+    return have_stem == stem and have_ver.split(".")[0] != major
 
 
 def check_duplicates(ctx: DoctorContext) -> list[Check]:

@@ -107,6 +107,15 @@ def inventory_text(inv: Inventory, tiers: Sequence[TierVerdict], console: Consol
         table.add_column()
         for k, v in _gpu_rows(g):
             table.add_row(k, v)
+        if inv.topology is not None and g.index < len(inv.topology.nvlink_ports):
+            ports = inv.topology.nvlink_ports[g.index]
+            active = [p for p in ports if p.active]
+            versions = sorted({p.version for p in active if p.version})
+            table.add_row(
+                "NVLink",
+                f"{len(active)} of {len(ports)} links active"
+                + (f" (NVLink {', '.join(map(str, versions))})" if versions else ""),
+            )
         console.print(table)
         console.print(tier_table(verdict))
         for w in g.warnings:
@@ -128,7 +137,11 @@ def tier_table(verdict: TierVerdict) -> Table:
     for col in ("parameter", "value", "basic", "recommended", "extreme", "reached"):
         t.add_column(col)
     for r in verdict.rows:
-        value = NA if r.value is None else f"{r.value:,.4g}{(' ' + r.unit) if r.unit else ''}"
+        if r.value is None:
+            value = NA
+        else:
+            number = f"{r.value:,.0f}" if r.value >= 100 else f"{r.value:g}"
+            value = number + (f" {r.unit}" if r.unit else "")
         t.add_row(
             r.label,
             value,
@@ -150,7 +163,13 @@ def topology_table(inv: Inventory) -> Table:
     for g, row in zip(inv.gpus, topo.matrix, strict=True):
         t.add_row(f"GPU{g.index}", *row, _v(g.cpu_affinity), _v(g.numa_node))
     legend = "; ".join(f"{k}: {v}" for k, v in PATH_HELP.items())
+    p2p = "; ".join(
+        f"GPU{p.a}<->GPU{p.b} P2P read {p.p2p_read}, write {p.p2p_write}" for p in topo.pairs
+    )
+    legend = p2p + "\n" + legend
     t.caption = legend + "".join(f"\n! {w}" for w in topo.warnings)
+    t.caption_justify = "left"
+    t.min_width = 78
     return t
 
 
