@@ -109,3 +109,10 @@ def test_help_and_doctor_work_without_tensorflow(tmp_path: object) -> None:
     install = next(c for c in data["checks"] if c["id"] == "tf.install")
     assert install["status"] == "fail"
     assert data["verdict"]
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfaccel", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == f"tfaccel {__version__}"
