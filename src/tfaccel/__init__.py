@@ -8,4 +8,13 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "configure"]
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    # `tfaccel.configure` is loaded on first use, so `import tfaccel` stays light.
+    if name == "configure":
+        from tfaccel.optimize.apply import configure
+
+        return configure
+    raise AttributeError(f"module 'tfaccel' has no attribute {name!r}")

@@ -1,0 +1,439 @@
+"""Applying Settings to TensorFlow and Keras, in the order TensorFlow needs.
+
+Device-level settings (memory growth, memory limit, allocator, unified memory) can only
+change before TensorFlow initializes its runtime: after that, asking for a *different*
+value is a ConfigureOrderError, and asking for the same value is a no-op, so calling
+`configure()` twice is safe. Precision and XLA are global Keras/TF settings that can
+change any time; compile-time options (jit_compile, steps_per_execution), rematerialization,
+gradient accumulation and tf.data options are returned as helpers on the report, since
+they apply to objects the user builds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfaccel._tf import import_tensorflow
+from tfaccel.errors import InputError
+from tfaccel.optimize.settings import Settings, read_settings_file
+
+# Environment variables TensorFlow reads when its runtime starts.
+ENV_ALLOCATOR = "TF_GPU_ALLOCATOR"
+ENV_UNIFIED = "TF_FORCE_UNIFIED_MEMORY"
+
+UNIFIED_COST = (
+    "pages that do not fit in GPU memory live in host memory and migrate on access over "
+    "PCIe (tens of GB/s, against several TB/s of HBM): steps that touch them run many "
+    "times slower. Use it to make a too-large model run at all, not to make it fast"
+)
+
+
+class ConfigureOrderError(InputError):
+    """A setting that can no longer change because TensorFlow already started."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One knob: what was asked, what happened."""
+
+    knob: str
+    value: Any
+    status: str  # applied | unchanged | at-compile | at-build | skipped
+    detail: str = ""
+
+
+@dataclass
+class ConfigureReport:
+    """What configure() did, and helpers for the parts that apply to the user's objects."""
+
+    settings: Settings
+    precision: str  # resolved: float32 | tf32 | mixed_float16 | mixed_bfloat16
+    gpus: int
+    rows: tuple[Applied, ...]
+    compute_capability: str | None = None
+    _strategy: Any = field(default=None, repr=False)
+
+    def compile_kwargs(self) -> dict[str, Any]:
+        """Arguments for `model.compile`: jit_compile and steps_per_execution."""
+        jit: Any = {"jit": True, "off": False, "autoclustering": False, "auto": "auto"}[
+            self.settings.xla
+        ]
+        return {"jit_compile": jit, "steps_per_execution": self.settings.steps_per_execution}
+
+    def optimizer(self, optimizer: Any = "adam") -> Any:
+        """A Keras optimizer with gradient accumulation set (a name, config or instance)."""
+        import keras
+
+        opt = keras.optimizers.get(optimizer) if isinstance(optimizer, (str, dict)) else optimizer
+        steps = self.settings.gradient_accumulation_steps
+        if steps > 1:
+            config = opt.get_config()
+            config["gradient_accumulation_steps"] = steps
+            opt = type(opt).from_config(config)
+        return opt
+
+    def compile(self, model: Any, optimizer: Any = "adam", **kwargs: Any) -> Any:
+        """`model.compile` with the configured optimizer, XLA and steps_per_execution."""
+        args = {**self.compile_kwargs(), **kwargs}
+        model.compile(optimizer=self.optimizer(optimizer), **args)
+        return model
+
+    def remat_scope(self) -> contextlib.AbstractContextManager[Any]:
+        """Build the model inside this scope for gradient checkpointing (keras.RematScope)."""
+        if not self.settings.gradient_checkpointing:
+            return contextlib.nullcontext()
+        import keras
+
+        return keras.RematScope(mode="full")
+
+    @property
+    def strategy(self) -> Any:
+        """The tf.distribute strategy chosen (created on first use)."""
+        if self._strategy is None:
+            tf = import_tensorflow()
+            name = self.strategy_name
+            if name == "mirrored":
+                self._strategy = tf.distribute.MirroredStrategy()
+            elif name == "one_device":
+                self._strategy = tf.distribute.OneDeviceStrategy(
+                    "/gpu:0" if self.gpus else "/cpu:0"
+                )
+            else:
+                self._strategy = tf.distribute.get_strategy()
+        return self._strategy
+
+    @property
+    def strategy_name(self) -> str:
+        choice = self.settings.strategy
+        if choice == "auto":
+            return "mirrored" if self.gpus > 1 else "none"
+        return choice
+
+    def strategy_scope(self) -> contextlib.AbstractContextManager[Any]:
+        if self.strategy_name == "none":
+            return contextlib.nullcontext()
+        return self.strategy.scope()
+
+    def dataset(self, ds: Any) -> Any:
+        """Apply the tf.data settings: determinism, caching, prefetch (host or device)."""
+        tf = import_tensorflow()
+        options = tf.data.Options()
+        options.deterministic = self.settings.deterministic_data
+        options.autotune.enabled = True
+        ds = ds.with_options(options)
+        if self.settings.cache_dataset:
+            ds = ds.cache()
+        if self.settings.prefetch == "device" and self.gpus == 1 and self.strategy_name == "none":
+            return ds.apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
+        if self.settings.prefetch != "off":
+            return ds.prefetch(tf.data.AUTOTUNE)
+        return ds
+
+
+def runtime_initialized() -> bool:
+    """True once TensorFlow's eager context exists (devices can no longer be configured)."""
+    try:
+        from tensorflow.python.eager import context
+    except ImportError:
+        return False
+    try:
+        return context.context()._context_handle is not None
+    except Exception:
+        return False
+
+
+def resolve_precision(requested: str, compute_capability: str | None) -> tuple[str, str]:
+    """(precision, why) for `auto`, by compute capability."""
+    if requested != "auto":
+        return requested, "as requested"
+    if compute_capability is None:
+        return "float32", "no GPU: 16-bit on the CPU is slower, not faster"
+    cc = float(compute_capability)
+    if cc >= 8.0:
+        return (
+            "mixed_bfloat16",
+            f"compute capability {compute_capability} >= 8.0 has bf16 "
+            "tensor cores (no loss scaling needed)",
+        )
+    if cc >= 7.0:
+        return (
+            "mixed_float16",
+            f"compute capability {compute_capability}: fp16 tensor cores, no bf16",
+        )
+    return "float32", f"compute capability {compute_capability} has no tensor cores"
+
+
+def unified_memory_limit_mib(total_mib: int, factor: float) -> int:
+    """The logical device size that oversubscribes `total_mib` by `factor`."""
+    return int(total_mib * factor)
+
+
+def _set_env(name: str, value: str | None, initialized: bool, knob: str) -> str:
+    current = os.environ.get(name)
+    if current == value:
+        return "unchanged"
+    if initialized:
+        raise ConfigureOrderError(
+            f"{knob} can no longer change: TensorFlow already started its GPU runtime",
+            expected=f"tfaccel.configure() before building any model or tensor, or "
+            f"{name}={value} in the environment before starting Python",
+            received=f"{name}={current!r}",
+            hint="call tfaccel.configure() at the top of your script",
+        )
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    return "applied"
+
+
+def _apply_memory(
+    tf: Any, s: Settings, gpus: list[Any], initialized: bool, total_mib: int | None
+) -> list[Applied]:
+    rows: list[Applied] = []
+    if s.memory == "unified":
+        status = _set_env(ENV_UNIFIED, "1", initialized, "memory='unified'")
+        rows.append(Applied("memory", "unified", status, f"{ENV_UNIFIED}=1; cost: " + UNIFIED_COST))
+    if not gpus:
+        if s.memory != "default":
+            rows.append(Applied("memory", s.memory, "skipped", "no GPU visible"))
+        return rows
+    limit = None
+    if s.memory == "limit":
+        limit = s.memory_limit_mib
+    elif s.memory == "unified" and total_mib:
+        limit = unified_memory_limit_mib(total_mib, s.unified_oversubscription)
+    for gpu in gpus:
+        want_growth = s.memory == "growth"
+        have_growth = bool(tf.config.experimental.get_memory_growth(gpu))
+        if want_growth != have_growth:
+            if initialized:
+                raise ConfigureOrderError(
+                    "memory growth can no longer change: TensorFlow already initialized the GPU",
+                    expected="tfaccel.configure() before building any model or tensor",
+                    received=f"memory growth is {have_growth}, asked {want_growth}",
+                )
+            tf.config.experimental.set_memory_growth(gpu, want_growth)
+        if limit is not None:
+            current = tf.config.get_logical_device_configuration(gpu)
+            same = current and len(current) == 1 and current[0].memory_limit == limit
+            if not same:
+                if initialized:
+                    raise ConfigureOrderError(
+                        "the GPU memory limit can no longer change: TensorFlow already "
+                        "initialized the GPU",
+                        expected="tfaccel.configure() first",
+                        received=f"limit {limit} MiB",
+                    )
+                tf.config.set_logical_device_configuration(
+                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)]
+                )
+    if s.memory == "growth":
+        rows.append(
+            Applied(
+                "memory",
+                "growth",
+                "applied",
+                f"on {len(gpus)} GPU(s): memory is taken as needed instead of all at start",
+            )
+        )
+    elif limit is not None:
+        rows.append(Applied("memory", s.memory, "applied", f"{limit:,} MiB per GPU"))
+    return rows
+
+
+def _gpu_capability(tf: Any, gpus: list[Any]) -> str | None:
+    if not gpus:
+        return None
+    try:
+        cc = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
+        return f"{cc[0]}.{cc[1]}" if cc else None
+    except Exception:
+        return None
+
+
+def _gpu_total_mib() -> int | None:
+    try:
+        from tfaccel.hardware.nvml import driver_info
+
+        info = driver_info()
+        return info.gpus[0].memory_total_mib if info.gpus else None
+    except Exception:
+        return None
+
+
+_LAST: dict[str, Any] = {}
+
+
+def apply_settings(settings: Settings) -> ConfigureReport:
+    """Apply `settings`; see the module docstring for what changes when."""
+    if _LAST.get("settings") == settings and "report" in _LAST:
+        previous: ConfigureReport = _LAST["report"]
+        same = tuple(
+            Applied(r.knob, r.value, "unchanged" if r.status == "applied" else r.status, r.detail)
+            for r in previous.rows
+        )
+        report = ConfigureReport(
+            settings,
+            previous.precision,
+            previous.gpus,
+            same,
+            previous.compute_capability,
+            previous._strategy,
+        )
+        _LAST["report"] = report
+        return report
+    initialized = runtime_initialized()
+    s = settings
+    rows: list[Applied] = []
+    alloc = None if s.allocator == "default" else s.allocator
+    status = _set_env(ENV_ALLOCATOR, alloc, initialized, f"allocator={s.allocator!r}")
+    rows.append(
+        Applied(
+            "allocator",
+            s.allocator,
+            status,
+            "cudaMallocAsync: the driver's stream-ordered pool"
+            if alloc
+            else "TensorFlow's BFC allocator",
+        )
+    )
+    if s.memory != "unified" and os.environ.get(ENV_UNIFIED) == "1" and not initialized:
+        os.environ.pop(ENV_UNIFIED, None)
+    tf = import_tensorflow()
+    import keras
+
+    gpus = list(tf.config.list_physical_devices("GPU"))
+    rows.extend(_apply_memory(tf, s, gpus, initialized, _gpu_total_mib()))
+    cc = _gpu_capability(tf, gpus)
+    precision, why = resolve_precision(s.precision, cc)
+    policy = precision if precision.startswith("mixed_") else "float32"
+    keras.mixed_precision.set_global_policy(policy)
+    tf.config.experimental.enable_tensor_float_32_execution(precision != "float32")
+    detail = why
+    if precision == "mixed_float16":
+        detail += "; loss scaling: Keras wraps the optimizer in LossScaleOptimizer at compile"
+    if precision == "float32":
+        detail += "; TF32 off (strict float32)"
+    elif precision == "tf32":
+        detail += "; float32 variables and math on TF32 tensor cores"
+    rows.append(Applied("precision", precision, "applied", detail))
+    if s.xla == "autoclustering":
+        tf.config.optimizer.set_jit("autoclustering")
+        rows.append(
+            Applied(
+                "xla",
+                "autoclustering",
+                "applied",
+                "TensorFlow clusters ops into XLA kernels inside tf.function graphs",
+            )
+        )
+    else:
+        tf.config.optimizer.set_jit(False)
+        jit = {"jit": True, "off": False, "auto": "auto"}[s.xla]
+        rows.append(Applied("xla", s.xla, "at-compile", f"model.compile(jit_compile={jit!r})"))
+    rows.append(
+        Applied(
+            "steps_per_execution",
+            s.steps_per_execution,
+            "at-compile",
+            "steps run per call into the compiled function",
+        )
+    )
+    if s.gradient_checkpointing:
+        rows.append(
+            Applied(
+                "gradient_checkpointing",
+                True,
+                "at-build",
+                "build the model inside report.remat_scope() (keras.RematScope); "
+                "custom steps: tf.recompute_grad",
+            )
+        )
+    if s.gradient_accumulation_steps > 1:
+        rows.append(
+            Applied(
+                "gradient_accumulation_steps",
+                s.gradient_accumulation_steps,
+                "at-compile",
+                "report.optimizer(...) sets the optimizer's gradient_accumulation_steps",
+            )
+        )
+    rows.append(
+        Applied(
+            "tf.data",
+            {
+                "prefetch": s.prefetch,
+                "cache": s.cache_dataset,
+                "deterministic": s.deterministic_data,
+            },
+            "at-build",
+            "report.dataset(ds) applies them",
+        )
+    )
+    report = ConfigureReport(s, precision, len(gpus), tuple(rows), cc)
+    rows.append(
+        Applied(
+            "strategy",
+            report.strategy_name,
+            "at-build",
+            f"{len(gpus)} GPU(s) visible; build inside report.strategy_scope()",
+        )
+    )
+    report.rows = tuple(rows)
+    _LAST.update(settings=settings, report=report)
+    return report
+
+
+class _Configure:
+    """The `tfaccel.configure` callable, with `from_file` and `reset` attached."""
+
+    def __call__(self, settings: Settings | None = None, **kwargs: Any) -> ConfigureReport:
+        """Apply settings (a Settings object and/or keyword arguments of Settings)."""
+        base = settings or Settings()
+        if kwargs:
+            try:
+                base = base.replace(**kwargs)
+            except TypeError as exc:
+                from tfaccel.optimize.settings import FIELDS
+
+                raise InputError(
+                    "Unknown configure() argument",
+                    expected="keywords among " + ", ".join(FIELDS),
+                    received=str(exc),
+                ) from exc
+        return apply_settings(base)
+
+    def from_file(self, path: str | Path = "tfaccel.json", **overrides: Any) -> ConfigureReport:
+        """Apply the settings `tfaccel tune` wrote (arguments override the file)."""
+        return self(read_settings_file(path), **overrides)
+
+    def reset(self) -> None:
+        """Restore what configure() changed that can change back (policy, TF32, JIT)."""
+        import keras
+
+        keras.mixed_precision.set_global_policy("float32")
+        tf = import_tensorflow()
+        tf.config.experimental.enable_tensor_float_32_execution(True)
+        tf.config.optimizer.set_jit(False)
+        if not runtime_initialized():
+            os.environ.pop(ENV_ALLOCATOR, None)
+            os.environ.pop(ENV_UNIFIED, None)
+        _LAST.clear()
+
+
+configure = _Configure()
+
+
+@contextlib.contextmanager
+def configured(settings: Settings) -> Iterator[ConfigureReport]:
+    """Apply settings for a block and reset afterwards (tests, trials)."""
+    try:
+        yield configure(settings)
+    finally:
+        configure.reset()

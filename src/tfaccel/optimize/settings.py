@@ -1,0 +1,154 @@
+"""Every knob `tfaccel.configure` applies, declared once with its default and checks.
+
+Precedence (written down once): explicit arguments to `configure()` override the values
+from `configure.from_file()`, which override the defaults below. Nothing is read from
+the environment except what TensorFlow itself reads (the allocator and XLA flags are
+written to it before TensorFlow starts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfaccel.errors import ConfigFileError, InputError
+
+PRECISIONS = ("auto", "float32", "tf32", "mixed_float16", "mixed_bfloat16")
+XLA_MODES = ("off", "jit", "auto", "autoclustering")
+MEMORY_MODES = ("default", "growth", "limit", "unified")
+ALLOCATORS = ("default", "cuda_malloc_async")
+STRATEGIES = ("auto", "none", "one_device", "mirrored")
+PREFETCH = ("auto", "device", "off")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What `tfaccel.configure()` applies. See README.md for each knob's effect."""
+
+    memory: str = "default"  # default | growth | limit | unified
+    memory_limit_mib: int | None = None  # with memory="limit": per GPU
+    unified_oversubscription: float = 1.0  # with memory="unified": x physical memory
+    allocator: str = "default"  # default (BFC) | cuda_malloc_async
+    precision: str = "auto"  # auto | float32 | tf32 | mixed_float16 | mixed_bfloat16
+    xla: str = "auto"  # off | jit | auto (Keras' default) | autoclustering
+    steps_per_execution: int = 1
+    batch_size: int | None = None  # recorded by tune; used by configure.dataset
+    gradient_checkpointing: bool = False
+    gradient_accumulation_steps: int = 1
+    prefetch: str = "auto"  # auto (AUTOTUNE on the host) | device | off
+    cache_dataset: bool = False
+    deterministic_data: bool = True
+    strategy: str = "auto"  # auto | none | one_device | mirrored
+
+    def __post_init__(self) -> None:
+        _choice("memory", self.memory, MEMORY_MODES)
+        _choice("allocator", self.allocator, ALLOCATORS)
+        _choice("precision", self.precision, PRECISIONS)
+        _choice("xla", self.xla, XLA_MODES)
+        _choice("prefetch", self.prefetch, PREFETCH)
+        _choice("strategy", self.strategy, STRATEGIES)
+        if self.memory == "limit" and (self.memory_limit_mib is None or self.memory_limit_mib <= 0):
+            raise InputError(
+                "memory='limit' needs a positive memory_limit_mib",
+                expected="memory_limit_mib=<MiB per GPU>",
+                received=f"memory_limit_mib={self.memory_limit_mib!r}",
+            )
+        if self.memory == "unified" and not 1.0 < self.unified_oversubscription <= 8.0:
+            raise InputError(
+                "memory='unified' needs an oversubscription factor",
+                expected="1 < unified_oversubscription <= 8 (x the GPU's memory)",
+                received=f"unified_oversubscription={self.unified_oversubscription}",
+            )
+        for name in ("steps_per_execution", "gradient_accumulation_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InputError(
+                    f"{name} must be a positive integer",
+                    expected="an integer >= 1",
+                    received=f"{name}={value!r}",
+                )
+        if self.batch_size is not None and (
+            not isinstance(self.batch_size, int) or self.batch_size < 1
+        ):
+            raise InputError(
+                "batch_size must be a positive integer",
+                expected="an integer >= 1",
+                received=f"batch_size={self.batch_size!r}",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise InputError(
+            f"Unknown {name}",
+            expected=f"one of {{{', '.join(allowed)}}}",
+            received=f"{name}={value!r}",
+        )
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Settings))
+
+
+def settings_from_dict(data: Any, source: str = "settings") -> Settings:
+    """Build Settings from parsed JSON; unknown keys and bad values are ConfigFileErrors."""
+    if not isinstance(data, dict):
+        raise ConfigFileError(
+            f"{source} is not a JSON object",
+            expected='{"precision": ...}',
+            received=type(data).__name__,
+        )
+    payload = data.get("settings", data) if "schema" in data else data
+    if not isinstance(payload, dict):
+        raise ConfigFileError(
+            f"{source}: 'settings' is not an object",
+            expected="an object of settings",
+            received=type(payload).__name__,
+        )
+    unknown = sorted(set(payload) - set(FIELDS))
+    if unknown:
+        raise ConfigFileError(
+            f"{source} has unknown settings: {', '.join(unknown)}",
+            expected="keys among " + ", ".join(FIELDS),
+            received=", ".join(unknown),
+        )
+    try:
+        return Settings(**payload)
+    except InputError as exc:
+        raise ConfigFileError(
+            f"{source}: {exc.problem}", expected=exc.expected, received=exc.received
+        ) from exc
+    except TypeError as exc:
+        raise ConfigFileError(
+            f"{source}: {exc}", expected="settings of the right types", received=str(payload)
+        ) from exc
+
+
+def read_settings_file(path: str | Path) -> Settings:
+    """Parse a tfaccel.json (never executed) into Settings."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigFileError(
+            f"Cannot read {p}",
+            expected="a tfaccel.json written by `tfaccel tune`",
+            received=str(exc),
+        ) from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigFileError(
+            f"{p} is not valid JSON",
+            expected="a JSON object",
+            received=f"line {exc.lineno}, column {exc.colno}: {exc.msg}",
+        ) from exc
+    return settings_from_dict(data, str(p))
