@@ -8,6 +8,7 @@ from tfaccel import __version__
 from tfaccel.cli import doctor as doctor_cmd
 from tfaccel.cli import hw as hw_cmd
 from tfaccel.cli import plan as plan_cmd
+from tfaccel.cli import tune as tune_cmd
 
 app = typer.Typer(
     name="tfaccel",
@@ -37,6 +38,7 @@ def _root(
 app.command("doctor")(doctor_cmd.doctor)
 app.command("hw")(hw_cmd.hw)
 app.command("plan")(plan_cmd.plan)
+app.command("tune")(tune_cmd.tune)
 
 
 def main() -> None:

@@ -1,0 +1,125 @@
+"""`tfaccel tune`: measure which settings make a model fastest, write tfaccel.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.text import Text
+
+from tfaccel.cli._common import (
+    FORMAT_OPTION,
+    handle_errors,
+    stderr_console,
+    stdout_console,
+    write_out,
+)
+from tfaccel.errors import InputError
+from tfaccel.optimize.settings import Settings
+from tfaccel.render import Format
+from tfaccel.render.tune import trial_line, tune_plot, tune_text
+from tfaccel.tune.journal import Journal
+from tfaccel.tune.output import check_writable, result_json, write_settings
+from tfaccel.tune.runner import StepPlan, TrialResult, label_of
+from tfaccel.tune.search import Hardware, TuneOptions, Tuner
+
+
+def _hardware() -> Hardware:
+    from tfaccel.hardware.nvml import driver_info
+
+    info = driver_info()
+    gpus = [g for g in info.gpus if not g.error]
+    return Hardware(len(gpus), gpus[0].compute_capability if gpus else None)
+
+
+@handle_errors
+def tune(
+    workload: str = typer.Argument(
+        ...,
+        help="Built-in workload (tiny, resnet50, bert) or "
+        "module:function (see README: the entry point contract).",
+    ),
+    batch: int = typer.Option(32, "--batch", "-b", help="Starting batch size."),
+    max_batch: int = typer.Option(4096, "--max-batch", help="Largest batch size to try."),
+    warmup: int = typer.Option(10, "--warmup", help="Warm-up steps per trial (untimed)."),
+    windows: int = typer.Option(5, "--windows", help="Timed windows per trial."),
+    window: int = typer.Option(20, "--window", help="Steps per timed window."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds before a trial is killed."),
+    output: Path = typer.Option(
+        Path("tfaccel.json"), "--output", "-o", help="Where to write the best settings."
+    ),
+    journal: Path = typer.Option(
+        Path("tfaccel-tune.jsonl"),
+        "--journal",
+        help="Trial journal; an interrupted tune resumes from it.",
+    ),
+    plot: Path = typer.Option(Path("tfaccel-tune.png"), "--plot", help="Throughput plot (PNG)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Ignore the journal's earlier trials."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --output file."),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Measure which settings make a model fastest here, and write them to tfaccel.json."""
+    for name, value in (
+        ("--batch", batch),
+        ("--max-batch", max_batch),
+        ("--warmup", warmup),
+        ("--windows", windows),
+        ("--window", window),
+    ):
+        if value < 1:
+            raise InputError(f"{name} must be positive", expected="an integer >= 1", received=value)
+    if max_batch < batch:
+        raise InputError("--max-batch is below --batch", expected=f">= {batch}", received=max_batch)
+    check_writable(output, force)
+    if fresh and journal.exists():
+        if not force:
+            raise InputError(
+                f"--fresh would discard {journal}",
+                expected="--fresh --force, or another --journal path",
+                received=str(journal),
+            )
+        journal.unlink()
+    jr = Journal(journal)
+    jr.load(workload)
+    hw = _hardware()
+    options = TuneOptions(
+        batch_size=batch,
+        max_batch=max_batch,
+        steps=StepPlan(warmup, windows, window),
+        timeout_s=timeout,
+    )
+    err = stderr_console()
+    status_box = err.status("starting ...")
+
+    def on_trial(stage: str, r: TrialResult | None, settings: Settings) -> None:
+        if r is None:
+            status_box.update(
+                f"trial {len(tuner.result.trials) + 1}: {stage}: "
+                f"{label_of(settings)}  (a fresh process: imports, builds, "
+                "compiles, then times)"
+            )
+        else:
+            err.print(trial_line(stage, r))
+
+    tuner = Tuner(workload, hw, options, jr, on_trial=on_trial)
+    with status_box:
+        result = tuner.run()
+    if result.best_settings is not None and result.best is not None and result.best.ok:
+        write_settings(output, result)
+        tune_plot(result, plot)
+    if fmt is Format.json:
+        write_out(result_json(result))
+    else:
+        tune_text(result, stdout_console())
+        if result.best is not None and result.best.ok:
+            err.print(
+                Text(
+                    f"wrote {output} (load with tfaccel.configure.from_file"
+                    f"('{output}')), {plot}, journal {journal}",
+                    style="dim",
+                )
+            )
+    if result.best is None or not result.best.ok:
+        from tfaccel.errors import ExitCode
+
+        raise typer.Exit(int(ExitCode.RUNTIME))

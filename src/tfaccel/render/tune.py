@@ -1,0 +1,111 @@
+"""Rendering of `tfaccel tune`: the trial table, the summary, and a PNG plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tfaccel.tune.runner import TrialResult
+from tfaccel.tune.search import TuneResult
+
+_STATUS = {"ok": "green", "oom": "yellow", "error": "red", "timeout": "red"}
+
+
+def trial_line(stage: str, r: TrialResult) -> Text:
+    t = Text(f"{stage:<20} ", style="dim")
+    t.append(f"{r.label:<48} ")
+    if r.ok:
+        t.append(f"{r.samples_per_s:>10,.0f}/s", style="bold")
+        t.append(f"  ±{(r.spread or 0) / 2:.0%}  compile {r.compile_s or 0:.1f} s", style="dim")
+    else:
+        t.append(f"{r.status:>12}", style=_STATUS.get(r.status, "red"))
+        if r.error:
+            t.append(f"  {r.error[:90]}", style="dim")
+    return t
+
+
+def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
+    table = Table(
+        title=f"tfaccel tune: {res.workload} "
+        f"({res.hardware.gpus} GPU(s), cc {res.hardware.compute_capability})",
+        title_justify="left",
+    )
+    for col in ("#", "settings", f"{unit}/s", "spread", "compile s", "peak MiB", "status"):
+        table.add_column(col, justify="right" if col not in ("settings", "status") else "left")
+    best_key = res.best.key if res.best else None
+    for i, r in enumerate(res.trials, 1):
+        style = "bold green" if r.key == best_key else ""
+        table.add_row(
+            str(i),
+            Text(r.label, style=style),
+            f"{r.samples_per_s:,.0f}" if r.ok else "-",
+            f"{(r.spread or 0):.0%}" if r.ok else "",
+            f"{r.compile_s:.1f}" if r.compile_s is not None else "",
+            f"{r.peak_memory_bytes / 2**20:,.0f}" if r.peak_memory_bytes else "",
+            Text(r.status, style=_STATUS.get(r.status, "")),
+        )
+    console.print(table)
+    for d in res.decisions:
+        console.print(Text(f"  {d.stage}: {d.text}", style="dim"))
+    for r in res.trials:
+        if r.status == "error" and r.traceback:
+            console.print(
+                Text(f"trial {r.label} failed:\n{r.traceback.strip()[-1500:]}", style="red")
+            )
+    if res.best is None or not res.best.ok:
+        console.print(Text("no configuration ran successfully", style="bold red"))
+        return
+    lines = [f"best: {res.best.label}: {res.best.samples_per_s:,.0f} {unit}/s"]
+    for name, other in (("your baseline", res.baseline), ("Keras defaults", res.keras_defaults)):
+        sp = res.speedup(other)
+        if sp is not None and other is not None:
+            lines.append(f"  {sp:.2f}x {name} ({other.samples_per_s:,.0f}/s, {other.label})")
+    lines.append(
+        f"  {len(res.trials)} trials ({res.resumed} from the journal) in "
+        f"{res.wall_s:.0f} s, {res.compile_s_total:.0f} s of it compiling"
+    )
+    console.print(Text("\n".join(lines), style="bold"))
+
+
+def tune_plot(res: TuneResult, path: Path, unit: str = "samples") -> Path:
+    """A bar chart of throughput per trial (PNG), best highlighted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [r.label for r in res.trials]
+    values = [r.samples_per_s or 0.0 for r in res.trials]
+    colors = [
+        "#2ca02c" if res.best and r.key == res.best.key else ("#1f77b4" if r.ok else "#d62728")
+        for r in res.trials
+    ]
+    fig, ax = plt.subplots(figsize=(10, 0.35 * len(labels) + 1.5))
+    lows = [
+        v - min(r.windows) if r.ok and r.windows else 0.0
+        for v, r in zip(values, res.trials, strict=True)
+    ]
+    highs = [
+        max(r.windows) - v if r.ok and r.windows else 0.0
+        for v, r in zip(values, res.trials, strict=True)
+    ]
+    ax.barh(
+        range(len(labels)), values, color=colors, xerr=[lows, highs], capsize=3, ecolor="#555555"
+    )
+    ax.set_yticks(range(len(labels)), labels=labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(
+        f"{unit}/s: median and range over timed windows (green: chosen; a faster bar "
+        "within the noise is not chosen; red: failed or out of memory)"
+    )
+    ax.set_title(f"tfaccel tune: {res.workload}")
+    for i, r in enumerate(res.trials):
+        if not r.ok:
+            ax.text(0, i, f" {r.status}", va="center", fontsize=8, color="#d62728")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

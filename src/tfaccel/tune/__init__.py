@@ -1,0 +1,1 @@
+"""`tfaccel tune`: measure which combination of settings makes a model fastest."""

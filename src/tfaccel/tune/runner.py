@@ -1,0 +1,145 @@
+"""Run a trial in a child process with a timeout, and summarise its measurements."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfaccel.optimize.settings import Settings
+from tfaccel.tune.trial import MARK
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """How many steps a trial runs: warm-up (incl. compilation), then timed windows."""
+
+    warmup: int = 10
+    windows: int = 5
+    window: int = 20
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    key: str
+    label: str
+    settings: dict[str, Any]
+    status: str  # ok | oom | error | timeout
+    samples_per_s: float | None = None  # median over windows
+    spread: float | None = None  # (max - min) / median over windows
+    windows: tuple[float, ...] = ()
+    compile_s: float | None = None
+    peak_memory_bytes: int | None = None
+    losses: tuple[float, ...] = ()
+    final_loss: float | None = None
+    precision: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+    wall_s: float = 0.0
+    device: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and bool(self.samples_per_s)
+
+
+def settings_key(workload: str, settings: Settings, steps: StepPlan) -> str:
+    blob = json.dumps({"w": workload, "s": settings.to_dict(), "p": steps.__dict__}, sort_keys=True)
+    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+def label_of(s: Settings) -> str:
+    parts = [s.precision, f"xla={s.xla}", f"batch={s.batch_size}", f"spe={s.steps_per_execution}"]
+    if s.allocator != "default":
+        parts.append(s.allocator)
+    if s.prefetch != "auto":
+        parts.append(f"prefetch={s.prefetch}")
+    return " ".join(parts)
+
+
+def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: float) -> TrialResult:
+    windows = tuple(float(x) for x in payload.get("window_samples_per_s") or ())
+    median = statistics.median(windows) if windows else None
+    spread = (max(windows) - min(windows)) / median if windows and median else None
+    status = payload.get("status", "error")
+    if status == "ok" and not windows:
+        status, payload = (
+            "error",
+            {**payload, "error": "no timed window completed; raise the step counts"},
+        )
+    return TrialResult(
+        key=key,
+        label=label_of(settings),
+        settings=settings.to_dict(),
+        status=status,
+        samples_per_s=median,
+        spread=spread,
+        windows=windows,
+        compile_s=payload.get("compile_s"),
+        peak_memory_bytes=payload.get("peak_memory_bytes"),
+        losses=tuple(payload.get("losses") or ()),
+        final_loss=payload.get("final_loss"),
+        precision=payload.get("precision"),
+        error=payload.get("error"),
+        traceback=payload.get("traceback"),
+        wall_s=wall_s,
+        device=payload.get("device"),
+    )
+
+
+def run_trial(
+    workload: str, settings: Settings, steps: StepPlan, timeout_s: float = 600.0, seed: int = 0
+) -> TrialResult:
+    """One trial in a fresh process; a hang is killed at `timeout_s` and recorded."""
+    key = settings_key(workload, settings, steps)
+    config = {
+        "workload": workload,
+        "settings": settings.to_dict(),
+        "steps": steps.__dict__,
+        "seed": seed,
+    }
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tfaccel.tune.trial", json.dumps(config)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return TrialResult(
+            key,
+            label_of(settings),
+            settings.to_dict(),
+            "timeout",
+            error=f"killed after {timeout_s:.0f} s",
+            wall_s=timeout_s,
+        )
+    wall = time.perf_counter() - start
+    for line in proc.stdout.splitlines():
+        if line.startswith(MARK):
+            return summarize(key, settings, json.loads(line[len(MARK) :]), wall)
+    killed = proc.returncode in (-9, 137)
+    tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+    return TrialResult(
+        key,
+        label_of(settings),
+        settings.to_dict(),
+        "oom" if killed else "error",
+        error=f"trial process exited with code {proc.returncode}"
+        + (" (killed: out of memory?)" if killed else ""),
+        traceback=tail,
+        wall_s=wall,
+    )

@@ -1,0 +1,258 @@
+"""The search: which settings make this model fastest on this machine.
+
+Stages, each measured, each decision needing a gain larger than the noise:
+1. the user's baseline (float32, no XLA) and Keras' defaults (jit_compile="auto");
+2. precision x XLA at the starting batch, where the hardware supports the precision
+   (no 16-bit trials without tensor cores); a 16-bit precision is kept only if its loss
+   stays finite and close to the float32 trajectory (the accuracy guard);
+3. batch size, doubled until it runs out of memory (an OOM is data, not a failure) or
+   stops paying;
+4. steps_per_execution; 5. the allocator and device prefetch (GPU only).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfaccel.optimize.settings import Settings
+from tfaccel.tune.journal import Journal
+from tfaccel.tune.runner import StepPlan, TrialResult, run_trial, settings_key
+
+TrialFn = Callable[[str, Settings, StepPlan, float], TrialResult]
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the search prunes with."""
+
+    gpus: int
+    compute_capability: str | None
+
+    @property
+    def precisions(self) -> list[str]:
+        if not self.gpus or self.compute_capability is None:
+            return ["float32"]  # 16-bit on the CPU is slower; no tensor cores there
+        cc = float(self.compute_capability)
+        if cc >= 8.0:
+            return ["float32", "tf32", "mixed_bfloat16", "mixed_float16"]
+        if cc >= 7.0:
+            return ["float32", "mixed_float16"]
+        return ["float32"]  # no tensor cores before Volta
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    batch_size: int = 32
+    max_batch: int = 4096
+    steps: StepPlan = field(default_factory=StepPlan)
+    timeout_s: float = 600.0
+    noise_floor: float = 0.03  # a gain must beat 3 % and twice the measured spread
+    loss_rtol: float = 0.10  # accuracy guard: mean loss within 10 % of float32's
+    spe_choices: tuple[int, ...] = (1, 10, 25)
+
+
+@dataclass(frozen=True)
+class Decision:
+    stage: str
+    text: str
+
+
+@dataclass
+class TuneResult:
+    workload: str
+    hardware: Hardware
+    trials: list[TrialResult] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    baseline: TrialResult | None = None
+    keras_defaults: TrialResult | None = None
+    best: TrialResult | None = None
+    best_settings: Settings | None = None
+    resumed: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def compile_s_total(self) -> float:
+        return sum(t.compile_s or 0.0 for t in self.trials)
+
+    def speedup(self, over: TrialResult | None) -> float | None:
+        if self.best is None or over is None or not over.ok or not self.best.samples_per_s:
+            return None
+        return self.best.samples_per_s / (over.samples_per_s or math.nan)
+
+    @property
+    def largest_fitting_batch(self) -> int | None:
+        ok = [t.settings.get("batch_size") or 0 for t in self.trials if t.ok]
+        return max(ok) if ok else None
+
+
+def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool, float, float]:
+    """(new is faster beyond the noise, gain, threshold)."""
+    if not new.ok:
+        return False, 0.0, 0.0
+    if old is None or not old.ok:
+        return True, math.inf, 0.0
+    gain = (new.samples_per_s or 0) / (old.samples_per_s or math.nan) - 1
+    threshold = max(floor, 2 * max(new.spread or 0.0, old.spread or 0.0))
+    return gain > threshold, gain, threshold
+
+
+def loss_close(candidate: TrialResult, reference: TrialResult, rtol: float) -> tuple[bool, str]:
+    """The accuracy guard: finite losses whose mean is within rtol of the reference's."""
+    if not candidate.losses:
+        return False, "no loss was recorded"
+    if any(not math.isfinite(x) for x in candidate.losses):
+        return False, "the loss became NaN or infinite"
+    n = min(len(candidate.losses), len(reference.losses))
+    if n == 0:
+        return True, "no float32 trajectory to compare with"
+    a = sum(candidate.losses[:n]) / n
+    b = sum(reference.losses[:n]) / n
+    rel = abs(a - b) / max(abs(b), 1e-12)
+    if rel > rtol:
+        return False, f"mean loss {a:.4g} vs float32 {b:.4g} ({rel:.1%} > {rtol:.0%})"
+    return True, f"mean loss {a:.4g} vs float32 {b:.4g} ({rel:.1%})"
+
+
+class Tuner:
+    def __init__(
+        self,
+        workload: str,
+        hardware: Hardware,
+        options: TuneOptions,
+        journal: Journal,
+        trial_fn: TrialFn | None = None,
+        on_trial: Callable[[str, TrialResult | None, Settings], None] | None = None,
+    ) -> None:
+        self.workload = workload
+        self.hw = hardware
+        self.opt = options
+        self.journal = journal
+        self.trial_fn: TrialFn = trial_fn or (lambda w, s, p, t: run_trial(w, s, p, t))
+        self.on_trial = on_trial
+        self.result = TuneResult(workload, hardware)
+
+    def trial(self, settings: Settings, stage: str) -> TrialResult:
+        key = settings_key(self.workload, settings, self.opt.steps)
+        done = self.journal.results.get(key)
+        if done is not None:
+            again = done in self.result.trials
+            if not again:
+                self.result.trials.append(done)
+            if self.on_trial:
+                note = "(measured above)" if again else "(from the journal)"
+                self.on_trial(f"{stage} {note}", done, settings)
+            return done
+        if self.on_trial:
+            self.on_trial(stage, None, settings)
+        r = self.trial_fn(self.workload, settings, self.opt.steps, self.opt.timeout_s)
+        self.journal.append(self.workload, r)
+        self.result.trials.append(r)
+        if self.on_trial:
+            self.on_trial(stage, r, settings)
+        return r
+
+    def decide(self, stage: str, text: str) -> None:
+        self.result.decisions.append(Decision(stage, text))
+
+    def run(self) -> TuneResult:
+        start = time.perf_counter()
+        res = self.result
+        res.resumed = len(self.journal.results)
+        base = Settings(
+            precision="float32", xla="off", batch_size=self.opt.batch_size, steps_per_execution=1
+        )
+        res.baseline = self.trial(base, "baseline")
+        default_precision = "tf32" if "tf32" in self.hw.precisions else "float32"
+        res.keras_defaults = self.trial(
+            base.replace(xla="auto", precision=default_precision), "keras defaults"
+        )
+        if not res.baseline.ok and not res.keras_defaults.ok:
+            self.decide(
+                "baseline",
+                f"the baseline failed ({res.baseline.status}: "
+                f"{res.baseline.error}); nothing to tune",
+            )
+            res.wall_s = time.perf_counter() - start
+            return res
+        # Stage 2: precision x XLA.
+        best = max(
+            (t for t in (res.baseline, res.keras_defaults) if t.ok),
+            key=lambda t: t.samples_per_s or 0,
+        )
+        best_s = Settings(**best.settings)
+        reference = {"off": res.baseline}
+        for xla in ("off", "jit"):
+            for precision in self.hw.precisions:
+                s = base.replace(precision=precision, xla=xla)
+                r = self.trial(s, "precision x XLA")
+                if precision == "float32":
+                    reference[xla] = r
+                    if not r.ok:
+                        self.decide("precision x XLA", f"{r.label}: {r.status} ({r.error})")
+                        continue
+                elif r.ok:
+                    ref = reference.get(xla) or res.baseline
+                    ok, why = loss_close(r, ref, self.opt.loss_rtol)
+                    if not ok:
+                        self.decide("accuracy guard", f"{r.label} rejected: {why}")
+                        continue
+                win, gain, thr = beats(r, best, self.opt.noise_floor)
+                if win:
+                    self.decide(
+                        "precision x XLA",
+                        f"{r.label}: {r.samples_per_s:,.0f}/s, "
+                        f"{gain:+.0%} over {best.label} (noise threshold {thr:.0%})",
+                    )
+                    best, best_s = r, s
+        # Stage 3: batch size.
+        b = best_s.batch_size or self.opt.batch_size
+        while b * 2 <= self.opt.max_batch:
+            s = best_s.replace(batch_size=b * 2)
+            r = self.trial(s, "batch size")
+            if not r.ok:
+                self.decide(
+                    "batch size",
+                    f"batch {b * 2}: {r.status}"
+                    + (" (does not fit)" if r.status == "oom" else f" ({r.error})"),
+                )
+                break
+            win, gain, thr = beats(r, best, self.opt.noise_floor)
+            if not win:
+                self.decide(
+                    "batch size",
+                    f"batch {b * 2}: {gain:+.0%}, within the noise threshold {thr:.0%}: stop",
+                )
+                break
+            self.decide("batch size", f"batch {b * 2}: {gain:+.0%} over batch {b}")
+            best, best_s, b = r, s, b * 2
+        # Stage 4: steps per execution.
+        for spe in self.opt.spe_choices:
+            if spe == best_s.steps_per_execution:
+                continue
+            s = best_s.replace(steps_per_execution=spe)
+            r = self.trial(s, "steps_per_execution")
+            win, gain, thr = beats(r, best, self.opt.noise_floor)
+            if win:
+                self.decide("steps_per_execution", f"{spe}: {gain:+.0%}")
+                best, best_s = r, s
+        # Stage 5: GPU-only knobs.
+        if self.hw.gpus:
+            candidates: list[Any] = [("allocator", "cuda_malloc_async")]
+            if self.hw.gpus == 1:
+                candidates.append(("prefetch", "device"))
+            for knob, value in candidates:
+                s = best_s.replace(**{knob: value})
+                r = self.trial(s, knob)
+                win, gain, thr = beats(r, best, self.opt.noise_floor)
+                self.decide(
+                    knob, f"{value}: {gain:+.0%} " + ("kept" if win else f"(threshold {thr:.0%})")
+                )
+                if win:
+                    best, best_s = r, s
+        res.best, res.best_settings = best, best_s
+        res.wall_s = time.perf_counter() - start
+        return res

@@ -1,0 +1,152 @@
+"""tfaccel.configure() with real TensorFlow (CPU); order-sensitive cases in fresh processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from tfaccel.optimize.apply import resolve_precision, unified_memory_limit_mib
+
+
+def run_py(code: str, tmp_path: Path) -> dict[str, object]:
+    script = tmp_path / "case.py"
+    script.write_text(textwrap.dedent(code))
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_order_idempotence_and_the_late_call_error(tmp_path: Path) -> None:
+    out = run_py(
+        """
+        import json, os
+        import tfaccel
+        r1 = tfaccel.configure(allocator="cuda_malloc_async", memory="growth", xla="jit")
+        env = os.environ.get("TF_GPU_ALLOCATOR")
+        import tensorflow as tf
+        tf.zeros(1)  # TensorFlow's runtime starts here
+        r2 = tfaccel.configure(allocator="cuda_malloc_async", memory="growth", xla="jit")
+        try:
+            tfaccel.configure(allocator="default")
+            late = None
+        except Exception as e:
+            late = [type(e).__name__, e.message, e.hint]
+        print(json.dumps({"env": env, "first": [r.status for r in r1.rows],
+                          "second": [r.status for r in r2.rows], "late": late,
+                          "kwargs": r2.compile_kwargs()}))
+    """,
+        tmp_path,
+    )
+    assert out["env"] == "cuda_malloc_async"
+    assert out["first"][0] == "applied"
+    assert "applied" not in out["second"]  # the same call again changes nothing
+    late = out["late"]
+    assert late is not None and late[0] == "ConfigureOrderError"
+    assert "can no longer change: TensorFlow already started" in late[1]
+    assert "tfaccel.configure() at the top" in late[2]
+    assert out["kwargs"] == {"jit_compile": True, "steps_per_execution": 1}
+
+
+def test_unified_memory_sets_the_env_and_says_what_it_costs(tmp_path: Path) -> None:
+    out = run_py(
+        """
+        import json, os
+        import tfaccel
+        r = tfaccel.configure(memory="unified", unified_oversubscription=2.0)
+        print(json.dumps({"env": os.environ.get("TF_FORCE_UNIFIED_MEMORY"),
+                          "rows": [[x.knob, x.status, x.detail] for x in r.rows
+                                   if x.knob == "memory"]}))
+    """,
+        tmp_path,
+    )
+    assert out["env"] == "1"
+    details = " ".join(row[2] for row in out["rows"])  # type: ignore[union-attr]
+    assert "migrate on access over PCIe" in details
+    assert unified_memory_limit_mib(143771, 1.5) == 215656
+
+
+def test_helpers_apply_to_the_users_objects() -> None:
+    import keras
+    import tensorflow as tf
+
+    import tfaccel
+
+    try:
+        r = tfaccel.configure(
+            precision="mixed_float16",
+            xla="off",
+            steps_per_execution=5,
+            gradient_accumulation_steps=4,
+            gradient_checkpointing=True,
+            cache_dataset=True,
+        )
+        assert keras.mixed_precision.global_policy().name == "mixed_float16"
+        assert r.compile_kwargs() == {"jit_compile": False, "steps_per_execution": 5}
+        assert r.optimizer("sgd").gradient_accumulation_steps == 4
+        assert isinstance(r.remat_scope(), keras.RematScope)
+        ds = r.dataset(tf.data.Dataset.range(10))
+        assert "Prefetch" in type(ds).__name__
+        assert list(ds.as_numpy_iterator()) == list(range(10))
+        detail = next(x.detail for x in r.rows if x.knob == "precision")
+        assert "LossScaleOptimizer" in detail
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        r.compile(model, optimizer="sgd", loss="mse")
+        assert model.steps_per_execution == 5
+    finally:
+        tfaccel.configure.reset()
+    assert keras.mixed_precision.global_policy().name == "float32"
+
+
+def test_from_file(tmp_path: Path) -> None:
+    import tfaccel
+
+    p = tmp_path / "tfaccel.json"
+    p.write_text(
+        json.dumps(
+            {
+                "schema": "tfaccel.settings/1",
+                "settings": {"precision": "float32", "steps_per_execution": 7},
+            }
+        )
+    )
+    try:
+        r = tfaccel.configure.from_file(p, xla="jit")
+        assert r.settings.steps_per_execution == 7 and r.settings.xla == "jit"
+    finally:
+        tfaccel.configure.reset()
+
+
+def test_unknown_keyword_is_a_clear_error() -> None:
+    import tfaccel
+    from tfaccel.errors import InputError
+
+    with pytest.raises(InputError, match="Unknown configure"):
+        tfaccel.configure(turbo=True)
+
+
+@pytest.mark.parametrize(
+    ("cc", "want"),
+    [
+        ("9.0", "mixed_bfloat16"),
+        ("8.6", "mixed_bfloat16"),
+        ("7.5", "mixed_float16"),
+        ("6.1", "float32"),
+        (None, "float32"),
+    ],
+)
+def test_auto_precision_by_capability(cc: str | None, want: str) -> None:
+    assert resolve_precision("auto", cc)[0] == want
+    assert resolve_precision("tf32", cc) == ("tf32", "as requested")

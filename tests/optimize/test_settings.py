@@ -1,0 +1,84 @@
+"""Settings: declared once, validated, parsed (never executed) from files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tfaccel.errors import ConfigFileError, ExitCode, InputError
+from tfaccel.optimize.settings import Settings, read_settings_file, settings_from_dict
+
+
+def test_defaults_and_replace() -> None:
+    s = Settings()
+    assert s.precision == "auto" and s.xla == "auto" and s.steps_per_execution == 1
+    assert s.replace(precision="mixed_bfloat16").precision == "mixed_bfloat16"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"precision": "fp8"},
+            "Unknown precision. Expected one of {auto, float32, tf32, "
+            "mixed_float16, mixed_bfloat16}. Received: precision='fp8'",
+        ),
+        ({"xla": "yes"}, "Unknown xla"),
+        ({"memory": "limit"}, "memory='limit' needs a positive memory_limit_mib"),
+        ({"memory": "unified"}, "memory='unified' needs an oversubscription factor"),
+        ({"steps_per_execution": 0}, "steps_per_execution must be a positive integer"),
+        ({"gradient_accumulation_steps": True}, "gradient_accumulation_steps must be"),
+        ({"batch_size": -4}, "batch_size must be a positive integer"),
+    ],
+)
+def test_bad_values(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError) as caught:
+        Settings(**kwargs)  # type: ignore[arg-type]
+    assert message in caught.value.message
+    assert caught.value.exit_code is ExitCode.USAGE
+
+
+def test_unknown_keys_in_a_file(tmp_path: Path) -> None:
+    p = tmp_path / "tfaccel.json"
+    p.write_text(json.dumps({"precision": "float32", "turbo": True}))
+    with pytest.raises(ConfigFileError) as caught:
+        read_settings_file(p)
+    assert "unknown settings: turbo" in caught.value.message
+    assert "Expected keys among memory" in caught.value.message
+
+
+def test_not_json_and_not_an_object(tmp_path: Path) -> None:
+    p = tmp_path / "tfaccel.json"
+    p.write_text("precision = 'float32'  # python is never executed")
+    with pytest.raises(ConfigFileError, match="is not valid JSON"):
+        read_settings_file(p)
+    with pytest.raises(ConfigFileError, match="is not a JSON object"):
+        settings_from_dict([1, 2])
+    with pytest.raises(ConfigFileError, match="Cannot read"):
+        read_settings_file(tmp_path / "missing.json")
+
+
+def test_bad_value_in_a_file_names_the_file(tmp_path: Path) -> None:
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schema": "tfaccel.settings/1", "settings": {"xla": "sometimes"}}))
+    with pytest.raises(ConfigFileError) as caught:
+        read_settings_file(p)
+    assert str(p) in caught.value.message and "Unknown xla" in caught.value.message
+
+
+def test_tune_document_round_trip(tmp_path: Path) -> None:
+    s = Settings(precision="mixed_bfloat16", xla="jit", batch_size=512, steps_per_execution=25)
+    p = tmp_path / "tfaccel.json"
+    p.write_text(
+        json.dumps(
+            {
+                "schema": "tfaccel.settings/1",
+                "workload": "resnet50",
+                "settings": s.to_dict(),
+                "measured": {},
+            }
+        )
+    )
+    assert read_settings_file(p) == s

@@ -1,0 +1,142 @@
+"""The search logic, with a trial function standing in for the child process."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from tfaccel.optimize.settings import Settings
+from tfaccel.tune.journal import Journal
+from tfaccel.tune.runner import StepPlan, TrialResult, label_of, settings_key
+from tfaccel.tune.search import Hardware, TuneOptions, Tuner, beats, loss_close
+
+STEPS = StepPlan(2, 2, 2)
+
+
+class FakeTrials:
+    """Throughput model of an H200-like GPU: 16-bit and XLA help, batch helps up to 512."""
+
+    def __init__(self, nan_for: str | None = None, oom_above: int = 512) -> None:
+        self.calls: list[Settings] = []
+        self.nan_for = nan_for
+        self.oom_above = oom_above
+
+    def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        self.calls.append(s)
+        key = settings_key(workload, s, steps)
+        b = s.batch_size or 32
+        if b > self.oom_above:
+            return TrialResult(key, label_of(s), s.to_dict(), "oom", error="OOM")
+        rate = 1000.0
+        rate *= {"float32": 1.0, "tf32": 1.5, "mixed_bfloat16": 3.0, "mixed_float16": 2.9}[
+            s.precision
+        ]
+        rate *= {"off": 1.0, "auto": 1.4, "jit": 1.5, "autoclustering": 1.1}[s.xla]
+        rate *= min(b, 512) ** 0.3 / 32**0.3
+        rate *= 1.2 if s.steps_per_execution >= 10 else 1.0
+        losses = (6.9, 6.8, 6.7)
+        if s.precision == self.nan_for:
+            losses = (6.9, float("nan"), float("nan"))
+        return TrialResult(
+            key,
+            label_of(s),
+            s.to_dict(),
+            "ok",
+            samples_per_s=rate,
+            spread=0.01,
+            windows=(rate, rate),
+            compile_s=60.0 if s.xla == "jit" else 1.0,
+            losses=losses,
+            precision=s.precision,
+        )
+
+
+H200 = Hardware(1, "9.0")
+
+
+def tuner(tmp_path: Path, fake: FakeTrials, hw: Hardware = H200) -> Tuner:
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    return Tuner("w", hw, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=fake)
+
+
+def test_finds_the_fastest_combination(tmp_path: Path) -> None:
+    res = tuner(tmp_path, FakeTrials()).run()
+    assert res.best_settings is not None
+    s = res.best_settings
+    assert (s.precision, s.xla, s.batch_size, s.steps_per_execution) == (
+        "mixed_bfloat16",
+        "jit",
+        512,
+        10,
+    )
+    assert res.baseline is not None and res.baseline.settings["xla"] == "off"
+    assert res.keras_defaults is not None and res.keras_defaults.settings["xla"] == "auto"
+    assert res.speedup(res.baseline) is not None and res.speedup(res.baseline) > 5  # type: ignore[operator]
+    assert res.largest_fitting_batch == 512
+    assert any("batch 1024: oom (does not fit)" in d.text for d in res.decisions)
+    assert res.compile_s_total > 60
+
+
+def test_no_16_bit_trials_without_tensor_cores(tmp_path: Path) -> None:
+    fake = FakeTrials()
+    tuner(tmp_path, fake, Hardware(1, "6.0")).run()
+    assert {s.precision for s in fake.calls} == {"float32"}
+    fake_cpu = FakeTrials()
+    (tmp_path / "cpu").mkdir()
+    tuner(tmp_path / "cpu", fake_cpu, Hardware(0, None)).run()
+    assert {s.precision for s in fake_cpu.calls} == {"float32"}
+    assert not any(s.allocator != "default" for s in fake_cpu.calls)  # no GPU-only knobs
+
+
+def test_accuracy_guard_rejects_a_nan_loss(tmp_path: Path) -> None:
+    res = tuner(tmp_path, FakeTrials(nan_for="mixed_bfloat16")).run()
+    assert res.best_settings is not None and res.best_settings.precision == "mixed_float16"
+    assert any(d.stage == "accuracy guard" and "NaN" in d.text for d in res.decisions)
+
+
+def test_resume_runs_no_finished_trial_twice(tmp_path: Path) -> None:
+    first = FakeTrials()
+    res1 = tuner(tmp_path, first).run()
+    again = FakeTrials()
+    res2 = tuner(tmp_path, again).run()
+    assert again.calls == []
+    assert res2.resumed == len(res1.trials)
+    assert res2.best_settings == res1.best_settings
+
+
+def test_interrupted_tune_keeps_finished_trials(tmp_path: Path) -> None:
+    class Boom(FakeTrials):
+        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
+            if len(self.calls) == 3:
+                raise KeyboardInterrupt
+            return super().__call__(*a)  # type: ignore[arg-type]
+
+    with contextlib.suppress(KeyboardInterrupt):
+        tuner(tmp_path, Boom()).run()
+    j = Journal(tmp_path / "j.jsonl")
+    assert j.load("w") == 3
+    rest = FakeTrials()
+    tuner(tmp_path, rest).run()
+    assert len(rest.calls) > 0 and all(
+        settings_key("w", s, STEPS) not in {k for k in list(j.results)[:3]} for s in rest.calls
+    )
+
+
+def test_noise_rule() -> None:
+    def r(rate: float, spread: float) -> TrialResult:
+        return TrialResult("k", "l", {}, "ok", samples_per_s=rate, spread=spread)
+
+    assert beats(r(104, 0.01), r(100, 0.01), 0.03)[0] is True
+    assert beats(r(102, 0.01), r(100, 0.01), 0.03)[0] is False  # below the 3 % floor
+    assert beats(r(110, 0.08), r(100, 0.01), 0.03)[0] is False  # within 2 x spread (16 %)
+    assert beats(TrialResult("k", "l", {}, "oom"), r(1, 0), 0.03)[0] is False
+
+
+def test_loss_guard() -> None:
+    ref = TrialResult("a", "a", {}, "ok", losses=(2.0, 2.0))
+    close = TrialResult("b", "b", {}, "ok", losses=(2.1, 2.1))
+    far = TrialResult("c", "c", {}, "ok", losses=(3.0, 3.0))
+    assert loss_close(close, ref, 0.1)[0] is True
+    ok, why = loss_close(far, ref, 0.1)
+    assert not ok and "50.0% > 10%" in why

@@ -1,0 +1,131 @@
+"""Real trials in child processes on the CPU, and the tune command end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("tensorflow")
+
+from tfaccel.cli import app
+from tfaccel.optimize.settings import Settings
+from tfaccel.tune.runner import StepPlan, run_trial
+
+SMALL = StepPlan(warmup=2, windows=2, window=3)
+runner = CliRunner()
+
+BROKEN = """
+import keras
+def crashes_in_fit():
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    return {"model": m, "loss": "no_such_loss"}
+"""
+
+
+def test_a_real_trial_reports_throughput_compile_and_losses() -> None:
+    r = run_trial("tiny", Settings(precision="float32", xla="off", batch_size=16), SMALL, 180)
+    assert r.status == "ok", (r.error, r.traceback)
+    assert r.samples_per_s and r.samples_per_s > 0
+    assert len(r.windows) == 2 and r.compile_s is not None
+    assert r.losses and all(x == x for x in r.losses)  # finite, not NaN
+    assert r.device == "CPU"
+
+
+def test_a_failing_trial_shows_its_own_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_models.py").write_text(BROKEN)
+    monkeypatch.chdir(tmp_path)
+    r = run_trial("broken_models:crashes_in_fit", Settings(batch_size=4), SMALL, 180)
+    assert r.status == "error"
+    assert r.error and "no_such_loss" in r.error
+    assert r.traceback and "Traceback" in r.traceback
+
+
+def test_a_hanging_trial_is_killed_at_its_timeout() -> None:
+    r = run_trial("tiny", Settings(batch_size=8), StepPlan(2, 2, 2), timeout_s=0.5)
+    assert r.status == "timeout" and "killed after" in (r.error or "")
+
+
+@pytest.mark.slow
+def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = [
+        "tune",
+        "tiny",
+        "--batch",
+        "32",
+        "--max-batch",
+        "64",
+        "--warmup",
+        "2",
+        "--windows",
+        "2",
+        "--window",
+        "3",
+    ]
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema"] == "tfaccel.tune/1" and data["best"]["status"] == "ok"
+    written = json.loads((tmp_path / "tfaccel.json").read_text())
+    assert written["settings"]["batch_size"] in (32, 64)
+    assert (tmp_path / "tfaccel-tune.png").stat().st_size > 1000
+    lines = (tmp_path / "tfaccel-tune.jsonl").read_text().splitlines()
+    assert len(lines) == len(data["trials"])
+    # A second run refuses to overwrite tfaccel.json ...
+    again = runner.invoke(app, args)
+    assert again.exit_code == 2 and "tfaccel.json already exists" in again.output
+    # ... and with --force resumes entirely from the journal.
+    again = runner.invoke(app, [*args, "--force", "--format", "json"])
+    assert again.exit_code == 0
+    assert json.loads(again.stdout)["resumed"] == len(lines)
+    assert len((tmp_path / "tfaccel-tune.jsonl").read_text().splitlines()) == len(lines)
+    # The settings load back into configure().
+    import tfaccel
+
+    try:
+        report = tfaccel.configure.from_file(tmp_path / "tfaccel.json")
+        assert report.settings.batch_size == written["settings"]["batch_size"]
+    finally:
+        tfaccel.configure.reset()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["tune", "tiny", "--batch", "0"], "--batch must be positive"),
+        (["tune", "tiny", "--batch", "64", "--max-batch", "32"], "--max-batch is below --batch"),
+    ],
+)
+def test_tune_bad_flags(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_tune_of_a_model_that_never_runs_exits_5(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_models.py").write_text(BROKEN)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = runner.invoke(
+        app,
+        [
+            "tune",
+            "broken_models:crashes_in_fit",
+            "--warmup",
+            "1",
+            "--windows",
+            "1",
+            "--window",
+            "1",
+            "--max-batch",
+            "32",
+        ],
+    )
+    assert result.exit_code == 5, result.output
+    assert "no_such_loss" in result.output and not (tmp_path / "tfaccel.json").exists()
