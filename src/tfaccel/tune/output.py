@@ -62,4 +62,6 @@ def result_json(result: TuneResult) -> str:
     doc["speedup_over_keras_defaults"] = result.speedup(result.keras_defaults)
     doc["compile_s_total"] = result.compile_s_total
     doc["largest_fitting_batch"] = result.largest_fitting_batch
-    return json.dumps({"schema": "tfaccel.tune/1", **doc}, indent=2)
+    from tfaccel.environment import environment
+
+    return json.dumps({"schema": "tfaccel.tune/1", "environment": environment(), **doc}, indent=2)

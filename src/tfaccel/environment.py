@@ -1,0 +1,43 @@
+"""The environment a measurement ran in, recorded with every result file."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import platform
+import sys
+from typing import Any
+
+
+def environment() -> dict[str, Any]:
+    """GPU, driver, Python and package versions (never raises; missing parts are None)."""
+    versions: dict[str, str | None] = {}
+    for dist in ("tfaccel", "tensorflow", "keras", "keras-hub", "nvidia-ml-py"):
+        try:
+            versions[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            versions[dist] = None
+    gpus: list[dict[str, Any]] = []
+    driver = cuda = None
+    try:
+        from tfaccel.hardware.nvml import driver_info
+
+        info = driver_info()
+        driver, cuda = info.driver_version, info.cuda_version
+        gpus = [
+            {
+                "name": g.name,
+                "compute_capability": g.compute_capability,
+                "memory_total_mib": g.memory_total_mib,
+            }
+            for g in info.gpus
+        ]
+    except Exception:
+        pass
+    return {
+        "gpus": gpus,
+        "driver": driver,
+        "driver_cuda": cuda,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        **versions,
+    }
