@@ -7,6 +7,7 @@ import typer
 from tfaccel import __version__
 from tfaccel.cli import doctor as doctor_cmd
 from tfaccel.cli import hw as hw_cmd
+from tfaccel.cli import monitor as monitor_cmd
 from tfaccel.cli import plan as plan_cmd
 from tfaccel.cli import tune as tune_cmd
 
@@ -39,6 +40,8 @@ app.command("doctor")(doctor_cmd.doctor)
 app.command("hw")(hw_cmd.hw)
 app.command("plan")(plan_cmd.plan)
 app.command("tune")(tune_cmd.tune)
+app.command("monitor")(monitor_cmd.monitor)
+app.add_typer(monitor_cmd.power_app, name="power")
 
 
 def main() -> None:

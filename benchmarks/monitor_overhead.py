@@ -1,0 +1,84 @@
+"""GpuMonitorCallback's overhead on a training step (target: under 1 %).
+
+Runs ResNet-50 `fit` with and without the callback, alternating A/B/A/B in one process
+after one shared warm-up, and reports the ratio of median step times. Run on the GPU
+machine:
+
+    python benchmarks/monitor_overhead.py --out monitor-overhead.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--interval", type=float, default=0.5)
+    args = ap.parse_args()
+    if args.out.exists():
+        raise SystemExit(f"refusing to overwrite {args.out}")
+    import tfaccel
+
+    tfaccel.configure(precision="auto", xla="jit")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from tfaccel.environment import environment
+    from tfaccel.monitor import GpuMonitorCallback
+    from tfaccel.workloads import load_workload
+
+    wl = load_workload("resnet50")
+    model = wl.model
+    model.compile(optimizer="sgd", loss=wl.loss, jit_compile=True)
+    x = np.random.default_rng(0).standard_normal((args.batch, 224, 224, 3)).astype("float32")
+    y = np.zeros((args.batch,), "int32")
+    ds = tf.data.Dataset.from_tensors((x, y)).repeat().prefetch(2)
+
+    class Timer(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):  # type: ignore[no-untyped-def]
+            self.t0 = time.perf_counter()
+
+        def on_train_end(self, logs=None):  # type: ignore[no-untyped-def]
+            self.seconds = time.perf_counter() - self.t0
+
+    model.fit(ds, steps_per_epoch=20, epochs=1, verbose=0)  # warm-up and XLA compile
+    runs: dict[str, list[float]] = {"without": [], "with": []}
+    for _ in range(args.rounds):
+        for name in ("without", "with"):
+            timer = Timer()
+            cbs = [timer] + (
+                [GpuMonitorCallback(interval_s=args.interval, batch_size=args.batch)]
+                if name == "with"
+                else []
+            )
+            model.fit(ds, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=cbs)
+            runs[name].append(timer.seconds / args.steps)
+    a, b = statistics.median(runs["without"]), statistics.median(runs["with"])
+    result = {
+        "schema": "tfaccel.monitor-overhead/1",
+        "environment": environment(),
+        "settings": vars(args) | {"out": str(args.out)},
+        "step_s_without": runs["without"],
+        "step_s_with": runs["with"],
+        "overhead_pct": 100.0 * (b - a) / a,
+    }
+    args.out.write_text(json.dumps(result, indent=1))
+    print(
+        f"median step {a * 1e3:.2f} ms without, {b * 1e3:.2f} ms with: "
+        f"overhead {result['overhead_pct']:+.2f} %"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""`tfaccel monitor` and `tfaccel power`."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+from rich.live import Live
+
+from tfaccel.cli._common import (
+    FORMAT_OPTION,
+    handle_errors,
+    stderr_console,
+    stdout_console,
+    write_out,
+)
+from tfaccel.errors import ExitCode, InputError
+from tfaccel.monitor.alerts import Thresholds
+from tfaccel.monitor.exporter import DEFAULT_ADDR, serve
+from tfaccel.monitor.logs import SampleLog
+from tfaccel.monitor.power import read_power, reset_power_limit, set_power_limit, sweep
+from tfaccel.monitor.sampler import Sampler
+from tfaccel.render import Format, dumps, to_jsonable
+from tfaccel.render.monitor import power_table, snapshot_view, sweep_table
+
+
+def _indices(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise InputError(
+            "Cannot read --gpus", expected="indices like 0,1", received=repr(text)
+        ) from exc
+
+
+@handle_errors
+def monitor(
+    interval: float = typer.Option(1.0, "--interval", "-i", help="Seconds between samples."),
+    gpus: str = typer.Option(None, "--gpus", help="GPU indices, e.g. 0,1 (default: all)."),
+    once: bool = typer.Option(
+        False, "--once", help="Print one snapshot and exit (1 on any alert)."
+    ),
+    log: Path = typer.Option(None, "--log", help="Append samples to FILE.csv or FILE.jsonl."),
+    prometheus: int = typer.Option(
+        None, "--prometheus", help="Serve Prometheus metrics on this port."
+    ),
+    bind: str = typer.Option(
+        DEFAULT_ADDR,
+        "--bind",
+        help="Address for --prometheus (default 127.0.0.1: this machine only).",
+    ),
+    temp: float = typer.Option(85.0, "--temp-threshold", help="Temperature alert, C."),
+    mem: float = typer.Option(95.0, "--mem-threshold", help="Memory alert, percent."),
+    duration: float = typer.Option(None, "--duration", help="Stop after this many seconds."),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Live GPU health: utilization, memory, temperature, power, clocks, throttle reasons."""
+    thresholds = Thresholds(temp_c=temp, mem_pct=mem)
+    sample_log = SampleLog(log) if log else None
+    sampler = Sampler(
+        _indices(gpus), interval, thresholds, on_snapshot=sample_log.write if sample_log else None
+    )
+    if once:
+        sampler.start()
+        snap = sampler.latest
+        sampler.stop()
+        if sample_log:
+            sample_log.close()
+        assert snap is not None
+        if fmt is Format.json:
+            write_out(dumps(snap, schema="tfaccel.monitor/1"))
+        else:
+            stdout_console().print(snapshot_view(snap))
+        if snap.alerts:
+            raise typer.Exit(int(ExitCode.FINDINGS))
+        return
+    server = None
+    sampler.start()
+    try:
+        if prometheus:
+            server = serve(lambda: sampler.latest, prometheus, bind)
+            stderr_console().print(f"Prometheus metrics on http://{bind}:{prometheus}/metrics")
+        deadline = time.monotonic() + duration if duration else None
+        if fmt is Format.json:  # one JSON line per snapshot
+            last = None
+            while deadline is None or time.monotonic() < deadline:
+                snap = sampler.latest
+                if snap is not None and snap is not last:
+                    write_out(json.dumps(to_jsonable(snap)))  # one line each
+                    last = snap
+                time.sleep(min(interval, 0.2))
+        else:
+            latest = sampler.latest
+            assert latest is not None
+            with Live(
+                snapshot_view(latest), console=stdout_console(), refresh_per_second=4
+            ) as live:
+                while deadline is None or time.monotonic() < deadline:
+                    time.sleep(min(interval, 0.25))
+                    snap = sampler.latest
+                    if snap is not None:
+                        live.update(snapshot_view(snap))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a live view ends
+    finally:
+        sampler.stop()
+        if server is not None:
+            server.shutdown()
+        if sample_log:
+            sample_log.close()
+
+
+power_app = typer.Typer(
+    help="Power limits: show, set (root + --yes), reset, sweep.",
+    no_args_is_help=False,
+    invoke_without_command=True,
+)
+
+
+@power_app.callback()
+def _power(ctx: typer.Context, fmt: Format = FORMAT_OPTION) -> None:
+    """Show the power limit, default and allowed range, draw and energy of every GPU."""
+    if ctx.invoked_subcommand is None:
+        _show(fmt)
+
+
+@handle_errors
+def _show(fmt: Format) -> None:
+    infos = read_power()
+    if fmt is Format.json:
+        write_out(dumps({"gpus": infos}))
+    else:
+        stdout_console().print(power_table(infos))
+
+
+@power_app.command("set")
+@handle_errors
+def power_set(
+    watts: float = typer.Argument(..., help="New limit in watts."),
+    gpu: int = typer.Option(0, "--gpu"),
+    yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
+) -> None:
+    """Set a GPU's power limit (needs root and --yes; refuses values out of range)."""
+    old, new = set_power_limit(gpu, watts, yes=yes)
+    stdout_console().print(
+        f"GPU {gpu}: power limit {old} W -> {new:g} W (undo: tfaccel power reset --gpu {gpu} --yes)"
+    )
+
+
+@power_app.command("reset")
+@handle_errors
+def power_reset(
+    gpu: int = typer.Option(0, "--gpu"),
+    yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
+) -> None:
+    """Restore a GPU's default power limit (needs root and --yes)."""
+    old, new = reset_power_limit(gpu, yes=yes)
+    stdout_console().print(f"GPU {gpu}: power limit {old} W -> default {new:g} W")
+
+
+@power_app.command("sweep")
+@handle_errors
+def power_sweep(
+    workload: str = typer.Option("resnet50", "--workload"),
+    limits: str = typer.Option(..., "--limits", help="Watts, e.g. 300,400,500,700."),
+    gpu: int = typer.Option(0, "--gpu"),
+    batch: int = typer.Option(256, "--batch"),
+    yes: bool = typer.Option(False, "--yes", help="Confirm changing the limit."),
+    plot: Path = typer.Option(Path("tfaccel-power-sweep.png"), "--plot"),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Throughput, samples per joule and temperature at each power limit; restores after."""
+    try:
+        watts = [float(x) for x in limits.split(",") if x.strip()]
+    except ValueError as exc:
+        raise InputError(
+            "Cannot read --limits", expected="watts like 300,400,500", received=repr(limits)
+        ) from exc
+    from tfaccel.monitor.sweep import measure_workload
+
+    result = sweep(gpu, watts, lambda w: measure_workload(workload, gpu, batch), yes=yes)
+    if fmt is Format.json:
+        write_out(dumps(result))
+    else:
+        stdout_console().print(sweep_table(result))
+        from tfaccel.monitor.sweep import sweep_plot
+
+        sweep_plot(result, plot)
+    if not result.restored:
+        raise typer.Exit(int(ExitCode.GPU))

@@ -1,0 +1,60 @@
+"""Writing samples to CSV or JSON lines, one row per GPU per snapshot."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any
+
+from tfaccel.errors import InputError
+from tfaccel.monitor.metrics import METRICS, Snapshot
+
+CSV_FIELDS = ["time", "gpu", "name", *[m.attr for m in METRICS], "throttle", "alerts", "error"]
+
+
+class SampleLog:
+    """Appends snapshots to `path` (.csv or .jsonl); never truncates an existing file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        suffix = self.path.suffix.lower()
+        if suffix not in (".csv", ".jsonl", ".json"):
+            raise InputError(
+                "Unknown log format",
+                expected="a path ending in .csv or .jsonl",
+                received=str(self.path),
+            )
+        self.kind = "csv" if suffix == ".csv" else "jsonl"
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        self._fh: IO[str] = self.path.open("a", encoding="utf-8", newline="")
+        self._csv: Any = None
+        if self.kind == "csv":
+            self._csv = csv.DictWriter(self._fh, fieldnames=CSV_FIELDS)
+            if new:
+                self._csv.writeheader()
+
+    def write(self, snap: Snapshot) -> None:
+        for g in snap.gpus:
+            alerts = [a.message for a in snap.alerts if a.gpu == g.index]
+            if self.kind == "csv":
+                row: dict[str, Any] = {
+                    "time": f"{g.time:.3f}",
+                    "gpu": g.index,
+                    "name": g.name,
+                    "throttle": "|".join(g.throttle),
+                    "alerts": " | ".join(alerts),
+                    "error": g.error or "",
+                }
+                for m in METRICS:
+                    row[m.attr] = getattr(g, m.attr)
+                self._csv.writerow(row)
+            else:
+                d = asdict(g)
+                d["alerts"] = alerts
+                self._fh.write(json.dumps(d) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()

@@ -1,0 +1,184 @@
+"""Power limits: read them, set them (root and explicit confirmation), sweep them.
+
+Setting a limit changes a shared machine's behaviour for everyone on it: it needs root,
+an explicit `yes=True`, a value inside the GPU's allowed range, and a sweep always puts
+the original limit back, even when interrupted or when a step fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tfaccel.errors import GpuError, InputError
+from tfaccel.hardware.nvml import Nvml
+
+
+@dataclass(frozen=True)
+class PowerInfo:
+    index: int
+    name: str | None
+    limit_w: float | None
+    default_limit_w: float | None
+    min_limit_w: float | None
+    max_limit_w: float | None
+    draw_w: float | None
+    energy_j: float | None
+
+
+def _w(v: Any) -> float | None:
+    return round(float(v) / 1000.0, 1) if v is not None else None
+
+
+def _info(nv: Nvml, i: int) -> PowerInfo:
+    h, err = nv.try_call("nvmlDeviceGetHandleByIndex", i)
+    if err is not None:
+        raise GpuError(
+            f"GPU {i} cannot be reached", expected="a GPU that answers NVML", received=err
+        )
+    cons = nv.get("nvmlDeviceGetPowerManagementLimitConstraints", h)
+    return PowerInfo(
+        i,
+        nv.get("nvmlDeviceGetName", h),
+        _w(nv.get("nvmlDeviceGetPowerManagementLimit", h)),
+        _w(nv.get("nvmlDeviceGetPowerManagementDefaultLimit", h)),
+        _w(cons[0]) if cons else None,
+        _w(cons[1]) if cons else None,
+        _w(nv.get("nvmlDeviceGetPowerUsage", h)),
+        _w(nv.get("nvmlDeviceGetTotalEnergyConsumption", h)),
+    )
+
+
+def read_power(lib: Any = None) -> list[PowerInfo]:
+    with Nvml(lib) as nv:
+        count = int(nv.get("nvmlDeviceGetCount", default=0) or 0)
+        return [_info(nv, i) for i in range(count)]
+
+
+def _check_allowed(yes: bool, is_root: bool | None) -> None:
+    if not yes:
+        raise InputError(
+            "Changing the GPU power limit needs explicit confirmation",
+            expected="--yes (or yes=True)",
+            received="no confirmation",
+            hint="the limit applies to every process on this GPU until reset",
+        )
+    root = (os.geteuid() == 0) if is_root is None and hasattr(os, "geteuid") else bool(is_root)
+    if not root:
+        raise GpuError(
+            "Changing the GPU power limit needs root",
+            expected="running as root",
+            received=f"uid {os.getuid()}" if hasattr(os, "getuid") else "not root",
+            hint="sudo tfaccel power set WATTS --yes",
+        )
+
+
+def set_power_limit(
+    index: int, watts: float, *, yes: bool, lib: Any = None, is_root: bool | None = None
+) -> tuple[float | None, float]:
+    """Set GPU `index`'s limit to `watts`; returns (previous limit, new limit)."""
+    _check_allowed(yes, is_root)
+    with Nvml(lib) as nv:
+        info = _info(nv, index)
+        lo, hi = info.min_limit_w, info.max_limit_w
+        if lo is not None and hi is not None and not lo <= watts <= hi:
+            raise InputError(
+                f"{watts:g} W is outside GPU {index}'s allowed power range",
+                expected=f"{lo:g} to {hi:g} W",
+                received=f"{watts:g} W",
+            )
+        h = nv.get("nvmlDeviceGetHandleByIndex", index)
+        _, err = nv.try_call("nvmlDeviceSetPowerManagementLimit", h, round(watts * 1000))
+        if err is not None:
+            raise GpuError(
+                f"NVML refused the power limit for GPU {index}",
+                expected="a settable limit (root, not in a VM that forbids it)",
+                received=err,
+            )
+        return info.limit_w, watts
+
+
+def reset_power_limit(
+    index: int, *, yes: bool, lib: Any = None, is_root: bool | None = None
+) -> tuple[float | None, float]:
+    """Put GPU `index` back to its default limit."""
+    infos = read_power(lib)
+    if index >= len(infos):
+        raise InputError(
+            f"GPU index {index} does not exist", expected=f"0..{len(infos) - 1}", received=index
+        )
+    default = infos[index].default_limit_w
+    if default is None:
+        raise GpuError(
+            "The default power limit is not available",
+            expected="a GPU that reports its default limit",
+            received="n/a",
+        )
+    return set_power_limit(index, default, yes=yes, lib=lib, is_root=is_root)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    limit_w: float
+    samples_per_s: float | None
+    power_mean_w: float | None
+    samples_per_j: float | None
+    temp_max_c: float | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    index: int
+    original_limit_w: float | None
+    restored: bool
+    restore_error: str | None
+    points: tuple[SweepPoint, ...]
+
+
+Measure = Callable[[float], tuple[float | None, float | None, float | None]]
+
+
+def sweep(
+    index: int,
+    limits: list[float],
+    measure: Measure,
+    *,
+    yes: bool,
+    lib: Any = None,
+    is_root: bool | None = None,
+) -> SweepResult:
+    """For each limit: set it, run `measure(limit)` -> (samples/s, mean W, max C).
+
+    The original limit is restored in a `finally`, so Ctrl-C or a failing step still
+    leaves the GPU as it was; the result says whether the restore worked.
+    """
+    if not limits:
+        raise InputError(
+            "No power limits to sweep", expected="--limits 300,400,500", received="nothing"
+        )
+    _check_allowed(yes, is_root)
+    original = read_power(lib)[index].limit_w
+    points: list[SweepPoint] = []
+    restored, restore_error = False, None
+    try:
+        for watts in limits:
+            set_power_limit(index, watts, yes=yes, lib=lib, is_root=is_root)
+            try:
+                rate, power, temp = measure(watts)
+                per_j = rate / power if rate and power else None
+                points.append(SweepPoint(watts, rate, power, per_j, temp))
+            except Exception as exc:  # one bad step does not lose the others
+                points.append(
+                    SweepPoint(watts, None, None, None, None, error=f"{type(exc).__name__}: {exc}")
+                )
+    finally:
+        if original is not None:
+            try:
+                set_power_limit(index, original, yes=yes, lib=lib, is_root=is_root)
+                restored = True
+            except Exception as exc:
+                restore_error = f"{type(exc).__name__}: {exc}"
+    return SweepResult(index, original, restored, restore_error, tuple(points))

@@ -1,0 +1,233 @@
+"""Sampling every GPU through NVML, in a background thread.
+
+`sample_all` takes one snapshot; `Sampler` repeats it every `interval_s` in a thread and
+keeps the latest snapshot (and a bounded history), so a view or a callback only reads
+what is already there: a slow NVML call never blocks them. A GPU that stops answering
+becomes a sample with `error` set, never an exception.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tfaccel.hardware.nvml import Nvml
+from tfaccel.monitor.alerts import Thresholds, evaluate
+from tfaccel.monitor.metrics import GpuSample, Snapshot, decode_throttle
+
+_C = {
+    "NVML_TEMPERATURE_GPU": 0,
+    "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN": 0,
+    "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN": 1,
+    "NVML_CLOCK_SM": 1,
+    "NVML_CLOCK_MEM": 2,
+    "NVML_PCIE_UTIL_TX_BYTES": 0,
+    "NVML_PCIE_UTIL_RX_BYTES": 1,
+    "NVML_MEMORY_ERROR_TYPE_CORRECTED": 0,
+    "NVML_MEMORY_ERROR_TYPE_UNCORRECTED": 1,
+    "NVML_VOLATILE_ECC": 0,
+}
+
+
+def _c(nv: Nvml, name: str) -> Any:
+    return getattr(nv.lib, name, _C[name])
+
+
+def _num(v: Any, scale: float = 1.0) -> float | None:
+    return float(v) * scale if v is not None else None
+
+
+def sample_gpu(nv: Nvml, index: int, now: float | None = None) -> GpuSample:
+    """Read one GPU; a GPU that cannot be reached gives a sample with `error`."""
+    t = time.time() if now is None else now
+    h, err = nv.try_call("nvmlDeviceGetHandleByIndex", index)
+    if err is not None:
+        return GpuSample(t, index, error=err)
+    util = nv.get("nvmlDeviceGetUtilizationRates", h)
+    mem = nv.get("nvmlDeviceGetMemoryInfo", h)
+    temp, terr = nv.try_call("nvmlDeviceGetTemperature", h, _c(nv, "NVML_TEMPERATURE_GPU"))
+    if terr is not None and ("lost" in terr.lower() or "unknown" in terr.lower()):
+        return GpuSample(t, index, error=terr)
+    reasons = nv.get("nvmlDeviceGetCurrentClocksEventReasons", h)
+    if reasons is None:
+        reasons = nv.get("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+    procs = []
+    for p in nv.get("nvmlDeviceGetComputeRunningProcesses", h, default=[]) or []:
+        pid = int(getattr(p, "pid", 0))
+        used = getattr(p, "usedGpuMemory", None)
+        name = nv.get("nvmlSystemGetProcessName", pid) or "?"
+        procs.append((pid, str(name), used / 2**20 if used else None))
+    return GpuSample(
+        time=t,
+        index=index,
+        name=nv.get("nvmlDeviceGetName", h),
+        util_gpu_pct=_num(getattr(util, "gpu", None)) if util is not None else None,
+        util_mem_pct=_num(getattr(util, "memory", None)) if util is not None else None,
+        mem_used_mib=_num(mem.used, 1 / 2**20) if mem is not None else None,
+        mem_total_mib=_num(mem.total, 1 / 2**20) if mem is not None else None,
+        temp_c=_num(temp),
+        temp_slowdown_c=_num(
+            nv.get(
+                "nvmlDeviceGetTemperatureThreshold",
+                h,
+                _c(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN"),
+            )
+        ),
+        temp_shutdown_c=_num(
+            nv.get(
+                "nvmlDeviceGetTemperatureThreshold",
+                h,
+                _c(nv, "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN"),
+            )
+        ),
+        power_w=_num(nv.get("nvmlDeviceGetPowerUsage", h), 1e-3),
+        power_limit_w=_num(nv.get("nvmlDeviceGetEnforcedPowerLimit", h), 1e-3),
+        energy_j=_num(nv.get("nvmlDeviceGetTotalEnergyConsumption", h), 1e-3),
+        sm_clock_mhz=_num(nv.get("nvmlDeviceGetClockInfo", h, _c(nv, "NVML_CLOCK_SM"))),
+        sm_clock_max_mhz=_num(nv.get("nvmlDeviceGetMaxClockInfo", h, _c(nv, "NVML_CLOCK_SM"))),
+        mem_clock_mhz=_num(nv.get("nvmlDeviceGetClockInfo", h, _c(nv, "NVML_CLOCK_MEM"))),
+        mem_clock_max_mhz=_num(nv.get("nvmlDeviceGetMaxClockInfo", h, _c(nv, "NVML_CLOCK_MEM"))),
+        throttle=decode_throttle(reasons),
+        pcie_tx_mbs=_num(
+            nv.get("nvmlDeviceGetPcieThroughput", h, _c(nv, "NVML_PCIE_UTIL_TX_BYTES")), 1e-3
+        ),
+        pcie_rx_mbs=_num(
+            nv.get("nvmlDeviceGetPcieThroughput", h, _c(nv, "NVML_PCIE_UTIL_RX_BYTES")), 1e-3
+        ),
+        ecc_corrected=nv.get(
+            "nvmlDeviceGetTotalEccErrors",
+            h,
+            _c(nv, "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
+            _c(nv, "NVML_VOLATILE_ECC"),
+        ),
+        ecc_uncorrected=nv.get(
+            "nvmlDeviceGetTotalEccErrors",
+            h,
+            _c(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
+            _c(nv, "NVML_VOLATILE_ECC"),
+        ),
+        processes=tuple(procs),
+    )
+
+
+def sample_all(
+    nv: Nvml, indices: Sequence[int], thresholds: Thresholds, now: float | None = None
+) -> Snapshot:
+    t = time.time() if now is None else now
+    gpus = tuple(sample_gpu(nv, i, t) for i in indices)
+    alerts = tuple(a for g in gpus for a in evaluate(g, thresholds))
+    return Snapshot(t, gpus, alerts)
+
+
+class Sampler:
+    """Samples in a daemon thread; `latest` and `history` are read without blocking.
+
+    Args:
+        indices: GPU indices to sample (None: all).
+        interval_s: seconds between snapshots.
+        history: how many snapshots to keep.
+        on_snapshot: called in the sampler thread after each snapshot (keep it cheap).
+        lib: the NVML module (tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        indices: Sequence[int] | None = None,
+        interval_s: float = 1.0,
+        thresholds: Thresholds | None = None,
+        history: int = 3600,
+        on_snapshot: Callable[[Snapshot], None] | None = None,
+        lib: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if interval_s <= 0:
+            from tfaccel.errors import InputError
+
+            raise InputError(
+                "The sampling interval must be positive",
+                expected="seconds > 0",
+                received=interval_s,
+            )
+        self.interval_s = interval_s
+        self.thresholds = thresholds or Thresholds()
+        self.on_snapshot = on_snapshot
+        self._nvml = Nvml(lib)
+        self._indices = list(indices) if indices is not None else None
+        self._history: collections.deque[Snapshot] = collections.deque(maxlen=history)
+        self._latest: Snapshot | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._clock = clock
+
+    def __enter__(self) -> Sampler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            from tfaccel.errors import InputError
+
+            raise InputError(
+                "The sampler is already running",
+                expected="start() once",
+                received="a second start()",
+            )
+        self._nvml.__enter__()
+        count = self._nvml.get("nvmlDeviceGetCount", default=0) or 0
+        if self._indices is None:
+            self._indices = list(range(int(count)))
+        bad = [i for i in self._indices if i >= count or i < 0]
+        if bad:
+            self._nvml.__exit__(None, None, None)
+            from tfaccel.errors import InputError
+
+            raise InputError(
+                f"GPU index {bad[0]} does not exist",
+                expected=f"indices 0..{int(count) - 1}",
+                received=self._indices,
+            )
+        self.sample_once()
+        self._thread = threading.Thread(target=self._run, name="tfaccel-sampler", daemon=True)
+        self._thread.start()
+
+    def sample_once(self) -> Snapshot:
+        snap = sample_all(self._nvml, self._indices or [], self.thresholds, self._clock())
+        with self._lock:
+            self._latest = snap
+            self._history.append(snap)
+        if self.on_snapshot is not None:
+            with contextlib.suppress(Exception):
+                self.on_snapshot(snap)
+        return snap
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.sample_once()
+            except Exception:
+                continue
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval_s + 5)
+            self._thread = None
+        self._nvml.__exit__(None, None, None)
+
+    @property
+    def latest(self) -> Snapshot | None:
+        with self._lock:
+            return self._latest
+
+    def history(self, since: float | None = None) -> list[Snapshot]:
+        with self._lock:
+            items = list(self._history)
+        return items if since is None else [s for s in items if s.time >= since]

@@ -1,0 +1,62 @@
+"""The workload a power sweep runs at each limit, and its plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfaccel.monitor.power import SweepResult
+
+
+def measure_workload(
+    workload: str, gpu: int, batch: int
+) -> tuple[float | None, float | None, float | None]:
+    """Run a tuning trial of `workload` while sampling GPU `gpu`: (samples/s, W, max C)."""
+    from tfaccel.monitor.sampler import Sampler
+    from tfaccel.monitor.telemetry import summarize_window
+    from tfaccel.optimize.settings import Settings
+    from tfaccel.tune.runner import StepPlan, run_trial
+
+    settings = Settings(precision="auto", xla="jit", batch_size=batch, steps_per_execution=10)
+    with Sampler([gpu], interval_s=0.5) as sampler:
+        start = sampler.latest.time if sampler.latest else 0.0
+        r = run_trial(workload, settings, StepPlan(warmup=20, windows=5, window=40))
+        sampler.sample_once()
+        windows = summarize_window(
+            sampler.history(), start, sampler.latest.time if sampler.latest else start
+        )
+    if not r.ok:
+        raise RuntimeError(f"trial {r.status}: {r.error}")
+    w = windows[0] if windows else None
+    return r.samples_per_s, w.power_mean_w if w else None, w.temp_max_c if w else None
+
+
+def sweep_plot(res: SweepResult, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [p for p in res.points if p.samples_per_s]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(
+        [p.limit_w for p in pts],
+        [float(p.samples_per_s or 0) for p in pts],
+        "o-",
+        label="samples/s",
+    )
+    ax.set_xlabel("power limit (W)")
+    ax.set_ylabel("samples/s")
+    ax2 = ax.twinx()
+    ax2.plot(
+        [p.limit_w for p in pts],
+        [p.samples_per_j if p.samples_per_j is not None else float("nan") for p in pts],
+        "s--",
+        color="#2ca02c",
+        label="samples/J",
+    )
+    ax2.set_ylabel("samples per joule")
+    ax.set_title(f"power sweep, GPU {res.index}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

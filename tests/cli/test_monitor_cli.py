@@ -1,0 +1,61 @@
+"""`tfaccel monitor` and `tfaccel power` through the command line, NVML faked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.monitor.fake_nvml import MonitorNvml
+from tfaccel.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def nvml(monkeypatch: pytest.MonkeyPatch) -> MonitorNvml:
+    fake = MonitorNvml(n=2)
+    monkeypatch.setattr("tfaccel.hardware.nvml.load_pynvml", lambda: fake)
+    return fake
+
+
+def test_once_json_and_exit_codes(nvml: MonitorNvml) -> None:
+    result = runner.invoke(app, ["monitor", "--once", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema"] == "tfaccel.monitor/1" and len(data["gpus"]) == 2
+    nvml.state[1]["temp"] = 87
+    hot = runner.invoke(app, ["monitor", "--once", "--gpus", "1"])
+    assert hot.exit_code == 1 and "GPU 1 at 87 C" in hot.stdout
+
+
+def test_once_text_shows_throttle_and_processes(nvml: MonitorNvml) -> None:
+    nvml.state[0]["reasons"] = 0x4
+    result = runner.invoke(app, ["monitor", "--once"])
+    assert "sw_power_cap" in result.stdout and "python3" in result.stdout
+
+
+def test_live_json_lines_for_a_duration(nvml: MonitorNvml, tmp_path: object) -> None:
+    result = runner.invoke(
+        app, ["monitor", "--interval", "0.05", "--duration", "0.4", "--format", "json"]
+    )
+    assert result.exit_code == 0
+    lines = [json.loads(x) for x in result.stdout.splitlines() if x.strip()]
+    assert len(lines) >= 2 and all(len(x["gpus"]) == 2 for x in lines)
+
+
+def test_bad_gpu_list(nvml: MonitorNvml) -> None:
+    result = runner.invoke(app, ["monitor", "--once", "--gpus", "zero"])
+    assert result.exit_code == 2 and "Cannot read --gpus" in result.output
+    result = runner.invoke(app, ["monitor", "--once", "--gpus", "5"])
+    assert result.exit_code == 2 and "GPU index 5 does not exist" in result.output
+
+
+def test_power_show_and_refusals(nvml: MonitorNvml) -> None:
+    shown = runner.invoke(app, ["power", "--format", "json"])
+    assert shown.exit_code == 0
+    assert json.loads(shown.stdout)["gpus"][0]["max_limit_w"] == 700
+    no_yes = runner.invoke(app, ["power", "set", "300"])
+    assert no_yes.exit_code == 2 and "needs explicit confirmation" in no_yes.output
+    assert nvml.set_calls == []
