@@ -9,6 +9,7 @@ from tfaccel.cli import doctor as doctor_cmd
 from tfaccel.cli import hw as hw_cmd
 from tfaccel.cli import monitor as monitor_cmd
 from tfaccel.cli import plan as plan_cmd
+from tfaccel.cli import profile as profile_cmd
 from tfaccel.cli import tune as tune_cmd
 
 app = typer.Typer(
@@ -42,6 +43,10 @@ app.command("plan")(plan_cmd.plan)
 app.command("tune")(tune_cmd.tune)
 app.command("monitor")(monitor_cmd.monitor)
 app.add_typer(monitor_cmd.power_app, name="power")
+app.command(
+    "profile",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)(profile_cmd.profile)
 
 
 def main() -> None:

@@ -1,0 +1,282 @@
+"""Judging a profile against thresholds, and turning each finding into an action.
+
+Thresholds: compute utilization above 75 %, memory copies under 5 % of device time,
+kernel launch latency under 10 us (common rules of thumb for a healthy GPU step), and
+XProf's own input-bound (5 % / 20 %) and launch-bound (3 % / 15 %) levels. Each action
+names the `tfaccel.configure` option or code change, and the effect to expect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tfaccel.errors import InputError
+from tfaccel.profile.analyze import HIGHER_IS_BETTER, METRIC_GETTERS, ProfileReport
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    severity: str  # ok | warn | fail
+    metric: str
+    value: float | None
+    threshold: str
+    text: str
+    action: str | None = None
+    expected: str | None = None
+
+
+def _level(value: float, warn: float, fail: float, higher_bad: bool = True) -> str:
+    if higher_bad:
+        return "fail" if value > fail else ("warn" if value > warn else "ok")
+    return "fail" if value < fail else ("warn" if value < warn else "ok")
+
+
+def advise(r: ProfileReport) -> list[Finding]:
+    out: list[Finding] = []
+    b = r.breakdown_pct
+    if not r.steps:
+        out.append(
+            Finding(
+                "steps",
+                "warn",
+                "steps",
+                None,
+                "step markers present",
+                "no training steps were found in the trace, so there is no step-time breakdown",
+                "profile through tfaccel (tfaccel profile -- "
+                "python train.py, or ProfileCallback), which marks each step",
+                None,
+            )
+        )
+    inp = b.get("input")
+    if inp is not None:
+        lvl = _level(inp, 5, 20)
+        out.append(
+            Finding(
+                "input",
+                lvl,
+                "input",
+                inp,
+                "5 % / 20 % of step time (XProf)",
+                f"{inp:.1f}% of step time waits for input"
+                + (
+                    ""
+                    if lvl == "ok"
+                    else (": highly input-bound" if lvl == "fail" else ": moderately input-bound")
+                ),
+                None
+                if lvl == "ok"
+                else "report.dataset(ds) with tfaccel.configure(prefetch="
+                "'device'); map(..., num_parallel_calls=tf.data.AUTOTUNE); cache_dataset=True "
+                "if the data fits; move Python preprocessing into tf.data or onto the GPU",
+                None if lvl == "ok" else f"step time down by up to {inp:.0f}% (the input share)",
+            )
+        )
+    launch = b.get("kernel_launch")
+    if launch is not None and (r.hardware != "CPU_ONLY"):
+        lvl = _level(launch, 3, 15)
+        out.append(
+            Finding(
+                "launch",
+                lvl,
+                "launch",
+                launch,
+                "3 % / 15 % of step time (XProf)",
+                f"{launch:.1f}% of step time is spent launching kernels",
+                None
+                if lvl == "ok"
+                else "tfaccel.configure(xla='jit') to fuse kernels, and "
+                "steps_per_execution=10 or more to launch fewer, larger programs",
+                None if lvl == "ok" else f"up to {launch:.0f}% off the step time",
+            )
+        )
+    if r.gpu_utilization_pct is not None:
+        u = r.gpu_utilization_pct
+        lvl = _level(u, 75, 50, higher_bad=False)
+        cause = ""
+        if lvl != "ok" and inp is not None and inp > 5:
+            cause = " (the input pipeline is the first suspect: see 'input')"
+        elif lvl != "ok" and launch is not None and launch > 3:
+            cause = " (kernel launches are the first suspect: see 'launch')"
+        out.append(
+            Finding(
+                "utilization",
+                lvl,
+                "utilization",
+                u,
+                "above 75 %",
+                f"the GPU computes {u:.0f}% of the time{cause}",
+                None
+                if lvl == "ok"
+                else "a larger batch (tfaccel plan shows the largest that "
+                "fits), XLA, steps_per_execution, and the input fixes above",
+                None if lvl == "ok" else "throughput up in proportion to the idle time removed",
+            )
+        )
+    if r.memcpy_pct is not None:
+        lvl = _level(r.memcpy_pct, 5, 20)
+        parts = ", ".join(f"{k} {v / 1e3:.1f} ms" for k, v in r.memcpy_us.items())
+        out.append(
+            Finding(
+                "memcpy",
+                lvl,
+                "memcpy",
+                r.memcpy_pct,
+                "under 5 % of device time",
+                f"memory copies take {r.memcpy_pct:.1f}% of device time ({parts or 'none'})",
+                None
+                if lvl == "ok"
+                else "tfaccel.configure(prefetch='device') to overlap host-"
+                "to-device copies; keep tensors on the GPU (no .numpy() inside the step)",
+                None if lvl == "ok" else f"up to {r.memcpy_pct:.0f}% of device time back",
+            )
+        )
+    if r.launch_latency_us_median is not None:
+        v = r.launch_latency_us_median
+        lvl = _level(v, 10, 50)
+        out.append(
+            Finding(
+                "launch_latency",
+                lvl,
+                "launch_latency_us",
+                v,
+                "under 10 us",
+                f"median launch-to-start gap {v:.1f} us (p90 {r.launch_latency_us_p90:.1f} us) "
+                f"over {r.kernel_launches} kernels"
+                + (f", {r.launches_per_step:.0f} per step" if r.launches_per_step else ""),
+                None
+                if lvl == "ok"
+                else "fewer, larger kernels: xla='jit' fuses them; larger "
+                "batches amortise each launch",
+                None if lvl == "ok" else "the launch queue stops starving the GPU",
+            )
+        )
+    if r.kernel_avg_us is not None and r.kernel_avg_us < 10 and (r.kernel_launches or 0) > 1000:
+        out.append(
+            Finding(
+                "small_kernels",
+                "warn",
+                "kernel_avg_us",
+                r.kernel_avg_us,
+                "kernels over 10 us",
+                f"{r.kernel_launches} kernels averaging {r.kernel_avg_us:.1f} us: many small "
+                "kernels",
+                "tfaccel.configure(xla='jit') fuses them",
+                "fewer launches, less time between kernels",
+            )
+        )
+    if r.pct_16bit is not None:
+        lvl = "ok" if r.pct_16bit >= 50 else "warn"
+        out.append(
+            Finding(
+                "sixteen_bit",
+                lvl,
+                "sixteen_bit",
+                r.pct_16bit,
+                "over 50 % of compute in 16-bit",
+                f"{r.pct_16bit:.0f}% of device compute is in 16-bit",
+                None
+                if lvl == "ok"
+                else "tfaccel.configure(precision='auto') (bf16 on Ampere+, "
+                "fp16 on Volta/Turing) with XLA",
+                None
+                if lvl == "ok"
+                else "matmul and convolution time roughly halved on tensor cores",
+            )
+        )
+    if r.tensor_core_eligible_pct is not None and r.tensor_core_used_pct is not None:
+        gap = r.tensor_core_eligible_pct - r.tensor_core_used_pct
+        lvl = "warn" if gap > 20 else "ok"
+        out.append(
+            Finding(
+                "tensor_cores",
+                lvl,
+                "tensor_core",
+                r.tensor_core_used_pct,
+                "eligible kernel time that uses tensor cores",
+                f"{r.tensor_core_used_pct:.0f}% of kernel time uses tensor cores; "
+                f"{r.tensor_core_eligible_pct:.0f}% is eligible",
+                None
+                if lvl == "ok"
+                else "mixed precision, and matrix dimensions (channels, "
+                "hidden sizes, batch) that are multiples of 8",
+                None,
+            )
+        )
+    comp = b.get("compilation")
+    if comp is not None and comp > 10:
+        out.append(
+            Finding(
+                "compilation",
+                "warn",
+                "compilation",
+                comp,
+                "under 10 % of profiled steps",
+                f"{comp:.0f}% of the profiled steps is compilation",
+                "profile later steps (tfaccel profile --start 20); keep input shapes fixed so "
+                "XLA does not recompile",
+                "a profile of the steady state",
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Gate:
+    metric: str
+    op: str  # ">=" (fail-under) or "<=" (fail-over)
+    value: float
+    actual: float | None
+    passed: bool
+
+
+def parse_gates(under: list[str], over: list[str]) -> list[tuple[str, str, float]]:
+    """'utilization=75' -> (metric, op, value); unknown metrics are input errors."""
+    out = []
+    for op, items in ((">=", under), ("<=", over)):
+        for item in items:
+            name, sep, val = item.partition("=")
+            if not sep or name not in METRIC_GETTERS:
+                raise InputError(
+                    "Cannot read the gate",
+                    expected="METRIC=VALUE with METRIC one of " + ", ".join(METRIC_GETTERS),
+                    received=item,
+                )
+            try:
+                out.append((name, op, float(val)))
+            except ValueError as exc:
+                raise InputError(
+                    "The gate's value is not a number", expected="METRIC=NUMBER", received=item
+                ) from exc
+    return out
+
+
+def check_gates(r: ProfileReport, gates: list[tuple[str, str, float]]) -> list[Gate]:
+    results = []
+    for name, op, value in gates:
+        actual = r.metric(name)
+        passed = actual is not None and (actual >= value if op == ">=" else actual <= value)
+        results.append(Gate(name, op, value, actual, passed))
+    return results
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    metric: str
+    a: float | None
+    b: float | None
+    change_pct: float | None
+    better: bool | None
+
+
+def diff(a: ProfileReport, b: ProfileReport) -> list[DiffRow]:
+    rows = []
+    for name in METRIC_GETTERS:
+        va, vb = a.metric(name), b.metric(name)
+        change = 100.0 * (vb - va) / va if va and vb is not None else None
+        better = None
+        if va is not None and vb is not None and va != vb:
+            better = (vb > va) if name in HIGHER_IS_BETTER else (vb < va)
+        rows.append(DiffRow(name, va, vb, change, better))
+    return rows

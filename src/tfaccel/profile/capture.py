@@ -1,0 +1,125 @@
+"""Capturing a profile with TensorFlow's profiler: a start/stop pair, a context manager,
+and Keras callbacks that annotate each training step (XProf needs the step markers to
+compute step times) and profile a chosen range of steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import keras
+
+from tfaccel._tf import import_tensorflow
+from tfaccel.errors import InputError
+
+_ACTIVE: dict[str, Any] = {}
+
+
+class ProfilerStateError(InputError):
+    """start() while a trace runs, or stop() with none running."""
+
+
+def start(
+    logdir: str | Path,
+    host_tracer_level: int = 2,
+    python_tracer_level: int = 0,
+    device_tracer_level: int = 1,
+) -> None:
+    """Start tracing into `logdir` (TensorFlow's profiler: host and device activity)."""
+    if _ACTIVE:
+        raise ProfilerStateError(
+            "A profile is already being captured",
+            expected="stop() before start() again",
+            received=f"running into {_ACTIVE['logdir']}",
+        )
+    tf = import_tensorflow()
+    options = tf.profiler.experimental.ProfilerOptions(
+        host_tracer_level=host_tracer_level,
+        python_tracer_level=python_tracer_level,
+        device_tracer_level=device_tracer_level,
+    )
+    tf.profiler.experimental.start(str(logdir), options=options)
+    _ACTIVE["logdir"] = str(logdir)
+
+
+def stop() -> str:
+    """Stop tracing; returns the log directory written."""
+    if not _ACTIVE:
+        raise ProfilerStateError(
+            "No profile is being captured", expected="start() first", received="stop()"
+        )
+    tf = import_tensorflow()
+    try:
+        tf.profiler.experimental.stop()
+    finally:
+        logdir = _ACTIVE.pop("logdir")
+    return str(logdir)
+
+
+@contextlib.contextmanager
+def trace(logdir: str | Path, **options: int) -> Iterator[str]:
+    """Profile the block: `with trace("logs"): model.fit(...)`."""
+    start(logdir, **options)
+    try:
+        yield str(logdir)
+    finally:
+        stop()
+
+
+class StepAnnotations(keras.callbacks.Callback):
+    """Marks each training step for the profiler (`tf.profiler.experimental.Trace`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ctx: Any = None
+        self._step = 0
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        tf = import_tensorflow()
+        self._ctx = tf.profiler.experimental.Trace("train", step_num=self._step, _r=1)
+        self._ctx.__enter__()
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if self._ctx is not None:
+            self._ctx.__exit__(None, None, None)
+            self._ctx = None
+        self._step += 1
+
+
+class ProfileCallback(StepAnnotations):
+    """Profiles training steps [start_step, start_step + steps) into `logdir`.
+
+    Skip the first steps: they include tracing and XLA compilation.
+    """
+
+    def __init__(self, logdir: str | Path, start_step: int = 10, steps: int = 10) -> None:
+        super().__init__()
+        if start_step < 0 or steps < 1:
+            raise InputError(
+                "Bad profiling window",
+                expected="start_step >= 0, steps >= 1",
+                received=f"start_step={start_step}, steps={steps}",
+            )
+        self.logdir = str(logdir)
+        self.start_step = start_step
+        self.steps = steps
+        self.captured = False
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        if self._step == self.start_step and not _ACTIVE:
+            start(self.logdir)
+        super().on_train_batch_begin(batch, logs)
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        super().on_train_batch_end(batch, logs)
+        if self._step == self.start_step + self.steps and _ACTIVE.get("logdir") == self.logdir:
+            stop()
+            self.captured = True
+
+    def on_train_end(self, logs: Any = None) -> None:
+        if _ACTIVE.get("logdir") == self.logdir:  # training ended inside the window
+            stop()
+            self.captured = True

@@ -1,0 +1,69 @@
+"""XProf's own converters (the `xprof` package) turn an XSpace into tool data.
+
+The only module that imports xprof. Each tool returns Google-visualisation tables
+(`cols`, `rows`, `p`), read here into plain Python values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tfaccel.errors import DependencyMissingError, InputError
+
+TOOLS = (
+    "overview_page",
+    "input_pipeline_analyzer",
+    "framework_op_stats",
+    "kernel_stats",
+    "memory_profile",
+    "trace_viewer",
+)
+
+
+def convert(files: Sequence[Path], tool: str) -> Any:
+    """Run one XProf tool on the run's files; raises InputError if the files do not parse."""
+    try:
+        from xprof.convert import raw_to_tool_data
+    except ImportError as exc:
+        raise DependencyMissingError(
+            "XProf's converters are not installed",
+            expected="the xprof package",
+            received=str(exc),
+            hint="pip install xprof",
+        ) from exc
+    data, _ctype = raw_to_tool_data.xspace_to_tool_data([str(f) for f in files], tool, {})
+    if data is None:
+        raise InputError(
+            f"{', '.join(str(f) for f in files)} could not be read",
+            expected="complete XSpace protobufs written by TensorFlow's profiler",
+            received="a truncated or foreign file (XProf could not parse it)",
+            hint="profile again; do not copy the files while a capture runs",
+        )
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    return json.loads(data) if isinstance(data, str) else data
+
+
+def table_rows(table: dict[str, Any]) -> list[dict[str, Any]]:
+    """A gviz table -> list of {column id: value}."""
+    ids = [c.get("id") or c.get("label") for c in table.get("cols", [])]
+    out = []
+    for row in table.get("rows", []):
+        cells = row.get("c", [])
+        out.append({k: (c or {}).get("v") for k, c in zip(ids, cells, strict=False)})
+    return out
+
+
+def number(text: Any) -> float | None:
+    """'12.5%' / '3.0' / 4 -> float; '' or None -> None."""
+    if text is None or text == "":
+        return None
+    if isinstance(text, (int, float)):
+        return float(text)
+    try:
+        return float(str(text).strip().rstrip("%"))
+    except ValueError:
+        return None

@@ -1,0 +1,85 @@
+"""Finding and checking the profile files in a log directory.
+
+TensorFlow writes `LOGDIR/plugins/profile/<run>/<host>.xplane.pb`. LOGDIR may also be
+a run directory or one .xplane.pb file. Several runs: the newest is used and the report
+says so (or `run=` picks one). Missing, empty, truncated or foreign files are errors
+that name the file and what was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfaccel.errors import InputError
+
+
+@dataclass(frozen=True)
+class ProfileRun:
+    name: str
+    files: tuple[Path, ...]
+    other_runs: tuple[str, ...] = ()
+    note: str | None = None
+
+
+def find_run(logdir: str | Path, run: str | None = None) -> ProfileRun:
+    root = Path(logdir)
+    if not root.exists():
+        raise InputError(
+            f"{root} does not exist",
+            expected="a log directory written by tfaccel profile or TensorFlow's profiler",
+            received=str(root),
+        )
+    if root.is_file():
+        _check_file(root)
+        return ProfileRun(root.parent.name, (root,))
+    runs: dict[str, list[Path]] = {}
+    for f in root.rglob("*.xplane.pb"):
+        runs.setdefault(str(f.parent.relative_to(root)) or ".", []).append(f)
+    if not runs:
+        found = sorted(p.name for p in root.rglob("*") if p.is_file())[:5]
+        raise InputError(
+            f"No profile in {root}",
+            expected="LOGDIR/plugins/profile/<run>/<host>.xplane.pb",
+            received=", ".join(found) if found else "an empty directory",
+            hint="capture one with: tfaccel profile -- python train.py",
+        )
+    names = sorted(runs, key=lambda k: max(f.stat().st_mtime for f in runs[k]))
+    note = None
+    if run is not None:
+        match = [n for n in names if n == run or n.endswith("/" + run) or Path(n).name == run]
+        if not match:
+            raise InputError(
+                f"No run {run!r} in {root}",
+                expected="one of " + ", ".join(Path(n).name for n in names),
+                received=run,
+            )
+        chosen = match[0]
+    else:
+        chosen = names[-1]
+        if len(names) > 1:
+            note = (
+                f"{len(names)} runs in {root}; analysing the newest, {Path(chosen).name} "
+                "(choose another with --run)"
+            )
+    files = tuple(sorted(runs[chosen]))
+    for f in files:
+        _check_file(f)
+    return ProfileRun(
+        Path(chosen).name, files, tuple(Path(n).name for n in names if n != chosen), note
+    )
+
+
+def _check_file(path: Path) -> None:
+    if not path.name.endswith(".xplane.pb"):
+        raise InputError(
+            f"{path} is not a profile file", expected="a *.xplane.pb file", received=path.name
+        )
+    size = path.stat().st_size
+    if size == 0:
+        raise InputError(
+            f"{path} is empty",
+            expected="an XSpace protobuf written by TensorFlow's profiler",
+            received="0 bytes",
+            hint="the capture was probably interrupted; profile again",
+        )

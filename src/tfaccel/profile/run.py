@@ -1,0 +1,51 @@
+"""`tfaccel profile -- python train.py`: profile a window of an unmodified script."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tfaccel.errors import InputError, WorkloadError
+
+INJECT = Path(__file__).with_name("inject")
+
+
+def run_profiled(
+    command: Sequence[str],
+    logdir: Path,
+    start: int = 10,
+    steps: int = 10,
+    timeout_s: float | None = None,
+) -> int:
+    """Run `command` with tfaccel's fit hook on PYTHONPATH; returns its exit code."""
+    if not command:
+        raise InputError(
+            "No command to profile",
+            expected="tfaccel profile -- python train.py ...",
+            received="nothing after --",
+        )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(INJECT), str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")]
+    )
+    env.update(
+        TFACCEL_PROFILE_LOGDIR=str(logdir),
+        TFACCEL_PROFILE_START=str(start),
+        TFACCEL_PROFILE_STEPS=str(steps),
+    )
+    cmd = list(command)
+    if cmd[0] in ("python", "python3"):
+        cmd[0] = sys.executable
+    try:
+        return subprocess.run(cmd, env=env, timeout=timeout_s, check=False).returncode
+    except FileNotFoundError as exc:
+        raise InputError(
+            f"Cannot run {cmd[0]!r}", expected="a command on PATH", received=str(exc)
+        ) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise WorkloadError(
+            "The profiled command timed out", expected=f"under {timeout_s} s", received="timeout"
+        ) from exc

@@ -1,0 +1,199 @@
+"""Rendering of `tfaccel profile`: text, an HTML report with charts, diffs and gates."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tfaccel.profile.advice import DiffRow, Finding, Gate
+from tfaccel.profile.analyze import ProfileReport, TopItem
+
+_SEV = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+
+
+def _f(v: float | None, fmt: str = "{:.1f}") -> str:
+    return "n/a" if v is None else fmt.format(v)
+
+
+def profile_text(
+    r: ProfileReport, findings: Sequence[Finding], gates: Sequence[Gate], console: Console
+) -> None:
+    console.print(Text(f"profile {r.run} ({r.hardware}) in {r.logdir}", style="bold"))
+    if r.note:
+        console.print(Text(r.note, style="dim"))
+    head = Table(box=None, show_header=False, padding=(0, 1))
+    head.add_column(style="dim")
+    head.add_column()
+    head.add_row(
+        "steps",
+        f"{len(r.steps)}, {_f(r.step_ms_avg, '{:.2f}')} ms average "
+        f"(sd {_f(r.step_ms_std, '{:.2f}')})",
+    )
+    head.add_row("GPU compute utilization", _f(r.gpu_utilization_pct, "{:.1f}%"))
+    head.add_row("memory copies", _f(r.memcpy_pct, "{:.1f}% of device time"))
+    head.add_row(
+        "kernel launch latency",
+        f"median {_f(r.launch_latency_us_median)} us, "
+        f"p90 {_f(r.launch_latency_us_p90)} us; {r.kernel_launches or 'n/a'} launches",
+    )
+    head.add_row("16-bit compute", _f(r.pct_16bit, "{:.0f}%"))
+    head.add_row(
+        "tensor cores",
+        f"used {_f(r.tensor_core_used_pct, '{:.0f}%')} / eligible "
+        f"{_f(r.tensor_core_eligible_pct, '{:.0f}%')} of kernel time",
+    )
+    head.add_row(
+        "peak memory",
+        _f(r.peak_memory_bytes / 2**30 if r.peak_memory_bytes else None, "{:.2f} GiB"),
+    )
+    console.print(head)
+    if r.breakdown_pct:
+        bt = Table(title="step time breakdown", title_justify="left", box=None, padding=(0, 1))
+        bt.add_column("part")
+        bt.add_column("share", justify="right")
+        for k, v in sorted(r.breakdown_pct.items(), key=lambda kv: -kv[1]):
+            if v > 0.05:
+                bt.add_row(k, f"{v:.1f}%")
+        console.print(bt)
+    for title, items in (("top kernels", r.top_kernels), ("top ops (self time)", r.top_ops)):
+        if not items:
+            continue
+        t = Table(title=title, title_justify="left", box=None, padding=(0, 1))
+        for col in ("name", "type/op", "total ms", "share", "count", "tensor cores"):
+            t.add_column(col)
+        for it in items[:8]:
+            t.add_row(
+                it.name[:60],
+                it.kind[:40],
+                f"{it.total_us / 1e3:.2f}",
+                _f(it.share_pct, "{:.1f}%"),
+                str(it.count),
+                it.tensor_core or "",
+            )
+        console.print(t)
+    ft = Table(title="findings", title_justify="left", box=None, padding=(0, 1))
+    ft.add_column("")
+    ft.add_column("finding")
+    for f in findings:
+        cell = Text(f.text)
+        if f.action:
+            cell.append(f"\n-> {f.action}", style="cyan")
+        if f.expected:
+            cell.append(f"\n   expected: {f.expected}", style="dim")
+        ft.add_row(Text(f.severity, style=_SEV[f.severity]), cell)
+    console.print(ft)
+    for g in gates:
+        console.print(
+            Text(
+                f"gate {g.metric} {g.op} {g.value:g}: {_f(g.actual)} "
+                + ("passed" if g.passed else "FAILED"),
+                style="green" if g.passed else "bold red",
+            )
+        )
+
+
+def diff_text(
+    a: ProfileReport, b: ProfileReport, rows: Sequence[DiffRow], console: Console
+) -> None:
+    t = Table(title=f"profile diff: {a.run} -> {b.run}", title_justify="left")
+    for col in ("metric", "A", "B", "change", ""):
+        t.add_column(col)
+    for r in rows:
+        if r.a is None and r.b is None:
+            continue
+        mark = "" if r.better is None else ("better" if r.better else "worse")
+        t.add_row(
+            r.metric,
+            _f(r.a, "{:.2f}"),
+            _f(r.b, "{:.2f}"),
+            _f(r.change_pct, "{:+.1f}%"),
+            Text(mark, style="green" if r.better else "red"),
+        )
+    console.print(t)
+
+
+def _breakdown_png(r: ProfileReport) -> str | None:
+    if not r.steps:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cats = [c for c in r.breakdown_pct if r.breakdown_pct[c] > 0.05]
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    left = [0.0] * len(r.steps)
+    for cat in cats:
+        vals = [s.parts_ms.get(cat, 0.0) for s in r.steps]
+        ax.barh(range(len(r.steps)), vals, left=left, label=cat)
+        left = [a + b for a, b in zip(left, vals, strict=True)]
+    ax.set_yticks(range(len(r.steps)), labels=[s.step for s in r.steps], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms")
+    ax.set_title("step time breakdown")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def profile_html(r: ProfileReport, findings: Sequence[Finding], path: Path) -> Path:
+    """A self-contained HTML report: metrics, findings, breakdown chart, top ops/kernels."""
+    png = _breakdown_png(r)
+    rows = "".join(
+        f"<tr class='{html.escape(f.severity)}'><td>{html.escape(f.severity)}</td>"
+        f"<td>{html.escape(f.text)}</td><td>{html.escape(f.action or '')}</td>"
+        f"<td>{html.escape(f.expected or '')}</td></tr>"
+        for f in findings
+    )
+
+    def top(items: Sequence[TopItem], title: str) -> str:
+        body = "".join(
+            f"<tr><td>{html.escape(i.name)}</td><td>{html.escape(i.kind)}</td>"
+            f"<td>{i.total_us / 1e3:.2f}</td><td>{_f(i.share_pct, '{:.1f}%')}</td>"
+            f"<td>{i.count}</td></tr>"
+            for i in items
+        )
+        return (
+            (
+                f"<h2>{title}</h2><table><tr><th>name</th><th>type</th><th>ms</th>"
+                f"<th>share</th><th>count</th></tr>{body}</table>"
+            )
+            if body
+            else ""
+        )
+
+    metrics = [
+        ("steps", f"{len(r.steps)}, {_f(r.step_ms_avg, '{:.2f}')} ms average"),
+        ("GPU compute utilization", _f(r.gpu_utilization_pct, "{:.1f}%")),
+        ("memory copies", _f(r.memcpy_pct, "{:.1f}% of device time")),
+        ("kernel launch latency", f"{_f(r.launch_latency_us_median)} us median"),
+        ("16-bit compute", _f(r.pct_16bit, "{:.0f}%")),
+        (
+            "peak memory",
+            _f(r.peak_memory_bytes / 2**30 if r.peak_memory_bytes else None, "{:.2f} GiB"),
+        ),
+    ]
+    mt = "".join(f"<tr><td>{k}</td><td>{html.escape(v)}</td></tr>" for k, v in metrics)
+    chart = f"<img alt='step time breakdown' src='data:image/png;base64,{png}'>" if png else ""
+    doc = f"""<!doctype html><html><head><meta charset="utf-8">
+<title>tfaccel profile {html.escape(r.run)}</title><style>
+body{{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}}
+table{{border-collapse:collapse;margin:.5em 0}} td,th{{border:1px solid #ccc;padding:4px 8px}}
+tr.fail td{{background:#fdd}} tr.warn td{{background:#ffd}} tr.ok td{{background:#dfd}}
+</style></head><body><h1>tfaccel profile: {html.escape(r.run)} ({html.escape(r.hardware)})</h1>
+<p>{html.escape(r.note or "")}</p><table>{mt}</table>
+<h2>findings</h2><table><tr><th></th><th>finding</th><th>action</th><th>expected</th></tr>
+{rows}</table>{chart}{top(r.top_kernels, "top kernels")}{top(r.top_ops, "top ops")}
+</body></html>"""
+    path.write_text(doc, encoding="utf-8")
+    return path

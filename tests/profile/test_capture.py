@@ -1,0 +1,74 @@
+"""Capturing with real TensorFlow on the CPU: start/stop, the callback window, run mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+pytest.importorskip("xprof")
+
+from tfaccel.cli import app  # noqa: E402
+from tfaccel.profile import capture  # noqa: E402
+from tfaccel.profile.analyze import analyze  # noqa: E402
+
+SCRIPT = """
+import numpy as np, keras
+m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+m.compile("sgd", "mse")
+m.fit(np.zeros((16 * 12, 8), "float32"), np.zeros((16 * 12, 4), "float32"), batch_size=16,
+      verbose=0)
+"""
+
+
+def test_double_start_and_stray_stop_are_clear_errors(tmp_path: Path) -> None:
+    with capture.trace(tmp_path / "a"):
+        with pytest.raises(capture.ProfilerStateError, match="already being captured"):
+            capture.start(tmp_path / "b")
+        tf.reduce_sum(tf.ones((4, 4)))
+    with pytest.raises(capture.ProfilerStateError, match="No profile is being captured"):
+        capture.stop()
+    assert list((tmp_path / "a").rglob("*.xplane.pb"))
+
+
+def test_callback_profiles_its_window_with_step_markers(tmp_path: Path) -> None:
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+    model.compile("sgd", "mse")
+    cb = capture.ProfileCallback(tmp_path / "p", start_step=3, steps=5)
+    model.fit(
+        np.zeros((16 * 12, 8), "float32"),
+        np.zeros((16 * 12, 4), "float32"),
+        batch_size=16,
+        verbose=0,
+        callbacks=[cb],
+    )
+    assert cb.captured
+    r = analyze(tmp_path / "p")
+    assert 3 <= len(r.steps) <= 5  # XProf drops partial steps at the window's edges
+
+
+def test_run_mode_profiles_an_unmodified_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        app,
+        ["profile", "--start", "2", "--steps", "6", "--format", "json", "--", "python", "train.py"],
+    )
+    assert result.exit_code == 0, result.output
+    assert '"schema": "tfaccel.profile/1"' in result.stdout
+    assert list((tmp_path / "tfaccel-profile").rglob("*.xplane.pb"))
+
+
+def test_run_mode_without_a_fit_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "nothing.py").write_text("print('no training here')\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["profile", "--", "python", "nothing.py"])
+    assert result.exit_code == 5
+    assert "finished without writing a profile" in result.output
