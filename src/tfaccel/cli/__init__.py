@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tfaccel import __version__
+from tfaccel.cli import bench as bench_cmd
 from tfaccel.cli import doctor as doctor_cmd
 from tfaccel.cli import hw as hw_cmd
 from tfaccel.cli import monitor as monitor_cmd
@@ -42,6 +43,7 @@ app.command("hw")(hw_cmd.hw)
 app.command("plan")(plan_cmd.plan)
 app.command("tune")(tune_cmd.tune)
 app.command("monitor")(monitor_cmd.monitor)
+app.command("bench")(bench_cmd.bench)
 app.add_typer(monitor_cmd.power_app, name="power")
 app.command(
     "profile",

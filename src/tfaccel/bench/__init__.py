@@ -1,0 +1,1 @@
+"""`tfaccel bench`: a maintained TensorFlow GPU benchmark suite, against the GPU's peak."""

@@ -1,0 +1,210 @@
+"""Micro benchmarks: matmul TFLOP/s, memory bandwidth, launch latency, all-reduce."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tfaccel._tf import import_tensorflow
+from tfaccel.bench.timer import Measurement, measure
+
+MATMUL_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096))
+LAUNCH_TARGET_US = 10.0
+
+
+def _sync(tf: Any) -> Callable[[Any], None]:
+    def sync(out: Any) -> None:
+        if hasattr(tf.test.experimental, "sync_devices"):
+            tf.test.experimental.sync_devices()
+        elif out is not None:
+            tf.reduce_sum(tf.reshape(out, [-1])[:1]).numpy()
+
+    return sync
+
+
+def _device(tf: Any) -> str:
+    return "/GPU:0" if tf.config.list_logical_devices("GPU") else "/CPU:0"
+
+
+def matmul(
+    dtype: str = "bfloat16",
+    shape: tuple[int, int, int] = (8192, 8192, 8192),
+    tf32: bool = True,
+    peak: float | None = None,
+    repeats: int = 7,
+    number: int = 10,
+) -> Measurement:
+    """TFLOP/s of C = A @ B (2*M*N*K FLOPs); the inputs are random, not zeros."""
+    tf = import_tensorflow()
+    m, n, k = shape
+    tf.config.experimental.enable_tensor_float_32_execution(tf32)
+    try:
+        with tf.device(_device(tf)):
+            a = tf.cast(tf.random.normal((m, k)), dtype)
+            b = tf.cast(tf.random.normal((k, n)), dtype)
+            fn = tf.function(lambda: tf.linalg.matmul(a, b), jit_compile=False)
+            label = dtype if dtype != "float32" else ("float32 (TF32)" if tf32 else "float32")
+            return measure(
+                f"matmul {label} {m}x{n}x{k}",
+                fn,
+                work=2.0 * m * n * k / 1e12,
+                unit="TFLOP/s",
+                sync=_sync(tf),
+                repeats=repeats,
+                number=number,
+                params={"dtype": dtype, "shape": shape, "tf32": tf32},
+                peak=peak,
+            )
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(True)
+
+
+def device_bandwidth(
+    mib: int = 2048, peak_gbs: float | None = None, repeats: int = 7, number: int = 10
+) -> Measurement:
+    """Device memory bandwidth from `y = x + v`: one read and one write per element.
+
+    An elementwise `x * 1.0` would be removed by the graph optimizer, so the kernel adds
+    a runtime vector the optimizer cannot fold.
+    """
+    tf = import_tensorflow()
+    n = mib * 2**20 // 4
+    with tf.device(_device(tf)):
+        x = tf.random.uniform((n,), dtype=tf.float32)
+        v = tf.Variable(1.0)
+        fn = tf.function(lambda: x + v)
+        return measure(
+            f"device copy {mib} MiB (read + write)",
+            fn,
+            work=2 * n * 4 / 1e9,
+            unit="GB/s",
+            sync=_sync(tf),
+            repeats=repeats,
+            number=number,
+            params={"mib": mib},
+            peak=peak_gbs,
+        )
+
+
+def host_transfer(
+    direction: str = "h2d", mib: int = 512, pinned: bool = False, repeats: int = 7, number: int = 5
+) -> Measurement | None:
+    """Host<->device copies. Pageable: from a NumPy array. Pinned: from a tensor TF
+    placed in its pinned host allocator (a CPU tensor created while a GPU is present)."""
+    import numpy as np
+
+    tf = import_tensorflow()
+    if not tf.config.list_logical_devices("GPU"):
+        return None  # no device: there is no transfer to measure
+    n = mib * 2**20 // 4
+    gpu = _device(tf)
+    if direction == "h2d":
+        host = np.random.default_rng(0).random(n, dtype=np.float32)
+        if pinned:
+            with tf.device("/CPU:0"):
+                src = tf.identity(tf.constant(host))
+
+            def fn() -> Any:
+                with tf.device(gpu):
+                    return tf.identity(src)
+        else:
+
+            def fn() -> Any:
+                with tf.device(gpu):
+                    return tf.constant(host)
+    else:
+        with tf.device(gpu):
+            dev = tf.random.uniform((n,))
+
+        def fn() -> Any:
+            return dev.numpy() if not pinned else tf.identity(dev, name="d2h").cpu()
+
+    return measure(
+        f"{direction.upper()} {'pinned' if pinned else 'pageable'} {mib} MiB",
+        fn,
+        work=n * 4 / 1e9,
+        unit="GB/s",
+        sync=lambda _: None,
+        repeats=repeats,
+        number=number,
+        params={"direction": direction, "mib": mib, "pinned": pinned},
+    )
+
+
+def launch_latency(mode: str = "eager", launches: int = 1000, repeats: int = 7) -> Measurement:
+    """Microseconds per small-op launch: eager op by op, or inside one tf.function."""
+    tf = import_tensorflow()
+    with tf.device(_device(tf)):
+        x = tf.ones((16,))
+        if mode == "eager":
+
+            def fn() -> Any:
+                y = x
+                for _ in range(launches):
+                    y = y + 1.0
+                return y
+        else:
+
+            @tf.function
+            def graph() -> Any:
+                y = x
+                for _ in range(launches):
+                    y = y + 1.0
+                return y
+
+            fn = graph
+        m = measure(
+            f"launch latency ({mode})",
+            fn,
+            work=1.0,
+            unit="us",
+            sync=_sync(tf),
+            repeats=repeats,
+            number=1,
+            per_call_time=True,
+            params={"mode": mode, "launches": launches},
+        )
+    per = tuple(s / launches for s in m.samples)  # per launch
+    return Measurement(
+        m.name,
+        "us",
+        per,
+        higher_is_better=False,
+        warmup_s=m.warmup_s,
+        params={**m.params, "target_us": LAUNCH_TARGET_US},
+    )
+
+
+def allreduce(mib: int = 256, repeats: int = 5, number: int = 5) -> Measurement | None:
+    """All-reduce bus bandwidth over tf.distribute (NCCL) with every visible GPU.
+
+    Bus bandwidth = bytes x 2 (n - 1) / n / time, NCCL's convention, so figures are
+    comparable across GPU counts. None with fewer than two GPUs.
+    """
+    tf = import_tensorflow()
+    gpus = tf.config.list_logical_devices("GPU")
+    if len(gpus) < 2:
+        return None
+    n = len(gpus)
+    strategy = tf.distribute.MirroredStrategy(cross_device_ops=tf.distribute.NcclAllReduce())
+    elems = mib * 2**20 // 4
+    with strategy.scope():
+        values = strategy.experimental_distribute_values_from_function(
+            lambda ctx: tf.ones((elems,)) * float(ctx.replica_id_in_sync_group)
+        )
+
+    @tf.function
+    def step() -> Any:
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
+
+    bus = elems * 4 * 2 * (n - 1) / n / 1e9
+    return measure(
+        f"all-reduce {mib} MiB over {n} GPUs (bus bandwidth)",
+        step,
+        work=bus,
+        unit="GB/s",
+        sync=_sync(tf),
+        repeats=repeats,
+        number=number,
+        params={"mib": mib, "gpus": n, "ops": "NCCL"},
+    )

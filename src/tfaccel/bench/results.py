@@ -1,0 +1,115 @@
+"""Benchmark result files: JSON with the environment, loaded back for `compare`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfaccel.bench.timer import Measurement
+from tfaccel.errors import ConfigFileError
+from tfaccel.render import to_jsonable
+
+SCHEMA = "tfaccel.bench/1"
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    suite: str
+    environment: dict[str, Any]
+    measurements: tuple[Measurement, ...]
+    seconds: float
+
+
+def report_json(r: BenchReport) -> str:
+    rows = []
+    for m in r.measurements:
+        d = to_jsonable(m)
+        d.update(
+            median=m.median,
+            spread=m.spread,
+            percent_of_peak=m.percent_of_peak,
+            warnings=list(m.warnings),
+        )
+        rows.append(d)
+    return json.dumps(
+        {
+            "schema": SCHEMA,
+            "suite": r.suite,
+            "environment": r.environment,
+            "seconds": r.seconds,
+            "measurements": rows,
+        },
+        indent=1,
+    )
+
+
+def load_report(path: str | Path) -> BenchReport:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigFileError(
+            f"Cannot read {p}", expected="a tfaccel bench JSON file", received=str(exc)
+        ) from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigFileError(
+            f"{p} is not JSON", expected="a tfaccel bench JSON file", received=exc.msg
+        ) from exc
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ConfigFileError(
+            f"{p} is not a tfaccel bench result",
+            expected=f"schema {SCHEMA!r}",
+            received=repr(data.get("schema") if isinstance(data, dict) else type(data).__name__),
+        )
+    ms = []
+    for row in data.get("measurements", []):
+        ms.append(
+            Measurement(
+                row["name"],
+                row["unit"],
+                tuple(row.get("samples") or ()),
+                row.get("higher_is_better", True),
+                row.get("warmup_s"),
+                row.get("params") or {},
+                row.get("peak"),
+                row.get("telemetry") or {},
+                row.get("error"),
+            )
+        )
+    return BenchReport(
+        data.get("suite", "?"),
+        data.get("environment", {}),
+        tuple(ms),
+        float(data.get("seconds", 0.0)),
+    )
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    name: str
+    unit: str
+    a: float | None
+    b: float | None
+    ratio: float | None  # b / a
+    better: bool | None
+
+
+def compare(a: BenchReport, b: BenchReport) -> list[CompareRow]:
+    """Benchmarks present in both, matched by name; ratio = B / A."""
+    bm = {m.name: m for m in b.measurements}
+    rows = []
+    for m in a.measurements:
+        other = bm.get(m.name)
+        if other is None:
+            continue
+        va, vb = m.median, other.median
+        ratio = vb / va if va and vb is not None else None
+        better = (
+            None
+            if ratio is None or ratio == 1
+            else (ratio > 1 if m.higher_is_better else ratio < 1)
+        )
+        rows.append(CompareRow(m.name, m.unit, va, vb, ratio, better))
+    return rows

@@ -1,0 +1,109 @@
+"""Measurement you can trust: warm-up apart, device synced, repeats kept, noise flagged.
+
+`measure()` calls `fn` once to warm up (tracing and XLA compilation are timed and
+reported apart), then `repeats` times `number` calls, synchronising the device before
+each clock read. A `Measurement` keeps every raw sample; its median and spread are
+derived, and a spread above 10 % carries a warning.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+NOISY = 0.10  # IQR / median above which a measurement is flagged
+
+
+@dataclass(frozen=True)
+class Measurement:
+    name: str
+    unit: str  # e.g. "TFLOP/s", "GB/s", "us", "img/s"
+    samples: tuple[float, ...]  # one value per repeat
+    higher_is_better: bool = True
+    warmup_s: float | None = None  # the first call: tracing, compilation, autotuning
+    params: dict[str, Any] = field(default_factory=dict)
+    peak: float | None = None  # the GPU's peak in the same unit, where one applies
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.samples) if self.samples else None
+
+    @property
+    def iqr(self) -> float | None:
+        if len(self.samples) < 4:
+            return (max(self.samples) - min(self.samples)) if self.samples else None
+        q = statistics.quantiles(self.samples, n=4)
+        return q[2] - q[0]
+
+    @property
+    def spread(self) -> float | None:
+        m, i = self.median, self.iqr
+        return i / m if m and i is not None else None
+
+    @property
+    def percent_of_peak(self) -> float | None:
+        m = self.median
+        return 100.0 * m / self.peak if m is not None and self.peak else None
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        out = []
+        if self.spread is not None and self.spread > NOISY:
+            out.append(f"noisy: spread {self.spread:.0%} of the median")
+        if self.telemetry.get("throttled"):
+            out.append(
+                "the GPU throttled during the run: "
+                + ", ".join(self.telemetry.get("throttle_reasons", []))
+            )
+        return tuple(out)
+
+
+def measure(
+    name: str,
+    fn: Callable[[], Any],
+    *,
+    work: float,
+    unit: str,
+    sync: Callable[[Any], None] = lambda _: None,
+    repeats: int = 7,
+    number: int = 10,
+    higher_is_better: bool = True,
+    per_call_time: bool = False,
+    clock: Callable[[], float] = time.perf_counter,
+    params: dict[str, Any] | None = None,
+    peak: float | None = None,
+) -> Measurement:
+    """Time `fn`.
+
+    Args:
+        work: units of work one call does (FLOP/1e12 for TFLOP/s, bytes/1e9 for GB/s,
+            samples for img/s). Ignored with per_call_time.
+        per_call_time: report microseconds per call (lower is better) instead of a rate.
+        sync: waits for the device to finish the result (called before each clock read).
+    """
+    t0 = clock()
+    sync(fn())
+    warmup = clock() - t0
+    samples = []
+    for _ in range(repeats):
+        start = clock()
+        out = None
+        for _ in range(number):
+            out = fn()
+        sync(out)
+        elapsed = max(clock() - start, 1e-12)
+        samples.append(elapsed / number * 1e6 if per_call_time else work * number / elapsed)
+    return Measurement(
+        name,
+        "us" if per_call_time else unit,
+        tuple(samples),
+        higher_is_better=not per_call_time and higher_is_better,
+        warmup_s=warmup,
+        params=dict(params or {}),
+        peak=peak,
+    )

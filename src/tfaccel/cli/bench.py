@@ -1,0 +1,99 @@
+"""`tfaccel bench micro | WORKLOAD | all | compare A B`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tfaccel.bench.results import compare, load_report, report_json
+from tfaccel.bench.suite import micro_benches, run_suite, workload_benches
+from tfaccel.bench.timer import Measurement
+from tfaccel.cli._common import (
+    FORMAT_OPTION,
+    handle_errors,
+    stderr_console,
+    stdout_console,
+    write_out,
+)
+from tfaccel.errors import InputError
+from tfaccel.render import Format, dumps
+from tfaccel.render.bench import bench_html, bench_text, compare_text
+from tfaccel.tune.output import check_writable, write_atomic
+from tfaccel.workloads import BUILTIN
+
+WORKLOAD_BATCH = {"resnet50": 256, "bert": 128, "tiny": 128}
+
+
+@handle_errors
+def bench(
+    what: list[str] = typer.Argument(
+        ..., help="micro, a workload (" + ", ".join(BUILTIN) + "), all, or compare A.json B.json."
+    ),
+    quick: bool = typer.Option(False, "--quick", help="Small sizes and few repeats."),
+    batch: int = typer.Option(None, "--batch", help="Batch size for workloads."),
+    out: Path = typer.Option(None, "--out", "-o", help="Write the results JSON here."),
+    html: Path = typer.Option(None, "--html", help="Write an HTML report with plots here."),
+    force: bool = typer.Option(False, "--force", help="Replace existing --out/--html files."),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """A TensorFlow GPU benchmark suite, against the GPU's peak."""
+    if what[0] == "compare":
+        if len(what) != 3:
+            raise InputError(
+                "compare takes two result files",
+                expected="tfaccel bench compare A.json B.json",
+                received=" ".join(what[1:]) or "nothing",
+            )
+        a, b = load_report(what[1]), load_report(what[2])
+        rows = compare(a, b)
+        if fmt is Format.json:
+            write_out(dumps({"a": what[1], "b": what[2], "rows": rows}))
+        else:
+            compare_text(rows, what[1], what[2], stdout_console())
+        return
+    for path in (out, html):
+        if path is not None:
+            check_writable(path, force)
+    benches = []
+    for item in what:
+        if item == "micro":
+            benches += micro_benches(quick)
+        elif item == "all":
+            benches += micro_benches(quick)
+            for w in ("resnet50", "bert"):
+                benches += workload_benches(w, batch or WORKLOAD_BATCH[w], quick)
+        elif item in BUILTIN or ":" in item:
+            benches += workload_benches(item, batch or WORKLOAD_BATCH.get(item, 64), quick)
+        else:
+            raise InputError(
+                f"Unknown benchmark {item!r}",
+                expected="micro, all, compare, or one of " + ", ".join(BUILTIN),
+                received=item,
+            )
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        transient=True,
+    ) as progress:
+        task = progress.add_task("benchmarks", total=len(benches))
+
+        def on_progress(name: str, m: Measurement | None) -> None:
+            if m is None:
+                progress.update(task, description=f"running {name}")
+            else:
+                progress.advance(task)
+
+        report = run_suite(" ".join(what), benches, on_progress)
+    if out is not None:
+        write_atomic(out, report_json(report))
+    if html is not None:
+        bench_html(report, html)
+    if fmt is Format.json:
+        write_out(report_json(report))
+    else:
+        bench_text(report, stdout_console())

@@ -1,0 +1,123 @@
+"""Rendering of `tfaccel bench`: tables, comparisons, and an HTML report with plots."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tfaccel.bench.results import BenchReport, CompareRow
+from tfaccel.bench.timer import Measurement
+
+
+def _v(x: float | None, fmt: str = "{:,.2f}") -> str:
+    return "n/a" if x is None else fmt.format(x)
+
+
+def bench_text(r: BenchReport, console: Console) -> None:
+    env = r.environment
+    gpus = ", ".join(g.get("name") or "?" for g in env.get("gpus", [])) or "no GPU"
+    t = Table(
+        title=f"tfaccel bench {r.suite}: {gpus} · TF {env.get('tensorflow')} · "
+        f"driver {env.get('driver')}",
+        title_justify="left",
+    )
+    for col in ("benchmark", "median", "unit", "% of peak", "spread", "warm-up s", "notes"):
+        t.add_column(
+            col,
+            justify="right" if col in ("median", "% of peak", "spread", "warm-up s") else "left",
+        )
+    for m in r.measurements:
+        if m.error:
+            t.add_row(m.name, "", "", "", "", "", Text(m.error[:80], style="red"))
+            continue
+        t.add_row(
+            m.name,
+            _v(m.median),
+            m.unit,
+            _v(m.percent_of_peak, "{:.0f}%"),
+            _v(m.spread, "{:.0%}"),
+            _v(m.warmup_s, "{:.1f}"),
+            Text("; ".join(m.warnings), style="yellow"),
+        )
+    console.print(t)
+    console.print(Text(f"{len(r.measurements)} benchmarks in {r.seconds:.0f} s", style="dim"))
+
+
+def compare_text(rows: Sequence[CompareRow], a: str, b: str, console: Console) -> None:
+    t = Table(title=f"bench compare: B = {b} vs A = {a}", title_justify="left")
+    for col in ("benchmark", "A", "B", "unit", "B / A", ""):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(
+            r.name,
+            _v(r.a),
+            _v(r.b),
+            r.unit,
+            _v(r.ratio, "{:.2f}x"),
+            Text(
+                "" if r.better is None else ("better" if r.better else "worse"),
+                style="green" if r.better else "red",
+            ),
+        )
+    console.print(t)
+
+
+def _bars(ms: Sequence[Measurement], title: str, percent: bool = False) -> str | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [m for m in ms if (m.percent_of_peak if percent else m.median) is not None]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 0.3 * len(rows) + 1.2))
+    vals = [(m.percent_of_peak if percent else m.median) or 0.0 for m in rows]
+    ax.barh(range(len(rows)), vals, color="#1f77b4")
+    ax.set_yticks(range(len(rows)), labels=[f"{m.name} ({m.unit})" for m in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_title(title)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def bench_html(r: BenchReport, path: Path) -> Path:
+    ok = [m for m in r.measurements if not m.error]
+    groups: dict[str, list[Measurement]] = {}
+    for m in ok:
+        groups.setdefault(m.unit, []).append(m)
+    imgs = []
+    for unit, ms in groups.items():
+        png = _bars(ms, f"{unit} (median)")
+        if png:
+            imgs.append(f"<img alt='{html.escape(unit)}' src='data:image/png;base64,{png}'>")
+    pct = _bars(ok, "percent of the GPU's peak", percent=True)
+    if pct:
+        imgs.append(f"<img alt='percent of peak' src='data:image/png;base64,{pct}'>")
+    rows = "".join(
+        f"<tr><td>{html.escape(m.name)}</td><td>{_v(m.median)}</td><td>{html.escape(m.unit)}"
+        f"</td><td>{_v(m.percent_of_peak, '{:.0f}%')}</td><td>{_v(m.spread, '{:.0%}')}</td>"
+        f"<td>{html.escape('; '.join(m.warnings) or (m.error or ''))}</td></tr>"
+        for m in r.measurements
+    )
+    env = html.escape(", ".join(f"{k}: {v}" for k, v in r.environment.items()))
+    path.write_text(
+        f"""<!doctype html><html><head><meta charset="utf-8">
+<title>tfaccel bench {html.escape(r.suite)}</title><style>body{{font-family:system-ui,
+sans-serif;margin:2em}}td,th{{border:1px solid #ccc;padding:3px 8px}}table{{border-collapse:
+collapse}}</style></head><body><h1>tfaccel bench: {html.escape(r.suite)}</h1><p>{env}</p>
+<table><tr><th>benchmark</th><th>median</th><th>unit</th><th>% of peak</th><th>spread</th>
+<th>notes</th></tr>{rows}</table>{"".join(imgs)}</body></html>""",
+        encoding="utf-8",
+    )
+    return path

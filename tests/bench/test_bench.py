@@ -1,0 +1,169 @@
+"""The harness with an injected clock, results files, compare, and the suite on the CPU."""
+
+from __future__ import annotations
+
+import json
+from itertools import count
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tfaccel.bench.results import BenchReport, compare, load_report, report_json
+from tfaccel.bench.timer import Measurement, measure
+from tfaccel.cli import app
+from tfaccel.errors import ConfigFileError
+
+runner = CliRunner()
+
+
+def test_measure_separates_warmup_and_syncs_before_each_read() -> None:
+    ticks = iter(
+        [
+            0.0,
+            5.0,  # warm-up: 5 s (compilation)
+            10.0,
+            12.0,  # repeat 1: 10 calls in 2 s
+            20.0,
+            21.0,  # repeat 2: 10 calls in 1 s
+            30.0,
+            32.0,
+        ]
+    )  # repeat 3: 2 s
+    synced = []
+    m = measure(
+        "x",
+        lambda: "result",
+        work=3.0,
+        unit="TFLOP/s",
+        repeats=3,
+        number=10,
+        clock=lambda: next(ticks),
+        sync=synced.append,
+        peak=30.0,
+    )
+    assert m.warmup_s == 5.0
+    assert m.samples == (15.0, 30.0, 15.0)  # work * number / seconds
+    assert m.median == 15.0 and m.percent_of_peak == 50.0
+    assert synced == ["result"] * 4  # after warm-up and after each repeat
+
+
+def test_per_call_time_is_lower_is_better() -> None:
+    clock = count(0.0, 0.5)
+    m = measure(
+        "lat",
+        lambda: None,
+        work=1,
+        unit="x",
+        repeats=2,
+        number=5,
+        per_call_time=True,
+        clock=lambda: next(clock),
+    )
+    assert m.unit == "us" and not m.higher_is_better
+    assert m.samples == (100000.0, 100000.0)  # 0.5 s / 5 calls
+
+
+def test_noise_and_throttle_warnings() -> None:
+    quiet = Measurement("q", "GB/s", (100, 101, 99, 100, 100))
+    noisy = Measurement("n", "GB/s", (50, 100, 150, 100, 60))
+    hot = Measurement(
+        "h",
+        "GB/s",
+        (1, 1, 1, 1),
+        telemetry={"throttled": True, "throttle_reasons": ["sw_power_cap"]},
+    )
+    assert quiet.warnings == ()
+    assert noisy.warnings and "noisy" in noisy.warnings[0]
+    assert "sw_power_cap" in hot.warnings[0]
+
+
+def test_results_round_trip_and_compare(tmp_path: Path) -> None:
+    a = BenchReport(
+        "micro",
+        {"gpus": []},
+        (
+            Measurement("matmul", "TFLOP/s", (100.0, 100.0, 100.0), peak=200.0),
+            Measurement("latency", "us", (10.0, 10.0, 10.0), higher_is_better=False),
+        ),
+        1.0,
+    )
+    b = BenchReport(
+        "micro",
+        {"gpus": []},
+        (
+            Measurement("matmul", "TFLOP/s", (150.0, 150.0, 150.0)),
+            Measurement("latency", "us", (20.0, 20.0, 20.0), higher_is_better=False),
+        ),
+        1.0,
+    )
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_text(report_json(a))
+    pb.write_text(report_json(b))
+    data = json.loads(pa.read_text())
+    assert data["schema"] == "tfaccel.bench/1" and data["measurements"][0]["percent_of_peak"] == 50
+    rows = {r.name: r for r in compare(load_report(pa), load_report(pb))}
+    assert rows["matmul"].ratio == 1.5 and rows["matmul"].better is True
+    assert rows["latency"].ratio == 2.0 and rows["latency"].better is False
+    result = runner.invoke(app, ["bench", "compare", str(pa), str(pb)])
+    assert result.exit_code == 0 and "1.50x" in result.stdout and "worse" in result.stdout
+
+
+def test_foreign_result_file_is_a_clear_error(tmp_path: Path) -> None:
+    p = tmp_path / "x.json"
+    p.write_text(json.dumps({"schema": "something else"}))
+    with pytest.raises(ConfigFileError, match="is not a tfaccel bench result"):
+        load_report(p)
+    p.write_text("{not json")
+    with pytest.raises(ConfigFileError, match="is not JSON"):
+        load_report(p)
+
+
+def test_micro_suite_on_the_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    out, html = tmp_path / "m.json", tmp_path / "m.html"
+    result = runner.invoke(
+        app, ["bench", "micro", "--quick", "--out", str(out), "--html", str(html)]
+    )
+    assert result.exit_code == 0, result.output
+    names = [m.name for m in load_report(out).measurements]
+    assert any(n.startswith("matmul bfloat16") for n in names)
+    assert "launch latency (eager)" in names and "launch latency (function)" in names
+    assert not any(n.startswith("H2D") for n in names)  # no GPU, no transfer to measure
+    assert "data:image/png;base64" in html.read_text()
+    again = runner.invoke(app, ["bench", "micro", "--quick", "--out", str(out)])
+    assert again.exit_code == 2 and "already exists" in again.output
+
+
+def test_workload_bench_on_the_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    out = tmp_path / "w.json"
+    result = runner.invoke(app, ["bench", "tiny", "--quick", "--batch", "16", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    ms = load_report(out).measurements
+    assert len(ms) == 4 and all(m.error is None and m.median for m in ms)
+    assert {m.params["xla"] for m in ms} == {"off", "jit"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bench", "nothing"], "Unknown benchmark 'nothing'"),
+        (["bench", "compare", "a.json"], "compare takes two result files"),
+    ],
+)
+def test_bad_input(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and message in result.output
+
+
+@pytest.mark.gpu
+def test_micro_on_the_gpu_reaches_a_fair_share_of_peak() -> None:
+    from tfaccel.bench import micro
+    from tfaccel.bench.suite import local_spec
+
+    spec = local_spec()
+    m = micro.matmul("bfloat16", (8192, 8192, 8192), peak=spec.peak("bf16") if spec else None)
+    assert m.median and m.median > 50  # TFLOP/s: any tensor-core GPU of this decade
+    lat = micro.launch_latency("function", 1000)
+    assert lat.median and lat.median < 100
