@@ -85,3 +85,18 @@ def test_child_estimate_and_its_errors(user_module: str) -> None:
         estimate_in_child(f"{user_module}:wrong_type", "float32")
     with pytest.raises((InputError, WorkloadError)):
         estimate_in_child("builtin_that_does_not_exist", "float32")
+
+
+def test_kerashub_bert_with_dict_inputs_traces_and_trains() -> None:
+    pytest.importorskip("keras_hub")
+    from tfaccel.plan.memory import estimate_memory
+    from tfaccel.workloads.builtin import bert_hub
+    from tfaccel.workloads.synthetic import synthetic_inputs
+
+    wl = bert_hub(layers=1, hidden=32, heads=2, ffn=64)
+    x = synthetic_inputs(wl.model, 4)
+    assert set(x) == {"token_ids", "segment_ids", "padding_mask"}
+    assert (x["padding_mask"] == 1).all() and (x["segment_ids"] == 0).all()
+    est = estimate_memory(lambda: bert_hub(layers=1, hidden=32, heads=2, ffn=64))
+    assert est.parameters == wl.model.count_params()
+    assert est.step_bytes_per_sample > 0

@@ -109,10 +109,10 @@ def _main(argv: list[str]) -> int:
         argv[4] == "1",
     )
     import keras
-    import numpy as np
     import tensorflow as tf
 
     from tfaccel.workloads import load_workload
+    from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
 
     out: dict[str, object] = {}
     try:
@@ -123,16 +123,8 @@ def _main(argv: list[str]) -> int:
         wl = load_workload(model)
         m = wl.model
         m.compile(optimizer=wl.optimizer, loss=wl.loss, jit_compile=jit)
-        rng = np.random.default_rng(0)
-        xs = []
-        for inp in m.inputs:
-            shape = (batch, *inp.shape[1:])
-            if "int" in str(inp.dtype):
-                xs.append(rng.integers(0, 1000, shape).astype("int32"))
-            else:
-                xs.append(rng.standard_normal(shape).astype("float32"))
-        y = rng.integers(0, wl.label_classes, (batch, *wl.label_shape)).astype(wl.label_dtype)
-        x = xs[0] if len(xs) == 1 else tuple(xs)
+        x = synthetic_inputs(m, batch)
+        y = synthetic_labels(wl, batch)
         ds = tf.data.Dataset.from_tensors((x, y)).repeat(steps)
         m.fit(ds, epochs=1, verbose=0)
         out["peak"] = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])

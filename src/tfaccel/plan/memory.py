@@ -179,22 +179,6 @@ def pareto_lines(points: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ..
     return tuple(best)
 
 
-def _input_specs(model: Any, batch: int) -> list[Any]:
-    tf = import_tensorflow()
-    specs = []
-    for inp in model.inputs:
-        shape = list(inp.shape)
-        if any(d is None for d in shape[1:]):
-            raise InputError(
-                f"Model input {inp.name!r} has an unknown dimension",
-                expected="static shapes except the batch dimension, "
-                "e.g. keras.Input((224, 224, 3))",
-                received=f"shape {tuple(shape)}",
-            )
-        specs.append(tf.TensorSpec([batch, *shape[1:]], dtype=inp.dtype))
-    return specs
-
-
 def trace_step(
     model: Any,
     loss_fn: Any,
@@ -207,12 +191,14 @@ def trace_step(
 
     def step(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
-            pred = model(x if len(x) > 1 else x[0], training=True)
+            pred = model(x, training=True)
             loss = tf.reduce_mean(loss_fn(y, pred))
         return tape.gradient(loss, model.trainable_variables)
 
     fn = tf.function(step)
-    x_specs = _input_specs(model, batch)
+    from tfaccel.workloads.synthetic import input_specs
+
+    x_specs = input_specs(model, batch)
     y_spec = tf.TensorSpec([batch, *label_shape], dtype=label_dtype)
     concrete = fn.get_concrete_function(x_specs, y_spec)
     curve, saved, unknown = live_curve(concrete.graph, concrete.graph.outputs)

@@ -21,20 +21,12 @@ MARK = "TFACCEL_TRIAL "
 
 
 def _synthetic(model: Any, wl: Any, batch: int) -> Any:
-    import numpy as np
     import tensorflow as tf
 
-    rng = np.random.default_rng(0)
-    xs = []
-    for inp in model.inputs:
-        shape = (batch, *inp.shape[1:])
-        if "int" in str(inp.dtype):
-            xs.append(rng.integers(0, 1000, shape).astype("int32"))
-        else:
-            xs.append(rng.standard_normal(shape).astype("float32"))
-    y = rng.integers(0, wl.label_classes, (batch, *wl.label_shape)).astype(wl.label_dtype)
-    x = xs[0] if len(xs) == 1 else tuple(xs)
-    return tf.data.Dataset.from_tensors((x, y)).repeat()
+    from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
+
+    x = synthetic_inputs(model, batch)
+    return tf.data.Dataset.from_tensors((x, synthetic_labels(wl, batch))).repeat()
 
 
 def _user_dataset(ds: Any, batch: int) -> Any:

@@ -39,6 +39,7 @@ class Workload:
 BUILTIN: dict[str, str] = {
     "resnet50": "tfaccel.workloads.builtin:resnet50",
     "bert": "tfaccel.workloads.builtin:bert_base",
+    "bert_hub": "tfaccel.workloads.builtin:bert_hub",
     "tiny": "tfaccel.workloads.builtin:tiny_cnn",
 }
 

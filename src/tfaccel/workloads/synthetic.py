@@ -1,0 +1,75 @@
+"""Synthetic inputs of a model's real shapes, for any input structure (tensor, list, dict).
+
+Integer inputs get plausible values by name: masks are ones, segment ids zeros, token
+ids random below 1000 (inside every vocabulary tfaccel builds).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _struct(model: Any) -> Any:
+    """The model's inputs as a KerasTensor, a list of them, or a dict name -> tensor."""
+    inp = getattr(model, "input", None)
+    if isinstance(inp, dict):
+        return inp
+    inputs = list(model.inputs)
+    return inputs[0] if len(inputs) == 1 else inputs
+
+
+def _leaf_array(t: Any, batch: int, rng: Any) -> Any:
+    shape = (batch, *[int(d) for d in t.shape[1:]])
+    dtype = str(t.dtype)
+    name = str(getattr(t, "name", "")).lower()
+    if "int" in dtype or "bool" in dtype:
+        if "mask" in name:
+            return rng.integers(1, 2, shape).astype("bool" if "bool" in dtype else dtype)
+        if "segment" in name:
+            return rng.integers(0, 1, shape).astype(dtype)
+        return rng.integers(0, 1000, shape).astype(dtype)
+    return rng.standard_normal(shape).astype("float32")
+
+
+def synthetic_inputs(model: Any, batch: int, seed: int = 0) -> Any:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    s = _struct(model)
+    if isinstance(s, dict):
+        return {k: _leaf_array(v, batch, rng) for k, v in s.items()}
+    if isinstance(s, list):
+        return tuple(_leaf_array(v, batch, rng) for v in s)
+    return _leaf_array(s, batch, rng)
+
+
+def input_specs(model: Any, batch: int) -> Any:
+    """tf.TensorSpec structure matching `synthetic_inputs` (for tracing)."""
+    import tensorflow as tf
+
+    from tfaccel.errors import InputError
+
+    def spec(t: Any) -> Any:
+        shape = list(t.shape)
+        if any(d is None for d in shape[1:]):
+            raise InputError(
+                f"Model input {getattr(t, 'name', '?')!r} has an unknown dimension",
+                expected="static shapes except the batch dimension, "
+                "e.g. keras.Input((224, 224, 3))",
+                received=f"shape {tuple(shape)}",
+            )
+        return tf.TensorSpec([batch, *shape[1:]], dtype=t.dtype)
+
+    s = _struct(model)
+    if isinstance(s, dict):
+        return {k: spec(v) for k, v in s.items()}
+    if isinstance(s, list):
+        return tuple(spec(v) for v in s)
+    return spec(s)
+
+
+def synthetic_labels(wl: Any, batch: int, seed: int = 1) -> Any:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, wl.label_classes, (batch, *wl.label_shape)).astype(wl.label_dtype)
