@@ -167,3 +167,29 @@ def test_micro_on_the_gpu_reaches_a_fair_share_of_peak() -> None:
     assert m.median and m.median > 50  # TFLOP/s: any tensor-core GPU of this decade
     lat = micro.launch_latency("function", 1000)
     assert lat.median and lat.median < 100
+
+
+def test_detector_generation_and_conv3d_on_the_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("keras_hub")
+    out = tmp_path / "x.json"
+    result = runner.invoke(app, ["bench", "yolo", "gpt2", "conv3d", "--quick", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    by = {m.name: m for m in load_report(out).measurements}
+    yolo = [m for n, m in by.items() if n.startswith("yolo-style 4K inference")]
+    assert yolo and all(m.median for m in yolo)
+    assert by["gpt2 generate batch=1 float32"].unit == "tokens/s"
+    ttft = by["gpt2 time to first token batch=1 float32"]
+    assert ttft.unit == "ms" and not ttft.higher_is_better and ttft.median
+    conv = [m for n, m in by.items() if n.startswith("conv3d")]
+    assert len(conv) == 2 and all(m.median for m in conv)
+    assert conv[0].params["tflops_per_watt"] is None  # no GPU power reading here
+
+
+def test_the_4k_detector_is_v8s_sized() -> None:
+    pytest.importorskip("keras")
+    from tfaccel.bench.models import UHD, conv3d_flops, yolo_style
+
+    model = yolo_style()
+    assert model.input_shape == (None, *UHD, 3)
+    assert 9e6 < model.count_params() < 14e6  # YOLOv8s: about 11 M
+    assert conv3d_flops(4, (64, 128, 128), 64, 64) == 2 * 4 * 64 * 128 * 128 * 64 * 27 * 64

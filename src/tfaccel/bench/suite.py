@@ -12,7 +12,7 @@ from tfaccel.bench.results import BenchReport
 from tfaccel.bench.timer import Measurement
 from tfaccel.environment import environment
 
-Bench = tuple[str, Callable[[], Measurement | None]]
+Bench = tuple[str, Callable[[], Measurement | list[Measurement] | None]]
 
 
 def _telemetry(sampler: Any, start: float) -> dict[str, Any]:
@@ -76,15 +76,14 @@ def run_suite(
                 on_progress(name, None)
             t0 = time.time()
             try:
-                m = fn()
+                got = fn()
             except Exception as exc:
-                m = Measurement(name, "", (), error=f"{type(exc).__name__}: {exc}"[:500])
-            if m is None:
-                continue
-            m = replace(m, telemetry=_telemetry(sampler, t0))
-            out.append(m)
+                got = Measurement(name, "", (), error=f"{type(exc).__name__}: {exc}"[:500])
+            results = got if isinstance(got, list) else ([] if got is None else [got])
+            telemetry = _telemetry(sampler, t0)
+            out += [replace(m, telemetry=telemetry) for m in results]
             if on_progress:
-                on_progress(name, m)
+                on_progress(name, results[0] if results else None)
     finally:
         if sampler is not None:
             sampler.stop()
@@ -178,3 +177,126 @@ def workload_benches(workload: str, batch: int, quick: bool = False) -> list[Ben
 
             benches.append((f"{workload} {precision} xla={xla}", run))
     return benches
+
+
+def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
+    """Inference, detection, generation, Conv3D and checkpointing benchmarks by name."""
+    from tfaccel.bench import inference
+    from tfaccel.bench.models import yolo_style
+
+    spec = local_spec()
+    if name == "yolo":
+        hw = (128, 224) if quick else None
+        build = partial(yolo_style, hw) if hw else yolo_style
+        return [
+            (
+                f"yolo batch={b} {p}",
+                partial(
+                    inference.forward_throughput,
+                    "yolo-style 4K",
+                    build,
+                    b,
+                    p,
+                    True,
+                    3 if quick else 5,
+                    2 if quick else 10,
+                ),
+            )
+            for b in ((1,) if quick else (1, 8))
+            for p in ("float32", "mixed_bfloat16")
+        ]
+    if name == "conv3d":
+        size = (1, (8, 16, 16), 8) if quick else (4, (64, 128, 128), 64)
+        return [
+            (
+                f"conv3d {p}",
+                partial(
+                    inference.conv3d,
+                    size[0],
+                    size[1],
+                    size[2],
+                    p,
+                    0.5 if quick else 8.0,
+                    spec.peak("bf16" if p != "float32" else "tf32") if spec else None,
+                ),
+            )
+            for p in ("mixed_bfloat16", "float32")
+        ]
+    if name == "gpt2":
+        shape: dict[str, Any] = (
+            {"layers": 1, "hidden": 32, "heads": 2, "vocab": 500} if quick else {}
+        )
+        return [
+            (
+                f"gpt2 batch={b}",
+                partial(
+                    inference.gpt2_generation,
+                    b,
+                    8 if quick else 32,
+                    8 if quick else 128,
+                    repeats=2 if quick else 3,
+                    **shape,
+                ),
+            )
+            for b in ((1,) if quick else (1, 16))
+        ]
+    if name == "remat":
+        return [
+            (
+                "resnet50 checkpointing",
+                partial(remat_saving, "tiny" if quick else "resnet50", 16 if quick else 128),
+            )
+        ]
+    if name == "resnet50-inference":
+        from tfaccel.workloads.builtin import resnet50
+
+        return [
+            (
+                f"resnet50 inference {p}",
+                partial(
+                    inference.forward_throughput,
+                    "resnet50",
+                    lambda: resnet50().model,
+                    8 if quick else 256,
+                    p,
+                    True,
+                    3 if quick else 5,
+                    2 if quick else 10,
+                ),
+            )
+            for p in ("float32", "mixed_bfloat16")
+        ]
+    return None
+
+
+def remat_saving(workload: str, batch: int) -> Measurement:
+    """Peak GPU memory of a training step with and without gradient checkpointing."""
+    from tfaccel.optimize.settings import Settings
+    from tfaccel.tune.runner import StepPlan, run_trial
+
+    peaks: dict[bool, int | None] = {}
+    for remat in (False, True):
+        r = run_trial(
+            workload,
+            Settings(
+                precision="float32", xla="off", batch_size=batch, gradient_checkpointing=remat
+            ),
+            StepPlan(3, 2, 3),
+        )
+        peaks[remat] = r.peak_memory_bytes
+    name = f"{workload} peak memory, gradient checkpointing off -> on, batch {batch}"
+    off, on = peaks[False], peaks[True]
+    if not off or not on:
+        return Measurement(
+            name,
+            "GiB",
+            (),
+            error="needs a GPU (peak memory is read from TensorFlow's GPU allocator)",
+        )
+    saving = 100.0 * (1 - on / off)
+    return Measurement(
+        name,
+        "% saved",
+        (saving,),
+        params={"peak_off_bytes": peaks[False], "peak_on_bytes": peaks[True]},
+    )

@@ -8,7 +8,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tfaccel.bench.results import compare, load_report, report_json
-from tfaccel.bench.suite import micro_benches, run_suite, workload_benches
+from tfaccel.bench.suite import extra_benches, micro_benches, run_suite, workload_benches
 from tfaccel.bench.timer import Measurement
 from tfaccel.cli._common import (
     FORMAT_OPTION,
@@ -23,7 +23,8 @@ from tfaccel.render.bench import bench_html, bench_text, compare_text
 from tfaccel.tune.output import check_writable, write_atomic
 from tfaccel.workloads import BUILTIN
 
-WORKLOAD_BATCH = {"resnet50": 256, "bert": 128, "tiny": 128}
+WORKLOAD_BATCH = {"resnet50": 256, "bert": 128, "bert_hub": 128, "tiny": 128}
+EXTRAS = ("yolo", "conv3d", "gpt2", "remat", "resnet50-inference")
 
 
 @handle_errors
@@ -62,8 +63,12 @@ def bench(
             benches += micro_benches(quick)
         elif item == "all":
             benches += micro_benches(quick)
-            for w in ("resnet50", "bert"):
+            for w in ("resnet50", "bert_hub"):
                 benches += workload_benches(w, batch or WORKLOAD_BATCH[w], quick)
+            for extra in ("resnet50-inference", "yolo", "gpt2", "conv3d", "remat"):
+                benches += extra_benches(extra, quick) or []
+        elif (found := extra_benches(item, quick)) is not None:
+            benches += found
         elif item in BUILTIN or ":" in item:
             benches += workload_benches(item, batch or WORKLOAD_BATCH.get(item, 64), quick)
         else:
@@ -82,8 +87,11 @@ def bench(
     ) as progress:
         task = progress.add_task("benchmarks", total=len(benches))
 
+        started: set[str] = set()
+
         def on_progress(name: str, m: Measurement | None) -> None:
-            if m is None:
+            if name not in started:
+                started.add(name)
                 progress.update(task, description=f"running {name}")
             else:
                 progress.advance(task)
