@@ -115,7 +115,7 @@ def test_foreign_result_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigFileError, match="is not a tfaccel bench result"):
         load_report(p)
     p.write_text("{not json")
-    with pytest.raises(ConfigFileError, match="is not JSON"):
+    with pytest.raises(ConfigFileError, match="is not valid JSON"):
         load_report(p)
 
 

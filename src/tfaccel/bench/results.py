@@ -46,17 +46,10 @@ def report_json(r: BenchReport) -> str:
 
 
 def load_report(path: str | Path) -> BenchReport:
+    from tfaccel._deps import read_json
+
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigFileError(
-            f"Cannot read {p}", expected="a tfaccel bench JSON file", received=str(exc)
-        ) from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigFileError(
-            f"{p} is not JSON", expected="a tfaccel bench JSON file", received=exc.msg
-        ) from exc
+    data = read_json(p, "a tfaccel bench JSON file")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ConfigFileError(
             f"{p} is not a tfaccel bench result",

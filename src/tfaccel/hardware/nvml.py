@@ -8,7 +8,6 @@ Tests inject a fake module with the same function names at this boundary.
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType, TracebackType
@@ -21,15 +20,9 @@ _NVML_HINT = "nvidia-smi  (if it fails too, the NVIDIA driver is not installed o
 
 def load_pynvml() -> ModuleType:
     """Import the NVML bindings or raise DependencyMissingError with the pip command."""
-    try:
-        return importlib.import_module("pynvml")
-    except ImportError as exc:
-        raise DependencyMissingError(
-            "The NVML bindings are not installed",
-            expected="the nvidia-ml-py package",
-            received=str(exc),
-            hint="pip install nvidia-ml-py",
-        ) from exc
+    from tfaccel._deps import require
+
+    return require("pynvml", "nvidia-ml-py", "The NVML bindings")
 
 
 def _text(value: Any) -> Any:

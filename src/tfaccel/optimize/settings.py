@@ -9,7 +9,6 @@ written to it before TensorFlow starts).
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,21 +133,8 @@ def settings_from_dict(data: Any, source: str = "settings") -> Settings:
 
 def read_settings_file(path: str | Path) -> Settings:
     """Parse a tfaccel.json (never executed) into Settings."""
+    from tfaccel._deps import read_json
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigFileError(
-            f"Cannot read {p}",
-            expected="a tfaccel.json written by `tfaccel tune`",
-            received=str(exc),
-        ) from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigFileError(
-            f"{p} is not valid JSON",
-            expected="a JSON object",
-            received=f"line {exc.lineno}, column {exc.colno}: {exc.msg}",
-        ) from exc
+    data = read_json(p, "a tfaccel.json written by `tfaccel tune`")
     return settings_from_dict(data, str(p))

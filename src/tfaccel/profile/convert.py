@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tfaccel.errors import DependencyMissingError, InputError
+from tfaccel.errors import InputError
 
 TOOLS = (
     "overview_page",
@@ -25,15 +25,9 @@ TOOLS = (
 
 def convert(files: Sequence[Path], tool: str) -> Any:
     """Run one XProf tool on the run's files; raises InputError if the files do not parse."""
-    try:
-        from xprof.convert import raw_to_tool_data
-    except ImportError as exc:
-        raise DependencyMissingError(
-            "XProf's converters are not installed",
-            expected="the xprof package",
-            received=str(exc),
-            hint="pip install xprof",
-        ) from exc
+    from tfaccel._deps import require
+
+    raw_to_tool_data = require("xprof.convert.raw_to_tool_data", "xprof", "XProf's converters")
     data, _ctype = raw_to_tool_data.xspace_to_tool_data([str(f) for f in files], tool, {})
     if data is None:
         raise InputError(

@@ -93,17 +93,9 @@ def bert_hub(
     """
     import keras
 
-    try:
-        import keras_hub
-    except ImportError as exc:
-        from tfaccel.errors import DependencyMissingError
+    from tfaccel._deps import require
 
-        raise DependencyMissingError(
-            "KerasHub is not installed",
-            expected="keras-hub",
-            received=str(exc),
-            hint="pip install keras-hub",
-        ) from exc
+    keras_hub = require("keras_hub", "keras-hub", "KerasHub")
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=30522,
         num_layers=layers,

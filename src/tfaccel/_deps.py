@@ -1,0 +1,41 @@
+"""Optional packages and data files: one way to import or read them, one error shape."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from tfaccel.errors import ConfigFileError, DependencyMissingError
+
+
+def require(module: str, package: str, what: str) -> ModuleType:
+    """Import `module`, or raise DependencyMissingError naming `pip install package`."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise DependencyMissingError(
+            f"{what} is not installed",
+            expected=f"the {package} package",
+            received=str(exc),
+            hint=f"pip install {package}",
+        ) from exc
+
+
+def read_json(path: str | Path, expected: str) -> Any:
+    """Parse a JSON file (never executed); unreadable or invalid files are ConfigFileErrors."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigFileError(f"Cannot read {p}", expected=expected, received=str(exc)) from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigFileError(
+            f"{p} is not valid JSON",
+            expected=expected,
+            received=f"line {exc.lineno}, column {exc.colno}: {exc.msg}",
+        ) from exc
