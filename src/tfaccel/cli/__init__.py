@@ -11,6 +11,7 @@ from tfaccel.cli import hw as hw_cmd
 from tfaccel.cli import monitor as monitor_cmd
 from tfaccel.cli import plan as plan_cmd
 from tfaccel.cli import profile as profile_cmd
+from tfaccel.cli import scale as scale_cmd
 from tfaccel.cli import tune as tune_cmd
 
 app = typer.Typer(
@@ -44,6 +45,8 @@ app.command("plan")(plan_cmd.plan)
 app.command("tune")(tune_cmd.tune)
 app.command("monitor")(monitor_cmd.monitor)
 app.command("bench")(bench_cmd.bench)
+app.command("scale")(scale_cmd.scale)
+app.add_typer(scale_cmd.mps_app, name="mps")
 app.add_typer(monitor_cmd.power_app, name="power")
 app.command(
     "profile",

@@ -267,6 +267,16 @@ def _gpu_total_mib() -> int | None:
         return None
 
 
+def _mps_running() -> bool:
+    try:
+        from tfaccel.doctor.probes import mps_state
+
+        pipes, procs = mps_state(os.environ)
+        return bool(pipes or procs)
+    except Exception:
+        return False
+
+
 _LAST: dict[str, Any] = {}
 
 
@@ -310,6 +320,17 @@ def apply_settings(settings: Settings) -> ConfigureReport:
 
     gpus = list(tf.config.list_physical_devices("GPU"))
     rows.extend(_apply_memory(tf, s, gpus, initialized, _gpu_total_mib()))
+    if gpus and s.memory == "default" and _mps_running():
+        rows.append(
+            Applied(
+                "memory",
+                "default",
+                "warning",
+                "MPS is running: every process "
+                "sharing the GPU would try to take all its memory; use "
+                "memory='growth' or memory='limit' with memory_limit_mib",
+            )
+        )
     cc = _gpu_capability(tf, gpus)
     precision, why = resolve_precision(s.precision, cc)
     policy = precision if precision.startswith("mixed_") else "float32"

@@ -50,8 +50,18 @@ class TrialResult:
         return self.status == "ok" and bool(self.samples_per_s)
 
 
-def settings_key(workload: str, settings: Settings, steps: StepPlan) -> str:
-    blob = json.dumps({"w": workload, "s": settings.to_dict(), "p": steps.__dict__}, sort_keys=True)
+def settings_key(
+    workload: str, settings: Settings, steps: StepPlan, extra: dict[str, Any] | None = None
+) -> str:
+    blob = json.dumps(
+        {
+            "w": workload,
+            "s": settings.to_dict(),
+            "p": steps.__dict__,
+            **({"x": extra} if extra else {}),
+        },
+        sort_keys=True,
+    )
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
@@ -91,23 +101,32 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
         traceback=payload.get("traceback"),
         wall_s=wall_s,
         device=payload.get("device"),
+        extra={k: payload[k] for k in ("engine", "replicas", "global_batch") if k in payload},
     )
 
 
 def run_trial(
-    workload: str, settings: Settings, steps: StepPlan, timeout_s: float = 600.0, seed: int = 0
+    workload: str,
+    settings: Settings,
+    steps: StepPlan,
+    timeout_s: float = 600.0,
+    seed: int = 0,
+    extra: dict[str, Any] | None = None,
+    env_overrides: dict[str, str] | None = None,
 ) -> TrialResult:
     """One trial in a fresh process; a hang is killed at `timeout_s` and recorded."""
-    key = settings_key(workload, settings, steps)
+    key = settings_key(workload, settings, steps, extra)
     config = {
         "workload": workload,
         "settings": settings.to_dict(),
         "steps": steps.__dict__,
         "seed": seed,
+        **(extra or {}),
     }
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    env.update(env_overrides or {})
     start = time.perf_counter()
     try:
         proc = subprocess.run(

@@ -50,6 +50,14 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     window = max(spe, (window + spe - 1) // spe * spe)
     warmup = max(spe, (warmup + spe - 1) // spe * spe)
     total = warmup + windows * window
+    logical_cpus = int(config.get("logical_cpus", 0))
+    if logical_cpus > 1:  # CPU-only tests of multi-replica code: split the CPU
+        import tensorflow as tf
+
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus
+        )
     report = configure(settings)
 
     import keras
@@ -58,6 +66,20 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from tfaccel.workloads import load_workload
 
     keras.utils.set_random_seed(int(config.get("seed", 0)))
+    engine = config.get("engine", "auto")
+    replicas = logical_cpus if logical_cpus > 1 else report.gpus
+    mirrored = settings.strategy == "mirrored" or (settings.strategy == "auto" and replicas > 1)
+    if mirrored and engine != "fit":
+        return _run_custom(
+            config,
+            settings,
+            report,
+            wl_name=config["workload"],
+            logical_cpus=logical_cpus,
+            warmup=warmup,
+            windows=windows,
+            window=window,
+        )
     with report.strategy_scope(), report.remat_scope():
         wl = load_workload(config["workload"])
         model = wl.model
@@ -101,6 +123,81 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         "losses": [loss for _, _, loss in marks[:20]],
         "final_loss": marks[-1][2],
         "steps": total,
+        "device": "GPU" if report.gpus else "CPU",
+    }
+
+
+def _run_custom(
+    config: dict[str, Any],
+    settings: Any,
+    report: Any,
+    wl_name: str,
+    logical_cpus: int,
+    warmup: int,
+    windows: int,
+    window: int,
+) -> dict[str, Any]:
+    """Data parallelism with tfaccel's step: XLA per replica, all-reduce outside it."""
+    import tensorflow as tf
+
+    from tfaccel.scale.step import DistributedTrainer
+    from tfaccel.workloads import load_workload
+
+    if logical_cpus > 1:
+        strategy = tf.distribute.MirroredStrategy(
+            [d.name for d in tf.config.list_logical_devices("CPU")]
+        )
+    else:
+        strategy = tf.distribute.MirroredStrategy()
+    n = strategy.num_replicas_in_sync
+    per_replica = settings.batch_size or 32
+    global_batch = per_replica * n
+    with strategy.scope(), report.remat_scope():
+        wl = load_workload(wl_name)
+        optimizer = report.optimizer(wl.optimizer)
+    trainer = DistributedTrainer(
+        wl.model,
+        optimizer,
+        wl.loss,
+        strategy,
+        global_batch,
+        jit=settings.xla == "jit",
+        steps_per_execution=settings.steps_per_execution,
+        loss_scale=2.0**15 if report.precision == "mixed_float16" else None,
+    )
+    ds = (
+        _synthetic(wl.model, wl, global_batch)
+        if wl.dataset is None
+        else _user_dataset(wl.dataset, global_batch)
+    )
+    it = trainer.distribute(report.dataset(ds))
+    spe = settings.steps_per_execution
+    start = time.perf_counter()
+    losses = trainer.run(it, max(1, warmup // spe))
+    first_end = time.perf_counter()
+    timed = []
+    for _ in range(windows):
+        t0 = time.perf_counter()
+        losses += trainer.run(it, max(1, window // spe))
+        timed.append(max(1, window // spe) * spe * global_batch / (time.perf_counter() - t0))
+    peak = None
+    if report.gpus:
+        try:
+            peak = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+        except Exception:
+            peak = None
+    return {
+        "status": "ok",
+        "precision": report.precision,
+        "engine": "tfaccel step",
+        "replicas": n,
+        "global_batch": global_batch,
+        "compile_s": first_end - start,
+        "window_samples_per_s": timed,
+        "peak_memory_bytes": peak,
+        "losses": losses[:20],
+        "final_loss": losses[-1],
+        "steps": (warmup + windows * window),
         "device": "GPU" if report.gpus else "CPU",
     }
 

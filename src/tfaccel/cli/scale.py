@@ -1,0 +1,169 @@
+"""`tfaccel scale` and `tfaccel mps`."""
+
+from __future__ import annotations
+
+import typer
+
+from tfaccel.cli._common import (
+    FORMAT_OPTION,
+    handle_errors,
+    stderr_console,
+    stdout_console,
+    write_out,
+)
+from tfaccel.errors import InputError
+from tfaccel.render import Format, dumps
+from tfaccel.render.scale import mps_text, scale_text, tfconfig_text
+from tfaccel.scale import mps as mpsmod
+from tfaccel.scale.runner import ScaleReport, gpu_counts, run_scale
+from tfaccel.scale.tfconfig import make
+
+
+def _counts(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise InputError(
+            "Cannot read --gpus", expected="counts like 1,2,4", received=repr(text)
+        ) from exc
+
+
+@handle_errors
+def scale(
+    workload: str = typer.Argument(None, help="Built-in workload or module:function."),
+    gpus: str = typer.Option(
+        None, "--gpus", help="GPU counts to measure, e.g. 1,2 (default 1, 2, 4, ... all)."
+    ),
+    batch: int = typer.Option(256, "--batch", "-b", help="Batch size per replica."),
+    precision: str = typer.Option("auto", "--precision"),
+    xla: str = typer.Option("jit", "--xla"),
+    spe: int = typer.Option(10, "--steps-per-execution"),
+    engine: str = typer.Option(
+        "auto",
+        "--engine",
+        help="auto (tfaccel's XLA-per-replica step) or fit (Keras fit, for comparison).",
+    ),
+    workers: str = typer.Option(
+        None,
+        "--workers",
+        help="host1:port,host2:port: print the TF_CONFIG for a multi-worker cluster instead.",
+    ),
+    index: int = typer.Option(0, "--index", help="This worker's index with --workers."),
+    script: str = typer.Option(
+        "python train.py", "--script", help="The command each worker runs (with --workers)."
+    ),
+    cpu_replicas: int = typer.Option(
+        0,
+        "--cpu-replicas",
+        help="No GPU: split the CPU into this many replicas to exercise the code path.",
+    ),
+    warmup: int = typer.Option(20, "--warmup"),
+    windows: int = typer.Option(5, "--windows"),
+    window: int = typer.Option(20, "--window"),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Throughput and scaling efficiency on 1..N GPUs; or TF_CONFIG for several workers."""
+    if engine not in ("auto", "fit"):
+        raise InputError("Unknown engine", expected="auto or fit", received=engine)
+    if workers is not None:
+        cfg = make([w.strip() for w in workers.split(",") if w.strip()], index)
+        if fmt is Format.json:
+            write_out(dumps({"tf_config": cfg.to_json(), "commands": cfg.commands(script)}))
+        else:
+            tfconfig_text(cfg, script, stdout_console())
+        return
+    if workload is None:
+        raise InputError(
+            "Nothing to scale",
+            expected="tfaccel scale WORKLOAD, or --workers",
+            received="no workload",
+        )
+    from tfaccel.optimize.settings import Settings
+    from tfaccel.tune.runner import StepPlan
+
+    topology = None
+    warnings: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    if cpu_replicas:
+        visible = cpu_replicas
+    else:
+        from tfaccel.hardware.inventory import read_inventory
+
+        inv = read_inventory()
+        visible = len(inv.gpus)
+        names = tuple(g.name or "?" for g in inv.gpus)
+        topology = inv.topology
+        warnings = tuple(w for g in inv.gpus for w in g.warnings) + (
+            topology.warnings if topology else ()
+        )
+        if not visible:
+            raise InputError(
+                "No GPU visible",
+                expected="one or more GPUs, or --cpu-replicas N to exercise the code path",
+                received="0 GPUs",
+            )
+    counts = gpu_counts(visible, _counts(gpus))
+    settings = Settings(precision=precision, xla=xla, batch_size=batch, steps_per_execution=spe)
+    err = stderr_console()
+    with err.status("scaling ...") as status:
+
+        def on_point(n: int, r: object) -> None:
+            if r is None:
+                status.update(f"{n} GPU(s): a fresh process builds, compiles and times ...")
+
+        points = run_scale(
+            workload,
+            counts,
+            settings,
+            StepPlan(warmup, windows, window),
+            engine,
+            cpu_replicas=bool(cpu_replicas),
+            on_point=on_point,
+        )
+    report = ScaleReport(
+        workload,
+        batch,
+        {"precision": precision, "xla": xla, "spe": spe},
+        tuple(points),
+        topology,
+        warnings,
+        names,
+    )
+    if fmt is Format.json:
+        write_out(dumps(report, schema="tfaccel.scale/1"))
+    else:
+        scale_text(report, stdout_console())
+
+
+mps_app = typer.Typer(
+    help="NVIDIA MPS: status (read-only), start and stop (--yes).", no_args_is_help=True
+)
+
+
+@mps_app.command("status")
+@handle_errors
+def mps_status(fmt: Format = FORMAT_OPTION) -> None:
+    """Is the MPS control daemon running; compute mode; what TensorFlow needs under MPS."""
+    s = mpsmod.status()
+    if fmt is Format.json:
+        write_out(dumps(s))
+    else:
+        mps_text(s, stdout_console())
+
+
+@mps_app.command("start")
+@handle_errors
+def mps_start(yes: bool = typer.Option(False, "--yes", help="Run the commands (as root).")) -> None:
+    """Print (or, with --yes, run) the commands that start the MPS control daemon."""
+    cmds = mpsmod.start(execute=yes)
+    stdout_console().print(("ran:\n" if yes else "run these (or add --yes):\n") + "\n".join(cmds))
+
+
+@mps_app.command("stop")
+@handle_errors
+def mps_stop(yes: bool = typer.Option(False, "--yes", help="Run the command.")) -> None:
+    """Print (or, with --yes, run) the command that stops the MPS control daemon."""
+    cmds = mpsmod.stop(execute=yes)
+    stdout_console().print(("ran:\n" if yes else "run this (or add --yes):\n") + "\n".join(cmds))

@@ -1,0 +1,1 @@
+"""Multi-GPU: TF_CONFIG for multi-worker training, MPS, and scaling measurements."""

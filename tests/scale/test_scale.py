@@ -1,0 +1,284 @@
+"""TF_CONFIG, MPS (with a fake control binary), counts, efficiency, and the scale command."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tfaccel.cli import app
+from tfaccel.errors import ConfigFileError, InputError
+from tfaccel.optimize.settings import Settings
+from tfaccel.scale import mps
+from tfaccel.scale.runner import gpu_counts, run_scale
+from tfaccel.scale.tfconfig import make, validate
+from tfaccel.tune.runner import StepPlan, TrialResult
+
+runner = CliRunner()
+GOOD = {"cluster": {"worker": ["h1:2222", "h2:2222"]}, "task": {"type": "worker", "index": 1}}
+
+
+def test_make_and_commands() -> None:
+    cfg = make(["10.0.0.1:2222", "10.0.0.2:2222"], 1)
+    assert json.loads(cfg.to_json()) == {
+        "cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    lines = cfg.commands("python train.py")
+    assert len(lines) == 2 and '"index": 0' in lines[0] and '"index": 1' in lines[1]
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ("{not json", "not valid JSON"),
+        ({"task": GOOD["task"]}, "'cluster'"),
+        (
+            {**GOOD, "cluster": {"worker": ["h1:2222", "h1:2222"]}},
+            "cluster.worker[1]: h1:2222 is listed twice",
+        ),
+        ({**GOOD, "cluster": {"wrker": ["h1:1"]}}, "cluster.wrker: unknown task type"),
+        ({**GOOD, "cluster": {"worker": ["h1"]}}, "cluster.worker[0]: not a host:port"),
+        ({**GOOD, "cluster": {"worker": ["h1:99999"]}}, "cluster.worker[0]: not a host:port"),
+        ({**GOOD, "task": {"type": "worker", "index": 2}}, "task.index: out of range"),
+        ({**GOOD, "task": {"type": "chief", "index": 0}}, "task.type: names no task"),
+    ],
+)
+def test_bad_tf_configs_name_the_field(config: object, field: str) -> None:
+    with pytest.raises(ConfigFileError) as caught:
+        validate(config)  # type: ignore[arg-type]
+    assert field in caught.value.message
+
+
+def test_gpu_counts() -> None:
+    assert gpu_counts(8, None) == [1, 2, 4, 8]
+    assert gpu_counts(6, None) == [1, 2, 4, 6]
+    assert gpu_counts(2, [2, 1]) == [1, 2]
+    with pytest.raises(InputError) as caught:
+        gpu_counts(2, [4])
+    assert "Cannot run on 4 GPU(s)" in caught.value.message
+    assert "the 2 visible GPU(s)" in caught.value.message
+
+
+def test_efficiency_from_fake_trials() -> None:
+    seen: list[tuple[int, dict[str, str]]] = []
+
+    def trial(
+        workload: str,
+        s: Settings,
+        steps: StepPlan,
+        timeout: float,
+        extra: dict,
+        env_overrides: dict,
+    ) -> TrialResult:
+        n = len(env_overrides["CUDA_VISIBLE_DEVICES"].split(","))
+        seen.append((n, env_overrides))
+        assert s.strategy == ("mirrored" if n > 1 else "none")
+        return TrialResult(
+            "k",
+            "l",
+            s.to_dict(),
+            "ok",
+            samples_per_s=1000.0 * n * (1.0 if n == 1 else 0.9),
+            extra={"engine": "tfaccel step"},
+        )
+
+    points = run_scale("w", [1, 2, 4], Settings(batch_size=256), StepPlan(), trial_fn=trial)
+    assert [p.efficiency for p in points] == [1.0, pytest.approx(0.9), pytest.approx(0.9)]
+    assert [p.global_batch for p in points] == [256, 512, 1024]
+    assert seen[2][1]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+
+
+@pytest.fixture
+def fake_control(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    log = tmp_path / "calls.log"
+    binary = tmp_path / "bin" / "nvidia-cuda-mps-control"
+    binary.parent.mkdir()
+    binary.write_text(
+        f'#!/bin/sh\necho "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY" >> {log}\ncat >> {log}\n'
+    )
+    binary.chmod(0o755)
+    env = {
+        "PATH": f"{binary.parent}:{os.environ['PATH']}",
+        "CUDA_MPS_PIPE_DIRECTORY": str(tmp_path / "pipe"),
+        "CUDA_MPS_LOG_DIRECTORY": str(tmp_path / "log"),
+    }
+    return env, log
+
+
+def test_mps_start_and_stop_print_by_default_and_run_with_execute(
+    fake_control: tuple[dict[str, str], Path],
+) -> None:
+    env, log = fake_control
+    cmds = mps.start(execute=False, env=env)
+    assert cmds[-1] == "nvidia-cuda-mps-control -d" and not log.exists()
+    mps.start(execute=True, env=env)
+    mps.stop(execute=True, env=env)
+    calls = log.read_text()
+    assert f"args=-d pipe={env['CUDA_MPS_PIPE_DIRECTORY']}" in calls
+    assert "quit" in calls
+    assert Path(env["CUDA_MPS_LOG_DIRECTORY"]).is_dir()
+
+
+def test_mps_status_reads_pipe_and_processes(
+    fake_control: tuple[dict[str, str], Path], tmp_path: Path
+) -> None:
+    env, _ = fake_control
+    pipe = Path(env["CUDA_MPS_PIPE_DIRECTORY"])
+    pipe.mkdir()
+    (pipe / "control").write_text("")
+    s = mps.status(env, proc_root=str(tmp_path / "noproc"))
+    assert s.running and s.control_binary and s.advice
+    with pytest.raises(InputError, match="already running"):
+        mps.start(execute=True, env=env)
+
+
+def test_mps_cli_never_runs_without_yes(
+    monkeypatch: pytest.MonkeyPatch, fake_control: tuple[dict[str, str], Path]
+) -> None:
+    env, log = fake_control
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    result = runner.invoke(app, ["mps", "start"])
+    assert result.exit_code == 0 and "add --yes" in result.stdout and not log.exists()
+
+
+@pytest.mark.slow
+def test_scale_command_on_two_cpu_replicas() -> None:
+    pytest.importorskip("tensorflow")
+    result = runner.invoke(
+        app,
+        [
+            "scale",
+            "tiny",
+            "--cpu-replicas",
+            "2",
+            "--batch",
+            "8",
+            "--precision",
+            "float32",
+            "--warmup",
+            "2",
+            "--windows",
+            "1",
+            "--window",
+            "5",
+            "--format",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    points = json.loads(result.stdout)["points"]
+    assert [p["gpus"] for p in points] == [1, 2]
+    assert all(p["status"] == "ok" for p in points), points
+    assert points[1]["engine"] == "tfaccel step" and points[1]["global_batch"] == 16
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+WORKER = """
+import json
+import numpy as np, tensorflow as tf, keras
+from tfaccel.scale.step import DistributedTrainer
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+    opt = keras.optimizers.SGD(0.1)
+t = DistributedTrainer(model, opt, "mse", strategy, global_batch=32, jit=True,
+                       steps_per_execution=2)
+x = np.ones((256, 8), "float32"); y = np.zeros((256, 4), "float32")
+it = t.distribute(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32))
+print("LOSS", json.dumps([round(v, 6) for v in t.run(it, 3)]), strategy.num_replicas_in_sync)
+"""
+
+
+@pytest.mark.slow
+def test_two_workers_on_loopback(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    cfg = make([f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"], 0)
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent(WORKER))
+    procs = []
+    for i in range(2):
+        env = {
+            **os.environ,
+            "TF_CONFIG": validate(
+                {"cluster": cfg.cluster, "task": {"type": "worker", "index": i}}
+            ).to_json(),
+            "TF_CPP_MIN_LOG_LEVEL": "3",
+            "CUDA_VISIBLE_DEVICES": "",
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(script)],
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        )
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-800:] for o in outs]
+    losses = [next(line for line in o[0].splitlines() if line.startswith("LOSS")) for o in outs]
+    # Keras fit fails under MultiWorkerMirroredStrategy in Keras 3.15; tfaccel's step
+    # trains: both workers see the same falling losses, 2 replicas in sync.
+    assert losses[0] == losses[1] and losses[0].endswith(" 2")
+    values = json.loads(losses[0].split(" ", 1)[1].rsplit(" ", 1)[0])
+    assert values[0] > values[-1]
+
+
+TRAINER = """
+import json
+import numpy as np, tensorflow as tf, keras
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from tfaccel.scale.step import DistributedTrainer
+strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")])
+out = {}
+for policy, scale in (("float32", None), ("mixed_bfloat16", None), ("mixed_float16", 1024.0)):
+    keras.mixed_precision.set_global_policy(policy)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                                  keras.layers.Dense(4)])
+        opt = keras.optimizers.SGD(0.1)
+    t = DistributedTrainer(model, opt, "mse", strategy, 32, jit=True, steps_per_execution=5,
+                           loss_scale=scale)
+    rng = np.random.default_rng(0)
+    x = rng.random((320, 8), dtype=np.float32); y = rng.random((320, 4), dtype=np.float32)
+    losses = t.run(t.distribute(tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat()), 3)
+    diff = max(float(np.abs(v.value.values[0].numpy() - v.value.values[1].numpy()).max())
+               for v in model.trainable_variables)
+    out[policy] = {"losses": losses, "replica_diff": diff}
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_trainer_keeps_replicas_identical_in_every_precision(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    script = tmp_path / "trainer.py"
+    script.write_text(textwrap.dedent(TRAINER))
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONPATH": str(Path(__file__).parents[2] / "src"),
+    }
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    result = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
+    for policy, r in result.items():
+        assert r["replica_diff"] == 0.0, policy
+        assert r["losses"][-1] < r["losses"][0], (policy, r["losses"])
