@@ -57,5 +57,19 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def int_list(text: str | None, flag: str, example: str) -> list[int] | None:
+    """'0,1' -> [0, 1]; None or '' -> None; anything else is an InputError for `flag`."""
+    from tfaccel.errors import InputError
+
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise InputError(
+            f"Cannot read {flag}", expected=f"integers like {example}", received=repr(text)
+        ) from exc
+
+
 def write_out(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -12,6 +12,7 @@ from rich.live import Live
 from tfaccel.cli._common import (
     FORMAT_OPTION,
     handle_errors,
+    int_list,
     stderr_console,
     stdout_console,
     write_out,
@@ -24,17 +25,6 @@ from tfaccel.monitor.power import read_power, reset_power_limit, set_power_limit
 from tfaccel.monitor.sampler import Sampler
 from tfaccel.render import Format, dumps, to_jsonable
 from tfaccel.render.monitor import power_table, snapshot_view, sweep_table
-
-
-def _indices(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise InputError(
-            "Cannot read --gpus", expected="indices like 0,1", received=repr(text)
-        ) from exc
 
 
 @handle_errors
@@ -62,7 +52,10 @@ def monitor(
     thresholds = Thresholds(temp_c=temp, mem_pct=mem)
     sample_log = SampleLog(log) if log else None
     sampler = Sampler(
-        _indices(gpus), interval, thresholds, on_snapshot=sample_log.write if sample_log else None
+        int_list(gpus, "--gpus", "0,1"),
+        interval,
+        thresholds,
+        on_snapshot=sample_log.write if sample_log else None,
     )
     if once:
         sampler.start()

@@ -7,6 +7,7 @@ import typer
 from tfaccel.cli._common import (
     FORMAT_OPTION,
     handle_errors,
+    int_list,
     stderr_console,
     stdout_console,
     write_out,
@@ -17,17 +18,6 @@ from tfaccel.render.scale import mps_text, scale_text, tfconfig_text
 from tfaccel.scale import mps as mpsmod
 from tfaccel.scale.runner import ScaleReport, gpu_counts, run_scale
 from tfaccel.scale.tfconfig import make
-
-
-def _counts(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise InputError(
-            "Cannot read --gpus", expected="counts like 1,2,4", received=repr(text)
-        ) from exc
 
 
 @handle_errors
@@ -104,7 +94,7 @@ def scale(
                 expected="one or more GPUs, or --cpu-replicas N to exercise the code path",
                 received="0 GPUs",
             )
-    counts = gpu_counts(visible, _counts(gpus))
+    counts = gpu_counts(visible, int_list(gpus, "--gpus", "1,2,4"))
     settings = Settings(precision=precision, xla=xla, batch_size=batch, steps_per_execution=spe)
     err = stderr_console()
     with err.status("scaling ...") as status:

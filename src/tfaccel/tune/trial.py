@@ -29,6 +29,18 @@ def _synthetic(model: Any, wl: Any, batch: int) -> Any:
     return tf.data.Dataset.from_tensors((x, synthetic_labels(wl, batch))).repeat()
 
 
+def _gpu_peak(report: Any) -> int | None:
+    """TensorFlow's peak allocation on GPU 0 (None without a GPU)."""
+    if not report.gpus:
+        return None
+    import tensorflow as tf
+
+    try:
+        return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+    except Exception:
+        return None
+
+
 def _user_dataset(ds: Any, batch: int) -> Any:
     """The workload's dataset of examples, batched at the trial's batch size."""
     import tensorflow as tf
@@ -108,12 +120,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         if a in ends and b in ends and ends[b] > ends[a]:
             timed.append(window * batch / (ends[b] - ends[a]))
     steady_step = (marks[-1][1] - ends.get(warmup - 1, first_end)) / max(1, total - warmup)
-    peak = None
-    if report.gpus:
-        try:
-            peak = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
-        except Exception:
-            peak = None
+    peak = _gpu_peak(report)
     return {
         "status": "ok",
         "precision": report.precision,
@@ -180,12 +187,7 @@ def _run_custom(
         t0 = time.perf_counter()
         losses += trainer.run(it, max(1, window // spe))
         timed.append(max(1, window // spe) * spe * global_batch / (time.perf_counter() - t0))
-    peak = None
-    if report.gpus:
-        try:
-            peak = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
-        except Exception:
-            peak = None
+    peak = _gpu_peak(report)
     return {
         "status": "ok",
         "precision": report.precision,
