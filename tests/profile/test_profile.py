@@ -225,3 +225,57 @@ def test_cli_analyze_json_html_and_gate(traces: Path, tmp_path: Path) -> None:
 def test_cli_bad_input(args: list[str], message: str) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and message in result.output
+
+
+def test_launch_latency_from_trace_correlation_ids() -> None:
+    from tfaccel.profile.analyze import _trace_launches
+
+    trace = {
+        "traceEvents": [
+            {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/host:CPU"}},
+            {"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "/device:GPU:0"}},
+            {
+                "ph": "X",
+                "pid": 1,
+                "name": "cudaLaunchKernel",
+                "ts": 100.0,
+                "dur": 3,
+                "args": {"correlation_id": 11},
+            },
+            {
+                "ph": "X",
+                "pid": 7,
+                "name": "volta_sgemm",
+                "ts": 104.0,
+                "dur": 50,
+                "args": {"correlation_id": 11},
+            },
+            {
+                "ph": "X",
+                "pid": 1,
+                "name": "cuLaunchKernel",
+                "ts": 200.0,
+                "dur": 3,
+                "args": {"correlation_id": 12},
+            },
+            {
+                "ph": "X",
+                "pid": 7,
+                "name": "relu",
+                "ts": 230.0,
+                "dur": 5,
+                "args": {"correlation_id": 12},
+            },
+            {
+                "ph": "X",
+                "pid": 1,
+                "name": "cudaMemcpyAsync",
+                "ts": 300.0,
+                "dur": 3,
+                "args": {"correlation_id": 13},
+            },
+        ]
+    }
+    gaps, kernels = _trace_launches(trace)
+    assert sorted(gaps) == [4.0, 30.0]  # the memcpy is not a kernel launch
+    assert kernels == 2

@@ -140,3 +140,13 @@ def test_loss_guard() -> None:
     assert loss_close(close, ref, 0.1)[0] is True
     ok, why = loss_close(far, ref, 0.1)
     assert not ok and "50.0% > 10%" in why
+
+
+def test_estimated_trials_covers_a_full_search(tmp_path: Path) -> None:
+    fake = FakeTrials(oom_above=10**9)  # batch grows to max_batch
+    t = tuner(tmp_path, fake)
+    estimate = t.estimated_trials()
+    t.run()
+    assert len(t.result.trials) <= estimate  # an upper bound for the progress bar
+    # Here the batch ladder stops at 1024 (no gain past 512) instead of reaching 4096.
+    assert estimate - len(t.result.trials) == 2

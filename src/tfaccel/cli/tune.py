@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from tfaccel.cli._common import (
@@ -89,20 +90,25 @@ def tune(
         timeout_s=timeout,
     )
     err = stderr_console()
-    status_box = err.status("starting ...")
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} trials (estimate)"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
 
     def on_trial(stage: str, r: TrialResult | None, settings: Settings) -> None:
         if r is None:
-            status_box.update(
-                f"trial {len(tuner.result.trials) + 1}: {stage}: "
-                f"{label_of(settings)}  (a fresh process: imports, builds, "
-                "compiles, then times)"
-            )
+            progress.update(task, description=f"{stage}: {label_of(settings)}")
         else:
-            err.print(trial_line(stage, r))
+            progress.advance(task)
+            progress.console.print(trial_line(stage, r))
 
     tuner = Tuner(workload, hw, options, jr, on_trial=on_trial)
-    with status_box:
+    with progress:
+        task = progress.add_task("starting", total=tuner.estimated_trials())
         result = tuner.run()
     if result.best_settings is not None and result.best is not None and result.best.ok:
         write_settings(output, result)

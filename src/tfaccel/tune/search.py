@@ -135,6 +135,21 @@ class Tuner:
         self.on_trial = on_trial
         self.result = TuneResult(workload, hardware)
 
+    def estimated_trials(self) -> int:
+        """At most how many trials the search runs (a progress bar's total).
+
+        The float32/no-XLA trial is the baseline and steps_per_execution=1 is already
+        measured, so those two are not counted; the batch ladder may stop early.
+        """
+        batches = 0
+        b = self.opt.batch_size
+        while b * 2 <= self.opt.max_batch:
+            batches += 1
+            b *= 2
+        gpu_stage = (2 if self.hw.gpus == 1 else 1) if self.hw.gpus else 0
+        spe = len([c for c in self.opt.spe_choices if c != 1])
+        return 2 + 2 * len(self.hw.precisions) - 1 + batches + spe + gpu_stage
+
     def trial(self, settings: Settings, stage: str) -> TrialResult:
         key = settings_key(self.workload, settings, self.opt.steps)
         done = self.journal.results.get(key)
