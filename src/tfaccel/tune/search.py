@@ -194,10 +194,12 @@ class Tuner:
             res.wall_s = time.perf_counter() - start
             return res
         # Stage 2: precision x XLA.
-        best = max(
-            (t for t in (res.baseline, res.keras_defaults) if t.ok),
-            key=lambda t: t.samples_per_s or 0,
-        )
+        # Start from the baseline; Keras' defaults replace it only beyond the noise.
+        best = res.baseline if res.baseline.ok else res.keras_defaults
+        win, gain, thr = beats(res.keras_defaults, best, self.opt.noise_floor)
+        if best is res.baseline and win:
+            self.decide("keras defaults", f"{gain:+.0%} over the baseline (threshold {thr:.0%})")
+            best = res.keras_defaults
         best_s = Settings(**best.settings)
         reference = {"off": res.baseline}
         for xla in ("off", "jit"):
