@@ -91,6 +91,7 @@ METRIC_GETTERS: dict[str, Any] = {
     "step_ms": lambda r: r.step_ms_avg,
     "peak_memory_gib": lambda r: r.peak_memory_bytes / 2**30 if r.peak_memory_bytes else None,
 }
+MEMCPY_KINDS = {"memcpyhtod": "H2D", "memcpydtoh": "D2H", "memcpydtod": "D2D"}
 HIGHER_IS_BETTER = {"utilization", "sixteen_bit", "tensor_core"}
 
 
@@ -178,10 +179,10 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
     device_total = sum(float(r.get("total_self_time") or 0) for r in device_rows)
     memcpy: dict[str, float] = {}
     for r in device_rows:
-        t = str(r.get("type", ""))
-        if "memcpy" in t.lower():
-            key = "H2D" if "htod" in t.lower() else "D2H" if "dtoh" in t.lower() else "D2D"
-            memcpy[key] = memcpy.get(key, 0.0) + float(r.get("total_self_time") or 0)
+        # XProf's op types: MemcpyHToD, MemcpyDToH, MemcpyDToD (and MemcpyHToH, host-only).
+        kind = MEMCPY_KINDS.get(str(r.get("type", "")).lower())
+        if kind is not None:
+            memcpy[kind] = memcpy.get(kind, 0.0) + float(r.get("total_self_time") or 0)
     memcpy_pct = 100.0 * sum(memcpy.values()) / device_total if device_total else None
     total_self = sum(float(r.get("total_self_time") or 0) for r in rows_for_top) or 1.0
     top_ops = tuple(
