@@ -59,3 +59,24 @@ def test_power_show_and_refusals(nvml: MonitorNvml) -> None:
     no_yes = runner.invoke(app, ["power", "set", "300"])
     assert no_yes.exit_code == 2 and "needs explicit confirmation" in no_yes.output
     assert nvml.set_calls == []
+
+
+def test_power_sweep_command_restores_and_plots(
+    nvml: MonitorNvml, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path
+
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    monkeypatch.setattr(
+        "tfaccel.monitor.sweep.measure_workload", lambda workload, gpu, batch: (1000.0, 300.0, 61.0)
+    )
+    plot = Path(str(tmp_path)) / "sweep.png"
+    result = runner.invoke(
+        app, ["power", "sweep", "--limits", "300,500", "--yes", "--plot", str(plot)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "original limit 700 W restored" in result.stdout
+    assert nvml.state[0]["limit_mw"] == 700_000 and plot.stat().st_size > 1000
+    assert [mw for _, mw in nvml.set_calls] == [300_000, 500_000, 700_000]
+    refused = runner.invoke(app, ["power", "sweep", "--limits", "300"])
+    assert refused.exit_code == 2 and "needs explicit confirmation" in refused.output
