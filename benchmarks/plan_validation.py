@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -27,26 +26,11 @@ BATCHES = {"resnet50": [64, 256], "bert": [32, 128], "tiny": [64, 256]}
 
 
 def environment() -> dict[str, object]:
-    import importlib.metadata as md
+    """tfaccel's environment record plus this script's measurement settings."""
+    from tfaccel.environment import environment as base
 
-    from tfaccel.hardware.inventory import read_inventory
-
-    inv = read_inventory()
-    g = inv.gpus[0]
-    versions = {}
-    for dist in ("tensorflow", "keras", "tfaccel", "nvidia-ml-py"):
-        try:
-            versions[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            versions[dist] = None
     return {
-        "gpu": g.name,
-        "gpu_memory_total_mib": g.memory_total_mib,
-        "driver": inv.driver_version,
-        "driver_cuda": inv.cuda_version,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        **versions,
+        **base(),
         "settings": {
             "jit_compile": False,
             "steps_per_measurement": 2,

@@ -6,13 +6,8 @@ import time
 from typing import Any
 
 from tfaccel._tf import import_tensorflow
+from tfaccel.bench.micro import sync_device
 from tfaccel.bench.timer import Measurement, measure
-
-
-def _first_element(out: Any) -> None:
-    """Wait for `out` by reading one element of it back to the host."""
-    tf = import_tensorflow()
-    tf.reshape(out, [-1])[:1].numpy()
 
 
 def _policy(precision: str) -> Any:
@@ -83,7 +78,7 @@ def conv3d(
             x = tf.cast(x, keras.mixed_precision.global_policy().compute_dtype)
         fn = tf.function(lambda: layer(x), jit_compile=True)
         flops = conv3d_flops(batch, dhw, channels, channels) / 1e12
-        sync = _first_element
+        sync = sync_device
         sync(fn())
         t0 = time.perf_counter()
         sync(fn())

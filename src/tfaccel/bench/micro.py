@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from tfaccel._tf import import_tensorflow
@@ -12,14 +11,13 @@ MATMUL_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096))
 LAUNCH_TARGET_US = 10.0
 
 
-def _sync(tf: Any) -> Callable[[Any], None]:
-    def sync(out: Any) -> None:
-        if hasattr(tf.test.experimental, "sync_devices"):
-            tf.test.experimental.sync_devices()
-        elif out is not None:
-            tf.reduce_sum(tf.reshape(out, [-1])[:1]).numpy()
-
-    return sync
+def sync_device(out: Any) -> None:
+    """Wait until the device has finished `out` (and everything queued before it)."""
+    tf = import_tensorflow()
+    if hasattr(tf.test.experimental, "sync_devices"):
+        tf.test.experimental.sync_devices()
+    elif out is not None:
+        tf.reshape(out, [-1])[:1].numpy()
 
 
 def _device(tf: Any) -> str:
@@ -49,7 +47,7 @@ def matmul(
                 fn,
                 work=2.0 * m * n * k / 1e12,
                 unit="TFLOP/s",
-                sync=_sync(tf),
+                sync=sync_device,
                 repeats=repeats,
                 number=number,
                 params={"dtype": dtype, "shape": shape, "tf32": tf32},
@@ -78,7 +76,7 @@ def device_bandwidth(
             fn,
             work=2 * n * 4 / 1e9,
             unit="GB/s",
-            sync=_sync(tf),
+            sync=sync_device,
             repeats=repeats,
             number=number,
             params={"mib": mib},
@@ -158,7 +156,7 @@ def launch_latency(mode: str = "eager", launches: int = 1000, repeats: int = 7) 
             fn,
             work=1.0,
             unit="us",
-            sync=_sync(tf),
+            sync=sync_device,
             repeats=repeats,
             number=1,
             per_call_time=True,
@@ -203,7 +201,7 @@ def allreduce(mib: int = 256, repeats: int = 5, number: int = 5) -> Measurement 
         step,
         work=bus,
         unit="GB/s",
-        sync=_sync(tf),
+        sync=sync_device,
         repeats=repeats,
         number=number,
         params={"mib": mib, "gpus": n, "ops": "NCCL"},

@@ -115,7 +115,6 @@ def check_keras(ctx: DoctorContext) -> list[Check]:
         return [Check("tf.keras", title, Status.SKIP, "TensorFlow is not installed")]
     keras = ctx.distributions.get("keras")
     out: list[Check] = []
-    req = None
     from tfaccel.doctor.probes import requirement_for
 
     req = requirement_for(tf, "keras")
@@ -382,11 +381,10 @@ def check_driver(ctx: DoctorContext) -> list[Check]:
 
 
 # --- 4. libraries ------------------------------------------------------------------------
-def _where(ctx: DoctorContext) -> str:
-    return (
-        "LD_LIBRARY_PATH, TensorFlow's RUNPATH (its pip nvidia-* wheels), the ld.so cache "
-        "and the default directories"
-    )
+SEARCHED = (
+    "LD_LIBRARY_PATH, TensorFlow's RUNPATH (its pip nvidia-* wheels), the ld.so cache "
+    "and the default directories"
+)
 
 
 def check_libraries(ctx: DoctorContext) -> list[Check]:
@@ -441,7 +439,7 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
                     f"lib.{row.key}",
                     title,
                     Status.FAIL,
-                    f"{row.soname} is not found in {_where(ctx)}{skipped}",
+                    f"{row.soname} is not found in {SEARCHED}{skipped}",
                     fix=pip_fix,
                     see=f"ldconfig -p | grep {row.soname}",
                     details=details,
@@ -490,7 +488,7 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
                 f"{len(absent)} CUDA libraries",
                 Status.FAIL,
                 f"{len(absent)} of the {len(ctx.library_rows)} CUDA libraries "
-                f"TensorFlow {ctx.tf_version} loads are not found in {_where(ctx)}: "
+                f"TensorFlow {ctx.tf_version} loads are not found in {SEARCHED}: "
                 f"{names}. The CUDA {ctx.cuda_major} pip wheels are not installed",
                 fix=all_fix,
                 see="pip list | grep -i nvidia",

@@ -7,6 +7,7 @@ rendered), never an exception.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,40 +127,11 @@ def _sysfs_affinity(
 def _gpu(nv: Nvml, index: int, sysfs_root: str) -> GpuInfo:
     h, err = nv.try_call("nvmlDeviceGetHandleByIndex", index)
     if err is not None:
-        empty = PcieLink(None, None, None, None)
-        return GpuInfo(
-            index,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            empty,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            warnings=(f"GPU unusable: {err}",),
+        blank: dict[str, Any] = {f.name: None for f in dataclasses.fields(GpuInfo)}
+        blank.update(
+            index=index, pcie=PcieLink(None, None, None, None), warnings=(f"GPU unusable: {err}",)
         )
+        return GpuInfo(**blank)
     name = nv.get("nvmlDeviceGetName", h)
     cc_t = nv.get("nvmlDeviceGetCudaComputeCapability", h)
     cc = f"{cc_t[0]}.{cc_t[1]}" if cc_t else None

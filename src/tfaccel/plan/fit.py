@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tfaccel.errors import InputError
@@ -126,11 +126,9 @@ def plan_fit(
                     )
                 )
         saved = estimate.activations_bytes_per_sample
-        best_case = MemoryEstimate(
-            **{
-                **estimate.__dict__,
-                "step_lines": tuple((f, max(0, v - saved)) for f, v in estimate.step_lines),
-            }
+        best_case = replace(
+            estimate,
+            step_lines=tuple((f, max(0, v - saved)) for f, v in estimate.step_lines),
         )
         remat_max = best_case.max_batch(capacity.bytes, margin)
         suggestions.append(
