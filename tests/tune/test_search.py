@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
 
 from tfaccel.optimize.settings import Settings
@@ -54,10 +55,16 @@ class FakeTrials:
 H200 = Hardware(1, "9.0")
 
 
-def tuner(tmp_path: Path, fake: FakeTrials, hw: Hardware = H200) -> Tuner:
+def tuner(
+    tmp_path: Path,
+    fake: FakeTrials,
+    hw: Hardware = H200,
+    precisions: tuple[str, ...] | None = None,
+) -> Tuner:
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
-    return Tuner("w", hw, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=fake)
+    opts = TuneOptions(batch_size=64, steps=STEPS, precisions=precisions)
+    return Tuner("w", hw, opts, j, trial_fn=fake)
 
 
 def test_finds_the_fastest_combination(tmp_path: Path) -> None:
@@ -90,7 +97,8 @@ def test_no_16_bit_trials_without_tensor_cores(tmp_path: Path) -> None:
 
 
 def test_accuracy_guard_rejects_a_nan_loss(tmp_path: Path) -> None:
-    res = tuner(tmp_path, FakeTrials(nan_for="mixed_bfloat16")).run()
+    every = ("mixed_bfloat16", "mixed_float16", "tf32")
+    res = tuner(tmp_path, FakeTrials(nan_for="mixed_bfloat16"), precisions=every).run()
     assert res.best_settings is not None and res.best_settings.precision == "mixed_float16"
     assert any(d.stage == "accuracy guard" and "NaN" in d.text for d in res.decisions)
 
@@ -150,3 +158,31 @@ def test_estimated_trials_covers_a_full_search(tmp_path: Path) -> None:
     assert len(t.result.trials) <= estimate  # an upper bound for the progress bar
     # Here the batch ladder stops at 1024 (no gain past 512) instead of reaching 4096.
     assert estimate - len(t.result.trials) == 2
+
+
+def test_default_precisions_leave_float16_out_where_bfloat16_runs(tmp_path: Path) -> None:
+    fake = FakeTrials()
+    res = tuner(tmp_path, fake).run()
+    tried = {(s.precision, s.xla) for s in fake.calls}
+    assert ("mixed_float16", "off") not in tried and ("mixed_float16", "jit") not in tried
+    assert ("float32", "jit") not in tried  # TF32 stands for float32 under XLA
+    assert {("tf32", "off"), ("mixed_bfloat16", "off"), ("mixed_bfloat16", "jit")} <= tried
+    assert any("not tried: mixed_float16" in d.text for d in res.decisions)
+    volta = FakeTrials()
+    (tmp_path / "v").mkdir()
+    tuner(tmp_path / "v", volta, Hardware(1, "7.0")).run()
+    assert "mixed_float16" in {s.precision for s in volta.calls}
+
+
+def test_keras_defaults_that_resolved_to_xla_are_not_measured_twice(tmp_path: Path) -> None:
+    class Resolves(FakeTrials):
+        def __call__(self, w: str, s: Settings, p: StepPlan, t: float) -> TrialResult:
+            r = super().__call__(w, s, p, t)
+            if s.xla == "auto":
+                return dataclasses.replace(r, extra={"jit_compile": True})
+            return r
+
+    fake = Resolves()
+    res = tuner(tmp_path, fake).run()
+    assert ("tf32", "jit") not in {(s.precision, s.xla) for s in fake.calls}
+    assert res.keras_defaults is not None and res.keras_defaults.ok

@@ -99,6 +99,7 @@ def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     [
         (["tune", "tiny", "--batch", "0"], "--batch must be positive"),
         (["tune", "tiny", "--batch", "64", "--max-batch", "32"], "--max-batch is below --batch"),
+        (["tune", "tiny", "--precisions", "fp8"], "Unknown precision in --precisions"),
     ],
 )
 def test_tune_bad_flags(args: list[str], message: str) -> None:
@@ -129,3 +130,18 @@ def test_tune_of_a_model_that_never_runs_exits_5(
     )
     assert result.exit_code == 5, result.output
     assert "no_such_loss" in result.output and not (tmp_path / "tfaccel.json").exists()
+
+
+def test_xla_cache_flags_keep_the_users_xla_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tfaccel.tune.runner import xla_cache_env
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=2")
+    env = xla_cache_env(tmp_path / "cache")
+    assert env["XLA_FLAGS"] == (
+        f"--xla_gpu_autotune_level=2 --xla_gpu_per_fusion_autotune_cache_dir={tmp_path / 'cache'}"
+    )
+    assert (tmp_path / "cache").is_dir()
+    monkeypatch.setenv("XLA_FLAGS", env["XLA_FLAGS"])
+    assert xla_cache_env(tmp_path / "other") == {}  # the user's own cache dir wins

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("keras")
@@ -100,3 +101,51 @@ def test_kerashub_bert_with_dict_inputs_traces_and_trains() -> None:
     est = estimate_memory(lambda: bert_hub(layers=1, hidden=32, heads=2, ffn=64))
     assert est.parameters == wl.model.count_params()
     assert est.step_bytes_per_sample > 0
+
+
+def _one_step(wl, batch: int) -> float:
+    from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
+
+    x = synthetic_inputs(wl.model, batch)
+    y = synthetic_labels(wl, batch)
+    wl.model.compile(optimizer="adam", loss=wl.loss)
+    return float(wl.model.train_on_batch(x, y))
+
+
+def test_gpt2_workload_trains_on_next_token_labels() -> None:
+    pytest.importorskip("keras_hub")
+    from tfaccel.workloads.builtin import gpt2
+
+    wl = gpt2(seq_len=16, vocab=1000, layers=1, hidden=32, heads=2, ffn=64)
+    assert wl.label_shape == (16,)
+    assert tuple(wl.model.output.shape) == (None, 16, 1000)
+    loss = _one_step(wl, 2)
+    assert loss == pytest.approx(np.log(1000), rel=0.2)  # random weights: about ln(vocab)
+
+
+def test_yolo_workload_has_float_targets_of_the_head_shape() -> None:
+    from tfaccel.workloads.builtin import yolo
+
+    wl = yolo(size=64)
+    # 3 heads at strides 8, 16, 32: 8x8 + 4x4 + 2x2 anchors, 4*16 box + 80 class outputs
+    assert wl.label_shape == (84, 144)
+    assert wl.label_dtype == "float32"
+    from tfaccel.workloads.synthetic import synthetic_labels
+
+    y = synthetic_labels(wl, 2)
+    assert y.dtype == np.float32 and y.min() >= 0 and y.max() < 1
+    assert np.isfinite(_one_step(wl, 2))
+
+
+def test_conv3d_workload_trains() -> None:
+    from tfaccel.workloads.builtin import conv3d
+
+    wl = conv3d(frames=4, size=32, classes=10)
+    assert tuple(wl.model.output.shape) == (None, 10)
+    assert np.isfinite(_one_step(wl, 2))
+
+
+def test_builtin_names_include_every_bench_workload() -> None:
+    from tfaccel.workloads import BUILTIN
+
+    assert {"resnet50", "bert", "gpt2", "yolo", "conv3d", "tiny"} <= set(BUILTIN)

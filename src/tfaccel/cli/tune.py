@@ -37,7 +37,7 @@ def _hardware() -> Hardware:
 def tune(
     workload: str = typer.Argument(
         ...,
-        help="Built-in workload (tiny, resnet50, bert) or "
+        help="Built-in workload (tiny, resnet50, bert, bert_hub, gpt2, yolo, conv3d) or "
         "module:function (see README: the entry point contract).",
     ),
     batch: int = typer.Option(32, "--batch", "-b", help="Starting batch size."),
@@ -55,6 +55,13 @@ def tune(
         help="Trial journal; an interrupted tune resumes from it.",
     ),
     plot: Path = typer.Option(Path("tfaccel-tune.png"), "--plot", help="Throughput plot (PNG)."),
+    precisions: str = typer.Option(
+        None,
+        "--precisions",
+        help="Comma-separated precisions to try (float32, tf32, mixed_bfloat16, "
+        "mixed_float16); default: what the GPU runs best (bf16 rather than fp16 on "
+        "capability >= 8.0).",
+    ),
     fresh: bool = typer.Option(False, "--fresh", help="Ignore the journal's earlier trials."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --output file."),
     fmt: Format = FORMAT_OPTION,
@@ -83,11 +90,23 @@ def tune(
     jr = Journal(journal)
     jr.load(workload)
     hw = _hardware()
+    chosen: tuple[str, ...] | None = None
+    if precisions:
+        chosen = tuple(p.strip() for p in precisions.split(",") if p.strip())
+        known = {"float32", "tf32", "mixed_bfloat16", "mixed_float16"}
+        if not chosen or set(chosen) - known:
+            raise InputError(
+                "Unknown precision in --precisions",
+                expected="a comma-separated list of " + ", ".join(sorted(known)),
+                received=precisions,
+            )
     options = TuneOptions(
         batch_size=batch,
         max_batch=max_batch,
         steps=StepPlan(warmup, windows, window),
         timeout_s=timeout,
+        precisions=chosen,
+        xla_cache_dir=str(journal.with_name(journal.name + ".xla-cache")) if hw.gpus else None,
     )
     err = stderr_console()
     progress = Progress(

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tfaccel.optimize.settings import Settings
@@ -101,8 +102,26 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
         traceback=payload.get("traceback"),
         wall_s=wall_s,
         device=payload.get("device"),
-        extra={k: payload[k] for k in ("engine", "replicas", "global_batch") if k in payload},
+        extra={
+            k: payload[k]
+            for k in ("engine", "replicas", "global_batch", "jit_compile")
+            if k in payload
+        },
     )
+
+
+def xla_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """XLA_FLAGS that keep XLA's GPU autotuning results in `cache_dir` across trials.
+
+    Trials that share layer shapes (same batch, other steps_per_execution or allocator)
+    then skip the convolution and GEMM autotuning that makes most of XLA's compile time.
+    The user's own XLA_FLAGS are kept.
+    """
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_gpu_per_fusion_autotune_cache_dir" in flags:
+        return {}
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    return {"XLA_FLAGS": f"{flags} --xla_gpu_per_fusion_autotune_cache_dir={cache_dir}".strip()}
 
 
 def run_trial(

@@ -20,7 +20,7 @@ from typing import Any
 
 from tfaccel.optimize.settings import Settings
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.runner import StepPlan, TrialResult, run_trial, settings_key
+from tfaccel.tune.runner import StepPlan, TrialResult, run_trial, settings_key, xla_cache_env
 
 TrialFn = Callable[[str, Settings, StepPlan, float], TrialResult]
 
@@ -34,6 +34,7 @@ class Hardware:
 
     @property
     def precisions(self) -> list[str]:
+        """Every precision this hardware runs well (16-bit only on tensor cores)."""
         if not self.gpus or self.compute_capability is None:
             return ["float32"]  # 16-bit on the CPU is slower; no tensor cores there
         cc = float(self.compute_capability)
@@ -42,6 +43,19 @@ class Hardware:
         if cc >= 7.0:
             return ["float32", "mixed_float16"]
         return ["float32"]  # no tensor cores before Volta
+
+    @property
+    def default_precisions(self) -> list[str]:
+        """What the search tries unless told otherwise.
+
+        Where bfloat16 runs (capability >= 8.0) it is as fast as float16 on the tensor
+        cores and needs no loss scaling, so float16 is left out (`--precisions` brings
+        it back); this is the rule of `precision="auto"`.
+        """
+        found = self.precisions
+        if "mixed_bfloat16" in found:
+            return [p for p in found if p != "mixed_float16"]
+        return found
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,8 @@ class TuneOptions:
     noise_floor: float = 0.03  # a gain must beat 3 % and twice the measured spread
     loss_rtol: float = 0.10  # accuracy guard: mean loss within 10 % of float32's
     spe_choices: tuple[int, ...] = (1, 10, 25)
+    precisions: tuple[str, ...] | None = None  # None: the hardware's default_precisions
+    xla_cache_dir: str | None = None  # XLA autotuning results shared by the trials
 
 
 @dataclass(frozen=True)
@@ -131,7 +147,10 @@ class Tuner:
         self.hw = hardware
         self.opt = options
         self.journal = journal
-        self.trial_fn: TrialFn = trial_fn or (lambda w, s, p, t: run_trial(w, s, p, t))
+        env = xla_cache_env(options.xla_cache_dir) if options.xla_cache_dir else None
+        self.trial_fn: TrialFn = trial_fn or (
+            lambda w, s, p, t: run_trial(w, s, p, t, env_overrides=env)
+        )
         self.on_trial = on_trial
         self.result = TuneResult(workload, hardware)
 
@@ -148,7 +167,16 @@ class Tuner:
             b *= 2
         gpu_stage = (2 if self.hw.gpus == 1 else 1) if self.hw.gpus else 0
         spe = len([c for c in self.opt.spe_choices if c != 1])
-        return 2 + 2 * len(self.hw.precisions) - 1 + batches + spe + gpu_stage
+        n = len(self.precisions)
+        jit = n - (1 if "tf32" in self.precisions else 0)  # strict float32 under XLA: skipped
+        return 2 + (n - 1) + jit + batches + spe + gpu_stage
+
+    @property
+    def precisions(self) -> list[str]:
+        """The precisions this search tries: the user's choice, where the hardware has it."""
+        if self.opt.precisions is None:
+            return self.hw.default_precisions
+        return [p for p in self.hw.precisions if p in self.opt.precisions or p == "float32"]
 
     def trial(self, settings: Settings, stage: str) -> TrialResult:
         key = settings_key(self.workload, settings, self.opt.steps)
@@ -202,10 +230,26 @@ class Tuner:
             best = res.keras_defaults
         best_s = Settings(**best.settings)
         reference = {"off": res.baseline}
+        skipped = [p for p in self.hw.precisions if p not in self.precisions]
+        if skipped:
+            self.decide("precision x XLA", "not tried: " + ", ".join(skipped))
         for xla in ("off", "jit"):
-            for precision in self.hw.precisions:
+            for precision in self.precisions:
                 s = base.replace(precision=precision, xla=xla)
-                r = self.trial(s, "precision x XLA")
+                if xla == "jit" and precision == "float32" and "tf32" in self.precisions:
+                    # TF32 is what the GPU runs by default; strict float32 under XLA would
+                    # only be slower. The no-XLA float32 baseline stays the loss reference.
+                    continue
+                if (
+                    xla == "jit"
+                    and precision == default_precision
+                    and res.keras_defaults.ok
+                    and res.keras_defaults.extra.get("jit_compile") is True
+                ):
+                    # Keras' defaults already resolved to XLA at this precision.
+                    r = res.keras_defaults
+                else:
+                    r = self.trial(s, "precision x XLA")
                 if precision == "float32":
                     reference[xla] = r
                     if not r.ok:

@@ -131,6 +131,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         "final_loss": marks[-1][2],
         "steps": total,
         "device": "GPU" if report.gpus else "CPU",
+        "jit_compile": bool(getattr(model, "jit_compile", False)),
     }
 
 

@@ -40,6 +40,9 @@ BUILTIN: dict[str, str] = {
     "resnet50": "tfaccel.workloads.builtin:resnet50",
     "bert": "tfaccel.workloads.builtin:bert_base",
     "bert_hub": "tfaccel.workloads.builtin:bert_hub",
+    "gpt2": "tfaccel.workloads.builtin:gpt2",
+    "yolo": "tfaccel.workloads.builtin:yolo",
+    "conv3d": "tfaccel.workloads.builtin:conv3d",
     "tiny": "tfaccel.workloads.builtin:tiny_cnn",
 }
 

@@ -121,3 +121,86 @@ def bert_hub(
         sample_unit="sequences",
         label_classes=classes,
     )
+
+
+def gpt2(
+    seq_len: int = 128,
+    vocab: int = 50257,
+    layers: int = 12,
+    hidden: int = 768,
+    heads: int = 12,
+    ffn: int = 3072,
+) -> Workload:
+    """KerasHub's GPT-2 124M (GPT2CausalLM), random weights: next-token training."""
+    import keras
+
+    from tfaccel._deps import require
+
+    keras_hub = require("keras_hub", "keras-hub", "KerasHub")
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=vocab,
+        num_layers=layers,
+        num_heads=heads,
+        hidden_dim=hidden,
+        intermediate_dim=ffn,
+        max_sequence_length=max(seq_len, 1024),
+    )
+    lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+    inputs = {
+        "token_ids": keras.Input((seq_len,), dtype="int32", name="token_ids"),
+        "padding_mask": keras.Input((seq_len,), dtype="int32", name="padding_mask"),
+    }
+    fixed = keras.Model(inputs, lm(inputs), name="gpt2")
+    return Workload(
+        "gpt2",
+        fixed,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        sample_unit="sequences",
+        label_shape=(seq_len,),
+        label_classes=vocab,
+    )
+
+
+def yolo(size: int = 640) -> Workload:
+    """The YOLOv8s-sized detector of `tfaccel bench yolo`, trained at its usual 640x640.
+
+    A dense binary cross-entropy on every anchor's box and class outputs stands in for
+    YOLO's assignment-based loss; the network, not the loss, is where the time goes.
+    """
+    import keras
+
+    from tfaccel.bench.models import yolo_style
+
+    model = yolo_style(input_hw=(size, size))
+    return Workload(
+        "yolo",
+        model,
+        loss=keras.losses.BinaryCrossentropy(from_logits=True),
+        sample_unit="images",
+        label_shape=tuple(int(d) for d in model.output.shape[1:]),
+        label_dtype="float32",
+    )
+
+
+def conv3d(frames: int = 16, size: int = 112, classes: int = 400) -> Workload:
+    """A C3D-style 3D convolution network on 16x112x112 video clips (Kinetics-shaped)."""
+    import keras
+    from keras import layers as L
+
+    x = inp = keras.Input((frames, size, size, 3), name="clip")
+    for i, (c, n) in enumerate([(64, 1), (128, 1), (256, 2), (512, 2), (512, 2)]):
+        for _ in range(n):
+            x = L.Conv3D(c, 3, padding="same", use_bias=False)(x)
+            x = L.BatchNormalization()(x)
+            x = L.Activation("relu")(x)
+        x = L.MaxPooling3D((1, 2, 2) if i == 0 else 2, padding="same")(x)
+    x = L.GlobalAveragePooling3D()(x)
+    x = L.Dense(1024, activation="relu")(x)
+    out = L.Dense(classes)(x)
+    return Workload(
+        "conv3d",
+        keras.Model(inp, out, name="conv3d"),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        sample_unit="clips",
+        label_classes=classes,
+    )

@@ -72,4 +72,7 @@ def synthetic_labels(wl: Any, batch: int, seed: int = 1) -> Any:
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    return rng.integers(0, wl.label_classes, (batch, *wl.label_shape)).astype(wl.label_dtype)
+    shape = (batch, *wl.label_shape)
+    if "float" in wl.label_dtype:  # regression / multi-label targets in [0, 1)
+        return rng.random(shape).astype(wl.label_dtype)
+    return rng.integers(0, wl.label_classes, shape).astype(wl.label_dtype)
