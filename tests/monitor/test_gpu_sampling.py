@@ -13,7 +13,8 @@ def test_matmul_load_raises_utilization_and_power() -> None:
     tf = pytest.importorskip("tensorflow")
     from tfaccel.monitor.sampler import Sampler
 
-    with Sampler([0], interval_s=0.2) as sampler:
+    # The GPU TensorFlow calls GPU:0 (CUDA_VISIBLE_DEVICES may pick another).
+    with Sampler("visible", interval_s=0.2) as sampler:
         time.sleep(1.5)
         idle = sampler.latest
         stop = threading.Event()

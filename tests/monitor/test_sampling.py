@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes import FakeGpu
 from tests.monitor.fake_nvml import MonitorNvml
 from tfaccel.errors import InputError
 from tfaccel.hardware.nvml import Nvml
@@ -150,3 +151,31 @@ def test_window_energy_and_throttled_time() -> None:
     assert w.energy_j == pytest.approx(1200.0)
     assert w.throttled_s == pytest.approx(2.0)
     assert w.throttle_reasons == {"sw_power_cap": 2.0}
+
+
+def test_visible_indices_follow_cuda_visible_devices() -> None:
+    from tfaccel.hardware.nvml import visible_indices
+
+    uuids = ["GPU-aaaa-1", "GPU-bbbb-2", "GPU-cccc-3"]
+    assert visible_indices(uuids, "") == []
+    assert visible_indices(uuids, "1") == [1]
+    assert visible_indices(uuids, "2,0") == [2, 0]
+    assert visible_indices(uuids, "GPU-bbbb,0") == [1, 0]
+    assert visible_indices(uuids, "0,7,1") == [0]  # CUDA stops at the first bad entry
+    assert visible_indices(uuids, "-1") == []
+    assert visible_indices(uuids, "GPU-,1") == []  # a prefix that names several GPUs
+
+
+def test_visible_sampler_watches_the_gpus_cuda_sees(monkeypatch: pytest.MonkeyPatch) -> None:
+    nv = MonitorNvml(3)
+    nv.gpus = [FakeGpu(uuid=f"GPU-{i}{i}{i}") for i in range(3)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    with Sampler("visible", interval_s=0.05, lib=nv) as sampler:
+        snap = sampler.latest
+    assert snap is not None and [g.index for g in snap.gpus] == [2]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    with Sampler("visible", interval_s=0.05, lib=nv) as sampler:
+        snap = sampler.latest
+    assert snap is not None and [g.index for g in snap.gpus] == [0, 1, 2]
+    with pytest.raises(InputError, match="Unknown GPU selection"):
+        Sampler("all", lib=nv)

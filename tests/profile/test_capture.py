@@ -72,3 +72,15 @@ def test_run_mode_without_a_fit_says_why(tmp_path: Path, monkeypatch: pytest.Mon
     result = CliRunner().invoke(app, ["profile", "--", "python", "nothing.py"])
     assert result.exit_code == 5
     assert "finished without writing a profile" in result.output
+
+
+def test_json_mode_keeps_the_commands_output_off_stdout(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from tfaccel.profile.run import run_profiled
+
+    code = run_profiled(
+        ["python", "-c", "print('epoch 1/1 - loss: 2.3')"], tmp_path / "p", stdout_to_stderr=True
+    )
+    out, err = capfd.readouterr()
+    assert code == 0 and "loss" not in out and "epoch 1/1 - loss: 2.3" in err

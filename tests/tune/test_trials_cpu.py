@@ -138,10 +138,31 @@ def test_xla_cache_flags_keep_the_users_xla_flags(
     from tfaccel.tune.runner import xla_cache_env
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=2")
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
     env = xla_cache_env(tmp_path / "cache")
     assert env["XLA_FLAGS"] == (
-        f"--xla_gpu_autotune_level=2 --xla_gpu_per_fusion_autotune_cache_dir={tmp_path / 'cache'}"
+        "--xla_gpu_autotune_level=2 "
+        f"--xla_gpu_per_fusion_autotune_cache_dir={tmp_path / 'cache' / 'autotune'}"
     )
-    assert (tmp_path / "cache").is_dir()
+    assert env["TF_XLA_FLAGS"] == (
+        f"--tf_xla_persistent_cache_directory={tmp_path / 'cache' / 'executables'}"
+    )
+    assert (tmp_path / "cache" / "autotune").is_dir()
     monkeypatch.setenv("XLA_FLAGS", env["XLA_FLAGS"])
-    assert xla_cache_env(tmp_path / "other") == {}  # the user's own cache dir wins
+    monkeypatch.setenv("TF_XLA_FLAGS", env["TF_XLA_FLAGS"])
+    assert xla_cache_env(tmp_path / "other") == {}  # the user's own cache dirs win
+
+
+def test_trials_share_compiled_xla_programs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TensorFlow accepts the flags, and a second identical trial finds the executable."""
+    from tfaccel.tune.runner import xla_cache_env
+
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    env = xla_cache_env(tmp_path / "c")
+    s = Settings(precision="float32", xla="jit", batch_size=8)
+    r = run_trial("tiny", s, StepPlan(1, 1, 2), timeout_s=120, env_overrides=env)
+    assert r.ok, r.error
+    assert list((tmp_path / "c" / "executables").glob("*.pb"))

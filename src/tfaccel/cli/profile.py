@@ -144,7 +144,7 @@ def profile(
         return
     from tfaccel.profile.run import run_profiled
 
-    code = run_profiled(args, logdir, start, steps)
+    code = run_profiled(args, logdir, start, steps, stdout_to_stderr=fmt is not Format.text)
     if not logdir.exists():
         raise WorkloadError(
             "The command finished without writing a profile",

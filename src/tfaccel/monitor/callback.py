@@ -41,7 +41,7 @@ class GpuMonitorCallback(keras.callbacks.Callback):
 
     Args:
         interval_s: seconds between samples.
-        gpus: GPU indices (None: all).
+        gpus: NVML GPU indices (None: the GPUs this process sees, CUDA_VISIBLE_DEVICES).
         batch_size: samples per step, for joules per sample.
         temp_c: the thermal alert threshold.
         on_thermal: "warn", "stop" (stop_training) or "ignore".
@@ -92,7 +92,7 @@ class GpuMonitorCallback(keras.callbacks.Callback):
         self.epochs = []
         try:
             self.sampler = Sampler(
-                self.gpus,
+                self.gpus if self.gpus is not None else "visible",
                 self.interval_s,
                 self.thresholds,
                 on_snapshot=self._on_snapshot,

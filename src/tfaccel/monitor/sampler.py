@@ -127,7 +127,9 @@ class Sampler:
     """Samples in a daemon thread; `latest` and `history` are read without blocking.
 
     Args:
-        indices: GPU indices to sample (None: all).
+        indices: NVML indices of the GPUs to sample (None: all), or "visible": the GPUs
+            this process's CUDA sees (CUDA_VISIBLE_DEVICES), which a training callback
+            wants.
         interval_s: seconds between snapshots.
         history: how many snapshots to keep.
         on_snapshot: called in the sampler thread after each snapshot (keep it cheap).
@@ -136,7 +138,7 @@ class Sampler:
 
     def __init__(
         self,
-        indices: Sequence[int] | None = None,
+        indices: Sequence[int] | str | None = None,
         interval_s: float = 1.0,
         thresholds: Thresholds | None = None,
         history: int = 3600,
@@ -156,7 +158,16 @@ class Sampler:
         self.thresholds = thresholds or Thresholds()
         self.on_snapshot = on_snapshot
         self._nvml = Nvml(lib)
-        self._indices = list(indices) if indices is not None else None
+        if isinstance(indices, str) and indices != "visible":
+            from tfaccel.errors import InputError
+
+            raise InputError(
+                "Unknown GPU selection", expected="indices, None or 'visible'", received=indices
+            )
+        self._visible = indices == "visible"
+        self._indices = (
+            list(indices) if indices is not None and not isinstance(indices, str) else None
+        )
         self._history: collections.deque[Snapshot] = collections.deque(maxlen=history)
         self._latest: Snapshot | None = None
         self._stop = threading.Event()
@@ -182,6 +193,14 @@ class Sampler:
             )
         self._nvml.__enter__()
         count = self._nvml.get("nvmlDeviceGetCount", default=0) or 0
+        if self._indices is None and self._visible:
+            from tfaccel.hardware.nvml import visible_indices
+
+            uuids = []
+            for i in range(int(count)):
+                handle = self._nvml.get("nvmlDeviceGetHandleByIndex", i)
+                uuids.append(self._nvml.get("nvmlDeviceGetUUID", handle) if handle else None)
+            self._indices = visible_indices(uuids)
         if self._indices is None:
             self._indices = list(range(int(count)))
         bad = [i for i in self._indices if i >= count or i < 0]

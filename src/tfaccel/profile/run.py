@@ -19,8 +19,13 @@ def run_profiled(
     start: int = 10,
     steps: int = 10,
     timeout_s: float | None = None,
+    stdout_to_stderr: bool = False,
 ) -> int:
-    """Run `command` with tfaccel's fit hook on PYTHONPATH; returns its exit code."""
+    """Run `command` with tfaccel's fit hook on PYTHONPATH; returns its exit code.
+
+    With `stdout_to_stderr` the command's own output goes to stderr, so that stdout
+    carries only tfaccel's report (`--format json`).
+    """
     if not command:
         raise InputError(
             "No command to profile",
@@ -40,7 +45,10 @@ def run_profiled(
     if cmd[0] in ("python", "python3"):
         cmd[0] = sys.executable
     try:
-        return subprocess.run(cmd, env=env, timeout=timeout_s, check=False).returncode
+        stdout = 2 if stdout_to_stderr else None  # fd 2: this process's stderr
+        return subprocess.run(
+            cmd, env=env, timeout=timeout_s, check=False, stdout=stdout
+        ).returncode
     except FileNotFoundError as exc:
         raise InputError(
             f"Cannot run {cmd[0]!r}", expected="a command on PATH", received=str(exc)

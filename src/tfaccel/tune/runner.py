@@ -111,17 +111,25 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
 
 
 def xla_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """XLA_FLAGS that keep XLA's GPU autotuning results in `cache_dir` across trials.
+    """Environment that lets trials share XLA's work through `cache_dir`.
 
-    Trials that share layer shapes (same batch, other steps_per_execution or allocator)
-    then skip the convolution and GEMM autotuning that makes most of XLA's compile time.
-    The user's own XLA_FLAGS are kept.
+    - XLA's GPU autotuning results (XLA_FLAGS): trials with the same layer shapes skip
+      the convolution and GEMM autotuning that makes most of XLA's compile time;
+    - TensorFlow's persistent XLA cache (TF_XLA_FLAGS): a trial whose train step is the
+      same program (another allocator, device prefetch) loads the compiled executable.
+    Flags the user set already win; the user's other flags are kept.
     """
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_gpu_per_fusion_autotune_cache_dir" in flags:
-        return {}
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    return {"XLA_FLAGS": f"{flags} --xla_gpu_per_fusion_autotune_cache_dir={cache_dir}".strip()}
+    env: dict[str, str] = {}
+    base = Path(cache_dir)
+    xla = os.environ.get("XLA_FLAGS", "")
+    if "xla_gpu_per_fusion_autotune_cache_dir" not in xla:
+        (base / "autotune").mkdir(parents=True, exist_ok=True)
+        env["XLA_FLAGS"] = f"{xla} --xla_gpu_per_fusion_autotune_cache_dir={base / 'autotune'}"
+    tf_xla = os.environ.get("TF_XLA_FLAGS", "")
+    if "tf_xla_persistent_cache_directory" not in tf_xla:
+        (base / "executables").mkdir(parents=True, exist_ok=True)
+        env["TF_XLA_FLAGS"] = f"{tf_xla} --tf_xla_persistent_cache_directory={base / 'executables'}"
+    return {k: v.strip() for k, v in env.items()}
 
 
 def run_trial(

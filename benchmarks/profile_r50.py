@@ -1,0 +1,81 @@
+"""ResNet-50 training for `tfaccel profile` (issue 6's GPU evidence).
+
+    tfaccel profile --start 20 --steps 10 -- python benchmarks/profile_r50.py --config fp32
+    tfaccel profile --start 20 --steps 10 -- python benchmarks/profile_r50.py --config slow-input
+
+Configurations:
+- fp32:        float32, no XLA (the baseline users start from)
+- defaults:    Keras' defaults (jit_compile="auto", TF32)
+- tuned:       mixed_bfloat16 + XLA, batch 512
+- slow-input:  TF32 without XLA, fed by a pipeline that decodes and resizes JPEGs on one
+               thread without prefetch (what an input-bound run looks like)
+The settings go through `tfaccel.configure`; the model trains with plain `fit`, which
+`tfaccel profile` hooks.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+CONFIGS = {
+    "fp32": {"precision": "float32", "xla": "off", "batch_size": 256},
+    "defaults": {"precision": "tf32", "xla": "auto", "batch_size": 256},
+    "tuned": {"precision": "mixed_bfloat16", "xla": "jit", "batch_size": 512},
+    "slow-input": {"precision": "tf32", "xla": "off", "batch_size": 256},
+}
+
+
+def slow_pipeline(batch: int):  # type: ignore[no-untyped-def]
+    """JPEG decode + random crop + resize per image, sequential, no prefetch."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    jpeg = tf.io.encode_jpeg(rng.integers(0, 255, (375, 500, 3), dtype=np.uint8))
+
+    def load(i):  # type: ignore[no-untyped-def]
+        img = tf.io.decode_jpeg(jpeg, channels=3)
+        img = tf.image.random_crop(img, (300, 300, 3))
+        img = tf.image.resize(img, (224, 224)) / 255.0
+        return img, tf.cast(i % 1000, tf.int32)
+
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    ds = tf.data.Dataset.range(10**9).map(load, num_parallel_calls=None)
+    return ds.batch(batch, drop_remainder=True).with_options(options)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", choices=sorted(CONFIGS), required=True)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--batch", type=int, default=None, help="Override the batch size.")
+    args = ap.parse_args()
+    settings = dict(CONFIGS[args.config])
+    if args.batch:
+        settings["batch_size"] = args.batch
+
+    import tfaccel
+
+    report = tfaccel.configure(**settings)
+    import keras
+    import tensorflow as tf
+
+    from tfaccel.workloads import load_workload
+    from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
+
+    wl = load_workload("resnet50")
+    report.compile(wl.model, optimizer="adam", loss=wl.loss)
+    batch = int(settings["batch_size"])
+    if args.config == "slow-input":
+        ds = slow_pipeline(batch)
+    else:
+        x, y = synthetic_inputs(wl.model, batch), synthetic_labels(wl, batch)
+        ds = report.dataset(tf.data.Dataset.from_tensors((x, y)).repeat())
+    keras.utils.set_random_seed(0)
+    wl.model.fit(ds, epochs=1, steps_per_epoch=args.steps, verbose=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
