@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from itertools import count
 from pathlib import Path
 
@@ -193,3 +195,45 @@ def test_the_4k_detector_is_v8s_sized() -> None:
     assert model.input_shape == (None, *UHD, 3)
     assert 9e6 < model.count_params() < 14e6  # YOLOv8s: about 11 M
     assert conv3d_flops(4, (64, 128, 128), 64, 64) == 2 * 4 * 64 * 128 * 128 * 64 * 27 * 64
+
+
+def test_allreduce_reduces_among_replicas_on_two_logical_cpus(tmp_path: Path) -> None:
+    """The all-reduce keeps the sum on every replica (not a gather to the host)."""
+    script = """
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from tfaccel.bench import micro
+names = [d.name for d in tf.config.list_logical_devices("CPU")]
+m = micro.allreduce(mib=1, repeats=2, number=1, devices=names)
+print("RESULT", m.params["gpus"], m.params["ops"], m.median > 0)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert "RESULT 2 ReductionToOneDevice True" in out.stdout, out.stderr[-2000:]
+
+
+def test_remat_saving_reports_why_a_trial_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfaccel.bench import suite
+    from tfaccel.tune import runner
+
+    def fake(workload, settings, steps, *a, **k):  # type: ignore[no-untyped-def]
+        if settings.gradient_checkpointing:
+            return runner.TrialResult("k", "l", {}, "oom", error="OOM when allocating")
+        return runner.TrialResult(
+            "k", "l", {}, "ok", samples_per_s=1.0, peak_memory_bytes=10, device="GPU"
+        )
+
+    monkeypatch.setattr(runner, "run_trial", fake)
+    m = suite.remat_saving("resnet50", 128)
+    assert m.error == "checkpointing on: oom (OOM when allocating)"
+
+    def both_ok(workload, settings, steps, *a, **k):  # type: ignore[no-untyped-def]
+        peak = 6 if settings.gradient_checkpointing else 10
+        return runner.TrialResult(
+            "k", "l", {}, "ok", samples_per_s=1.0, peak_memory_bytes=peak, device="GPU"
+        )
+
+    monkeypatch.setattr(runner, "run_trial", both_ok)
+    assert suite.remat_saving("resnet50", 128).median == pytest.approx(40.0)

@@ -156,3 +156,15 @@ def test_missing_tensorboard_is_a_warning_not_a_crash(
     with pytest.warns(RuntimeWarning, match="TensorBoard is not installed"):
         history = _fit(cb)
     assert "gpu0_util_mean" in history.history  # type: ignore[attr-defined]
+
+
+def test_callback_keeps_keras_batch_hooks_asynchronous(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a backend dispatches batch hooks on threads, the callback does not stop it."""
+    from keras.src import backend
+    from keras.src.callbacks.callback_list import CallbackList
+
+    from tfaccel.monitor import GpuMonitorCallback
+
+    monkeypatch.setattr(backend, "IS_THREAD_SAFE", True)
+    cb = GpuMonitorCallback(interval_s=30, lib=MonitorNvml())
+    assert CallbackList([cb])._async_train is True

@@ -166,3 +166,23 @@ def test_trials_share_compiled_xla_programs(
     r = run_trial("tiny", s, StepPlan(1, 1, 2), timeout_s=120, env_overrides=env)
     assert r.ok, r.error
     assert list((tmp_path / "c" / "executables").glob("*.pb"))
+
+
+def test_tune_counts_only_the_gpus_its_trials_see(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfaccel.cli.tune import hardware_of
+    from tfaccel.hardware.nvml import DriverInfo, GpuBrief
+
+    two = DriverInfo(
+        True,
+        None,
+        "580.159.04",
+        "13.0",
+        (
+            GpuBrief(0, "NVIDIA H200", "GPU-a", "9.0", 143771),
+            GpuBrief(1, "NVIDIA H200", "GPU-b", "9.0", 143771),
+        ),
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert hardware_of(two).gpus == 1  # so the 1-GPU knobs (device prefetch) are tried
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert hardware_of(two).gpus == 2

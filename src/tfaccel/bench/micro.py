@@ -87,8 +87,10 @@ def device_bandwidth(
 def host_transfer(
     direction: str = "h2d", mib: int = 512, pinned: bool = False, repeats: int = 7, number: int = 5
 ) -> Measurement | None:
-    """Host<->device copies. Pageable: from a NumPy array. Pinned: from a tensor TF
-    placed in its pinned host allocator (a CPU tensor created while a GPU is present)."""
+    """Host<->device copies. Pageable: to or from a NumPy array. Pinned: a host tensor
+    in TensorFlow's pinned (page-locked) allocator, which is where TF puts the result
+    of a device-to-host copy. An H2D copy is asynchronous, so each timed call ends
+    with a device sync; D2H copies return only when the data is on the host."""
     import numpy as np
 
     tf = import_tensorflow()
@@ -99,8 +101,8 @@ def host_transfer(
     if direction == "h2d":
         host = np.random.default_rng(0).random(n, dtype=np.float32)
         if pinned:
-            with tf.device("/CPU:0"):
-                src = tf.identity(tf.constant(host))
+            with tf.device(gpu):
+                src = tf.constant(host).cpu()  # lands in TF's pinned host memory
 
             def fn() -> Any:
                 with tf.device(gpu):
@@ -122,7 +124,7 @@ def host_transfer(
         fn,
         work=n * 4 / 1e9,
         unit="GB/s",
-        sync=lambda _: None,
+        sync=sync_device,
         repeats=repeats,
         number=number,
         params={"direction": direction, "mib": mib, "pinned": pinned},
@@ -130,7 +132,11 @@ def host_transfer(
 
 
 def launch_latency(mode: str = "eager", launches: int = 1000, repeats: int = 7) -> Measurement:
-    """Microseconds per small-op launch: eager op by op, or inside one tf.function."""
+    """Microseconds per small-op launch: eager op by op, or inside one tf.function.
+
+    The op is a chain of `sin`: Grappler folds a chain of additions into one AddN
+    kernel, which would time nothing; it has no rule that merges `sin` calls.
+    """
     tf = import_tensorflow()
     with tf.device(_device(tf)):
         x = tf.ones((16,))
@@ -139,7 +145,7 @@ def launch_latency(mode: str = "eager", launches: int = 1000, repeats: int = 7) 
             def fn() -> Any:
                 y = x
                 for _ in range(launches):
-                    y = y + 1.0
+                    y = tf.math.sin(y)
                 return y
         else:
 
@@ -147,7 +153,7 @@ def launch_latency(mode: str = "eager", launches: int = 1000, repeats: int = 7) 
             def graph() -> Any:
                 y = x
                 for _ in range(launches):
-                    y = y + 1.0
+                    y = tf.math.sin(y)
                 return y
 
             fn = graph
@@ -173,27 +179,39 @@ def launch_latency(mode: str = "eager", launches: int = 1000, repeats: int = 7) 
     )
 
 
-def allreduce(mib: int = 256, repeats: int = 5, number: int = 5) -> Measurement | None:
+def allreduce(
+    mib: int = 256, repeats: int = 5, number: int = 5, devices: list[str] | None = None
+) -> Measurement | None:
     """All-reduce bus bandwidth over tf.distribute (NCCL) with every visible GPU.
 
     Bus bandwidth = bytes x 2 (n - 1) / n / time, NCCL's convention, so figures are
-    comparable across GPU counts. None with fewer than two GPUs.
+    comparable across GPU counts. None with fewer than two GPUs. `devices` (e.g. two
+    logical CPUs) runs the same code path without NCCL, for tests.
     """
     tf = import_tensorflow()
-    gpus = tf.config.list_logical_devices("GPU")
-    if len(gpus) < 2:
+    if devices is None:
+        devices = [d.name for d in tf.config.list_logical_devices("GPU")]
+        ops, cross = "NCCL", tf.distribute.NcclAllReduce()
+    else:
+        ops, cross = "ReductionToOneDevice", tf.distribute.ReductionToOneDevice()
+    if len(devices) < 2:
         return None
-    n = len(gpus)
-    strategy = tf.distribute.MirroredStrategy(cross_device_ops=tf.distribute.NcclAllReduce())
+    n = len(devices)
+    strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=cross)
     elems = mib * 2**20 // 4
     with strategy.scope():
         values = strategy.experimental_distribute_values_from_function(
             lambda ctx: tf.ones((elems,)) * float(ctx.replica_id_in_sync_group)
         )
 
+    def replica_fn(v: Any) -> Any:
+        # An all-reduce among the replicas (NCCL), each keeping the sum on its own GPU.
+        # strategy.reduce() would instead gather to the host, which times a D2H copy.
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, v)
+
     @tf.function
     def step() -> Any:
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
+        return strategy.experimental_local_results(strategy.run(replica_fn, args=(values,)))
 
     bus = elems * 4 * 2 * (n - 1) / n / 1e9
     return measure(
@@ -204,5 +222,5 @@ def allreduce(mib: int = 256, repeats: int = 5, number: int = 5) -> Measurement 
         sync=sync_device,
         repeats=repeats,
         number=number,
-        params={"mib": mib, "gpus": n, "ops": "NCCL"},
+        params={"mib": mib, "gpus": n, "ops": ops},
     )

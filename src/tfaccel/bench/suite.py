@@ -64,7 +64,7 @@ def run_suite(
         try:
             from tfaccel.monitor.sampler import Sampler
 
-            sampler = Sampler([0], interval_s=0.5)
+            sampler = Sampler("visible", interval_s=0.5)  # TF's GPU:0 is the first
             sampler.start()
         except Exception:
             sampler = None
@@ -275,6 +275,7 @@ def remat_saving(workload: str, batch: int) -> Measurement:
     from tfaccel.tune.runner import StepPlan, run_trial
 
     peaks: dict[bool, int | None] = {}
+    errors: list[str] = []
     for remat in (False, True):
         r = run_trial(
             workload,
@@ -284,15 +285,14 @@ def remat_saving(workload: str, batch: int) -> Measurement:
             StepPlan(3, 2, 3),
         )
         peaks[remat] = r.peak_memory_bytes
+        if not r.ok:
+            errors.append(f"checkpointing {'on' if remat else 'off'}: {r.status} ({r.error})")
+        elif r.device != "GPU":
+            errors.append("needs a GPU (peak memory is read from TensorFlow's GPU allocator)")
     name = f"{workload} peak memory, gradient checkpointing off -> on, batch {batch}"
     off, on = peaks[False], peaks[True]
-    if not off or not on:
-        return Measurement(
-            name,
-            "GiB",
-            (),
-            error="needs a GPU (peak memory is read from TensorFlow's GPU allocator)",
-        )
+    if errors or not off or not on:
+        return Measurement(name, "% saved", (), error="; ".join(errors) or "no peak was read")
     saving = 100.0 * (1 - on / off)
     return Measurement(
         name,

@@ -27,6 +27,20 @@ WORKLOAD_BATCH = {"resnet50": 256, "bert": 128, "bert_hub": 128, "tiny": 128}
 EXTRAS = ("yolo", "conv3d", "gpt2", "remat", "resnet50-inference")
 
 
+def _grow_gpu_memory() -> None:
+    """Let this process take GPU memory as it needs it, instead of all of it at once:
+    some benchmarks (gradient checkpointing) run training steps in child processes,
+    which need GPU memory of their own."""
+    from tfaccel._tf import import_tensorflow
+
+    tf = import_tensorflow()
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # TensorFlow already started its GPUs (tests): keep them
+            return
+
+
 @handle_errors
 def bench(
     what: list[str] = typer.Argument(
@@ -77,6 +91,7 @@ def bench(
                 expected="micro, all, compare, or one of " + ", ".join(BUILTIN),
                 received=item,
             )
+    _grow_gpu_memory()
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -29,7 +30,16 @@ def _hardware() -> Hardware:
     from tfaccel.hardware.nvml import driver_info
 
     info = driver_info()
-    gpus = [g for g in info.gpus if not g.error]
+    return hardware_of(info)
+
+
+def hardware_of(info: Any) -> Hardware:
+    """The GPUs the trials will see: NVML's, narrowed by CUDA_VISIBLE_DEVICES."""
+    from tfaccel.hardware.nvml import visible_indices
+
+    by_index = {g.index: g for g in info.gpus}
+    visible = visible_indices([g.uuid for g in info.gpus])
+    gpus = [by_index[i] for i in visible if i in by_index and not by_index[i].error]
     return Hardware(len(gpus), gpus[0].compute_capability if gpus else None)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -39,6 +40,11 @@ class GpuMonitorCallback(keras.callbacks.Callback):
     them as TensorBoard scalars under `log_dir`; warns or stops training on a thermal
     alert. Batch hooks only count steps and read a flag, so the cost per step is tiny.
 
+    NVML starts in a background thread, so `fit` does not wait for it (NVML's start
+    takes tens to hundreds of milliseconds on a multi-GPU host). The callback is
+    `async_safe`: on Keras backends that dispatch batch hooks on a thread pool, it
+    keeps them there.
+
     Args:
         interval_s: seconds between samples.
         gpus: NVML GPU indices (None: the GPUs this process sees, CUDA_VISIBLE_DEVICES).
@@ -47,6 +53,8 @@ class GpuMonitorCallback(keras.callbacks.Callback):
         on_thermal: "warn", "stop" (stop_training) or "ignore".
         log_dir: TensorBoard log directory for the scalars (None: none).
     """
+
+    async_safe = True  # batch hooks: a locked counter and a flag, no tensors read
 
     def __init__(
         self,
@@ -80,6 +88,8 @@ class GpuMonitorCallback(keras.callbacks.Callback):
         self._thermal: str | None = None
         self._warned = False
         self._steps = 0
+        self._steps_lock = threading.Lock()
+        self._starter: threading.Thread | None = None
         self._epoch_start = 0.0
         self._writer: Any = None
 
@@ -90,20 +100,10 @@ class GpuMonitorCallback(keras.callbacks.Callback):
 
     def on_train_begin(self, logs: Any = None) -> None:
         self.epochs = []
-        try:
-            self.sampler = Sampler(
-                self.gpus if self.gpus is not None else "visible",
-                self.interval_s,
-                self.thresholds,
-                on_snapshot=self._on_snapshot,
-                lib=self._lib,
-                clock=self._clock,
-            )
-            self.sampler.start()
-        except Exception as exc:
-            self.sampler = None
-            self.disabled_reason = f"GPU telemetry off: {exc}"
-            warnings.warn(self.disabled_reason, RuntimeWarning, stacklevel=2)
+        self._starter = threading.Thread(
+            target=self._start_sampler, name="tfaccel-sampler-start", daemon=True
+        )
+        self._starter.start()
         if self.log_dir:
             import importlib.util
 
@@ -119,12 +119,37 @@ class GpuMonitorCallback(keras.callbacks.Callback):
 
                 self._writer = tf.summary.create_file_writer(self.log_dir)
 
+    def _started(self) -> None:
+        """Wait for the sampler's start (once), then warn if it could not start."""
+        starter, self._starter = self._starter, None
+        if starter is not None:
+            starter.join()
+            if self.disabled_reason is not None:
+                warnings.warn(self.disabled_reason, RuntimeWarning, stacklevel=3)
+
+    def _start_sampler(self) -> None:
+        try:
+            sampler = Sampler(
+                self.gpus if self.gpus is not None else "visible",
+                self.interval_s,
+                self.thresholds,
+                on_snapshot=self._on_snapshot,
+                lib=self._lib,
+                clock=self._clock,
+            )
+            sampler.start()
+            self.sampler = sampler
+        except Exception as exc:
+            self.sampler = None
+            self.disabled_reason = f"GPU telemetry off: {exc}"
+
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self._steps = 0
         self._epoch_start = self._clock()
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        self._steps += 1
+        with self._steps_lock:  # Keras may call this from several threads
+            self._steps += 1
         if self._thermal is not None and self.on_thermal != "ignore":
             message, self._thermal = self._thermal, None
             if self.on_thermal == "stop":
@@ -135,6 +160,7 @@ class GpuMonitorCallback(keras.callbacks.Callback):
                 warnings.warn(message, RuntimeWarning, stacklevel=2)
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        self._started()
         windows: list[GpuWindow] = []
         if self.sampler is not None:
             # Close the window with a fresh reading, taken now.
@@ -175,6 +201,7 @@ class GpuMonitorCallback(keras.callbacks.Callback):
             self._writer.flush()
 
     def on_train_end(self, logs: Any = None) -> None:
+        self._started()
         if self.sampler is not None:
             self.sampler.stop()
             self.sampler = None
