@@ -227,55 +227,100 @@ def test_cli_bad_input(args: list[str], message: str) -> None:
     assert result.exit_code == 2 and message in result.output
 
 
-def test_launch_latency_from_trace_correlation_ids() -> None:
-    from tfaccel.profile.analyze import _trace_launches
+def _x(pid: int, tid: int, name: str, ts: float, dur: float, **args: object) -> dict:
+    return {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts, "dur": dur, "args": args}
 
-    trace = {
-        "traceEvents": [
-            {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/host:CPU"}},
-            {"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "/device:GPU:0"}},
-            {
-                "ph": "X",
-                "pid": 1,
-                "name": "cudaLaunchKernel",
-                "ts": 100.0,
-                "dur": 3,
-                "args": {"correlation_id": 11},
-            },
-            {
-                "ph": "X",
-                "pid": 7,
-                "name": "volta_sgemm",
-                "ts": 104.0,
-                "dur": 50,
-                "args": {"correlation_id": 11},
-            },
-            {
-                "ph": "X",
-                "pid": 1,
-                "name": "cuLaunchKernel",
-                "ts": 200.0,
-                "dur": 3,
-                "args": {"correlation_id": 12},
-            },
-            {
-                "ph": "X",
-                "pid": 7,
-                "name": "relu",
-                "ts": 230.0,
-                "dur": 5,
-                "args": {"correlation_id": 12},
-            },
-            {
-                "ph": "X",
-                "pid": 1,
-                "name": "cudaMemcpyAsync",
-                "ts": 300.0,
-                "dur": 3,
-                "args": {"correlation_id": 13},
-            },
-        ]
-    }
-    gaps, kernels = _trace_launches(trace)
-    assert sorted(gaps) == [4.0, 30.0]  # the memcpy is not a kernel launch
-    assert kernels == 2
+
+def test_trace_facts_in_the_shape_xprof_writes_for_a_gpu() -> None:
+    """As in the H200 traces: host launch events carry the kernel's name, a Steps thread
+    marks the steps, copies run on their own stream with their sizes."""
+    from tfaccel.profile.analyze import _trace_facts
+
+    meta = [
+        {"ph": "M", "name": "process_name", "pid": 701, "args": {"name": "/host:CPU"}},
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "Stream #13"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 8, "args": {"name": "Stream #14"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 99, "args": {"name": "Steps"}},
+    ]
+    events = [
+        _x(1, 99, "train 1", 0.0, 1000.0),  # the step: 0..1000 us
+        # A 400 us H2D copy of 4 MB before the kernels: nothing overlaps it.
+        _x(701, 5, "MemcpyH2D", 0.0, 5.0, correlation_id=1),
+        _x(1, 8, "MemcpyH2D", 10.0, 400.0, correlation_id=1, memcpy_details="size:4000000"),
+        # Two kernels, launched by calls of 3 and 5 us, 30 and 70 us before they start.
+        _x(701, 5, "sm90_xmma_gemm_bf16bf16", 420.0, 3.0, correlation_id=2),
+        _x(1, 1, "sm90_xmma_gemm_bf16bf16", 450.0, 300.0, correlation_id=2),
+        _x(701, 5, "loop_fusion", 690.0, 5.0, correlation_id=3),
+        _x(1, 1, "loop_fusion", 760.0, 100.0, correlation_id=3),
+        # A kernel outside the step window is not counted in the shares.
+        _x(701, 5, "late", 1990.0, 5.0, correlation_id=4),
+        _x(1, 1, "late", 2000.0, 100.0, correlation_id=4),
+    ]
+    f = _trace_facts({"traceEvents": meta + events})
+    assert sorted(f.launch_call_us) == [3.0, 5.0, 5.0]  # memcpy calls are not launches
+    assert sorted(f.queue_delay_us) == [10.0, 30.0, 70.0]
+    assert f.kernel_gaps_us == [10.0, 1140.0]  # idle between kernels on one stream
+    assert f.memcpy_us == {"H2D": 400.0} and f.memcpy_bytes == {"H2D": 4000000}
+    assert f.window_us == 1000.0
+    assert f.memcpy_exposed_us == 400.0  # no kernel beside the copy
+    assert f.kernel_busy_us == 400.0  # 300 + 100 inside the step
+
+
+def test_tensor_core_kernels_by_name() -> None:
+    from tfaccel.profile.analyze import uses_tensor_cores
+
+    assert uses_tensor_cores("sm80_xmma_fprop_implicit_gemm_indexed_bf16bf16_bf16f32_f32")
+    assert uses_tensor_cores("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32")
+    assert uses_tensor_cores("cutlass_tensorop_s1688gemm_64x64_32x6_nn_align4")
+    assert uses_tensor_cores("volta_h884gemm_64x64_ldg8_nn")
+    assert not uses_tensor_cores("sm80_xmma_fprop_implicit_gemm_indexed_f32f32_f32f32_f32")
+    assert not uses_tensor_cores("input_reduce_fusion_220")
+    assert not uses_tensor_cores("void wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3>")
+
+
+def _gpu_fixture(tmp_path: Path, name: str) -> Path:
+    """A trimmed trace of ResNet-50 training on an H200 (benchmarks/trim_trace.py)."""
+    import gzip
+
+    run = tmp_path / name / "plugins" / "profile" / "2026_11_30_21_40_54"
+    run.mkdir(parents=True)
+    packed = FIXTURES / f"h200_resnet50_{name}.xplane.pb.gz"
+    (run / "vm.xplane.pb").write_bytes(gzip.decompress(packed.read_bytes()))
+    return tmp_path / name
+
+
+def test_h200_input_bound_run(tmp_path: Path) -> None:
+    """One thread decoding JPEGs, no prefetch: XProf books the wait as 'All others';
+    the host's tf.data time says it was input."""
+    r = analyze(_gpu_fixture(tmp_path, "slow_input"))
+    assert r.hardware == "GPU"
+    assert r.breakdown_pct["input"] > 50
+    assert r.gpu_utilization_pct is not None and r.gpu_utilization_pct < 50
+    assert r.extra["host_input_ms_per_step"] > 400
+    found = {f.id: f for f in advise(r)}
+    assert found["input"].severity == "fail" and "num_parallel_calls" in (
+        found["input"].action or ""
+    )
+
+
+def test_h200_keras_defaults_run(tmp_path: Path) -> None:
+    """float32 images copied host-to-device each step, with no kernel beside the copy."""
+    r = analyze(_gpu_fixture(tmp_path, "defaults"))
+    assert r.breakdown_pct["input"] < 5
+    assert r.memcpy_pct is not None and r.memcpy_pct > 15
+    assert r.memcpy_us["H2D"] > 0 and r.extra["memcpy_bytes"]["H2D"] > 10**8
+    assert r.extra["memcpy_overlapped_pct"] < 10
+    # One CUDA launch call costs the host a few microseconds.
+    assert r.launch_latency_us_median is not None and 1 < r.launch_latency_us_median < 10
+    assert r.tensor_core_used_pct is not None and r.tensor_core_used_pct > 30  # TF32 xmma
+    assert r.peak_memory_bytes is not None and r.peak_memory_bytes > 10 * 2**30  # GPU_0_bfc
+    memcpy = next(f for f in advise(r) if f.id == "memcpy")
+    assert memcpy.severity == "fail" and "uint8" in (memcpy.action or "")
+
+
+def test_h200_bf16_xla_run_counts_16_bit_kernels(tmp_path: Path) -> None:
+    """Under XLA XProf's op-based 16-bit share is 0 %; the kernels name bf16."""
+    r = analyze(_gpu_fixture(tmp_path, "tuned"))
+    assert r.pct_16bit is not None and r.pct_16bit > 20
+    assert r.extra["kernel_16bit_pct"] == r.pct_16bit

@@ -116,20 +116,36 @@ def advise(r: ProfileReport) -> list[Finding]:
         )
     if r.memcpy_pct is not None:
         lvl = _level(r.memcpy_pct, 5, 20)
-        parts = ", ".join(f"{k} {v / 1e3:.1f} ms" for k, v in r.memcpy_us.items())
+        sizes = r.extra.get("memcpy_bytes", {})
+
+        def part(kind: str, us: float) -> str:
+            gbs = sizes.get(kind, 0) / (us * 1e3) if us else 0.0
+            return f"{kind} {us / 1e3:.1f} ms" + (f" at {gbs:.1f} GB/s" if gbs else "")
+
+        parts = ", ".join(part(k, v) for k, v in r.memcpy_us.items())
+        overlapped = r.extra.get("memcpy_overlapped_pct")
+        where = (
+            "of step time with no kernel running" if overlapped is not None else "of device time"
+        )
+        text = f"memory copies take {r.memcpy_pct:.1f}% {where} ({parts or 'none'})"
+        if overlapped is not None:
+            text += f"; {overlapped:.0f}% of copy time overlaps compute"
+        action = (
+            "tfaccel.configure(prefetch='device') to overlap host-to-device copies; "
+            "keep tensors on the GPU (no .numpy() inside the step)"
+        )
+        if r.memcpy_us.get("H2D", 0) > 0.5 * sum(r.memcpy_us.values()):  # input copies
+            action += "; send images as uint8 and cast on the GPU (4x fewer bytes than float32)"
         out.append(
             Finding(
                 "memcpy",
                 lvl,
                 "memcpy",
                 r.memcpy_pct,
-                "under 5 % of device time",
-                f"memory copies take {r.memcpy_pct:.1f}% of device time ({parts or 'none'})",
-                None
-                if lvl == "ok"
-                else "tfaccel.configure(prefetch='device') to overlap host-"
-                "to-device copies; keep tensors on the GPU (no .numpy() inside the step)",
-                None if lvl == "ok" else f"up to {r.memcpy_pct:.0f}% of device time back",
+                "under 5 % of step time",
+                text,
+                None if lvl == "ok" else action,
+                None if lvl == "ok" else f"up to {r.memcpy_pct:.0f}% of step time back",
             )
         )
     if r.launch_latency_us_median is not None:
@@ -142,7 +158,7 @@ def advise(r: ProfileReport) -> list[Finding]:
                 "launch_latency_us",
                 v,
                 "under 10 us",
-                f"median launch-to-start gap {v:.1f} us (p90 {r.launch_latency_us_p90:.1f} us) "
+                f"median kernel launch call {v:.1f} us (p90 {r.launch_latency_us_p90:.1f} us) "
                 f"over {r.kernel_launches} kernels"
                 + (f", {r.launches_per_step:.0f} per step" if r.launches_per_step else ""),
                 None

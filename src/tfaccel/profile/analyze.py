@@ -6,6 +6,7 @@ time; a trace without step markers has no step times) rather than a made-up zero
 
 from __future__ import annotations
 
+import itertools
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -108,13 +109,75 @@ def _steps(ip: list[Any]) -> tuple[list[StepBreakdown], dict[str, Any]]:
     return [], {}
 
 
-def _trace_launches(trace: Any) -> tuple[list[float], int]:
-    """Launch-to-start gaps (us) from the trace: host cudaLaunchKernel events matched to
-    device kernel events by correlation id."""
+MEMCPY_EVENT = re.compile(r"^Memcpy(HtoD|H2D|DtoH|D2H|DtoD|D2D|PtoP|P2P)", re.IGNORECASE)
+MEMCPY_EVENT_KIND = {"htod": "H2D", "h2d": "H2D", "dtoh": "D2H", "d2h": "D2H"}
+MEMCPY_EVENT_KIND |= {"dtod": "D2D", "d2d": "D2D", "ptop": "P2P", "p2p": "P2P"}
+SIZE = re.compile(r"size:(\d+)")
+
+
+@dataclass
+class TraceFacts:
+    """What the device trace says directly (CUPTI activity, by correlation id)."""
+
+    launch_call_us: list[float] = field(default_factory=list)  # host CUDA launch calls
+    queue_delay_us: list[float] = field(default_factory=list)  # launch call -> start
+    kernel_gaps_us: list[float] = field(default_factory=list)  # idle between kernels
+    kernels: int = 0
+    kernel_us: float = 0.0
+    memcpy_us: dict[str, float] = field(default_factory=dict)
+    memcpy_bytes: dict[str, int] = field(default_factory=dict)
+    memcpy_exposed_us: float = 0.0  # copy time with no kernel running beside it
+    kernel_busy_us: float = 0.0  # time at least one kernel ran
+    window_us: float = 0.0  # the profiled steps (the trace's step markers)
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _clip(
+    spans: list[tuple[float, float]], window: list[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    """The parts of `spans` (disjoint, sorted) inside `window` (disjoint, sorted)."""
+    out = []
+    for a, b in spans:
+        for w0, w1 in window:
+            lo, hi = max(a, w0), min(b, w1)
+            if lo < hi:
+                out.append((lo, hi))
+    return out
+
+
+def _uncovered(spans: list[tuple[float, float]], cover: list[tuple[float, float]]) -> float:
+    """Total length of `spans` (disjoint, sorted) outside `cover` (disjoint, sorted)."""
+    total, j = 0.0, 0
+    for a, b in spans:
+        covered = 0.0
+        while j < len(cover) and cover[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(cover) and cover[k][0] < b:
+            covered += min(b, cover[k][1]) - max(a, cover[k][0])
+            k += 1
+        total += (b - a) - covered
+    return total
+
+
+def _trace_facts(trace: Any) -> TraceFacts:
+    """Launch-to-start gaps, kernel and copy time from the trace viewer's events.
+
+    A device event (a GPU stream) and the host-side CUDA API call that launched it share
+    a correlation id; XProf names the host event after the kernel (or after
+    cudaLaunchKernel in older versions), so the id, not the name, makes the match.
+    Copies are the device's Memcpy* events, with their sizes from `memcpy_details`.
+    """
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
-    host: dict[Any, float] = {}
-    device: dict[Any, float] = {}
-    launch = re.compile(r"(cu|cuda)LaunchKernel|cudaGraphLaunch", re.IGNORECASE)
     gpu_pids = {
         e.get("pid")
         for e in events
@@ -122,17 +185,98 @@ def _trace_launches(trace: Any) -> tuple[list[float], int]:
         and e.get("name") == "process_name"
         and "/device:GPU" in str(e.get("args", {}).get("name", ""))
     }
+    host: dict[Any, float] = {}
+    device: dict[Any, float] = {}
+    facts = TraceFacts()
+    kernel_spans: dict[Any, list[tuple[float, float]]] = {}  # by stream
+    copy_spans: list[tuple[float, float]] = []
+    thread_names = {
+        (e.get("pid"), e.get("tid")): str(e.get("args", {}).get("name", ""))
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "thread_name"
+    }
+    step_spans = [
+        (float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur") or 0))
+        for e in events
+        if e.get("ph") == "X"
+        and e.get("pid") in gpu_pids
+        and thread_names.get((e.get("pid"), e.get("tid"))) == "Steps"
+    ]
     for e in events:
         args = e.get("args") or {}
         cid = args.get("correlation_id") or args.get("correlation id")
         if cid is None or e.get("ph") != "X":
             continue
+        name = str(e.get("name", ""))
+        copy = MEMCPY_EVENT.match(name)
         if e.get("pid") in gpu_pids:
-            device.setdefault(cid, float(e.get("ts", 0)))
-        elif launch.search(str(e.get("name", ""))):
+            dur = float(e.get("dur") or 0.0)
+            ts = float(e.get("ts", 0))
+            if copy:
+                copy_spans.append((ts, ts + dur))
+                kind = MEMCPY_EVENT_KIND[copy.group(1).lower()]
+                facts.memcpy_us[kind] = facts.memcpy_us.get(kind, 0.0) + dur
+                size = SIZE.search(str(args.get("memcpy_details", "")))
+                if size:
+                    facts.memcpy_bytes[kind] = facts.memcpy_bytes.get(kind, 0) + int(size[1])
+            elif not name.startswith("Memset"):
+                device.setdefault(cid, ts)
+                facts.kernels += 1
+                facts.kernel_us += dur
+                kernel_spans.setdefault((e.get("pid"), e.get("tid")), []).append((ts, ts + dur))
+        elif not copy and not name.startswith("Memset"):
             host.setdefault(cid, float(e.get("ts", 0)))
-    gaps = [device[c] - host[c] for c in host.keys() & device.keys() if device[c] >= host[c]]
-    return gaps, len(device)
+            facts.launch_call_us.append(float(e.get("dur") or 0.0))
+    matched = host.keys() & device.keys()
+    facts.queue_delay_us = [device[c] - host[c] for c in matched if device[c] >= host[c]]
+    for spans in kernel_spans.values():
+        spans.sort()
+        facts.kernel_gaps_us += [b[0] - a[1] for a, b in itertools.pairwise(spans) if b[0] > a[1]]
+    every_kernel = _union([x for spans in kernel_spans.values() for x in spans])
+    copies = _union(copy_spans)
+    # Shares are of the profiled steps' wall time: clip to the trace's step markers
+    # (without markers, to the span of device activity).
+    window = _union(step_spans)
+    if not window and (every_kernel or copies):
+        spans = every_kernel + copies
+        window = [(min(a for a, _ in spans), max(b for _, b in spans))]
+    every_kernel, copies = _clip(every_kernel, window), _clip(copies, window)
+    facts.window_us = sum(b - a for a, b in window)
+    facts.memcpy_exposed_us = _uncovered(copies, every_kernel)
+    facts.kernel_busy_us = sum(b - a for a, b in every_kernel)
+    return facts
+
+
+# Kernels that run on tensor cores, by name: cuDNN/cuBLAS xmma and gmma kernels and
+# CUTLASS tensor-op kernels name their types (bf16, f16, tf32, i8, e4m3); HMMA/IMMA,
+# wgmma and the 884/1688/16816 tile shapes are tensor-core instructions. XProf's own
+# flag misses cuDNN 9's xmma and CUTLASS implicit-GEMM kernels on Hopper.
+TC_NAME = re.compile(
+    r"(xmma|gmma|cutlass|tensorop).*(bf16|f16|fp16|tf32|i8|e4m3|e5m2)"
+    r"|hmma|imma|wgmma|h884|h1688|h16816|s1688|s16816|tensorop_[sh]",
+    re.IGNORECASE,
+)
+SIXTEEN_BIT_NAME = re.compile(r"bf16|f16|fp16|half|hmma|h884|h1688|h16816|e4m3|e5m2", re.I)
+
+
+def uses_tensor_cores(kernel_name: str) -> bool:
+    return bool(TC_NAME.search(kernel_name))
+
+
+def _host_input_us(ip: list[Any]) -> float:
+    """The host's tf.data time over the capture (XProf's input-pipeline breakdown)."""
+    keys = (
+        "preprocessing_us",
+        "enqueue_us",
+        "demanded_file_read_us",
+        "advanced_file_read_us",
+        "unclassified_nonequeue_us",
+    )
+    for table in ip if isinstance(ip, list) else []:
+        props = table.get("p", {})
+        if "preprocessing_us" in props:
+            return sum(number(props.get(k)) or 0.0 for k in keys)
+    return 0.0
 
 
 def _percentile(xs: list[float], q: float) -> float:
@@ -168,8 +312,29 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
         whole = sum(totals)
         for cat in CATEGORIES.values():
             breakdown[cat] = 100.0 * sum(s.parts_ms.get(cat, 0.0) for s in steps) / whole
-    # Device busy share and 16-bit share, as XProf's overview computes them.
+    # On a GPU, XProf books the wait for input as "All others": the step's idle time.
+    # The host's tf.data time (XProf's input-pipeline table) says how much of that idle
+    # time was input; each step waits for at most the smaller of the two.
+    extra: dict[str, Any] = {}
+    if on_gpu and steps and not breakdown.get("input"):
+        host_input_us = _host_input_us(ip)
+        if host_input_us:
+            per_step_ms = host_input_us / 1000.0 / len(steps)
+            other_ms = statistics.mean(s.parts_ms.get("idle_other", 0.0) for s in steps)
+            wait_ms = min(per_step_ms, other_ms)
+            if avg:
+                breakdown["input"] = 100.0 * wait_ms / avg
+                breakdown["idle_other"] = max(
+                    0.0, breakdown.get("idle_other", 0.0) - breakdown["input"]
+                )
+            extra["host_input_ms_per_step"] = per_step_ms
+    # Device busy share and 16-bit share, as XProf's overview computes them; where the
+    # overview has no duty cycle, the share of step time the device computes.
     util = number(ov_props.get("device_duty_cycle_percent")) if on_gpu else None
+    if util is None and on_gpu and breakdown:
+        util = sum(
+            breakdown.get(k, 0.0) for k in ("device_compute", "device_to_device", "collectives")
+        )
     pct16 = number(ov_props.get("device_compute_16bit_percent")) if on_gpu else None
     # Memory copies, from the framework op table's device rows.
     # framework_op_stats holds the same table with and without IDLE: read the first.
@@ -203,20 +368,32 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
     # Kernels and tensor cores.
     krows = table_rows(kernels) if isinstance(kernels, dict) else []
     ktotal = sum(float(r.get("total_duration_us") or 0) for r in krows)
-    eligible = sum(
+
+    def tc_eligible(r: dict[str, Any]) -> bool:
+        return r.get("is_op_tensor_core_eligible") in (True, "true", "True") or tc_used(r)
+
+    def tc_used(r: dict[str, Any]) -> bool:
+        return r.get("is_kernel_using_tensor_core") in (True, "true", "True") or (
+            uses_tensor_cores(str(r.get("kernel_name") or ""))
+        )
+
+    used = sum(float(r.get("total_duration_us") or 0) for r in krows if tc_used(r))
+    eligible = sum(float(r.get("total_duration_us") or 0) for r in krows if tc_eligible(r))
+    k16 = sum(
         float(r.get("total_duration_us") or 0)
         for r in krows
-        if r.get("is_op_tensor_core_eligible") in (True, "true", "True")
+        if SIXTEEN_BIT_NAME.search(str(r.get("kernel_name") or ""))
     )
-    used = sum(
-        float(r.get("total_duration_us") or 0)
-        for r in krows
-        if r.get("is_kernel_using_tensor_core") in (True, "true", "True")
-    )
+    if on_gpu and ktotal:
+        # XProf counts 16-bit work by TensorFlow op; under XLA the ops it sees are
+        # fusions, so it reports 0 %. Kernels that name a 16-bit type are a lower bound.
+        extra["kernel_16bit_pct"] = 100.0 * k16 / ktotal
+        if not pct16:
+            pct16 = extra["kernel_16bit_pct"]
     kcount = sum(int(r.get("occurrences") or 0) for r in krows)
 
     def tc(r: dict[str, Any]) -> str | None:
-        if r.get("is_kernel_using_tensor_core") in (True, "true", "True"):
+        if tc_used(r):
             return "used"
         if r.get("is_op_tensor_core_eligible") in (True, "true", "True"):
             return "eligible, not used"
@@ -243,7 +420,9 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
     at_peak: dict[str, int] = {}
     per_alloc = memory.get("memoryProfilePerAllocator", {}) if isinstance(memory, dict) else {}
     if per_alloc:
-        name = next((k for k in per_alloc if "gpu" in k.lower()), next(iter(per_alloc)))
+        # The device's allocator (GPU_0_bfc), not the pinned host one (gpu_host_bfc).
+        device_alloc = [k for k in per_alloc if re.match(r"gpu_\d+", k, re.IGNORECASE)]
+        name = device_alloc[0] if device_alloc else next(iter(per_alloc))
         prof = per_alloc[name]
         summary = prof.get("profileSummary", {})
         peak = int(number(summary.get("peakStats", {}).get("peakBytesInUse")) or 0) or None
@@ -261,9 +440,33 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
     launches = None
     if with_trace and on_gpu:
         try:
-            gaps, launches = _trace_launches(convert(files, "trace_viewer"))
+            facts = _trace_facts(convert(files, "trace_viewer"))
         except Exception:
-            gaps, launches = [], None
+            facts = None
+        if facts is not None:
+            # Launch latency: what one CUDA launch call costs the host. How far the
+            # host runs ahead of the GPU (queue delay) and the GPU's idle gaps between
+            # kernels are kept beside it.
+            gaps, launches = facts.launch_call_us, facts.kernels or None
+            if facts.queue_delay_us:
+                extra["queue_delay_us_median"] = statistics.median(facts.queue_delay_us)
+            if facts.kernel_gaps_us:
+                extra["kernel_gap_us_median"] = statistics.median(facts.kernel_gaps_us)
+            if facts.window_us and ov_props.get("device_duty_cycle_percent") is None:
+                # Compute utilization: the share of step time some kernel ran. XProf's
+                # "device compute" also counts copies that run with no kernel beside.
+                util = 100.0 * facts.kernel_busy_us / facts.window_us
+            if facts.memcpy_us:
+                # Copies from the device trace (op tables miss the input's copies, which
+                # TensorFlow books under _Recv). The share counts only the copy time no
+                # kernel ran beside: a copy that overlaps compute costs nothing.
+                memcpy = dict(facts.memcpy_us)
+                extra["memcpy_bytes"] = dict(facts.memcpy_bytes)
+                extra["memcpy_overlapped_pct"] = 100.0 * (
+                    1 - facts.memcpy_exposed_us / max(sum(memcpy.values()), 1e-9)
+                )
+                if facts.window_us:
+                    memcpy_pct = 100.0 * facts.memcpy_exposed_us / facts.window_us
     if launches is None and kcount:
         launches = kcount
     return ProfileReport(
@@ -292,4 +495,5 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
         memory_capacity_bytes=capacity,
         memory_at_peak_by_op=tuple(sorted(at_peak.items(), key=lambda kv: -kv[1])[:8]),
         xprof_conclusions=tuple(dict.fromkeys(conclusions)),
+        extra=extra,
     )
