@@ -228,17 +228,19 @@ def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
         )
         return [
             (
-                f"gpt2 batch={b}",
+                f"gpt2 batch={b} {p}",
                 partial(
                     inference.gpt2_generation,
                     b,
                     8 if quick else 32,
                     8 if quick else 128,
+                    precision=p,
                     repeats=2 if quick else 3,
                     **shape,
                 ),
             )
             for b in ((1,) if quick else (1, 16))
+            for p in (("float32",) if quick else ("float32", "mixed_bfloat16"))
         ]
     if name == "remat":
         return [

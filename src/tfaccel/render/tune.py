@@ -98,8 +98,9 @@ def tune_plot(res: TuneResult, path: Path, unit: str = "samples") -> Path:
     ax.set_yticks(range(len(labels)), labels=labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel(
-        f"{unit}/s: median and range over timed windows (green: chosen; a faster bar "
-        "within the noise is not chosen; red: failed or out of memory)"
+        f"{unit}/s: median and range over timed windows\n(green: chosen; a faster bar "
+        "within the noise is not chosen; red: failed or out of memory)",
+        fontsize=9,
     )
     ax.set_title(f"tfaccel tune: {res.workload}")
     for i, r in enumerate(res.trials):

@@ -77,7 +77,10 @@ def run_scale(
     for n in counts:
         if on_point:
             on_point(n, None)
-        s = settings.replace(strategy="mirrored" if n > 1 else "none")
+        # One engine for every point: with engine "auto" the 1-GPU point runs the same
+        # tfaccel step (a one-replica MirroredStrategy) as the others, so efficiency
+        # compares like with like; "fit" measures Keras fit at every count.
+        s = settings.replace(strategy="mirrored" if n > 1 or engine != "fit" else "none")
         extra: dict[str, Any] = {"engine": engine}
         env: dict[str, str] = {}
         if cpu_replicas:
