@@ -45,19 +45,32 @@ tune_cmd() {  # workload start-batch max-batch
     --journal tune-$1.jsonl --plot tune-$1.png --format json > tune-$1.out.json"
 }
 # One queue in priority order; each GPU's worker takes the next job nobody took.
+# (The 2026-11-30 lease ran profile fp32/defaults/tuned/slow-input, bench yolo,
+# resnet50-inference and bert_hub; LEASE_ALL=1 queues them again.)
 add tune-resnet50 "$(tune_cmd resnet50 256 1024)"
+add tune-bert_hub "$(tune_cmd bert_hub 128 512)"
 add monitor-tests "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/monitor -rs"
 add monitor-overhead "$PY $B/monitor_overhead.py --out monitor-overhead.json"
 add matmul-vs-torch "$PY $B/matmul_vs_torch.py --out matmul-vs-torch.json"
-for c in fp32 defaults tuned slow-input; do
+PROFILES="tuned-prefetch"
+[ -n "${LEASE_ALL:-}" ] && PROFILES="tuned-prefetch fp32 defaults tuned slow-input"
+for c in $PROFILES; do
   add "profile-$c" "$TF profile --start 20 --steps 10 --logdir prof-$c --format json \
     --html profile-$c.html -- $PY $B/profile_r50.py --config $c > profile-$c.json"
 done
-add bench-workloads "$TF bench gpt2 yolo conv3d remat resnet50-inference \
-  --out bench-workloads.json --format json > bench-workloads.out.json"
-add tune-bert_hub "$(tune_cmd bert_hub 128 512)"
-add bench-bert_hub "$TF bench bert_hub --batch 256 --out bench-bert_hub.json --format json > bench-bert_hub.out.json"
+add bench-workloads "$TF bench gpt2 conv3d remat --out bench-workloads.json --format json \
+  > bench-workloads.out.json"
 add tune-gpt2 "$(tune_cmd gpt2 32 128)"
+if [ -n "${LEASE_ALL:-}" ]; then
+  add bench-more "$TF bench yolo resnet50-inference --out bench-more.json --format json > bench-more.out.json"
+  add bench-bert_hub "$TF bench bert_hub --batch 256 --out bench-bert_hub.json --format json \
+    > bench-bert_hub.out.json"
+fi
+# Tunes resume from the journals of earlier leases (benchmarks/results/*.journal.jsonl).
+for w in resnet50 bert_hub gpt2; do
+  j="$REPO/benchmarks/results/tune-$w-h200.journal.jsonl"
+  [ -e "$j" ] && [ ! -e "$R/tune-$w.jsonl" ] && cp "$j" "$R/tune-$w.jsonl"
+done
 # Jobs a stopped call left half-done are taken again.
 for c in "$R"/claim.*; do [ -e "$c" ] && [ ! -e "$R/done.${c##*/claim.}" ] && rmdir "$c"; done
 
@@ -73,7 +86,7 @@ worker() {
 both() {  # needs both GPUs: all-reduce and scaling, then the GPU-marked tests
   unset CUDA_VISIBLE_DEVICES
   job bench-micro "$TF bench micro --out bench-micro.json --format json > bench-micro.out.json"
-  job scale-resnet50 "$TF scale resnet50 --gpus 1,2 --batch 512 --format json > scale-resnet50.json"
+  job scale-resnet50 "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH $TF scale resnet50 --gpus 1,2     --batch 512 --format json > scale-resnet50.json"
 }
 
 pack() {  # at most 8 files come back, 16 MiB each
