@@ -39,7 +39,7 @@ def test_callback_profiles_its_window_with_step_markers(tmp_path: Path) -> None:
 
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
     model.compile("sgd", "mse")
-    cb = capture.ProfileCallback(tmp_path / "p", start_step=3, steps=5)
+    cb = capture.ProfileCallback(tmp_path / "p", start_step=3, steps=5, batch_size=16)
     model.fit(
         np.zeros((16 * 12, 8), "float32"),
         np.zeros((16 * 12, 4), "float32"),
@@ -50,6 +50,8 @@ def test_callback_profiles_its_window_with_step_markers(tmp_path: Path) -> None:
     assert cb.captured
     r = analyze(tmp_path / "p")
     assert 3 <= len(r.steps) <= 5  # XProf drops partial steps at the window's edges
+    assert r.samples_per_step == 16
+    assert r.samples_per_s == pytest.approx(16 / r.step_ms_avg * 1000)  # type: ignore[operator]
 
 
 def test_run_mode_profiles_an_unmodified_script(
@@ -64,6 +66,19 @@ def test_run_mode_profiles_an_unmodified_script(
     assert result.exit_code == 0, result.output
     assert '"schema": "tfaccel.profile/1"' in result.stdout
     assert list((tmp_path / "tfaccel-profile").rglob("*.xplane.pb"))
+    # fit's batch_size reached the report, so diffs compare samples/s, not step times
+    assert '"samples_per_step": 16' in result.stdout
+
+
+def test_a_bad_run_meta_file_is_ignored(tmp_path: Path) -> None:
+    from tfaccel.profile.load import _read_meta
+
+    (tmp_path / "tfaccel.json").write_text("__import__('os').system('echo no')")
+    assert _read_meta(tmp_path) == {}
+    (tmp_path / "tfaccel.json").write_text('{"samples_per_step": -3}')
+    assert _read_meta(tmp_path) == {}
+    (tmp_path / "tfaccel.json").write_text('{"samples_per_step": 512}')
+    assert _read_meta(tmp_path) == {"samples_per_step": 512}
 
 
 def test_run_mode_without_a_fit_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -75,6 +75,14 @@ class ProfileReport:
     memory_at_peak_by_op: tuple[tuple[str, int], ...]
     xprof_conclusions: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    samples_per_step: int | None = None  # from the capture (tfaccel.json), if known
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Throughput over the profiled steps: comparable across batch sizes."""
+        if not self.samples_per_step or not self.step_ms_avg:
+            return None
+        return self.samples_per_step / self.step_ms_avg * 1000.0
 
     def metric(self, name: str) -> float | None:
         """Gate/diff metrics by short name."""
@@ -90,10 +98,11 @@ METRIC_GETTERS: dict[str, Any] = {
     "sixteen_bit": lambda r: r.pct_16bit,
     "tensor_core": lambda r: r.tensor_core_used_pct,
     "step_ms": lambda r: r.step_ms_avg,
+    "samples_per_s": lambda r: r.samples_per_s,
     "peak_memory_gib": lambda r: r.peak_memory_bytes / 2**30 if r.peak_memory_bytes else None,
 }
 MEMCPY_KINDS = {"memcpyhtod": "H2D", "memcpydtoh": "D2H", "memcpydtod": "D2D"}
-HIGHER_IS_BETTER = {"utilization", "sixteen_bit", "tensor_core"}
+HIGHER_IS_BETTER = {"utilization", "sixteen_bit", "tensor_core", "samples_per_s"}
 
 
 def _steps(ip: list[Any]) -> tuple[list[StepBreakdown], dict[str, Any]]:
@@ -496,4 +505,5 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
         memory_at_peak_by_op=tuple(sorted(at_peak.items(), key=lambda kv: -kv[1])[:8]),
         xprof_conclusions=tuple(dict.fromkeys(conclusions)),
         extra=extra,
+        samples_per_step=pr.meta.get("samples_per_step"),
     )

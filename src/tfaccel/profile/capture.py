@@ -95,7 +95,13 @@ class ProfileCallback(StepAnnotations):
     Skip the first steps: they include tracing and XLA compilation.
     """
 
-    def __init__(self, logdir: str | Path, start_step: int = 10, steps: int = 10) -> None:
+    def __init__(
+        self,
+        logdir: str | Path,
+        start_step: int = 10,
+        steps: int = 10,
+        batch_size: int | None = None,
+    ) -> None:
         super().__init__()
         if start_step < 0 or steps < 1:
             raise InputError(
@@ -106,6 +112,7 @@ class ProfileCallback(StepAnnotations):
         self.logdir = str(logdir)
         self.start_step = start_step
         self.steps = steps
+        self.batch_size = batch_size
         self.captured = False
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
@@ -116,10 +123,32 @@ class ProfileCallback(StepAnnotations):
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         super().on_train_batch_end(batch, logs)
         if self._step == self.start_step + self.steps and _ACTIVE.get("logdir") == self.logdir:
-            stop()
-            self.captured = True
+            self._stop()
 
     def on_train_end(self, logs: Any = None) -> None:
         if _ACTIVE.get("logdir") == self.logdir:  # training ended inside the window
-            stop()
-            self.captured = True
+            self._stop()
+
+    def _stop(self) -> None:
+        stop()
+        self.captured = True
+        if self.batch_size:
+            # One annotated step is one execution: steps_per_execution batches.
+            spe = int(getattr(self.model, "steps_per_execution", 1) or 1)
+            write_run_meta(self.logdir, {"samples_per_step": self.batch_size * spe})
+
+
+RUN_META = "tfaccel.json"
+
+
+def write_run_meta(logdir: str | Path, meta: dict[str, Any]) -> Path | None:
+    """Note what the trace cannot say (samples per step) beside the newest run's files."""
+    import json
+
+    runs = [p.parent for p in Path(logdir).rglob("*.xplane.pb")]
+    if not runs:
+        return None
+    newest = max(runs, key=lambda d: d.stat().st_mtime)
+    path = newest / RUN_META
+    path.write_text(json.dumps(meta))
+    return path

@@ -8,8 +8,9 @@ that name the file and what was expected.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tfaccel.errors import InputError
 
@@ -20,6 +21,7 @@ class ProfileRun:
     files: tuple[Path, ...]
     other_runs: tuple[str, ...] = ()
     note: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # tfaccel.json beside the files
 
 
 def find_run(logdir: str | Path, run: str | None = None) -> ProfileRun:
@@ -66,8 +68,27 @@ def find_run(logdir: str | Path, run: str | None = None) -> ProfileRun:
     for f in files:
         _check_file(f)
     return ProfileRun(
-        Path(chosen).name, files, tuple(Path(n).name for n in names if n != chosen), note
+        Path(chosen).name,
+        files,
+        tuple(Path(n).name for n in names if n != chosen),
+        note,
+        _read_meta(files[0].parent),
     )
+
+
+def _read_meta(run_dir: Path) -> dict[str, Any]:
+    """The run's tfaccel.json (parsed, never executed); a bad one is ignored."""
+    import json
+
+    path = run_dir / "tfaccel.json"
+    try:
+        meta = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(meta, dict):
+        return {}
+    n = meta.get("samples_per_step")
+    return {"samples_per_step": n} if isinstance(n, int) and n > 0 else {}
 
 
 def _check_file(path: Path) -> None:

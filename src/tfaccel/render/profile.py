@@ -36,8 +36,10 @@ def profile_text(
         f"{len(r.steps)}, {_f(r.step_ms_avg, '{:.2f}')} ms average "
         f"(sd {_f(r.step_ms_std, '{:.2f}')})",
     )
+    if r.samples_per_s is not None:
+        head.add_row("throughput", f"{r.samples_per_s:,.0f} samples/s ({r.samples_per_step}/step)")
     head.add_row("GPU compute utilization", _f(r.gpu_utilization_pct, "{:.1f}%"))
-    head.add_row("memory copies", _f(r.memcpy_pct, "{:.1f}% of device time"))
+    head.add_row("memory copies", _f(r.memcpy_pct, "{:.1f}% of step time with no kernel beside"))
     head.add_row(
         "kernel launch latency",
         f"median {_f(r.launch_latency_us_median)} us, "
@@ -175,7 +177,8 @@ def profile_html(r: ProfileReport, findings: Sequence[Finding], path: Path) -> P
     metrics = [
         ("steps", f"{len(r.steps)}, {_f(r.step_ms_avg, '{:.2f}')} ms average"),
         ("GPU compute utilization", _f(r.gpu_utilization_pct, "{:.1f}%")),
-        ("memory copies", _f(r.memcpy_pct, "{:.1f}% of device time")),
+        ("throughput", _f(r.samples_per_s, "{:,.0f} samples/s")),
+        ("memory copies", _f(r.memcpy_pct, "{:.1f}% of step time with no kernel beside")),
         ("kernel launch latency", f"{_f(r.launch_latency_us_median)} us median"),
         ("16-bit compute", _f(r.pct_16bit, "{:.0f}%")),
         (

@@ -20,9 +20,29 @@ if os.environ.get("TFACCEL_PROFILE_LOGDIR"):
                 os.environ["TFACCEL_PROFILE_LOGDIR"],
                 int(os.environ.get("TFACCEL_PROFILE_START", "10")),
                 int(os.environ.get("TFACCEL_PROFILE_STEPS", "10")),
+                batch_size=_batch_size(args, kwargs),
             )
             kwargs["callbacks"] = [*list(kwargs.get("callbacks") or []), cb]
             return _fit(self, *args, **kwargs)
+
+        def _batch_size(args, kwargs):  # type: ignore[no-untyped-def]
+            """Samples per batch, where fit's arguments say it (None if they do not)."""
+            try:
+                if kwargs.get("batch_size"):
+                    return int(kwargs["batch_size"])
+                x = args[0] if args else kwargs.get("x")
+                spec = getattr(x, "element_spec", None)
+                if spec is not None:  # a tf.data.Dataset: its static batch dimension
+                    import tensorflow as tf
+
+                    first = tf.nest.flatten(spec)[0]
+                    dim = first.shape[0] if first.shape.rank else None
+                    return int(dim) if dim is not None else None
+                if hasattr(x, "shape") or isinstance(x, (list, dict)):
+                    return 32  # Keras' default for arrays
+            except Exception:
+                return None
+            return None
 
         keras.Model.fit = _fit_with_profile
     except Exception as exc:
