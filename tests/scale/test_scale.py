@@ -170,6 +170,8 @@ def test_scale_command_on_two_cpu_replicas() -> None:
             "1",
             "--window",
             "5",
+            "--all-reduce",
+            "one-device",
             "--format",
             "json",
         ],
@@ -179,6 +181,50 @@ def test_scale_command_on_two_cpu_replicas() -> None:
     assert [p["gpus"] for p in points] == [1, 2]
     assert all(p["status"] == "ok" for p in points), points
     assert points[1]["engine"] == "tfaccel step" and points[1]["global_batch"] == 16
+    assert points[0]["engine"] == "tfaccel step"  # one engine at every count
+    # which all-reduce ran, and what one all-reduce of the gradients costs alone
+    assert points[1]["cross_device_ops"] == "ReductionToOneDevice"
+    assert points[1]["allreduce_ms"] > 0 and points[0]["allreduce_ms"] is None
+
+
+def test_search_keeps_only_what_beats_the_noise() -> None:
+    from tfaccel.scale.runner import search_scale
+
+    seen: list[dict] = []
+
+    def trial(w, s, steps, timeout, extra, env_overrides):  # type: ignore[no-untyped-def]
+        seen.append({**extra, "spe": s.steps_per_execution, "env": env_overrides})
+        rate = 1000.0
+        rate *= 1.10 if extra["cross_device_ops"] == "hierarchical" else 1.0  # kept
+        rate *= 1.01 if extra["num_packs"] == 4 else 1.0  # within the noise
+        rate *= 0.8 if s.steps_per_execution == 1 else 1.0
+        return TrialResult("k", "l", s.to_dict(), "ok", samples_per_s=rate, spread=0.01)
+
+    steps, best = search_scale(
+        "w", 2, Settings(batch_size=64, steps_per_execution=10), StepPlan(), trial_fn=trial
+    )
+    assert best == {"cross_device_ops": "hierarchical", "num_packs": 1, "steps_per_execution": 10}
+    assert [(x.option, x.kept) for x in steps] == [
+        ("start", True),
+        ("cross_device_ops", True),
+        ("num_packs", False),
+        ("steps_per_execution", False),
+        ("steps_per_execution", False),
+    ]
+    assert all(x["env"] == {"CUDA_VISIBLE_DEVICES": "0,1"} for x in seen)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--all-reduce", "ring"], "Unknown --all-reduce"),
+        (["--num-packs", "0"], "--num-packs must be positive"),
+        (["--engine", "fit", "--search"], "apply to tfaccel's step"),
+    ],
+)
+def test_scale_bad_options(args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["scale", "tiny", "--cpu-replicas", "2", *args])
+    assert result.exit_code == 2 and message in result.output
 
 
 def _free_port() -> int:

@@ -16,7 +16,7 @@ from tfaccel.errors import InputError
 from tfaccel.render import Format, dumps
 from tfaccel.render.scale import mps_text, scale_text, tfconfig_text
 from tfaccel.scale import mps as mpsmod
-from tfaccel.scale.runner import ScaleReport, gpu_counts, run_scale
+from tfaccel.scale.runner import ScaleReport, SearchStep, gpu_counts, run_scale, search_scale
 from tfaccel.scale.tfconfig import make
 
 
@@ -49,6 +49,20 @@ def scale(
         "--cpu-replicas",
         help="No GPU: split the CPU into this many replicas to exercise the code path.",
     ),
+    all_reduce: str = typer.Option(
+        "auto",
+        "--all-reduce",
+        help="auto (TensorFlow picks; NCCL on GPUs), nccl, hierarchical or one-device.",
+    ),
+    num_packs: int = typer.Option(
+        1, "--num-packs", help="Gradient packs per all-reduce (nccl, hierarchical)."
+    ),
+    search: bool = typer.Option(
+        False,
+        "--search",
+        help="At the largest GPU count, try the all-reduce, packing and "
+        "steps_per_execution options one at a time and keep what is faster beyond noise.",
+    ),
     warmup: int = typer.Option(20, "--warmup"),
     windows: int = typer.Option(5, "--windows"),
     window: int = typer.Option(20, "--window"),
@@ -57,6 +71,20 @@ def scale(
     """Throughput and scaling efficiency on 1..N GPUs; or TF_CONFIG for several workers."""
     if engine not in ("auto", "fit"):
         raise InputError("Unknown engine", expected="auto or fit", received=engine)
+    from tfaccel.tune.trial import CROSS_DEVICE_OPS
+
+    if all_reduce not in CROSS_DEVICE_OPS:
+        raise InputError(
+            "Unknown --all-reduce", expected=" or ".join(CROSS_DEVICE_OPS), received=all_reduce
+        )
+    if num_packs < 1:
+        raise InputError("--num-packs must be positive", expected=">= 1", received=num_packs)
+    if engine == "fit" and (all_reduce != "auto" or search):
+        raise InputError(
+            "--all-reduce and --search apply to tfaccel's step",
+            expected="--engine auto",
+            received="--engine fit",
+        )
     if workers is not None:
         cfg = make([w.strip() for w in workers.split(",") if w.strip()], index)
         if fmt is Format.json:
@@ -111,15 +139,41 @@ def scale(
             engine,
             cpu_replicas=bool(cpu_replicas),
             on_point=on_point,
+            cross_device_ops=all_reduce,
+            num_packs=num_packs,
         )
+        steps_done: tuple[SearchStep, ...] = ()
+        best: dict[str, object] | None = None
+        if search:
+
+            def on_step(option: str, value: object) -> None:
+                status.update(f"search at {max(counts)} GPU(s): {option}={value} ...")
+
+            found, best = search_scale(
+                workload,
+                max(counts),
+                settings,
+                StepPlan(warmup, windows, window),
+                cpu_replicas=bool(cpu_replicas),
+                on_step=on_step,
+            )
+            steps_done = tuple(found)
     report = ScaleReport(
         workload,
         batch,
-        {"precision": precision, "xla": xla, "spe": spe},
+        {
+            "precision": precision,
+            "xla": xla,
+            "spe": spe,
+            "all_reduce": all_reduce,
+            "num_packs": num_packs,
+        },
         tuple(points),
         topology,
         warnings,
         names,
+        steps_done,
+        best,
     )
     if fmt is Format.json:
         write_out(dumps(report, schema="tfaccel.scale/1"))

@@ -17,22 +17,54 @@ def scale_text(r: ScaleReport, console: Console) -> None:
         f"({', '.join(f'{k}={v}' for k, v in r.settings.items())})",
         title_justify="left",
     )
-    for col in ("GPUs", "global batch", "samples/s", "efficiency", "engine", "status"):
-        t.add_column(col, justify="right" if col not in ("engine", "status") else "left")
+    left = ("engine", "all-reduce", "status")
+    for col in (
+        "GPUs",
+        "global batch",
+        "samples/s",
+        "efficiency",
+        "engine",
+        "all-reduce",
+        "all-reduce ms",
+        "status",
+    ):
+        t.add_column(col, justify="left" if col in left else "right")
     for p in r.points:
         eff = "" if p.efficiency is None else f"{p.efficiency:.0%}"
+        share = p.allreduce_share
+        ar = (
+            ""
+            if p.allreduce_ms is None
+            else f"{p.allreduce_ms:.1f}" + (f" ({share:.0%} of step)" if share else "")
+        )
         t.add_row(
             str(p.gpus),
             str(p.global_batch),
             f"{p.samples_per_s:,.0f}" if p.samples_per_s else "-",
             eff,
             p.engine or "",
+            p.cross_device_ops or "",
+            ar,
             Text(
                 p.status if p.status == "ok" else f"{p.status}: {(p.error or '')[:60]}",
                 style="green" if p.status == "ok" else "red",
             ),
         )
     console.print(t)
+    if r.search:
+        st = Table(title=f"search at {max(p.gpus for p in r.points)} GPU(s)", title_justify="left")
+        for col in ("option", "value", "samples/s", "result"):
+            st.add_column(col, justify="right" if col == "samples/s" else "left")
+        for step in r.search:
+            st.add_row(
+                step.option,
+                str(step.value),
+                f"{step.samples_per_s:,.0f}" if step.samples_per_s else "-",
+                Text(step.note or "baseline", style="green" if step.kept else ""),
+            )
+        console.print(st)
+        if r.best:
+            console.print("best: " + ", ".join(f"{k}={v}" for k, v in r.best.items()), style="bold")
     if r.topology is not None:
         m = Table(title="topology", title_justify="left", box=None)
         m.add_column("")
@@ -44,6 +76,13 @@ def scale_text(r: ScaleReport, console: Console) -> None:
     for w in r.topology_warnings:
         console.print(Text(f"! {w}", style="yellow"))
     console.print(Text("efficiency = N-GPU throughput / (N x 1-GPU throughput)", style="dim"))
+    console.print(
+        Text(
+            "all-reduce ms: one all-reduce of the gradients through the same cross-device "
+            "ops, timed alone (the share of the step it would take were it not overlapped)",
+            style="dim",
+        )
+    )
 
 
 def tfconfig_text(cfg: TfConfig, script: str, console: Console) -> None:

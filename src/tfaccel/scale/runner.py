@@ -26,6 +26,18 @@ class ScalePoint:
     engine: str | None
     status: str
     error: str | None = None
+    cross_device_ops: str | None = None  # the all-reduce implementation that ran
+    allreduce_ms: float | None = None  # one all-reduce of the gradients, timed alone
+
+    @property
+    def step_ms(self) -> float | None:
+        return 1000.0 * self.global_batch / self.samples_per_s if self.samples_per_s else None
+
+    @property
+    def allreduce_share(self) -> float | None:
+        """The gradients' all-reduce as a share of the step, were it not overlapped."""
+        step = self.step_ms
+        return self.allreduce_ms / step if self.allreduce_ms is not None and step else None
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,18 @@ class ScaleReport:
     topology: Any = None
     topology_warnings: tuple[str, ...] = ()
     gpu_names: tuple[str, ...] = ()
+    search: tuple[SearchStep, ...] = ()  # --search: what was tried at the largest count
+    best: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    option: str
+    value: Any
+    samples_per_s: float | None
+    status: str
+    kept: bool
+    note: str
 
 
 def gpu_counts(visible: int, requested: Sequence[int] | None) -> list[int]:
@@ -70,6 +94,8 @@ def run_scale(
     timeout_s: float = 900.0,
     on_point: Callable[[int, TrialResult | None], None] | None = None,
     trial_fn: Callable[..., TrialResult] = run_trial,
+    cross_device_ops: str = "auto",
+    num_packs: int = 1,
 ) -> list[ScalePoint]:
     """Measure each GPU count; `cpu_replicas` splits the CPU instead (tests, no GPU)."""
     points: list[ScalePoint] = []
@@ -82,6 +108,8 @@ def run_scale(
         # compares like with like; "fit" measures Keras fit at every count.
         s = settings.replace(strategy="mirrored" if n > 1 or engine != "fit" else "none")
         extra: dict[str, Any] = {"engine": engine}
+        if cross_device_ops != "auto" or num_packs != 1:
+            extra |= {"cross_device_ops": cross_device_ops, "num_packs": num_packs}
         env: dict[str, str] = {}
         if cpu_replicas:
             extra["logical_cpus"] = n
@@ -103,6 +131,71 @@ def run_scale(
                 r.extra.get("engine", "keras fit" if n == 1 else engine),
                 r.status,
                 r.error,
+                r.extra.get("cross_device_ops"),
+                r.extra.get("allreduce_ms"),
             )
         )
     return points
+
+
+def search_scale(
+    workload: str,
+    n: int,
+    settings: Settings,
+    steps: StepPlan,
+    cpu_replicas: bool = False,
+    timeout_s: float = 900.0,
+    on_step: Callable[[str, Any], None] | None = None,
+    trial_fn: Callable[..., TrialResult] = run_trial,
+    noise_floor: float = 0.03,
+) -> tuple[list[SearchStep], dict[str, Any]]:
+    """At n GPUs, try the options that change scaling one at a time, as `tune` does:
+    the all-reduce implementation (NCCL, hierarchical copy), gradient packing, and
+    steps_per_execution. A change is kept only beyond the noise (3 % and twice the
+    spread). Returns the steps and the best options."""
+    from tfaccel.tune.search import beats
+
+    best_opts: dict[str, Any] = {
+        "cross_device_ops": "nccl" if not cpu_replicas else "one-device",
+        "num_packs": 1,
+        "steps_per_execution": settings.steps_per_execution,
+    }
+    env = {} if cpu_replicas else {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(n))}
+
+    def trial(opts: dict[str, Any]) -> TrialResult:
+        s = settings.replace(strategy="mirrored", steps_per_execution=opts["steps_per_execution"])
+        extra: dict[str, Any] = {
+            "engine": "auto",
+            "cross_device_ops": opts["cross_device_ops"],
+            "num_packs": opts["num_packs"],
+        }
+        if cpu_replicas:
+            extra["logical_cpus"] = n
+        return trial_fn(workload, s, steps, timeout_s, extra=extra, env_overrides=env)
+
+    out: list[SearchStep] = []
+    if on_step:
+        on_step("start", best_opts)
+    best = trial(best_opts)
+    out.append(SearchStep("start", dict(best_opts), best.samples_per_s, best.status, True, ""))
+    candidates: list[tuple[str, Any]] = [("num_packs", 4)]
+    if not cpu_replicas:
+        candidates.insert(0, ("cross_device_ops", "hierarchical"))
+    candidates += [
+        ("steps_per_execution", v) for v in (1, 10, 25) if v != settings.steps_per_execution
+    ]
+    for option, value in candidates:
+        opts = {**best_opts, option: value}
+        if on_step:
+            on_step(option, value)
+        r = trial(opts)
+        win, gain, thr = beats(r, best, noise_floor)
+        note = (
+            f"{r.status}: {r.error}"
+            if not r.ok
+            else f"{gain:+.0%} ({'kept' if win else f'threshold {thr:.0%}'})"
+        )
+        out.append(SearchStep(option, value, r.samples_per_s, r.status, win, note))
+        if win:
+            best, best_opts = r, opts
+    return out, best_opts

@@ -104,7 +104,14 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
         device=payload.get("device"),
         extra={
             k: payload[k]
-            for k in ("engine", "replicas", "global_batch", "jit_compile")
+            for k in (
+                "engine",
+                "replicas",
+                "global_batch",
+                "jit_compile",
+                "cross_device_ops",
+                "allreduce_ms",
+            )
             if k in payload
         },
     )

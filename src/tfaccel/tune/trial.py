@@ -151,12 +151,13 @@ def _run_custom(
     from tfaccel.scale.step import DistributedTrainer
     from tfaccel.workloads import load_workload
 
+    cross = cross_device_ops(config.get("cross_device_ops", "auto"), config.get("num_packs", 1))
     if logical_cpus > 1:
         strategy = tf.distribute.MirroredStrategy(
-            [d.name for d in tf.config.list_logical_devices("CPU")]
+            [d.name for d in tf.config.list_logical_devices("CPU")], cross_device_ops=cross
         )
     else:
-        strategy = tf.distribute.MirroredStrategy()
+        strategy = tf.distribute.MirroredStrategy(cross_device_ops=cross)
     n = strategy.num_replicas_in_sync
     per_replica = settings.batch_size or 32
     global_batch = per_replica * n
@@ -189,10 +190,13 @@ def _run_custom(
         losses += trainer.run(it, max(1, window // spe))
         timed.append(max(1, window // spe) * spe * global_batch / (time.perf_counter() - t0))
     peak = _gpu_peak(report)
+    used = getattr(strategy.extended, "_cross_device_ops", None)
     return {
         "status": "ok",
         "precision": report.precision,
         "engine": "tfaccel step",
+        "cross_device_ops": type(used).__name__ if used is not None else "default",
+        "allreduce_ms": allreduce_ms(strategy, wl.model) if n > 1 else None,
         "replicas": n,
         "global_batch": global_batch,
         "compile_s": first_end - start,
@@ -203,6 +207,52 @@ def _run_custom(
         "steps": (warmup + windows * window),
         "device": "GPU" if report.gpus else "CPU",
     }
+
+
+CROSS_DEVICE_OPS = ("auto", "nccl", "hierarchical", "one-device")
+
+
+def cross_device_ops(name: str, num_packs: int = 1) -> Any:
+    """tf.distribute's all-reduce implementation by name (None: TensorFlow chooses)."""
+    import tensorflow as tf
+
+    if name == "auto":
+        return None
+    if name == "nccl":
+        return tf.distribute.NcclAllReduce(num_packs=num_packs)
+    if name == "hierarchical":
+        return tf.distribute.HierarchicalCopyAllReduce(num_packs=num_packs)
+    if name == "one-device":
+        return tf.distribute.ReductionToOneDevice()
+    raise ValueError(f"unknown cross-device ops {name!r}; expected one of {CROSS_DEVICE_OPS}")
+
+
+def allreduce_ms(strategy: Any, model: Any, repeats: int = 5) -> float:
+    """Milliseconds for one all-reduce of tensors shaped like the model's gradients,
+    through the strategy's own cross-device ops (with its packing), measured alone."""
+    import tensorflow as tf
+
+    specs = [(tuple(v.shape), v.dtype) for v in model.trainable_variables]
+    with strategy.scope():
+        grads = strategy.experimental_distribute_values_from_function(
+            lambda ctx: [tf.ones(shape, dtype) for shape, dtype in specs]
+        )
+
+    def reduce(gs: Any) -> Any:
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, gs)
+
+    @tf.function
+    def step() -> Any:
+        out = strategy.run(reduce, args=(grads,))
+        return strategy.experimental_local_results(out)[0][0]
+
+    float(tf.reduce_sum(step()))  # warm-up (tracing, NCCL communicator set-up)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        float(tf.reduce_sum(step()))
+        times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[len(times) // 2]
 
 
 def main(argv: list[str]) -> int:
