@@ -137,20 +137,13 @@ def gpt2_generation(
     """KerasHub GPT-2 (124M shape by default, random weights) `generate` with its KV cache:
     tokens/s (new tokens, all sequences) and time to first token."""
     import keras
-    import keras_hub
     import numpy as np
+
+    from tfaccel.workloads.builtin import gpt2_causal_lm
 
     previous = _policy(precision)
     try:
-        backbone = keras_hub.models.GPT2Backbone(
-            vocabulary_size=vocab,
-            num_layers=layers,
-            num_heads=heads,
-            hidden_dim=hidden,
-            intermediate_dim=4 * hidden,
-            max_sequence_length=1024,
-        )
-        lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+        lm = gpt2_causal_lm(vocab, layers, hidden, heads, 4 * hidden, 1024)
         rng = np.random.default_rng(0)
         total = prompt + new_tokens
 

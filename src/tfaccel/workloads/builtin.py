@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tfaccel.workloads import Workload
 
 
@@ -123,6 +125,29 @@ def bert_hub(
     )
 
 
+def gpt2_causal_lm(
+    vocab: int = 50257,
+    layers: int = 12,
+    hidden: int = 768,
+    heads: int = 12,
+    ffn: int = 3072,
+    max_len: int = 1024,
+) -> Any:
+    """KerasHub's GPT2CausalLM without a preprocessor (token ids in), random weights."""
+    from tfaccel._deps import require
+
+    keras_hub = require("keras_hub", "keras-hub", "KerasHub")
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=vocab,
+        num_layers=layers,
+        num_heads=heads,
+        hidden_dim=hidden,
+        intermediate_dim=ffn,
+        max_sequence_length=max_len,
+    )
+    return keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+
+
 def gpt2(
     seq_len: int = 128,
     vocab: int = 50257,
@@ -134,18 +159,7 @@ def gpt2(
     """KerasHub's GPT-2 124M (GPT2CausalLM), random weights: next-token training."""
     import keras
 
-    from tfaccel._deps import require
-
-    keras_hub = require("keras_hub", "keras-hub", "KerasHub")
-    backbone = keras_hub.models.GPT2Backbone(
-        vocabulary_size=vocab,
-        num_layers=layers,
-        num_heads=heads,
-        hidden_dim=hidden,
-        intermediate_dim=ffn,
-        max_sequence_length=max(seq_len, 1024),
-    )
-    lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+    lm = gpt2_causal_lm(vocab, layers, hidden, heads, ffn, max(seq_len, 1024))
     inputs = {
         "token_ids": keras.Input((seq_len,), dtype="int32", name="token_ids"),
         "padding_mask": keras.Input((seq_len,), dtype="int32", name="padding_mask"),
