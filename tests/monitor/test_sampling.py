@@ -179,3 +179,28 @@ def test_visible_sampler_watches_the_gpus_cuda_sees(monkeypatch: pytest.MonkeyPa
     assert snap is not None and [g.index for g in snap.gpus] == [0, 1, 2]
     with pytest.raises(InputError, match="Unknown GPU selection"):
         Sampler("all", lib=nv)
+
+
+def test_light_samples_skip_the_slow_queries() -> None:
+    """PCIe throughput blocks 20 ms per call in NVML; a training sampler leaves it out."""
+    slow: list[str] = []
+
+    class Counting(MonitorNvml):
+        def nvmlDeviceGetPcieThroughput(self, h: int, kind: int) -> int:
+            slow.append("pcie")
+            return super().nvmlDeviceGetPcieThroughput(h, kind)
+
+        def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list:
+            slow.append("processes")
+            return []
+
+    nv = Counting()
+    with Nvml(nv) as s:
+        full = sample_gpu(s, 0)
+        assert sorted(slow) == ["pcie", "pcie", "processes"]
+        slow.clear()
+        light = sample_gpu(s, 0, light=True)
+    assert full.pcie_tx_mbs is not None and light.pcie_tx_mbs is None
+    assert slow == []
+    assert light.temp_c == full.temp_c and light.power_w == full.power_w
+    assert light.throttle == full.throttle

@@ -88,7 +88,7 @@ def conv3d(
         try:
             from tfaccel.monitor.sampler import Sampler
 
-            sampler = Sampler("visible", interval_s=0.25)  # TF's GPU:0 is the first
+            sampler = Sampler("visible", interval_s=0.25, light=True)  # TF's GPU:0 is the first
             sampler.start()
         except Exception:
             sampler = None

@@ -64,7 +64,7 @@ def run_suite(
         try:
             from tfaccel.monitor.sampler import Sampler
 
-            sampler = Sampler("visible", interval_s=0.5)  # TF's GPU:0 is the first
+            sampler = Sampler("visible", interval_s=0.5, light=True)  # TF's GPU:0 is the first
             sampler.start()
         except Exception:
             sampler = None

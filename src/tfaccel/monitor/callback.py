@@ -136,6 +136,7 @@ class GpuMonitorCallback(keras.callbacks.Callback):
                 on_snapshot=self._on_snapshot,
                 lib=self._lib,
                 clock=self._clock,
+                light=True,
             )
             sampler.start()
             self.sampler = sampler

@@ -41,8 +41,13 @@ def _num(v: Any, scale: float = 1.0) -> float | None:
     return float(v) * scale if v is not None else None
 
 
-def sample_gpu(nv: Nvml, index: int, now: float | None = None) -> GpuSample:
-    """Read one GPU; a GPU that cannot be reached gives a sample with `error`."""
+def sample_gpu(nv: Nvml, index: int, now: float | None = None, light: bool = False) -> GpuSample:
+    """Read one GPU; a GPU that cannot be reached gives a sample with `error`.
+
+    `light` leaves out what a training callback does not need and costs the most: the
+    PCIe throughput (NVML counts bytes over a 20 ms window, so each of its two calls
+    blocks that long) and the process list (a name lookup per process).
+    """
     t = time.time() if now is None else now
     h, err = nv.try_call("nvmlDeviceGetHandleByIndex", index)
     if err is not None:
@@ -56,7 +61,8 @@ def sample_gpu(nv: Nvml, index: int, now: float | None = None) -> GpuSample:
     if reasons is None:
         reasons = nv.get("nvmlDeviceGetCurrentClocksThrottleReasons", h)
     procs = []
-    for p in nv.get("nvmlDeviceGetComputeRunningProcesses", h, default=[]) or []:
+    running = [] if light else nv.get("nvmlDeviceGetComputeRunningProcesses", h, default=[])
+    for p in running or []:
         pid = int(getattr(p, "pid", 0))
         used = getattr(p, "usedGpuMemory", None)
         name = nv.get("nvmlSystemGetProcessName", pid) or "?"
@@ -92,10 +98,14 @@ def sample_gpu(nv: Nvml, index: int, now: float | None = None) -> GpuSample:
         mem_clock_mhz=_num(nv.get("nvmlDeviceGetClockInfo", h, _c(nv, "NVML_CLOCK_MEM"))),
         mem_clock_max_mhz=_num(nv.get("nvmlDeviceGetMaxClockInfo", h, _c(nv, "NVML_CLOCK_MEM"))),
         throttle=decode_throttle(reasons),
-        pcie_tx_mbs=_num(
+        pcie_tx_mbs=None
+        if light
+        else _num(
             nv.get("nvmlDeviceGetPcieThroughput", h, _c(nv, "NVML_PCIE_UTIL_TX_BYTES")), 1e-3
         ),
-        pcie_rx_mbs=_num(
+        pcie_rx_mbs=None
+        if light
+        else _num(
             nv.get("nvmlDeviceGetPcieThroughput", h, _c(nv, "NVML_PCIE_UTIL_RX_BYTES")), 1e-3
         ),
         ecc_corrected=nv.get(
@@ -115,10 +125,14 @@ def sample_gpu(nv: Nvml, index: int, now: float | None = None) -> GpuSample:
 
 
 def sample_all(
-    nv: Nvml, indices: Sequence[int], thresholds: Thresholds, now: float | None = None
+    nv: Nvml,
+    indices: Sequence[int],
+    thresholds: Thresholds,
+    now: float | None = None,
+    light: bool = False,
 ) -> Snapshot:
     t = time.time() if now is None else now
-    gpus = tuple(sample_gpu(nv, i, t) for i in indices)
+    gpus = tuple(sample_gpu(nv, i, t, light) for i in indices)
     alerts = tuple(a for g in gpus for a in evaluate(g, thresholds))
     return Snapshot(t, gpus, alerts)
 
@@ -134,6 +148,8 @@ class Sampler:
         history: how many snapshots to keep.
         on_snapshot: called in the sampler thread after each snapshot (keep it cheap).
         lib: the NVML module (tests pass a fake).
+        light: leave out PCIe throughput and processes (see `sample_gpu`), for samplers
+            that run beside training.
     """
 
     def __init__(
@@ -145,6 +161,7 @@ class Sampler:
         on_snapshot: Callable[[Snapshot], None] | None = None,
         lib: Any = None,
         clock: Callable[[], float] = time.time,
+        light: bool = False,
     ) -> None:
         if interval_s <= 0:
             from tfaccel.errors import InputError
@@ -174,6 +191,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._clock = clock
+        self._light = light
 
     def __enter__(self) -> Sampler:
         self.start()
@@ -218,7 +236,9 @@ class Sampler:
         self._thread.start()
 
     def sample_once(self) -> Snapshot:
-        snap = sample_all(self._nvml, self._indices or [], self.thresholds, self._clock())
+        snap = sample_all(
+            self._nvml, self._indices or [], self.thresholds, self._clock(), self._light
+        )
         with self._lock:
             self._latest = snap
             self._history.append(snap)
