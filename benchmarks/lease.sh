@@ -89,6 +89,8 @@ both() {  # needs both GPUs: all-reduce and scaling, then the GPU-marked tests
   job scale-resnet50 "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH $TF scale resnet50 \
     --gpus 1,2 --batch 512 --format json > scale-resnet50.json"
   job scale-bert_hub "$TF scale bert_hub --gpus 1,2 --batch 256 --format json > scale-bert_hub.json"
+  job scale-resnet50-device "$TF scale resnet50 --gpus 1,2 --batch 512 --input device \
+    --format json > scale-resnet50-device.json"
   if [ -n "${LEASE_SCALE_SEARCH:-}" ]; then  # about 12 minutes on two GPUs
     job scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \
       > scale-search.json"

@@ -207,11 +207,17 @@ from tfaccel.bench import micro
 names = [d.name for d in tf.config.list_logical_devices("CPU")]
 m = micro.allreduce(mib=1, repeats=2, number=1, devices=names)
 print("RESULT", m.params["gpus"], m.params["ops"], m.median > 0)
+from tfaccel.scale.step import per_replica_values
+s = tf.distribute.MirroredStrategy(names)
+v = per_replica_values(s, lambda ctx: tf.ones((2,)) * float(ctx.replica_id_in_sync_group))
+print("PLACED", [t.device.split("/")[-1] for t in s.experimental_local_results(v)])
 """
     out = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
     )
     assert "RESULT 2 ReductionToOneDevice True" in out.stdout, out.stderr[-2000:]
+    # each replica's value sits on its own device, not all on the default one
+    assert "PLACED ['device:CPU:0', 'device:CPU:1']" in out.stdout, out.stdout
 
 
 def test_remat_saving_reports_why_a_trial_failed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -187,6 +187,18 @@ def test_scale_command_on_two_cpu_replicas() -> None:
     assert points[1]["allreduce_ms"] > 0 and points[0]["allreduce_ms"] is None
 
 
+@pytest.mark.slow
+def test_scale_with_batches_kept_on_the_devices() -> None:
+    pytest.importorskip("tensorflow")
+    args = ["scale", "tiny", "--cpu-replicas", "2", "--gpus", "2", "--batch", "8"]
+    args += ["--precision", "float32", "--warmup", "2", "--windows", "1", "--window", "5"]
+    result = runner.invoke(app, [*args, "--input", "device", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["settings"]["input"] == "device"
+    assert out["points"][0]["status"] == "ok", out["points"]
+
+
 def test_search_keeps_only_what_beats_the_noise() -> None:
     from tfaccel.scale.runner import search_scale
 
@@ -220,6 +232,8 @@ def test_search_keeps_only_what_beats_the_noise() -> None:
         (["--all-reduce", "ring"], "Unknown --all-reduce"),
         (["--num-packs", "0"], "--num-packs must be positive"),
         (["--engine", "fit", "--search"], "apply to tfaccel's step"),
+        (["--input", "disk"], "Unknown --input"),
+        (["--engine", "fit", "--input", "device"], "applies to tfaccel's step"),
     ],
 )
 def test_scale_bad_options(args: list[str], message: str) -> None:

@@ -199,10 +199,11 @@ def allreduce(
     n = len(devices)
     strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=cross)
     elems = mib * 2**20 // 4
-    with strategy.scope():
-        values = strategy.experimental_distribute_values_from_function(
-            lambda ctx: tf.ones((elems,)) * float(ctx.replica_id_in_sync_group)
-        )
+    from tfaccel.scale.step import per_replica_values
+
+    values = per_replica_values(
+        strategy, lambda ctx: tf.ones((elems,)) * float(ctx.replica_id_in_sync_group)
+    )
 
     def replica_fn(v: Any) -> Any:
         # An all-reduce among the replicas (NCCL), each keeping the sum on its own GPU.

@@ -57,6 +57,13 @@ def scale(
     num_packs: int = typer.Option(
         1, "--num-packs", help="Gradient packs per all-reduce (nccl, hierarchical)."
     ),
+    input_mode: str = typer.Option(
+        "host",
+        "--input",
+        help="host: batches come through tf.data from host memory, as in training; "
+        "device: one synthetic batch kept on each GPU, so the run measures compute and "
+        "all-reduce alone.",
+    ),
     search: bool = typer.Option(
         False,
         "--search",
@@ -76,6 +83,14 @@ def scale(
     if all_reduce not in CROSS_DEVICE_OPS:
         raise InputError(
             "Unknown --all-reduce", expected=" or ".join(CROSS_DEVICE_OPS), received=all_reduce
+        )
+    if input_mode not in ("host", "device"):
+        raise InputError("Unknown --input", expected="host or device", received=input_mode)
+    if input_mode == "device" and engine == "fit":
+        raise InputError(
+            "--input device applies to tfaccel's step",
+            expected="--engine auto",
+            received="--engine fit",
         )
     if num_packs < 1:
         raise InputError("--num-packs must be positive", expected=">= 1", received=num_packs)
@@ -141,6 +156,7 @@ def scale(
             on_point=on_point,
             cross_device_ops=all_reduce,
             num_packs=num_packs,
+            input_mode=input_mode,
         )
         steps_done: tuple[SearchStep, ...] = ()
         best: dict[str, object] | None = None
@@ -167,6 +183,7 @@ def scale(
             "spe": spe,
             "all_reduce": all_reduce,
             "num_packs": num_packs,
+            "input": input_mode,
         },
         tuple(points),
         topology,

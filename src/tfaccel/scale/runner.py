@@ -96,6 +96,7 @@ def run_scale(
     trial_fn: Callable[..., TrialResult] = run_trial,
     cross_device_ops: str = "auto",
     num_packs: int = 1,
+    input_mode: str = "host",
 ) -> list[ScalePoint]:
     """Measure each GPU count; `cpu_replicas` splits the CPU instead (tests, no GPU)."""
     points: list[ScalePoint] = []
@@ -110,6 +111,8 @@ def run_scale(
         extra: dict[str, Any] = {"engine": engine}
         if cross_device_ops != "auto" or num_packs != 1:
             extra |= {"cross_device_ops": cross_device_ops, "num_packs": num_packs}
+        if input_mode != "host":
+            extra["input"] = input_mode
         env: dict[str, str] = {}
         if cpu_replicas:
             extra["logical_cpus"] = n

@@ -11,7 +11,7 @@ finite; bfloat16 and float32 need no scaling.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tfaccel._tf import import_tensorflow
@@ -105,3 +105,19 @@ class DistributedTrainer:
         """Run `executions` x steps_per_execution steps; returns the mean loss of each."""
         k = self.tf.constant(self.steps_per_execution)
         return [float(self._run_steps(iterator, k)) for _ in range(executions)]
+
+
+def per_replica_values(strategy: Any, make: Callable[[Any], Any]) -> Any:
+    """Distributed values made by `make(ctx)`, each placed on its own replica's device.
+
+    `strategy.experimental_distribute_values_from_function` leaves placement to the
+    caller: without a device scope every replica's value lands on the default device.
+    """
+    tf = import_tensorflow()
+    devices = strategy.extended.worker_devices
+
+    def value_fn(ctx: Any) -> Any:
+        with tf.device(devices[ctx.replica_id_in_sync_group]):
+            return tf.nest.map_structure(tf.identity, make(ctx))
+
+    return strategy.experimental_distribute_values_from_function(value_fn)

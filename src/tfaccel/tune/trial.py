@@ -174,12 +174,17 @@ def _run_custom(
         steps_per_execution=settings.steps_per_execution,
         loss_scale=2.0**15 if report.precision == "mixed_float16" else None,
     )
-    ds = (
-        _synthetic(wl.model, wl, global_batch)
-        if wl.dataset is None
-        else _user_dataset(wl.dataset, global_batch)
-    )
-    it = trainer.distribute(report.dataset(ds))
+    if config.get("input") == "device":
+        if wl.dataset is not None:
+            raise ValueError("input='device' replays synthetic batches; this workload has data")
+        it: Any = _device_batches(strategy, wl, per_replica)
+    else:
+        ds = (
+            _synthetic(wl.model, wl, global_batch)
+            if wl.dataset is None
+            else _user_dataset(wl.dataset, global_batch)
+        )
+        it = trainer.distribute(report.dataset(ds))
     spe = settings.steps_per_execution
     start = time.perf_counter()
     losses = trainer.run(it, max(1, warmup // spe))
@@ -209,6 +214,31 @@ def _run_custom(
     }
 
 
+class _Replay:
+    """An iterator that yields the same per-replica batch, already on each device."""
+
+    def __init__(self, batch: Any) -> None:
+        self.batch = batch
+
+    def __iter__(self) -> _Replay:
+        return self
+
+    def __next__(self) -> Any:
+        return self.batch
+
+
+def _device_batches(strategy: Any, wl: Any, per_replica: int) -> _Replay:
+    """Synthetic batches placed on every replica's device once: no host-to-device copy
+    per step, so a scaling run measures compute and all-reduce alone."""
+    from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
+
+    x = synthetic_inputs(wl.model, per_replica)
+    y = synthetic_labels(wl, per_replica)
+    from tfaccel.scale.step import per_replica_values
+
+    return _Replay(per_replica_values(strategy, lambda ctx: (x, y)))
+
+
 CROSS_DEVICE_OPS = ("auto", "nccl", "hierarchical", "one-device")
 
 
@@ -233,10 +263,9 @@ def allreduce_ms(strategy: Any, model: Any, repeats: int = 5) -> float:
     import tensorflow as tf
 
     specs = [(tuple(v.shape), v.dtype) for v in model.trainable_variables]
-    with strategy.scope():
-        grads = strategy.experimental_distribute_values_from_function(
-            lambda ctx: [tf.ones(shape, dtype) for shape, dtype in specs]
-        )
+    from tfaccel.scale.step import per_replica_values
+
+    grads = per_replica_values(strategy, lambda ctx: [tf.ones(s, d) for s, d in specs])
 
     def reduce(gs: Any) -> Any:
         return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, gs)
