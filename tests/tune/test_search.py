@@ -207,3 +207,19 @@ def test_accuracy_guard_compares_within_the_same_xla_mode(tmp_path: Path) -> Non
     assert not [d for d in res.decisions if d.stage == "accuracy guard"], res.decisions
     assert res.best_settings is not None
     assert (res.best_settings.precision, res.best_settings.xla) == ("mixed_bfloat16", "jit")
+
+
+def test_the_larger_batch_is_tried_again_after_the_other_knobs(tmp_path: Path) -> None:
+    """At one step per execution batch 1024 does not pay; at ten it does."""
+
+    class PaysWithSpe(FakeTrials):
+        def __call__(self, w: str, s: Settings, p: StepPlan, t: float) -> TrialResult:
+            r = super().__call__(w, s, p, t)
+            if r.ok and s.batch_size == 1024 and s.steps_per_execution >= 10:
+                return dataclasses.replace(r, samples_per_s=(r.samples_per_s or 0) * 1.15)
+            return r
+
+    res = tuner(tmp_path, PaysWithSpe(oom_above=4096)).run()
+    assert res.best_settings is not None and res.best_settings.batch_size == 1024
+    again = [d for d in res.decisions if d.stage == "batch size, again"]
+    assert len(again) == 1 and "kept" in again[0].text

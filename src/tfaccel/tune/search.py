@@ -169,7 +169,8 @@ class Tuner:
         spe = len([c for c in self.opt.spe_choices if c != 1])
         n = len(self.precisions)
         jit = n - (1 if "tf32" in self.precisions else 0)  # strict float32 under XLA: skipped
-        return 2 + (n - 1) + jit + batches + spe + gpu_stage
+        again = 1 if batches else 0  # the larger batch once more, after the other knobs
+        return 2 + (n - 1) + jit + batches + spe + gpu_stage + again
 
     @property
     def precisions(self) -> list[str]:
@@ -275,6 +276,7 @@ class Tuner:
                     best, best_s = r, s
         # Stage 3: batch size.
         b = best_s.batch_size or self.opt.batch_size
+        stopped_by_noise = False
         while b * 2 <= self.opt.max_batch:
             s = best_s.replace(batch_size=b * 2)
             r = self.trial(s, "batch size")
@@ -291,9 +293,11 @@ class Tuner:
                     "batch size",
                     f"batch {b * 2}: {gain:+.0%}, within the noise threshold {thr:.0%}: stop",
                 )
+                stopped_by_noise = True
                 break
             self.decide("batch size", f"batch {b * 2}: {gain:+.0%} over batch {b}")
             best, best_s, b = r, s, b * 2
+        ladder_end = best_s
         # Stage 4: steps per execution.
         for spe in self.opt.spe_choices:
             if spe == best_s.steps_per_execution:
@@ -318,6 +322,21 @@ class Tuner:
                 )
                 if win:
                     best, best_s = r, s
+        # Stage 6: the larger batch once more. With fewer launches per sample (a larger
+        # steps_per_execution, device prefetch) a batch that did not pay may pay now.
+        b = best_s.batch_size or self.opt.batch_size
+        if stopped_by_noise and b * 2 <= self.opt.max_batch and best_s != ladder_end:
+            s = best_s.replace(batch_size=b * 2)
+            r = self.trial(s, "batch size, again")
+            win, gain, thr = beats(r, best, self.opt.noise_floor)
+            self.decide(
+                "batch size, again",
+                f"batch {b * 2} with the settings above: "
+                + (f"{r.status}" if not r.ok else f"{gain:+.0%}")
+                + (" kept" if win else f" (threshold {thr:.0%})" if r.ok else ""),
+            )
+            if win:
+                best, best_s = r, s
         res.best, res.best_settings = best, best_s
         res.wall_s = time.perf_counter() - start
         return res
