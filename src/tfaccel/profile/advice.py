@@ -97,6 +97,11 @@ def advise(r: ProfileReport) -> list[Finding]:
         cause = ""
         if lvl != "ok" and inp is not None and inp > 5:
             cause = " (the input pipeline is the first suspect: see 'input')"
+        elif lvl != "ok" and r.memcpy_pct is not None and r.memcpy_pct > 10:
+            cause = (
+                f" (memory copies with no kernel beside them take {r.memcpy_pct:.0f}% of "
+                "the step: see 'memcpy')"
+            )
         elif lvl != "ok" and launch is not None and launch > 3:
             cause = " (kernel launches are the first suspect: see 'launch')"
         out.append(
@@ -122,7 +127,7 @@ def advise(r: ProfileReport) -> list[Finding]:
             gbs = sizes.get(kind, 0) / (us * 1e3) if us else 0.0
             return f"{kind} {us / 1e3:.1f} ms" + (f" at {gbs:.1f} GB/s" if gbs else "")
 
-        parts = ", ".join(part(k, v) for k, v in r.memcpy_us.items())
+        parts = ", ".join(part(k, v) for k, v in r.memcpy_us.items() if v >= 50)
         overlapped = r.extra.get("memcpy_overlapped_pct")
         where = (
             "of step time with no kernel running" if overlapped is not None else "of device time"
@@ -183,7 +188,17 @@ def advise(r: ProfileReport) -> list[Finding]:
             )
         )
     if r.pct_16bit is not None:
-        lvl = "ok" if r.pct_16bit >= 50 else "warn"
+        # Under XLA the share comes from kernel names, and fusions do not name their
+        # types: a lower bound. Any 16-bit GEMM or convolution there means mixed
+        # precision is on.
+        lower_bound = r.extra.get("pct_16bit_source") == "kernel names"
+        lvl = "ok" if r.pct_16bit >= 50 or (lower_bound and r.pct_16bit >= 10) else "warn"
+        text = f"{r.pct_16bit:.0f}% of device compute is in 16-bit"
+        if lower_bound:
+            text = (
+                f"at least {r.pct_16bit:.0f}% of kernel time is in kernels that name a "
+                "16-bit type (XLA's fusions do not name theirs)"
+            )
         out.append(
             Finding(
                 "sixteen_bit",
@@ -191,7 +206,7 @@ def advise(r: ProfileReport) -> list[Finding]:
                 "sixteen_bit",
                 r.pct_16bit,
                 "over 50 % of compute in 16-bit",
-                f"{r.pct_16bit:.0f}% of device compute is in 16-bit",
+                text,
                 None
                 if lvl == "ok"
                 else "tfaccel.configure(precision='auto') (bf16 on Ampere+, "

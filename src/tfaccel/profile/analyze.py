@@ -272,6 +272,24 @@ def uses_tensor_cores(kernel_name: str) -> bool:
     return bool(TC_NAME.search(kernel_name))
 
 
+def _breakdown(steps: list[StepBreakdown]) -> dict[str, float]:
+    """Each category's share of the summed step time, in percent."""
+    whole = sum(s.total_ms for s in steps if s.total_ms > 0)
+    if not whole:
+        return {}
+    cats = list(CATEGORIES.values()) + sorted(
+        {k for s in steps for k in s.parts_ms} - set(CATEGORIES.values())
+    )
+    return {c: 100.0 * sum(s.parts_ms.get(c, 0.0) for s in steps) / whole for c in cats}
+
+
+def _move(step: StepBreakdown, src: str, dst: str, ms: float) -> None:
+    """Book up to `ms` of a step's `src` time as `dst` instead."""
+    moved = max(0.0, min(ms, step.parts_ms.get(src, 0.0)))
+    step.parts_ms[src] = step.parts_ms.get(src, 0.0) - moved
+    step.parts_ms[dst] = step.parts_ms.get(dst, 0.0) + moved
+
+
 def _host_input_us(ip: list[Any]) -> float:
     """The host's tf.data time over the capture (XProf's input-pipeline breakdown)."""
     keys = (
@@ -316,11 +334,7 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
     totals = [s.total_ms for s in steps if s.total_ms > 0]
     avg = statistics.mean(totals) if totals else None
     std = statistics.pstdev(totals) if len(totals) > 1 else (0.0 if totals else None)
-    breakdown: dict[str, float] = {}
-    if totals:
-        whole = sum(totals)
-        for cat in CATEGORIES.values():
-            breakdown[cat] = 100.0 * sum(s.parts_ms.get(cat, 0.0) for s in steps) / whole
+    breakdown = _breakdown(steps)
     # On a GPU, XProf books the wait for input as "All others": the step's idle time.
     # The host's tf.data time (XProf's input-pipeline table) says how much of that idle
     # time was input; each step waits for at most the smaller of the two.
@@ -329,13 +343,9 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
         host_input_us = _host_input_us(ip)
         if host_input_us:
             per_step_ms = host_input_us / 1000.0 / len(steps)
-            other_ms = statistics.mean(s.parts_ms.get("idle_other", 0.0) for s in steps)
-            wait_ms = min(per_step_ms, other_ms)
-            if avg:
-                breakdown["input"] = 100.0 * wait_ms / avg
-                breakdown["idle_other"] = max(
-                    0.0, breakdown.get("idle_other", 0.0) - breakdown["input"]
-                )
+            for st in steps:
+                _move(st, "idle_other", "input", per_step_ms)
+            breakdown = _breakdown(steps)
             extra["host_input_ms_per_step"] = per_step_ms
     # Device busy share and 16-bit share, as XProf's overview computes them; where the
     # overview has no duty cycle, the share of step time the device computes.
@@ -397,8 +407,9 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
         # XProf counts 16-bit work by TensorFlow op; under XLA the ops it sees are
         # fusions, so it reports 0 %. Kernels that name a 16-bit type are a lower bound.
         extra["kernel_16bit_pct"] = 100.0 * k16 / ktotal
-        if not pct16:
+        if not pct16 and extra["kernel_16bit_pct"]:
             pct16 = extra["kernel_16bit_pct"]
+            extra["pct_16bit_source"] = "kernel names"
     kcount = sum(int(r.get("occurrences") or 0) for r in krows)
 
     def tc(r: dict[str, Any]) -> str | None:
@@ -476,6 +487,10 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
                 )
                 if facts.window_us:
                     memcpy_pct = 100.0 * facts.memcpy_exposed_us / facts.window_us
+                    # XProf counts those copies as device compute; show them apart.
+                    for st in steps:
+                        _move(st, "device_compute", "memcpy", memcpy_pct / 100.0 * st.total_ms)
+                    breakdown = _breakdown(steps)
     if launches is None and kcount:
         launches = kcount
     return ProfileReport(
