@@ -91,6 +91,7 @@ both() {  # needs both GPUs: all-reduce and scaling, then the GPU-marked tests
   job scale-bert_hub "$TF scale bert_hub --gpus 1,2 --batch 256 --format json > scale-bert_hub.json"
   job scale-resnet50-device "$TF scale resnet50 --gpus 1,2 --batch 512 --input device \
     --format json > scale-resnet50-device.json"
+  job pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
   if [ -n "${LEASE_SCALE_SEARCH:-}" ]; then  # about 12 minutes on two GPUs
     job scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \
       > scale-search.json"
