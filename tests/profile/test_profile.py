@@ -324,3 +324,19 @@ def test_h200_bf16_xla_run_counts_16_bit_kernels(tmp_path: Path) -> None:
     r = analyze(_gpu_fixture(tmp_path, "tuned"))
     assert r.pct_16bit is not None and r.pct_16bit > 20
     assert r.extra["kernel_16bit_pct"] == r.pct_16bit
+    sixteen = next(f for f in advise(r) if f.id == "sixteen_bit")
+    assert sixteen.severity == "ok" and "at least" in sixteen.text  # a lower bound
+
+
+def test_h200_timeline_shows_the_copy_before_the_kernels(tmp_path: Path) -> None:
+    """The tuned run's step: the input's copy first, then the kernels (the HTML draws it)."""
+    from tfaccel.render.profile import profile_html
+
+    r = analyze(_gpu_fixture(tmp_path, "tuned"))
+    tl = r.extra["timeline"]
+    rows = {row["kind"]: row["spans"] for row in tl["rows"]}
+    first_copy, first_kernel = rows["copies"][0], rows["kernels"][0]
+    assert first_copy[0] < first_kernel[0]
+    assert first_copy[1] - first_copy[0] > 0.2 * tl["step_ms"]  # a long copy, alone
+    page = profile_html(r, advise(r), tmp_path / "p.html").read_text()
+    assert "timeline of one step" in page

@@ -138,6 +138,7 @@ class TraceFacts:
     memcpy_exposed_us: float = 0.0  # copy time with no kernel running beside it
     kernel_busy_us: float = 0.0  # time at least one kernel ran
     window_us: float = 0.0  # the profiled steps (the trace's step markers)
+    timeline: dict[str, Any] = field(default_factory=dict)  # one step, by stream
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -148,6 +149,38 @@ def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
         else:
             out.append((a, b))
     return out
+
+
+def _timeline(
+    step_spans: list[tuple[float, float]],
+    kernel_spans: dict[Any, list[tuple[float, float]]],
+    copies: list[tuple[float, float]],
+    thread_names: dict[Any, str],
+    resolution_us: float = 5.0,
+) -> dict[str, Any]:
+    """What each GPU stream did during one full step (the second, or the first if only
+    one), as busy intervals in ms from the step's start, merged below the resolution."""
+    if not step_spans:
+        return {}
+    steps = sorted(step_spans)
+    w0, w1 = steps[1] if len(steps) > 2 else steps[0]
+
+    def rel(spans: list[tuple[float, float]]) -> list[list[float]]:
+        merged: list[list[float]] = []
+        for a, b in _clip(_union(spans), [(w0, w1)]):
+            if merged and a - merged[-1][1] * 1000.0 - w0 < resolution_us:
+                merged[-1][1] = round((b - w0) / 1000.0, 4)
+            else:
+                merged.append([round((a - w0) / 1000.0, 4), round((b - w0) / 1000.0, 4)])
+        return merged
+
+    rows = [
+        {"name": thread_names.get(key, str(key)), "kind": "kernels", "spans": rel(spans)}
+        for key, spans in sorted(kernel_spans.items(), key=lambda kv: str(kv[0]))
+    ]
+    rows.append({"name": "memory copies", "kind": "copies", "spans": rel(copies)})
+    rows = [r for r in rows if r["spans"]]
+    return {"step_ms": round((w1 - w0) / 1000.0, 3), "rows": rows} if rows else {}
 
 
 def _clip(
@@ -249,6 +282,7 @@ def _trace_facts(trace: Any) -> TraceFacts:
     if not window and (every_kernel or copies):
         spans = every_kernel + copies
         window = [(min(a for a, _ in spans), max(b for _, b in spans))]
+    facts.timeline = _timeline(step_spans, kernel_spans, copies, thread_names)
     every_kernel, copies = _clip(every_kernel, window), _clip(copies, window)
     facts.window_us = sum(b - a for a, b in window)
     facts.memcpy_exposed_us = _uncovered(copies, every_kernel)
@@ -472,6 +506,8 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
                 extra["queue_delay_us_median"] = statistics.median(facts.queue_delay_us)
             if facts.kernel_gaps_us:
                 extra["kernel_gap_us_median"] = statistics.median(facts.kernel_gaps_us)
+            if facts.timeline:
+                extra["timeline"] = facts.timeline
             if facts.window_us and ov_props.get("device_duty_cycle_percent") is None:
                 # Compute utilization: the share of step time some kernel ran. XProf's
                 # "device compute" also counts copies that run with no kernel beside.

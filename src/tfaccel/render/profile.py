@@ -39,6 +39,15 @@ def profile_text(
     if r.samples_per_s is not None:
         head.add_row("throughput", f"{r.samples_per_s:,.0f} samples/s ({r.samples_per_step}/step)")
     head.add_row("GPU compute utilization", _f(r.gpu_utilization_pct, "{:.1f}%"))
+    tl = r.extra.get("timeline") or {}
+    if tl.get("rows"):
+        busy = ", ".join(
+            f"{row['name'].split('(')[0].strip()} {sum(b - a for a, b in row['spans']):.1f} ms"
+            for row in tl["rows"]
+        )
+        head.add_row(
+            "one step on the GPU", f"{tl['step_ms']:.1f} ms: busy {busy} (--html draws it)"
+        )
     head.add_row("memory copies", _f(r.memcpy_pct, "{:.1f}% of step time with no kernel beside"))
     head.add_row(
         "kernel launch latency",
@@ -148,9 +157,38 @@ def _breakdown_png(r: ProfileReport) -> str | None:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+def _timeline_png(r: ProfileReport) -> str | None:
+    """One step on the GPU: each stream's busy intervals, and the copies."""
+    tl = r.extra.get("timeline") or {}
+    rows = tl.get("rows") or []
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.2))
+    for i, row in enumerate(rows):
+        color = "#d62728" if row["kind"] == "copies" else "#1f77b4"
+        ax.broken_barh([(a, b - a) for a, b in row["spans"]], (i - 0.35, 0.7), color=color)
+    ax.set_yticks(range(len(rows)), labels=[row["name"][:40] for row in rows], fontsize=7)
+    ax.set_xlim(0, tl.get("step_ms") or None)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms from the step's start (blue: kernels, red: copies; white: idle)")
+    ax.set_title("timeline of one step on the GPU")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
 def profile_html(r: ProfileReport, findings: Sequence[Finding], path: Path) -> Path:
-    """A self-contained HTML report: metrics, findings, breakdown chart, top ops/kernels."""
+    """A self-contained HTML report: metrics, findings, breakdown chart, a timeline of
+    one step, top ops/kernels."""
     png = _breakdown_png(r)
+    timeline = _timeline_png(r)
     rows = "".join(
         f"<tr class='{html.escape(f.severity)}'><td>{html.escape(f.severity)}</td>"
         f"<td>{html.escape(f.text)}</td><td>{html.escape(f.action or '')}</td>"
@@ -188,6 +226,8 @@ def profile_html(r: ProfileReport, findings: Sequence[Finding], path: Path) -> P
     ]
     mt = "".join(f"<tr><td>{k}</td><td>{html.escape(v)}</td></tr>" for k, v in metrics)
     chart = f"<img alt='step time breakdown' src='data:image/png;base64,{png}'>" if png else ""
+    if timeline:
+        chart += f"<br><img alt='timeline of one step' src='data:image/png;base64,{timeline}'>"
     doc = f"""<!doctype html><html><head><meta charset="utf-8">
 <title>tfaccel profile {html.escape(r.run)}</title><style>
 body{{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}}
