@@ -7,7 +7,7 @@ from typing import Any
 
 from tfaccel._tf import import_tensorflow
 from tfaccel.bench.micro import sync_device
-from tfaccel.bench.timer import Measurement, measure
+from tfaccel.bench.timer import Measurement, measure, start_gpu_sampler
 
 
 def _policy(precision: str) -> Any:
@@ -84,14 +84,7 @@ def conv3d(
         sync(fn())
         per_call = max(time.perf_counter() - t0, 1e-6)
         number = max(1, int(seconds / 5 / per_call))
-        sampler = None
-        try:
-            from tfaccel.monitor.sampler import Sampler
-
-            sampler = Sampler("visible", interval_s=0.25, light=True)  # TF's GPU:0 is the first
-            sampler.start()
-        except Exception:
-            sampler = None
+        sampler = start_gpu_sampler(0.25)
         start = time.time()
         m = measure(
             f"conv3d 3x3x3 {channels}->{channels} {batch}x{'x'.join(map(str, dhw))} {precision}",

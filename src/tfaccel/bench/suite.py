@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any
 
 from tfaccel.bench.results import BenchReport
-from tfaccel.bench.timer import Measurement
+from tfaccel.bench.timer import Measurement, start_gpu_sampler
 from tfaccel.environment import environment
 
 Bench = tuple[str, Callable[[], Measurement | list[Measurement] | None]]
@@ -59,15 +59,7 @@ def run_suite(
 
     A benchmark that raises becomes a Measurement with `error`; the others go on.
     """
-    sampler = None
-    if sample:
-        try:
-            from tfaccel.monitor.sampler import Sampler
-
-            sampler = Sampler("visible", interval_s=0.5, light=True)  # TF's GPU:0 is the first
-            sampler.start()
-        except Exception:
-            sampler = None
+    sampler = start_gpu_sampler(0.5) if sample else None
     started = time.perf_counter()
     out: list[Measurement] = []
     try:

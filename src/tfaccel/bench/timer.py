@@ -63,6 +63,19 @@ class Measurement:
         return tuple(out)
 
 
+def start_gpu_sampler(interval_s: float) -> Any:
+    """A light NVML sampler on the GPUs TensorFlow uses (its GPU:0 is the first), started;
+    None where NVML cannot start (no driver): the benchmark runs without telemetry."""
+    try:
+        from tfaccel.monitor.sampler import Sampler
+
+        sampler = Sampler("visible", interval_s=interval_s, light=True)
+        sampler.start()
+        return sampler
+    except Exception:
+        return None
+
+
 def measure(
     name: str,
     fn: Callable[[], Any],

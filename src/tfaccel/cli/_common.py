@@ -71,5 +71,14 @@ def int_list(text: str | None, flag: str, example: str) -> list[int] | None:
         ) from exc
 
 
+def operands(args: list[str], count: int, problem: str, usage: str) -> list[str]:
+    """The `count` arguments after a verb (`compare A B`), or an InputError showing usage."""
+    from tfaccel.errors import InputError
+
+    if len(args) != count + 1:
+        raise InputError(problem, expected=usage, received=" ".join(args[1:]) or "nothing")
+    return args[1:]
+
+
 def write_out(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

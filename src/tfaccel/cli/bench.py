@@ -13,6 +13,7 @@ from tfaccel.bench.timer import Measurement
 from tfaccel.cli._common import (
     FORMAT_OPTION,
     handle_errors,
+    operands,
     stderr_console,
     stdout_console,
     write_out,
@@ -55,18 +56,14 @@ def bench(
 ) -> None:
     """A TensorFlow GPU benchmark suite, against the GPU's peak."""
     if what[0] == "compare":
-        if len(what) != 3:
-            raise InputError(
-                "compare takes two result files",
-                expected="tfaccel bench compare A.json B.json",
-                received=" ".join(what[1:]) or "nothing",
-            )
-        a, b = load_report(what[1]), load_report(what[2])
-        rows = compare(a, b)
+        path_a, path_b = operands(
+            what, 2, "compare takes two result files", "tfaccel bench compare A.json B.json"
+        )
+        rows = compare(load_report(path_a), load_report(path_b))
         if fmt is Format.json:
-            write_out(dumps({"a": what[1], "b": what[2], "rows": rows}))
+            write_out(dumps({"a": path_a, "b": path_b, "rows": rows}))
         else:
-            compare_text(rows, what[1], what[2], stdout_console())
+            compare_text(rows, path_a, path_b, stdout_console())
         return
     for path in (out, html):
         if path is not None:

@@ -9,6 +9,7 @@ import typer
 from tfaccel.cli._common import (
     FORMAT_OPTION,
     handle_errors,
+    operands,
     stderr_console,
     stdout_console,
     write_out,
@@ -118,22 +119,14 @@ def profile(
         )
     parse_gates(fail_under, fail_over)  # bad gates fail before any work
     if args[0] == "analyze":
-        if len(args) != 2:
-            raise InputError(
-                "analyze takes one LOGDIR",
-                expected="tfaccel profile analyze LOGDIR",
-                received=" ".join(args[1:]) or "nothing",
-            )
-        _report(analyze(args[1], run), fail_under, fail_over, html, fmt)
+        (logdir_a,) = operands(
+            args, 1, "analyze takes one LOGDIR", "tfaccel profile analyze LOGDIR"
+        )
+        _report(analyze(logdir_a, run), fail_under, fail_over, html, fmt)
         return
     if args[0] == "diff":
-        if len(args) != 3:
-            raise InputError(
-                "diff takes two LOGDIRs",
-                expected="tfaccel profile diff A B",
-                received=" ".join(args[1:]) or "nothing",
-            )
-        a, b = analyze(args[1]), analyze(args[2])
+        logdir_a, logdir_b = operands(args, 2, "diff takes two LOGDIRs", "tfaccel profile diff A B")
+        a, b = analyze(logdir_a), analyze(logdir_b)
         rows = diff(a, b)
         if fmt is Format.json:
             write_out(

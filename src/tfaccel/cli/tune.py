@@ -17,7 +17,7 @@ from tfaccel.cli._common import (
     write_out,
 )
 from tfaccel.errors import InputError
-from tfaccel.optimize.settings import Settings
+from tfaccel.optimize.settings import PRECISIONS, Settings
 from tfaccel.render import Format
 from tfaccel.render.tune import trial_line, tune_plot, tune_text
 from tfaccel.tune.journal import Journal
@@ -103,7 +103,7 @@ def tune(
     chosen: tuple[str, ...] | None = None
     if precisions:
         chosen = tuple(p.strip() for p in precisions.split(",") if p.strip())
-        known = {"float32", "tf32", "mixed_bfloat16", "mixed_float16"}
+        known = set(PRECISIONS) - {"auto"}
         if not chosen or set(chosen) - known:
             raise InputError(
                 "Unknown precision in --precisions",

@@ -132,7 +132,6 @@ class TraceFacts:
     queue_delay_us: list[float] = field(default_factory=list)  # launch call -> start
     kernel_gaps_us: list[float] = field(default_factory=list)  # idle between kernels
     kernels: int = 0
-    kernel_us: float = 0.0
     memcpy_us: dict[str, float] = field(default_factory=dict)
     memcpy_bytes: dict[str, int] = field(default_factory=dict)
     memcpy_exposed_us: float = 0.0  # copy time with no kernel running beside it
@@ -212,7 +211,7 @@ def _uncovered(spans: list[tuple[float, float]], cover: list[tuple[float, float]
 
 
 def _trace_facts(trace: Any) -> TraceFacts:
-    """Launch-to-start gaps, kernel and copy time from the trace viewer's events.
+    """Launch calls, queue delays, kernel and copy time from the trace viewer's events.
 
     A device event (a GPU stream) and the host-side CUDA API call that launched it share
     a correlation id; XProf names the host event after the kernel (or after
@@ -264,7 +263,6 @@ def _trace_facts(trace: Any) -> TraceFacts:
             elif not name.startswith("Memset"):
                 device.setdefault(cid, ts)
                 facts.kernels += 1
-                facts.kernel_us += dur
                 kernel_spans.setdefault((e.get("pid"), e.get("tid")), []).append((ts, ts + dur))
         elif not copy and not name.startswith("Memset"):
             host.setdefault(cid, float(e.get("ts", 0)))

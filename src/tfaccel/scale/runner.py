@@ -84,6 +84,13 @@ def gpu_counts(visible: int, requested: Sequence[int] | None) -> list[int]:
     return counts
 
 
+def _replicas(n: int, cpu_replicas: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """Trial extras and environment for n replicas: n logical CPUs, or the first n GPUs."""
+    if cpu_replicas:
+        return {"logical_cpus": n}, {}
+    return {}, {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(n))}
+
+
 def run_scale(
     workload: str,
     counts: Sequence[int],
@@ -113,12 +120,8 @@ def run_scale(
             extra |= {"cross_device_ops": cross_device_ops, "num_packs": num_packs}
         if input_mode != "host":
             extra["input"] = input_mode
-        env: dict[str, str] = {}
-        if cpu_replicas:
-            extra["logical_cpus"] = n
-        else:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(n))
-        r = trial_fn(workload, s, steps, timeout_s, extra=extra, env_overrides=env)
+        placement, env = _replicas(n, cpu_replicas)
+        r = trial_fn(workload, s, steps, timeout_s, extra=extra | placement, env_overrides=env)
         if on_point:
             on_point(n, r)
         rate = r.samples_per_s if r.ok else None
@@ -163,7 +166,7 @@ def search_scale(
         "num_packs": 1,
         "steps_per_execution": settings.steps_per_execution,
     }
-    env = {} if cpu_replicas else {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(n))}
+    placement, env = _replicas(n, cpu_replicas)
 
     def trial(opts: dict[str, Any]) -> TrialResult:
         s = settings.replace(strategy="mirrored", steps_per_execution=opts["steps_per_execution"])
@@ -171,9 +174,8 @@ def search_scale(
             "engine": "auto",
             "cross_device_ops": opts["cross_device_ops"],
             "num_packs": opts["num_packs"],
+            **placement,
         }
-        if cpu_replicas:
-            extra["logical_cpus"] = n
         return trial_fn(workload, s, steps, timeout_s, extra=extra, env_overrides=env)
 
     out: list[SearchStep] = []
