@@ -224,6 +224,10 @@ def test_search_keeps_only_what_beats_the_noise() -> None:
         ("steps_per_execution", False),
     ]
     assert all(x["env"] == {"CUDA_VISIBLE_DEVICES": "0,1"} for x in seen)
+    assert all("input" not in x for x in seen)
+    seen.clear()
+    search_scale("w", 2, Settings(batch_size=64), StepPlan(), trial_fn=trial, input_mode="device")
+    assert seen and all(x["input"] == "device" for x in seen)
 
 
 @pytest.mark.parametrize(

@@ -172,6 +172,7 @@ def scale(
                 StepPlan(warmup, windows, window),
                 cpu_replicas=bool(cpu_replicas),
                 on_step=on_step,
+                input_mode=input_mode,
             )
             steps_done = tuple(found)
     report = ScaleReport(

@@ -154,6 +154,7 @@ def search_scale(
     on_step: Callable[[str, Any], None] | None = None,
     trial_fn: Callable[..., TrialResult] = run_trial,
     noise_floor: float = 0.03,
+    input_mode: str = "host",
 ) -> tuple[list[SearchStep], dict[str, Any]]:
     """At n GPUs, try the options that change scaling one at a time, as `tune` does:
     the all-reduce implementation (NCCL, hierarchical copy), gradient packing, and
@@ -175,6 +176,7 @@ def search_scale(
             "cross_device_ops": opts["cross_device_ops"],
             "num_packs": opts["num_packs"],
             **placement,
+            **({"input": input_mode} if input_mode != "host" else {}),
         }
         return trial_fn(workload, s, steps, timeout_s, extra=extra, env_overrides=env)
 
