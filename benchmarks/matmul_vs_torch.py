@@ -68,11 +68,10 @@ def main() -> int:
         raise SystemExit("--out is required")
     if args.out.exists():
         raise SystemExit(f"refusing to overwrite {args.out}")
-    import tensorflow as tf
-
-    for gpu in tf.config.list_physical_devices("GPU"):  # leave memory for the child
-        tf.config.experimental.set_memory_growth(gpu, True)
     from tfaccel.bench import micro
+    from tfaccel.bench.suite import share_gpu_memory
+
+    share_gpu_memory()  # leave memory for the PyTorch child
     from tfaccel.environment import environment
 
     # PyTorch before and after TensorFlow, so that neither gets the cooler GPU.

@@ -49,6 +49,19 @@ def local_spec() -> Any:
         return None
 
 
+def share_gpu_memory() -> None:
+    """Let this process take GPU memory as it needs it, instead of all of it at once, so
+    that child processes (training trials, another framework) get memory of their own."""
+    from tfaccel._tf import import_tensorflow
+
+    tf = import_tensorflow()
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # TensorFlow already started its GPUs (tests): keep them
+            return
+
+
 def run_suite(
     suite: str,
     benches: list[Bench],

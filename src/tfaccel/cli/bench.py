@@ -8,7 +8,13 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tfaccel.bench.results import compare, load_report, report_json
-from tfaccel.bench.suite import extra_benches, micro_benches, run_suite, workload_benches
+from tfaccel.bench.suite import (
+    extra_benches,
+    micro_benches,
+    run_suite,
+    share_gpu_memory,
+    workload_benches,
+)
 from tfaccel.bench.timer import Measurement
 from tfaccel.cli._common import (
     FORMAT_OPTION,
@@ -26,20 +32,6 @@ from tfaccel.workloads import BUILTIN
 
 WORKLOAD_BATCH = {"resnet50": 256, "bert": 128, "bert_hub": 128, "tiny": 128}
 EXTRAS = ("yolo", "conv3d", "gpt2", "remat", "resnet50-inference")
-
-
-def _grow_gpu_memory() -> None:
-    """Let this process take GPU memory as it needs it, instead of all of it at once:
-    some benchmarks (gradient checkpointing) run training steps in child processes,
-    which need GPU memory of their own."""
-    from tfaccel._tf import import_tensorflow
-
-    tf = import_tensorflow()
-    for gpu in tf.config.list_physical_devices("GPU"):
-        try:
-            tf.config.experimental.set_memory_growth(gpu, True)
-        except RuntimeError:  # TensorFlow already started its GPUs (tests): keep them
-            return
 
 
 @handle_errors
@@ -88,7 +80,7 @@ def bench(
                 expected="micro, all, compare, or one of " + ", ".join(BUILTIN),
                 received=item,
             )
-    _grow_gpu_memory()
+    share_gpu_memory()  # the checkpointing benchmark trains in child processes
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
