@@ -323,7 +323,7 @@ for policy, scale in (("float32", None), ("mixed_bfloat16", None), ("mixed_float
     losses = t.run(t.distribute(tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat()), 3)
     diff = max(float(np.abs(v.value.values[0].numpy() - v.value.values[1].numpy()).max())
                for v in model.trainable_variables)
-    out[policy] = {"losses": losses, "replica_diff": diff}
+    out[policy] = {"losses": losses, "replica_diff": diff, "update": t.update_path}
 print("RESULT " + json.dumps(out))
 """
 
@@ -346,3 +346,90 @@ def test_trainer_keeps_replicas_identical_in_every_precision(tmp_path: Path) -> 
     for policy, r in result.items():
         assert r["replica_diff"] == 0.0, policy
         assert r["losses"][-1] < r["losses"][0], (policy, r["losses"])
+        assert r["update"] == "xla per replica", policy
+
+
+FUSED = """
+import json
+import numpy as np, tensorflow as tf, keras
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from tfaccel.scale.step import DistributedTrainer
+strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")])
+out = {}
+for fuse in (False, True):
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                                  keras.layers.Dense(4)])
+        opt = keras.optimizers.AdamW(0.01, weight_decay=0.01)
+    t = DistributedTrainer(model, opt, "mse", strategy, 32, jit=True, steps_per_execution=5,
+                           fuse_update=fuse)
+    rng = np.random.default_rng(0)
+    x = rng.random((320, 8), dtype=np.float32); y = rng.random((320, 4), dtype=np.float32)
+    it = t.distribute_per_replica(
+        lambda ctx: tf.data.Dataset.from_tensor_slices((x, y)).batch(16).repeat())
+    losses = t.run(it, 3)
+    out[str(fuse)] = {
+        "losses": losses,
+        "update": t.update_path,
+        "error": t.update_error,
+        "iterations": int(opt.iterations.numpy()),
+        "replica_diff": max(float(np.abs(a.numpy() - b.numpy()).max())
+                            for a, b in (v.value.values for v in model.trainable_variables)),
+        "weights": [v.value.values[0].numpy().ravel().tolist() for v in model.trainable_variables],
+    }
+
+# An optimizer whose update cannot be compiled: the trainer falls back and says why.
+class NoXla(keras.optimizers.SGD):
+    def update_step(self, gradient, variable, learning_rate):
+        from tensorflow.python.ops import control_flow_util
+        graph = tf.compat.v1.get_default_graph()
+        if control_flow_util.GraphOrParentsInXlaContext(graph):
+            raise NotImplementedError("no XLA for this optimizer")
+        return super().update_step(gradient, variable, learning_rate)
+
+with strategy.scope():
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+    opt = NoXla(0.1)
+t = DistributedTrainer(model, opt, "mse", strategy, 32, jit=True, steps_per_execution=5)
+losses = t.run(t.distribute_per_replica(
+    lambda ctx: tf.data.Dataset.from_tensor_slices((x, y)).batch(16).repeat()), 3)
+out["fallback"] = {"losses": losses, "update": t.update_path, "error": t.update_error,
+                   "iterations": int(opt.iterations.numpy())}
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_fused_update_matches_keras_per_variable_update(tmp_path: Path) -> None:
+    """The XLA-per-replica optimizer update (AdamW, with weight decay) lands on the same
+    weights as Keras' own per-variable update, on both replicas, with per-replica input."""
+    pytest.importorskip("tensorflow")
+    import numpy as np
+
+    script = tmp_path / "fused.py"
+    script.write_text(textwrap.dedent(FUSED))
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONPATH": str(Path(__file__).parents[2] / "src"),
+    }
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    r = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
+    keras_path, fused = r["False"], r["True"]
+    assert keras_path["update"] == "keras per variable"
+    assert fused["update"] == "xla per replica" and fused["error"] is None
+    assert fused["iterations"] == keras_path["iterations"] == 15
+    assert fused["replica_diff"] == 0.0
+    np.testing.assert_allclose(fused["losses"], keras_path["losses"], rtol=1e-5)
+    for a, b in zip(fused["weights"], keras_path["weights"], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert keras_path["losses"][-1] < keras_path["losses"][0]
+    fallback = r["fallback"]
+    assert fallback["update"] == "keras per variable"
+    assert "no XLA for this optimizer" in fallback["error"]
+    assert len(fallback["losses"]) == 3 and fallback["iterations"] == 15

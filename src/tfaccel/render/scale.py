@@ -17,7 +17,7 @@ def scale_text(r: ScaleReport, console: Console) -> None:
         f"({', '.join(f'{k}={v}' for k, v in r.settings.items())})",
         title_justify="left",
     )
-    left = ("engine", "all-reduce", "status")
+    left = ("engine", "all-reduce", "update", "status")
     for col in (
         "GPUs",
         "global batch",
@@ -26,6 +26,7 @@ def scale_text(r: ScaleReport, console: Console) -> None:
         "engine",
         "all-reduce",
         "all-reduce ms",
+        "update",
         "status",
     ):
         t.add_column(col, justify="left" if col in left else "right")
@@ -45,12 +46,22 @@ def scale_text(r: ScaleReport, console: Console) -> None:
             p.engine or "",
             p.cross_device_ops or "",
             ar,
+            p.update or "",
             Text(
                 p.status if p.status == "ok" else f"{p.status}: {(p.error or '')[:60]}",
                 style="green" if p.status == "ok" else "red",
             ),
         )
     console.print(t)
+    for p in r.points:
+        if p.update_error:
+            console.print(
+                Text(
+                    f"! {p.gpus} GPU(s): the fused optimizer update fell back to Keras' "
+                    f"per-variable update: {p.update_error}",
+                    style="yellow",
+                )
+            )
     if r.search:
         st = Table(title=f"search at {max(p.gpus for p in r.points)} GPU(s)", title_justify="left")
         for col in ("option", "value", "samples/s", "result"):

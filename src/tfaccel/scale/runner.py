@@ -28,6 +28,8 @@ class ScalePoint:
     error: str | None = None
     cross_device_ops: str | None = None  # the all-reduce implementation that ran
     allreduce_ms: float | None = None  # one all-reduce of the gradients, timed alone
+    update: str | None = None  # how the optimizer update ran: "xla per replica", ...
+    update_error: str | None = None  # why the fused update fell back to Keras' path
 
     @property
     def step_ms(self) -> float | None:
@@ -139,6 +141,8 @@ def run_scale(
                 r.error,
                 r.extra.get("cross_device_ops"),
                 r.extra.get("allreduce_ms"),
+                r.extra.get("update"),
+                r.extra.get("update_error"),
             )
         )
     return points

@@ -111,6 +111,8 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "jit_compile",
                 "cross_device_ops",
                 "allreduce_ms",
+                "update",
+                "update_error",
             )
             if k in payload
         },

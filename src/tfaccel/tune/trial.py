@@ -179,12 +179,18 @@ def _run_custom(
             raise ValueError("input='device' replays synthetic batches; this workload has data")
         it: Any = _device_batches(strategy, wl, per_replica)
     else:
-        ds = (
-            _synthetic(wl.model, wl, global_batch)
-            if wl.dataset is None
-            else _user_dataset(wl.dataset, global_batch)
-        )
-        it = trainer.distribute(report.dataset(ds))
+
+        def replica_input(ctx: Any) -> Any:
+            # One pipeline per worker, batched per replica: nothing is split on the host.
+            b = ctx.get_per_replica_batch_size(global_batch)
+            if wl.dataset is None:
+                return report.dataset(_synthetic(wl.model, wl, b))
+            ds = wl.dataset
+            if ctx.num_input_pipelines > 1:
+                ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+            return report.dataset(_user_dataset(ds, b))
+
+        it = trainer.distribute_per_replica(replica_input)
     spe = settings.steps_per_execution
     start = time.perf_counter()
     losses = trainer.run(it, max(1, warmup // spe))
@@ -200,6 +206,8 @@ def _run_custom(
         "status": "ok",
         "precision": report.precision,
         "engine": "tfaccel step",
+        "update": trainer.update_path,
+        "update_error": trainer.update_error,
         "cross_device_ops": type(used).__name__ if used is not None else "default",
         "allreduce_ms": allreduce_ms(strategy, wl.model) if n > 1 else None,
         "replicas": n,
