@@ -433,3 +433,24 @@ def test_fused_update_matches_keras_per_variable_update(tmp_path: Path) -> None:
     assert fallback["update"] == "keras per variable"
     assert "no XLA for this optimizer" in fallback["error"]
     assert len(fallback["losses"]) == 3 and fallback["iterations"] == 15
+
+
+def test_scale_starts_from_tunes_file_and_options_override_it(tmp_path: Path) -> None:
+    from tfaccel.cli.scale import scale_settings
+
+    f = tmp_path / "tfaccel.json"
+    tuned = Settings(precision="mixed_bfloat16", xla="jit", batch_size=512, prefetch="device")
+    f.write_text(json.dumps({"schema": "tfaccel.settings/1", "settings": tuned.to_dict()}))
+    s = scale_settings(str(f), None, None, None, 25)
+    assert (s.precision, s.batch_size, s.prefetch, s.steps_per_execution) == (
+        "mixed_bfloat16",
+        512,
+        "device",
+        25,
+    )
+    d = scale_settings(None, None, None, None, None)
+    assert (d.precision, d.xla, d.batch_size, d.steps_per_execution) == ("auto", "jit", 256, 10)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = runner.invoke(app, ["scale", "tiny", "--cpu-replicas", "2", "--config", str(bad)])
+    assert result.exit_code == 2 and "bad.json" in result.output

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
+
 import typer
 
 from tfaccel.cli._common import (
@@ -13,6 +16,7 @@ from tfaccel.cli._common import (
     write_out,
 )
 from tfaccel.errors import InputError
+from tfaccel.optimize.settings import Settings
 from tfaccel.render import Format, dumps
 from tfaccel.render.scale import mps_text, scale_text, tfconfig_text
 from tfaccel.scale import mps as mpsmod
@@ -26,10 +30,16 @@ def scale(
     gpus: str = typer.Option(
         None, "--gpus", help="GPU counts to measure, e.g. 1,2 (default 1, 2, 4, ... all)."
     ),
-    batch: int = typer.Option(256, "--batch", "-b", help="Batch size per replica."),
-    precision: str = typer.Option("auto", "--precision"),
-    xla: str = typer.Option("jit", "--xla"),
-    spe: int = typer.Option(10, "--steps-per-execution"),
+    batch: int = typer.Option(None, "--batch", "-b", help="Batch size per replica [256]."),
+    precision: str = typer.Option(None, "--precision", help="[auto]"),
+    xla: str = typer.Option(None, "--xla", help="[jit]"),
+    spe: int = typer.Option(None, "--steps-per-execution", help="[10]"),
+    config: str = typer.Option(
+        None,
+        "--config",
+        help="Start from the settings `tfaccel tune` wrote (tfaccel.json); the options "
+        "above override it.",
+    ),
     engine: str = typer.Option(
         "auto",
         "--engine",
@@ -113,7 +123,6 @@ def scale(
             expected="tfaccel scale WORKLOAD, or --workers",
             received="no workload",
         )
-    from tfaccel.optimize.settings import Settings
     from tfaccel.tune.runner import StepPlan
 
     topology = None
@@ -138,9 +147,11 @@ def scale(
                 received="0 GPUs",
             )
     counts = gpu_counts(visible, int_list(gpus, "--gpus", "1,2,4"))
-    settings = Settings(precision=precision, xla=xla, batch_size=batch, steps_per_execution=spe)
+    settings = scale_settings(config, batch, precision, xla, spe)
+    batch = settings.batch_size or 256
     err = stderr_console()
-    with err.status("scaling ...") as status:
+    cache = contextlib.nullcontext(None) if cpu_replicas else tempfile.TemporaryDirectory()
+    with err.status("scaling ...") as status, cache as cache_dir:
 
         def on_point(n: int, r: object) -> None:
             if r is None:
@@ -157,6 +168,7 @@ def scale(
             cross_device_ops=all_reduce,
             num_packs=num_packs,
             input_mode=input_mode,
+            xla_cache_dir=cache_dir,
         )
         steps_done: tuple[SearchStep, ...] = ()
         best: dict[str, object] | None = None
@@ -173,15 +185,17 @@ def scale(
                 cpu_replicas=bool(cpu_replicas),
                 on_step=on_step,
                 input_mode=input_mode,
+                xla_cache_dir=cache_dir,
             )
             steps_done = tuple(found)
     report = ScaleReport(
         workload,
         batch,
         {
-            "precision": precision,
-            "xla": xla,
-            "spe": spe,
+            "precision": settings.precision,
+            "xla": settings.xla,
+            "spe": settings.steps_per_execution,
+            **({"config": config} if config else {}),
             "all_reduce": all_reduce,
             "num_packs": num_packs,
             "input": input_mode,
@@ -197,6 +211,30 @@ def scale(
         write_out(dumps(report, schema="tfaccel.scale/1"))
     else:
         scale_text(report, stdout_console())
+
+
+def scale_settings(
+    config: str | None,
+    batch: int | None,
+    precision: str | None,
+    xla: str | None,
+    spe: int | None,
+) -> Settings:
+    """The settings of every point: tune's file (if given) with the options on top."""
+    from tfaccel.optimize.settings import read_settings_file
+
+    base = (
+        read_settings_file(config)
+        if config
+        else Settings(precision="auto", xla="jit", batch_size=256, steps_per_execution=10)
+    )
+    given = {
+        "batch_size": batch,
+        "precision": precision,
+        "xla": xla,
+        "steps_per_execution": spe,
+    }
+    return base.replace(**{k: v for k, v in given.items() if v is not None})
 
 
 mps_app = typer.Typer(

@@ -14,7 +14,7 @@ from typing import Any
 
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
-from tfaccel.tune.runner import StepPlan, TrialResult, run_trial
+from tfaccel.tune.runner import StepPlan, TrialResult, run_trial, xla_cache_env
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,13 @@ def run_scale(
     cross_device_ops: str = "auto",
     num_packs: int = 1,
     input_mode: str = "host",
+    xla_cache_dir: str | None = None,
 ) -> list[ScalePoint]:
-    """Measure each GPU count; `cpu_replicas` splits the CPU instead (tests, no GPU)."""
+    """Measure each GPU count; `cpu_replicas` splits the CPU instead (tests, no GPU).
+
+    With `xla_cache_dir`, the points share XLA's autotuning and compiled programs: every
+    count compiles the same per-replica gradient program."""
+    cache_env = xla_cache_env(xla_cache_dir) if xla_cache_dir else {}
     points: list[ScalePoint] = []
     base: float | None = None
     for n in counts:
@@ -123,7 +128,9 @@ def run_scale(
         if input_mode != "host":
             extra["input"] = input_mode
         placement, env = _replicas(n, cpu_replicas)
-        r = trial_fn(workload, s, steps, timeout_s, extra=extra | placement, env_overrides=env)
+        r = trial_fn(
+            workload, s, steps, timeout_s, extra=extra | placement, env_overrides=env | cache_env
+        )
         if on_point:
             on_point(n, r)
         rate = r.samples_per_s if r.ok else None
@@ -159,6 +166,7 @@ def search_scale(
     trial_fn: Callable[..., TrialResult] = run_trial,
     noise_floor: float = 0.03,
     input_mode: str = "host",
+    xla_cache_dir: str | None = None,
 ) -> tuple[list[SearchStep], dict[str, Any]]:
     """At n GPUs, try the options that change scaling one at a time, as `tune` does:
     the all-reduce implementation (NCCL, hierarchical copy), gradient packing, and
@@ -172,6 +180,7 @@ def search_scale(
         "steps_per_execution": settings.steps_per_execution,
     }
     placement, env = _replicas(n, cpu_replicas)
+    env = env | (xla_cache_env(xla_cache_dir) if xla_cache_dir else {})
 
     def trial(opts: dict[str, Any]) -> TrialResult:
         s = settings.replace(strategy="mirrored", steps_per_execution=opts["steps_per_execution"])
