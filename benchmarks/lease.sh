@@ -45,27 +45,23 @@ tune_cmd() {  # workload start-batch max-batch
     --journal tune-$1.jsonl --plot tune-$1.png --format json > tune-$1.out.json"
 }
 # One queue in priority order; each GPU's worker takes the next job nobody took.
-# (The 2026-11-30 lease ran profile fp32/defaults/tuned/slow-input, bench yolo,
-# resnet50-inference and bert_hub; LEASE_ALL=1 queues them again.)
+profile_cmd() {  # config
+  echo "$TF profile --start 20 --steps 10 --logdir prof-$1 --format json \
+    --html profile-$1.html -- $PY $B/profile_r50.py --config $1 > profile-$1.json"
+}
 add tune-resnet50 "$(tune_cmd resnet50 256 1024)"
-add tune-bert_hub "$(tune_cmd bert_hub 128 512)"
-add monitor-tests "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/monitor -rs"
-add monitor-overhead "$PY $B/monitor_overhead.py --out monitor-overhead.json"
+# tfaccel profile's advice, applied: each pair runs in the same lease.
+for c in tuned-prefetch tuned; do add "profile-$c" "$(profile_cmd $c)"; done
+add gpt2-xla-flags "$PY $B/gpt2_xla_flags.py --out gpt2-xla-flags.json"
 add matmul-vs-torch "$PY $B/matmul_vs_torch.py --out matmul-vs-torch.json"
-PROFILES="tuned-prefetch"
-[ -n "${LEASE_ALL:-}" ] && PROFILES="tuned-prefetch fp32 defaults tuned slow-input"
-for c in $PROFILES; do
-  add "profile-$c" "$TF profile --start 20 --steps 10 --logdir prof-$c --format json \
-    --html profile-$c.html -- $PY $B/profile_r50.py --config $c > profile-$c.json"
-done
+add monitor-overhead "$PY $B/monitor_overhead.py --out monitor-overhead.json"
+for c in slow-input slow-input-fixed; do add "profile-$c" "$(profile_cmd $c)"; done
+add tune-bert_hub "$(tune_cmd bert_hub 128 512)"
 add bench-workloads "$TF bench gpt2 conv3d remat --out bench-workloads.json --format json \
   > bench-workloads.out.json"
 add tune-gpt2 "$(tune_cmd gpt2 32 128)"
-if [ -n "${LEASE_ALL:-}" ]; then
-  add bench-more "$TF bench yolo resnet50-inference --out bench-more.json --format json > bench-more.out.json"
-  add bench-bert_hub "$TF bench bert_hub --batch 256 --out bench-bert_hub.json --format json \
-    > bench-bert_hub.out.json"
-fi
+# A later lease skips what an earlier one finished: LEASE_SKIP="job job ...".
+for name in ${LEASE_SKIP:-}; do echo skipped > "$R/done.$name"; done
 # Tunes resume from the journals of earlier leases (benchmarks/results/*.journal.jsonl).
 for w in resnet50 bert_hub gpt2; do
   j="$REPO/benchmarks/results/tune-$w-h200.journal.jsonl"
@@ -83,14 +79,14 @@ worker() {
     job "$name" "${CMD[$name]}"
   done
 }
+SCALE="--precision mixed_bfloat16 --steps-per-execution 10 --format json"
 both() {  # needs both GPUs: all-reduce and scaling, then the GPU-marked tests
   unset CUDA_VISIBLE_DEVICES
   job bench-micro "$TF bench micro --out bench-micro.json --format json > bench-micro.out.json"
-  job scale-resnet50 "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH $TF scale resnet50 \
-    --gpus 1,2 --batch 512 --format json > scale-resnet50.json"
-  job scale-bert_hub "$TF scale bert_hub --gpus 1,2 --batch 256 --format json > scale-bert_hub.json"
-  job scale-resnet50-device "$TF scale resnet50 --gpus 1,2 --batch 512 --input device \
-    --format json > scale-resnet50-device.json"
+  job scale-resnet50 "$TF scale resnet50 --gpus 1,2 --batch 512 $SCALE > scale-resnet50.json"
+  job scale-resnet50-device "$TF scale resnet50 --gpus 2 --batch 512 --input device $SCALE \
+    > scale-resnet50-device.json"
+  job scale-bert_hub "$TF scale bert_hub --gpus 1,2 --batch 256 $SCALE > scale-bert_hub.json"
   job pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
   if [ -n "${LEASE_SCALE_SEARCH:-}" ]; then  # about 12 minutes on two GPUs
     job scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \

@@ -11,6 +11,8 @@ Configurations:
                advised for "tuned": its host-to-device copies ran beside no kernel)
 - slow-input:  TF32 without XLA, fed by a pipeline that decodes and resizes JPEGs on one
                thread without prefetch (what an input-bound run looks like)
+- slow-input-fixed: the same pipeline with what `tfaccel profile` advised for
+               "slow-input": map(num_parallel_calls=AUTOTUNE) and prefetch
 The settings go through `tfaccel.configure`; the model trains with plain `fit`, which
 `tfaccel profile` hooks.
 """
@@ -30,11 +32,13 @@ CONFIGS = {
         "prefetch": "device",
     },
     "slow-input": {"precision": "tf32", "xla": "off", "batch_size": 256},
+    "slow-input-fixed": {"precision": "tf32", "xla": "off", "batch_size": 256},
 }
 
 
-def slow_pipeline(batch: int):  # type: ignore[no-untyped-def]
-    """JPEG decode + random crop + resize per image, sequential, no prefetch."""
+def slow_pipeline(batch: int, fixed: bool = False):  # type: ignore[no-untyped-def]
+    """JPEG decode + random crop + resize per image, sequential, no prefetch; with
+    `fixed`, the map runs in parallel (AUTOTUNE) and batches are prefetched."""
     import numpy as np
     import tensorflow as tf
 
@@ -48,9 +52,12 @@ def slow_pipeline(batch: int):  # type: ignore[no-untyped-def]
         return img, tf.cast(i % 1000, tf.int32)
 
     options = tf.data.Options()
-    options.autotune.enabled = False
-    ds = tf.data.Dataset.range(10**9).map(load, num_parallel_calls=None)
-    return ds.batch(batch, drop_remainder=True).with_options(options)
+    options.autotune.enabled = fixed
+    ds = tf.data.Dataset.range(10**9).map(
+        load, num_parallel_calls=tf.data.AUTOTUNE if fixed else None
+    )
+    ds = ds.batch(batch, drop_remainder=True).with_options(options)
+    return ds.prefetch(tf.data.AUTOTUNE) if fixed else ds
 
 
 def main() -> int:
@@ -75,8 +82,8 @@ def main() -> int:
     wl = load_workload("resnet50")
     report.compile(wl.model, optimizer="adam", loss=wl.loss)
     batch = int(settings["batch_size"])
-    if args.config == "slow-input":
-        ds = slow_pipeline(batch)
+    if args.config.startswith("slow-input"):
+        ds = slow_pipeline(batch, fixed=args.config == "slow-input-fixed")
     else:
         x, y = synthetic_inputs(wl.model, batch), synthetic_labels(wl, batch)
         ds = report.dataset(tf.data.Dataset.from_tensors((x, y)).repeat())

@@ -1,0 +1,100 @@
+"""GPT-2 generation under XLA's command-buffer (CUDA graph) settings, side by side.
+
+    python benchmarks/gpt2_xla_flags.py --out gpt2-xla-flags.json [--batches 1,16]
+
+KerasHub's `generate` runs its decoding loop as one XLA while loop. At batch 1 a token
+is about 150 small kernels, so the launch path, not the GPU's arithmetic, sets the
+speed. XLA can record kernels into CUDA graphs ("command buffers"); this script runs
+`tfaccel.bench.inference.gpt2_generation` (bf16, greedy) in one child process per
+setting, so each starts XLA fresh, in the order A B C (then C B A with --rounds 2, so
+that no setting always runs first):
+- default: XLA's own default command buffers;
+- off: command buffers off (what the defaults are worth);
+- while: command buffers that also take in the while loop and its conditionals (the
+  decoding loop itself), CUDA 12.3 or newer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+SETTINGS = {
+    "default": "",
+    "off": "--xla_gpu_enable_command_buffer=",
+    "while": "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,"
+    "WHILE,CONDITIONAL",
+}
+
+
+def child(batch: int, precision: str) -> dict[str, object]:
+    from tfaccel.bench.inference import gpt2_generation
+
+    rate, ttft = gpt2_generation(batch, precision=precision, repeats=3)
+    return {
+        "tokens_per_s": list(rate.samples),
+        "ttft_ms": list(ttft.samples),
+        "first_call_s": rate.warmup_s,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--batches", default="1")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--precision", default="mixed_bfloat16")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print("RESULT " + json.dumps(child(int(args.child), args.precision)), flush=True)
+        return 0
+    runs: list[dict[str, object]] = []
+    for batch in [int(b) for b in args.batches.split(",")]:
+        for r in range(args.rounds):
+            order = list(SETTINGS.items())
+            for name, flags in order if r % 2 == 0 else order[::-1]:
+                env = dict(os.environ)
+                env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
+                cmd = [sys.executable, __file__, "--child", str(batch)]
+                p = subprocess.run(
+                    [*cmd, "--precision", args.precision],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    timeout=900,
+                    check=False,
+                )
+                line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
+                row: dict[str, object] = {"batch": batch, "setting": name, "xla_flags": flags}
+                if line is None:
+                    row["error"] = p.stderr[-1500:]
+                else:
+                    row.update(json.loads(line[7:]))
+                runs.append(row)
+                print(json.dumps(row), flush=True)
+    summary = {}
+    for row in runs:
+        if "tokens_per_s" in row:
+            key = f"batch={row['batch']} {row['setting']}"
+            summary.setdefault(key, []).extend(row["tokens_per_s"])  # type: ignore[attr-defined]
+    out = {
+        "schema": "tfaccel.gpt2-xla-flags/1",
+        "precision": args.precision,
+        "median_tokens_per_s": {k: statistics.median(v) for k, v in summary.items()},
+        "runs": runs,
+    }
+    text = json.dumps(out, indent=2)
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
