@@ -50,6 +50,10 @@ profile_cmd() {  # config
     --html profile-$1.html -- $PY $B/profile_r50.py --config $1 > profile-$1.json"
 }
 add tune-resnet50 "$(tune_cmd resnet50 256 1024)"
+R50CAST='{"workload": "resnet50", "steps": {"warmup": 10, "windows": 5, "window": 20},
+  "settings": {"precision": "mixed_bfloat16", "xla": "jit", "batch_size": 512,
+  "steps_per_execution": 10, "input_cast": "compute"}}'
+add trial-r50-cast-b512 "$PY -m tfaccel.tune.trial '$R50CAST'"
 # tfaccel profile's advice, applied: each pair runs in the same lease.
 for c in tuned-prefetch tuned; do add "profile-$c" "$(profile_cmd $c)"; done
 add gpt2-xla-flags "$PY $B/gpt2_xla_flags.py --out gpt2-xla-flags.json"
@@ -86,6 +90,8 @@ both() {  # needs both GPUs: all-reduce and scaling, then the GPU-marked tests
   job scale-resnet50 "$TF scale resnet50 --gpus 1,2 --batch 512 $SCALE > scale-resnet50.json"
   job scale-resnet50-device "$TF scale resnet50 --gpus 2 --batch 512 --input device $SCALE \
     > scale-resnet50-device.json"
+  job scale-resnet50-cast "$TF scale resnet50 --gpus 2 --batch 512 --input-cast compute \
+    $SCALE > scale-resnet50-cast.json"
   job scale-bert_hub "$TF scale bert_hub --gpus 1,2 --batch 256 $SCALE > scale-bert_hub.json"
   job pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
   if [ -n "${LEASE_SCALE_SEARCH:-}" ]; then  # about 12 minutes on two GPUs

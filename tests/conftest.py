@@ -6,8 +6,14 @@ GPU tests are skipped, with the reason, where NVML reports no GPU.
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
+
+# GPU tests run TensorFlow in the pytest process and in child processes (trials, NCCL).
+# Without growth the first in-process test takes nearly all memory of every GPU and the
+# children's NCCL set-up fails ("unhandled cuda error").
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -110,6 +110,29 @@ def test_helpers_apply_to_the_users_objects() -> None:
     assert keras.mixed_precision.global_policy().name == "float32"
 
 
+def test_input_cast_sends_floating_inputs_in_the_compute_dtype() -> None:
+    import numpy as np
+    import tensorflow as tf
+
+    import tfaccel
+
+    try:
+        r = tfaccel.configure(precision="mixed_bfloat16", xla="off", input_cast="compute")
+        x = {"pixels": np.ones((2, 3), "float32"), "ids": np.arange(2, dtype="int32")}
+        y = np.array([0.5, 1.5], "float32")
+        ds = r.dataset(tf.data.Dataset.from_tensors((x, y)))
+        xs, ys = next(iter(ds))
+        assert xs["pixels"].dtype == tf.bfloat16 and xs["ids"].dtype == tf.int32
+        assert ys.dtype == tf.float32  # labels as they are
+        alone = r.dataset(tf.data.Dataset.from_tensors(np.ones((2, 3), "float32")))
+        assert next(iter(alone)).dtype == tf.bfloat16
+        # float32 training: nothing to cast to
+        f32 = tfaccel.configure(precision="float32", xla="off", input_cast="compute")
+        assert next(iter(f32.dataset(tf.data.Dataset.from_tensors(y)))).dtype == tf.float32
+    finally:
+        tfaccel.configure.reset()
+
+
 def test_from_file(tmp_path: Path) -> None:
     import tfaccel
 

@@ -35,6 +35,7 @@ class FakeTrials:
         rate *= {"off": 1.0, "auto": 1.4, "jit": 1.5, "autoclustering": 1.1}[s.xla]
         rate *= min(b, 512) ** 0.3 / 32**0.3
         rate *= 1.2 if s.steps_per_execution >= 10 else 1.0
+        rate *= 1.1 if s.input_cast == "compute" else 1.0
         losses = (6.9, 6.8, 6.7)
         if s.precision == self.nan_for:
             losses = (6.9, float("nan"), float("nan"))
@@ -83,6 +84,25 @@ def test_finds_the_fastest_combination(tmp_path: Path) -> None:
     assert res.largest_fitting_batch == 512
     assert any("batch 1024: oom (does not fit)" in d.text for d in res.decisions)
     assert res.compile_s_total > 60
+
+
+def test_input_cast_is_tried_on_the_gpu_with_16_bit_only(tmp_path: Path) -> None:
+    fake = FakeTrials()
+    res = tuner(tmp_path, fake).run()
+    assert res.best_settings is not None and res.best_settings.input_cast == "compute"
+    assert any(d.stage == "input_cast" and "kept" in d.text for d in res.decisions)
+    fp32 = FakeTrials()
+    (tmp_path / "fp32").mkdir()
+    tuner(tmp_path / "fp32", fp32, Hardware(1, "6.0")).run()
+    assert all(s.input_cast == "off" for s in fp32.calls)
+
+
+def test_journal_keys_of_earlier_versions_still_match() -> None:
+    """Adding the input_cast knob did not change the key of a trial without it, so a
+    journal written before resumes."""
+    s = Settings(precision="float32", xla="off", batch_size=256, steps_per_execution=1)
+    assert settings_key("resnet50", s, StepPlan()) == "b4447943747d"
+    assert settings_key("resnet50", s.replace(input_cast="compute"), StepPlan()) != "b4447943747d"
 
 
 def test_no_16_bit_trials_without_tensor_cores(tmp_path: Path) -> None:

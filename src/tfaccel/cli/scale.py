@@ -34,6 +34,11 @@ def scale(
     precision: str = typer.Option(None, "--precision", help="[auto]"),
     xla: str = typer.Option(None, "--xla", help="[jit]"),
     spe: int = typer.Option(None, "--steps-per-execution", help="[10]"),
+    input_cast: str = typer.Option(
+        None,
+        "--input-cast",
+        help="compute: host batches cross to the GPU in the 16-bit compute dtype [off].",
+    ),
     config: str = typer.Option(
         None,
         "--config",
@@ -147,7 +152,7 @@ def scale(
                 received="0 GPUs",
             )
     counts = gpu_counts(visible, int_list(gpus, "--gpus", "1,2,4"))
-    settings = scale_settings(config, batch, precision, xla, spe)
+    settings = scale_settings(config, batch, precision, xla, spe, input_cast)
     batch = settings.batch_size or 256
     err = stderr_console()
     cache = contextlib.nullcontext(None) if cpu_replicas else tempfile.TemporaryDirectory()
@@ -195,6 +200,7 @@ def scale(
             "precision": settings.precision,
             "xla": settings.xla,
             "spe": settings.steps_per_execution,
+            "input_cast": settings.input_cast,
             **({"config": config} if config else {}),
             "all_reduce": all_reduce,
             "num_packs": num_packs,
@@ -219,6 +225,7 @@ def scale_settings(
     precision: str | None,
     xla: str | None,
     spe: int | None,
+    input_cast: str | None = None,
 ) -> Settings:
     """The settings of every point: tune's file (if given) with the options on top."""
     from tfaccel.optimize.settings import read_settings_file
@@ -233,6 +240,7 @@ def scale_settings(
         "precision": precision,
         "xla": xla,
         "steps_per_execution": spe,
+        "input_cast": input_cast,
     }
     return base.replace(**{k: v for k, v in given.items() if v is not None})
 

@@ -128,11 +128,28 @@ class ConfigureReport:
         ds = ds.with_options(options)
         if self.settings.cache_dataset:
             ds = ds.cache()
+        compute = {"mixed_bfloat16": tf.bfloat16, "mixed_float16": tf.float16}.get(self.precision)
+        if self.settings.input_cast == "compute" and compute is not None:
+            ds = ds.map(_cast_inputs(tf, compute), num_parallel_calls=tf.data.AUTOTUNE)
         if self.settings.prefetch == "device" and self.gpus == 1 and self.strategy_name == "none":
             return ds.apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
         if self.settings.prefetch != "off":
             return ds.prefetch(tf.data.AUTOTUNE)
         return ds
+
+
+def _cast_inputs(tf: Any, dtype: Any) -> Any:
+    """A tf.data map function: the inputs' floating tensors (the first element of
+    (inputs, labels[, weights])) cast to `dtype`; integers and labels as they are."""
+
+    def cast(t: Any) -> Any:
+        return tf.cast(t, dtype) if t.dtype.is_floating and t.dtype != dtype else t
+
+    def fn(*element: Any) -> Any:
+        inputs = tf.nest.map_structure(cast, element[0])
+        return inputs if len(element) == 1 else (inputs, *element[1:])
+
+    return fn
 
 
 def runtime_initialized() -> bool:

@@ -21,6 +21,7 @@ MEMORY_MODES = ("default", "growth", "limit", "unified")
 ALLOCATORS = ("default", "cuda_malloc_async")
 STRATEGIES = ("auto", "none", "one_device", "mirrored")
 PREFETCH = ("auto", "device", "off")
+INPUT_CASTS = ("off", "compute")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class Settings:
     gradient_checkpointing: bool = False
     gradient_accumulation_steps: int = 1
     prefetch: str = "auto"  # auto (AUTOTUNE on the host) | device | off
+    # compute: floating inputs are cast to the mixed-precision compute dtype on the host,
+    # so half the bytes cross PCIe (the model's first layer casts them anyway)
+    input_cast: str = "off"  # off | compute
     cache_dataset: bool = False
     deterministic_data: bool = True
     strategy: str = "auto"  # auto | none | one_device | mirrored
@@ -48,6 +52,7 @@ class Settings:
         _choice("precision", self.precision, PRECISIONS)
         _choice("xla", self.xla, XLA_MODES)
         _choice("prefetch", self.prefetch, PREFETCH)
+        _choice("input_cast", self.input_cast, INPUT_CASTS)
         _choice("strategy", self.strategy, STRATEGIES)
         if self.memory == "limit" and (self.memory_limit_mib is None or self.memory_limit_mib <= 0):
             raise InputError(

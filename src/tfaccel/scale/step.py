@@ -71,6 +71,9 @@ class DistributedTrainer:
                 loss = tf.reduce_sum(per_example) / global_batch
                 scaled = loss * scale
             g = tape.gradient(scaled, model.trainable_variables)
+            # Embedding gradients come as IndexedSlices; dense ones all-reduce in one
+            # NCCL call (a BERT batch's slices are larger than the dense table).
+            g = [tf.convert_to_tensor(gi) if isinstance(gi, tf.IndexedSlices) else gi for gi in g]
             return loss, [tf.cast(gi, tf.float32) / scale if gi is not None else gi for gi in g]
 
         self._grads = tf.function(grads, jit_compile=jit)

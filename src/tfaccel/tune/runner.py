@@ -54,10 +54,13 @@ class TrialResult:
 def settings_key(
     workload: str, settings: Settings, steps: StepPlan, extra: dict[str, Any] | None = None
 ) -> str:
+    s = settings.to_dict()
+    if s.get("input_cast") == "off":  # keys of journals written before the knob existed
+        del s["input_cast"]
     blob = json.dumps(
         {
             "w": workload,
-            "s": settings.to_dict(),
+            "s": s,
             "p": steps.__dict__,
             **({"x": extra} if extra else {}),
         },
@@ -72,6 +75,8 @@ def label_of(s: Settings) -> str:
         parts.append(s.allocator)
     if s.prefetch != "auto":
         parts.append(f"prefetch={s.prefetch}")
+    if s.input_cast != "off":
+        parts.append(f"input_cast={s.input_cast}")
     return " ".join(parts)
 
 

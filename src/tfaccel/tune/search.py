@@ -166,6 +166,8 @@ class Tuner:
             batches += 1
             b *= 2
         gpu_stage = (2 if self.hw.gpus == 1 else 1) if self.hw.gpus else 0
+        if self.hw.gpus and any(p.startswith("mixed_") for p in self.precisions):
+            gpu_stage += 1  # 16-bit input transfers
         spe = len([c for c in self.opt.spe_choices if c != 1])
         n = len(self.precisions)
         jit = n - (1 if "tf32" in self.precisions else 0)  # strict float32 under XLA: skipped
@@ -310,7 +312,12 @@ class Tuner:
                 best, best_s = r, s
         # Stage 5: GPU-only knobs.
         if self.hw.gpus:
-            candidates: list[Any] = [("allocator", "cuda_malloc_async")]
+            candidates: list[Any] = []
+            if best_s.precision in ("mixed_bfloat16", "mixed_float16") or (
+                best_s.precision == "auto" and best.precision in ("mixed_bfloat16", "mixed_float16")
+            ):
+                candidates.append(("input_cast", "compute"))
+            candidates.append(("allocator", "cuda_malloc_async"))
             if self.hw.gpus == 1:
                 candidates.append(("prefetch", "device"))
             for knob, value in candidates:
