@@ -92,7 +92,7 @@ both() {  # needs both GPUs: all-reduce and scaling, then the GPU-marked tests
     > scale-resnet50-device.json"
   job scale-resnet50-cast "$TF scale resnet50 --gpus 2 --batch 512 --input-cast compute \
     $SCALE > scale-resnet50-cast.json"
-  job scale-bert_hub "$TF scale bert_hub --gpus 1,2 --batch 256 $SCALE > scale-bert_hub.json"
+  job scale-bert_hub "$TF scale bert_hub --gpus ${LEASE_BERT_GPUS:-1,2} --batch 256 $SCALE > scale-bert_hub.json"
   job pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
   if [ -n "${LEASE_SCALE_SEARCH:-}" ]; then  # about 12 minutes on two GPUs
     job scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \
