@@ -116,7 +116,13 @@ def test_healthy_gpu_step_has_no_warnings() -> None:
             "warn",
             "steps_per_execution",
         ),
-        ({"memcpy_pct": 12.0}, "memcpy", "warn", "prefetch='device'"),
+        ({"memcpy_pct": 12.0}, "memcpy", "warn", "on the GPU"),
+        (
+            {"memcpy_pct": 12.0, "memcpy_us": {"H2D": 9000.0, "D2H": 100.0}},
+            "memcpy",
+            "warn",
+            "input_cast='compute'",
+        ),
         ({"launch_latency_us_median": 25.0}, "launch_latency", "warn", "xla='jit'"),
         ({"pct_16bit": 5.0}, "sixteen_bit", "warn", "precision='auto'"),
         ({"tensor_core_used_pct": 10.0}, "tensor_cores", "warn", "multiples of 8"),
@@ -317,6 +323,7 @@ def test_h200_keras_defaults_run(tmp_path: Path) -> None:
     assert r.peak_memory_bytes is not None and r.peak_memory_bytes > 10 * 2**30  # GPU_0_bfc
     memcpy = next(f for f in advise(r) if f.id == "memcpy")
     assert memcpy.severity == "fail" and "uint8" in (memcpy.action or "")
+    assert "input_cast='compute'" in (memcpy.action or "")
 
 
 def test_h200_bf16_xla_run_counts_16_bit_kernels(tmp_path: Path) -> None:

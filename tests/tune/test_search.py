@@ -6,6 +6,8 @@ import contextlib
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from tfaccel.optimize.settings import Settings
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.runner import StepPlan, TrialResult, label_of, settings_key
@@ -149,6 +151,23 @@ def test_interrupted_tune_keeps_finished_trials(tmp_path: Path) -> None:
     assert len(rest.calls) > 0 and all(
         settings_key("w", s, STEPS) not in {k for k in list(j.results)[:3]} for s in rest.calls
     )
+
+
+def test_one_slow_window_does_not_set_the_noise() -> None:
+    """The H200 ResNet-50 windows: spe=10 had one slow window (4,608 among ~5,300)."""
+    from tfaccel.tune.runner import spread_of
+
+    spe10 = (5134.0, 4608.0, 5241.0, 5355.0, 5336.0)
+    cast = (5624.0, 5722.0, 5712.0, 5739.0, 5607.0)
+    assert spread_of(spe10) == pytest.approx(0.0385, abs=1e-3)  # the range was 14 %
+    assert spread_of((100.0, 104.0)) == pytest.approx(0.0392, abs=1e-3)  # few windows: range
+    assert spread_of((100.0,)) is None
+
+    def r(w: tuple[float, ...]) -> TrialResult:
+        return TrialResult("k", "l", {}, "ok", samples_per_s=sorted(w)[2], spread=0.14, windows=w)
+
+    win, gain, threshold = beats(r(cast), r(spe10), 0.03)
+    assert win and gain == pytest.approx(0.09, abs=0.01) and threshold < 0.08
 
 
 def test_noise_rule() -> None:

@@ -20,7 +20,14 @@ from typing import Any
 
 from tfaccel.optimize.settings import Settings
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.runner import StepPlan, TrialResult, run_trial, settings_key, xla_cache_env
+from tfaccel.tune.runner import (
+    StepPlan,
+    TrialResult,
+    run_trial,
+    settings_key,
+    spread_of,
+    xla_cache_env,
+)
 
 TrialFn = Callable[[str, Settings, StepPlan, float], TrialResult]
 
@@ -105,6 +112,13 @@ class TuneResult:
         return max(ok) if ok else None
 
 
+def _noise(r: TrialResult) -> float:
+    """The trial's spread, recomputed from its windows (journals of earlier versions
+    stored the range)."""
+    s = spread_of(r.windows) if r.windows else None
+    return s if s is not None else (r.spread or 0.0)
+
+
 def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool, float, float]:
     """(new is faster beyond the noise, gain, threshold)."""
     if not new.ok:
@@ -112,7 +126,7 @@ def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool
     if old is None or not old.ok:
         return True, math.inf, 0.0
     gain = (new.samples_per_s or 0) / (old.samples_per_s or math.nan) - 1
-    threshold = max(floor, 2 * max(new.spread or 0.0, old.spread or 0.0))
+    threshold = max(floor, 2 * max(_noise(new), _noise(old)))
     return gain > threshold, gain, threshold
 
 
