@@ -454,3 +454,24 @@ def test_scale_starts_from_tunes_file_and_options_override_it(tmp_path: Path) ->
     bad.write_text("{not json")
     result = runner.invoke(app, ["scale", "tiny", "--cpu-replicas", "2", "--config", str(bad)])
     assert result.exit_code == 2 and "bad.json" in result.output
+
+
+def test_points_are_compared_with_the_tuned_single_gpu(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from tfaccel.render.scale import scale_text
+    from tfaccel.scale.runner import ScalePoint, ScaleReport, tuned_reference
+
+    f = tmp_path / "tfaccel.json"
+    f.write_text(json.dumps({"settings": {}, "measured": {"samples_per_s": 6400.0}}))
+    points = (
+        ScalePoint(1, 512, 4880.0, 1.0, "tfaccel step", "ok"),
+        ScalePoint(2, 1024, 10400.0, 1.07, "tfaccel step", "ok"),
+    )
+    ref = tuned_reference(str(f), points)
+    assert ref is not None and ref["ratio"]["2"] == pytest.approx(1.625)
+    console = Console(record=True, width=200)
+    scale_text(ScaleReport("resnet50", 512, {}, points, tuned_reference=ref), console)
+    assert "2 GPU(s) 1.62x" in console.export_text()
+    f.write_text(json.dumps({"settings": {}}))  # no measurement: nothing to compare with
+    assert tuned_reference(str(f), points) is None

@@ -20,7 +20,14 @@ from tfaccel.optimize.settings import Settings
 from tfaccel.render import Format, dumps
 from tfaccel.render.scale import mps_text, scale_text, tfconfig_text
 from tfaccel.scale import mps as mpsmod
-from tfaccel.scale.runner import ScaleReport, SearchStep, gpu_counts, run_scale, search_scale
+from tfaccel.scale.runner import (
+    ScaleReport,
+    SearchStep,
+    gpu_counts,
+    run_scale,
+    search_scale,
+    tuned_reference,
+)
 from tfaccel.scale.tfconfig import make
 
 
@@ -212,6 +219,7 @@ def scale(
         names,
         steps_done,
         best,
+        tuned_reference(config, points) if config else None,
     )
     if fmt is Format.json:
         write_out(dumps(report, schema="tfaccel.scale/1"))

@@ -62,6 +62,13 @@ def scale_text(r: ScaleReport, console: Console) -> None:
                     style="yellow",
                 )
             )
+    ref = r.tuned_reference
+    if ref:
+        ratios = ", ".join(f"{n} GPU(s) {x:.2f}x" for n, x in ref["ratio"].items())
+        console.print(
+            f"against the tuned single GPU ({ref['source']}: "
+            f"{ref['samples_per_s']:,.0f}/s): {ratios or 'no point ran'}"
+        )
     if r.search:
         st = Table(title=f"search at {max(p.gpus for p in r.points)} GPU(s)", title_justify="left")
         for col in ("option", "value", "samples/s", "result"):

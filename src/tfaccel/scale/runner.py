@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tfaccel.errors import InputError
@@ -53,6 +54,8 @@ class ScaleReport:
     gpu_names: tuple[str, ...] = ()
     search: tuple[SearchStep, ...] = ()  # --search: what was tried at the largest count
     best: dict[str, Any] | None = None
+    # --config: the single-GPU throughput `tune` measured, and each count's ratio to it
+    tuned_reference: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,22 @@ class SearchStep:
     status: str
     kept: bool
     note: str
+
+
+def tuned_reference(path: str, points: Sequence[ScalePoint]) -> dict[str, Any] | None:
+    """What each GPU count gains over the best single-GPU run `tune` measured (the file's
+    `measured.samples_per_s`), or None when the file has no measurement."""
+    from tfaccel._deps import read_json
+
+    measured = read_json(Path(path), "a tfaccel.json written by `tfaccel tune`").get("measured")
+    rate = measured.get("samples_per_s") if isinstance(measured, dict) else None
+    if not isinstance(rate, (int, float)) or rate <= 0:
+        return None
+    return {
+        "source": path,
+        "samples_per_s": float(rate),
+        "ratio": {str(p.gpus): p.samples_per_s / rate for p in points if p.samples_per_s},
+    }
 
 
 def gpu_counts(visible: int, requested: Sequence[int] | None) -> list[int]:
