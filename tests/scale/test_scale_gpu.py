@@ -20,6 +20,7 @@ def test_two_gpus_train_with_nccl_and_time_the_gradient_all_reduce() -> None:
         Settings(precision="mixed_bfloat16", xla="jit", batch_size=256, steps_per_execution=5),
         StepPlan(5, 2, 10),
         timeout_s=600,
+        cross_device_ops="nccl",  # "auto" picked CollectiveAllReduce on the H200 pair
     )
     assert [p.status for p in points] == ["ok", "ok"], [p.error for p in points]
     two = points[1]
