@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -328,10 +329,10 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def test_trainer_keeps_replicas_identical_in_every_precision(tmp_path: Path) -> None:
-    pytest.importorskip("tensorflow")
-    script = tmp_path / "trainer.py"
-    script.write_text(textwrap.dedent(TRAINER))
+def _run_cpu_script(tmp_path: Path, source: str) -> dict[str, Any]:
+    """Run `source` in a fresh CPU-only process; the JSON of its `RESULT ` line."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source))
     env = {
         **os.environ,
         "TF_CPP_MIN_LOG_LEVEL": "3",
@@ -342,7 +343,12 @@ def test_trainer_keeps_replicas_identical_in_every_precision(tmp_path: Path) -> 
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-1500:]
-    result = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
+    return json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
+
+
+def test_trainer_keeps_replicas_identical_in_every_precision(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    result = _run_cpu_script(tmp_path, TRAINER)
     for policy, r in result.items():
         assert r["replica_diff"] == 0.0, policy
         assert r["losses"][-1] < r["losses"][0], (policy, r["losses"])
@@ -407,19 +413,7 @@ def test_fused_update_matches_keras_per_variable_update(tmp_path: Path) -> None:
     pytest.importorskip("tensorflow")
     import numpy as np
 
-    script = tmp_path / "fused.py"
-    script.write_text(textwrap.dedent(FUSED))
-    env = {
-        **os.environ,
-        "TF_CPP_MIN_LOG_LEVEL": "3",
-        "CUDA_VISIBLE_DEVICES": "",
-        "PYTHONPATH": str(Path(__file__).parents[2] / "src"),
-    }
-    proc = subprocess.run(
-        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    r = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
+    r = _run_cpu_script(tmp_path, FUSED)
     keras_path, fused = r["False"], r["True"]
     assert keras_path["update"] == "keras per variable"
     assert fused["update"] == "xla per replica" and fused["error"] is None
