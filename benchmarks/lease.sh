@@ -84,15 +84,18 @@ worker() {
   done
 }
 SCALE="--precision mixed_bfloat16 --steps-per-execution 10 --format json"
+G="${LEASE_SCALE_GPUS:-1,2}"  # 1,2,4 or 1,2,4,8 on the larger kinds (issue 9)
 both() {  # needs both GPUs: all-reduce and scaling, then the GPU-marked tests
   unset CUDA_VISIBLE_DEVICES
   job bench-micro "$TF bench micro --out bench-micro.json --format json > bench-micro.out.json"
-  job scale-resnet50 "$TF scale resnet50 --gpus 1,2 --batch 512 $SCALE > scale-resnet50.json"
-  job scale-resnet50-device "$TF scale resnet50 --gpus 2 --batch 512 --input device $SCALE \
+  job scale-resnet50 "$TF scale resnet50 --gpus $G --batch 512 --plot scale-resnet50.png \
+    $SCALE > scale-resnet50.json"
+  job scale-resnet50-device "$TF scale resnet50 --gpus ${G##*,} --batch 512 --input device $SCALE \
     > scale-resnet50-device.json"
-  job scale-resnet50-cast "$TF scale resnet50 --gpus 2 --batch 512 --input-cast compute \
+  job scale-resnet50-cast "$TF scale resnet50 --gpus $G --batch 512 --input-cast compute \
     $SCALE > scale-resnet50-cast.json"
-  job scale-bert_hub "$TF scale bert_hub --gpus ${LEASE_BERT_GPUS:-1,2} --batch 256 $SCALE > scale-bert_hub.json"
+  job scale-bert_hub "$TF scale bert_hub --gpus ${LEASE_BERT_GPUS:-$G} --batch 256 \
+    --plot scale-bert_hub.png $SCALE > scale-bert_hub.json"
   job pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
   if [ -n "${LEASE_SCALE_SEARCH:-}" ]; then  # about 12 minutes on two GPUs
     job scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \

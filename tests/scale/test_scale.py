@@ -152,12 +152,14 @@ def test_mps_cli_never_runs_without_yes(
 
 
 @pytest.mark.slow
-def test_scale_command_on_two_cpu_replicas() -> None:
+def test_scale_command_on_two_cpu_replicas(tmp_path: Path) -> None:
     pytest.importorskip("tensorflow")
     result = runner.invoke(
         app,
         [
             "scale",
+            "--plot",
+            str(tmp_path / "scale.png"),
             "tiny",
             "--cpu-replicas",
             "2",
@@ -186,6 +188,7 @@ def test_scale_command_on_two_cpu_replicas() -> None:
     # which all-reduce ran, and what one all-reduce of the gradients costs alone
     assert points[1]["cross_device_ops"] == "ReductionToOneDevice"
     assert points[1]["allreduce_ms"] > 0 and points[0]["allreduce_ms"] is None
+    assert (tmp_path / "scale.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.slow
@@ -469,3 +472,34 @@ def test_points_are_compared_with_the_tuned_single_gpu(tmp_path: Path) -> None:
     assert "2 GPU(s) 1.62x" in console.export_text()
     f.write_text(json.dumps({"settings": {}}))  # no measurement: nothing to compare with
     assert tuned_reference(str(f), points) is None
+
+
+def test_scale_reports_read_back_and_plot_with_published_figures(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from tfaccel.render import dumps
+    from tfaccel.render.scale import scale_plot, scale_text
+    from tfaccel.scale.runner import ScalePoint, ScaleReport, published_for, read_scale_report
+
+    points = tuple(
+        ScalePoint(n, 256 * n, 1000.0 * n * e, e, "tfaccel step", "ok")
+        for n, e in ((1, 1.0), (2, 0.95), (4, 0.9), (8, 0.85))
+    )
+    report = ScaleReport("resnet50", 256, {"precision": "mixed_bfloat16"}, points)
+    f = tmp_path / "scale.json"
+    f.write_text(dumps(report, schema="tfaccel.scale/1"))
+    back = read_scale_report(f)
+    assert back.points == points and back.workload == "resnet50"
+    assert [p.gpus for p in published_for([1, 2, 4, 8])] == [4, 4, 8]
+    assert published_for([1, 2]) == []
+    console = Console(record=True, width=200)
+    scale_text(back, console)
+    text = console.export_text()
+    assert "published: 4x A100, NVLink: efficiency 82%" in text
+    assert "8x A100, ResNet-50 (NVIDIA): efficiency 91%-96%" in text
+    png = scale_plot([("host", back)], tmp_path / "scale.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": "tfaccel.tune-journal/1"}))
+    with pytest.raises(ConfigFileError, match="not a tfaccel scale report"):
+        read_scale_report(bad)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from pathlib import Path
 
 import typer
 
@@ -18,7 +19,7 @@ from tfaccel.cli._common import (
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
 from tfaccel.render import Format, dumps
-from tfaccel.render.scale import mps_text, scale_text, tfconfig_text
+from tfaccel.render.scale import mps_text, scale_plot, scale_text, tfconfig_text
 from tfaccel.scale import mps as mpsmod
 from tfaccel.scale.runner import (
     ScaleReport,
@@ -91,6 +92,9 @@ def scale(
         "--search",
         help="At the largest GPU count, try the all-reduce, packing and "
         "steps_per_execution options one at a time and keep what is faster beyond noise.",
+    ),
+    plot: Path = typer.Option(
+        None, "--plot", help="Also draw throughput and efficiency per GPU count (PNG)."
     ),
     warmup: int = typer.Option(20, "--warmup"),
     windows: int = typer.Option(5, "--windows"),
@@ -221,10 +225,14 @@ def scale(
         best,
         tuned_reference(config, points) if config else None,
     )
+    if plot is not None:
+        scale_plot([(f"input {input_mode}", report)], plot)
     if fmt is Format.json:
         write_out(dumps(report, schema="tfaccel.scale/1"))
     else:
         scale_text(report, stdout_console())
+        if plot is not None:
+            stdout_console().print(f"wrote {plot}")
 
 
 def scale_settings(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from tfaccel.scale.mps import MpsStatus
-from tfaccel.scale.runner import ScaleReport
+from tfaccel.scale.runner import ScalePoint, ScaleReport, published_for
 from tfaccel.scale.tfconfig import TfConfig
 
 
@@ -91,6 +94,13 @@ def scale_text(r: ScaleReport, console: Console) -> None:
         for i, row in enumerate(r.topology.matrix):
             m.add_row(f"GPU{i}", *row)
         console.print(m)
+    for pub in published_for([x.gpus for x in r.points if x.samples_per_s]):
+        eff = (
+            f"{pub.efficiency_low:.0%}"
+            if pub.efficiency_low == pub.efficiency_high
+            else f"{pub.efficiency_low:.0%}-{pub.efficiency_high:.0%}"
+        )
+        console.print(Text(f"published: {pub.label}: efficiency {eff}", style="dim"))
     for w in r.topology_warnings:
         console.print(Text(f"! {w}", style="yellow"))
     console.print(Text("efficiency = N-GPU throughput / (N x 1-GPU throughput)", style="dim"))
@@ -138,3 +148,92 @@ def mps_text(s: MpsStatus, console: Console) -> None:
         console.print("compute mode per GPU: " + ", ".join(s.compute_modes))
     for a in s.advice:
         console.print(Text(f"-> {a}", style="cyan"))
+
+
+def scale_plot(series: Sequence[tuple[str, ScaleReport]], path: Path) -> Path:
+    """Throughput and efficiency against GPU count (PNG): one line per run (host input,
+    device input, ...), the linear ideal from each run's 1-GPU point, the tuned single
+    GPU when known, and the published efficiencies at the counts measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    counts: set[int] = set()
+    ref = None
+    lines: list[tuple[str, str, list[ScalePoint], list[float]]] = []
+    for label, r in series:
+        pts = [p for p in r.points if p.samples_per_s]
+        rates = [p.samples_per_s or 0.0 for p in pts]
+        if not pts:
+            continue
+        counts |= {p.gpus for p in pts}
+        line = left.plot([p.gpus for p in pts], [p.samples_per_s for p in pts], "o-", label=label)[
+            0
+        ]
+        one = next((p.samples_per_s for p in pts if p.gpus == 1), None)
+        if one:
+            xs = sorted({p.gpus for p in pts})
+            left.plot(xs, [one * n for n in xs], ":", color=line.get_color(), alpha=0.6)
+            right.plot(
+                [p.gpus for p in pts],
+                [x / (p.gpus * one) for x, p in zip(rates, pts, strict=True)],
+                "o-",
+                color=line.get_color(),
+                label=label,
+            )
+        ref = ref or r.tuned_reference
+        lines.append((label, line.get_color(), pts, rates))
+    if ref:  # efficiency against the tuned single GPU: the target users measure against
+        for label, color, pts, rates in lines:
+            right.plot(
+                [p.gpus for p in pts],
+                [x / (p.gpus * ref["samples_per_s"]) for x, p in zip(rates, pts, strict=True)],
+                "x--",
+                color=color,
+                label=f"{label}, against tuned 1 GPU",
+            )
+    if ref:
+        xs = sorted(counts | {1})
+        left.plot(
+            xs,
+            [ref["samples_per_s"] * n for n in xs],
+            "--",
+            color="#555555",
+            label=f"N x tuned single GPU ({ref['samples_per_s']:,.0f}/s)",
+        )
+    for p in published_for(sorted(counts)):
+        right.errorbar(
+            [p.gpus],
+            [(p.efficiency_low + p.efficiency_high) / 2],
+            yerr=[[(p.efficiency_high - p.efficiency_low) / 2]],
+            fmt="s",
+            color="#888888",
+            capsize=4,
+        )
+        right.annotate(
+            p.label,
+            (p.gpus, p.efficiency_low),
+            fontsize=7,
+            xytext=(4, -10),
+            textcoords="offset points",
+        )
+    ticks = sorted(counts) or [1]
+    left.set_xticks(ticks)
+    right.set_xticks(ticks)
+    left.set_xlabel("GPUs")
+    left.set_ylabel("samples/s (dotted: linear from 1 GPU)")
+    right.set_xlabel("GPUs")
+    right.set_ylabel("efficiency = N-GPU / (N x 1-GPU)")
+    right.set_ylim(0, 1.15)
+    right.axhline(1.0, color="#cccccc", lw=0.8)
+    left.legend(fontsize=8)
+    if right.lines:
+        right.legend(fontsize=8, loc="lower left")
+    workload = series[0][1].workload if series else ""
+    fig.suptitle(f"tfaccel scale: {workload}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

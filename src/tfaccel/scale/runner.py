@@ -8,6 +8,7 @@ Efficiency = N-GPU throughput / (N x 1-GPU throughput).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,30 @@ class SearchStep:
     note: str
 
 
+@dataclass(frozen=True)
+class Published:
+    """A published scaling figure to set a run beside (efficiency = speedup / GPUs)."""
+
+    label: str
+    gpus: int
+    efficiency_low: float
+    efficiency_high: float
+
+
+# The figures users meet (issue text): data/model parallel on 4 A100s, 82 % over NVLink
+# and 67 % over PCIe 4.0; NVIDIA's ResNet-50 weak scaling on 8 A100s, 7.3-7.7x.
+PUBLISHED = (
+    Published("4x A100, NVLink", 4, 0.82, 0.82),
+    Published("4x A100, PCIe 4.0", 4, 0.67, 0.67),
+    Published("8x A100, ResNet-50 (NVIDIA)", 8, 7.3 / 8, 7.7 / 8),
+)
+
+
+def published_for(counts: Sequence[int]) -> list[Published]:
+    """The published figures at GPU counts this run measured."""
+    return [p for p in PUBLISHED if p.gpus in set(counts)]
+
+
 def tuned_reference(path: str, points: Sequence[ScalePoint]) -> dict[str, Any] | None:
     """What each GPU count gains over the best single-GPU run `tune` measured (the file's
     `measured.samples_per_s`), or None when the file has no measurement."""
@@ -82,6 +107,38 @@ def tuned_reference(path: str, points: Sequence[ScalePoint]) -> dict[str, Any] |
         "samples_per_s": float(rate),
         "ratio": {str(p.gpus): p.samples_per_s / rate for p in points if p.samples_per_s},
     }
+
+
+def read_scale_report(path: str | Path) -> ScaleReport:
+    """A `tfaccel scale --format json` file read back (for plots across runs)."""
+    from tfaccel._deps import read_json
+    from tfaccel.errors import ConfigFileError
+
+    data = read_json(Path(path), "a tfaccel scale --format json file")
+    if data.get("schema") != "tfaccel.scale/1" or not isinstance(data.get("points"), list):
+        raise ConfigFileError(
+            f"{path} is not a tfaccel scale report",
+            expected="schema 'tfaccel.scale/1' with a list of points",
+            received=repr(data.get("schema")),
+        )
+    names = {f.name for f in dataclasses.fields(ScalePoint)}
+    try:
+        points = tuple(
+            ScalePoint(**{k: v for k, v in p.items() if k in names}) for p in data["points"]
+        )
+    except TypeError as exc:
+        raise ConfigFileError(
+            f"{path} has a malformed point",
+            expected="points with gpus, global_batch, samples_per_s, efficiency, engine, status",
+            received=str(exc),
+        ) from exc
+    return ScaleReport(
+        str(data.get("workload", "?")),
+        int(data.get("per_replica_batch", 0)),
+        dict(data.get("settings") or {}),
+        points,
+        tuned_reference=data.get("tuned_reference"),
+    )
 
 
 def gpu_counts(visible: int, requested: Sequence[int] | None) -> list[int]:
