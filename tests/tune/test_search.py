@@ -170,6 +170,53 @@ def test_one_slow_window_does_not_set_the_noise() -> None:
     assert win and gain == pytest.approx(0.09, abs=0.01) and threshold < 0.08
 
 
+def test_time_budget_stops_new_trials_and_resume_goes_on(tmp_path: Path) -> None:
+    """Each fake trial takes 100 s of a fake clock; with a 550 s budget no trial starts
+    that would likely end past it. The best so far is the result, the journal resumes."""
+    now = [0.0]
+
+    class Slow(FakeTrials):
+        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
+            now[0] += 100.0
+            return super().__call__(*a)  # type: ignore[arg-type]
+
+    def make(fake: FakeTrials, budget: float | None) -> Tuner:
+        j = Journal(tmp_path / "j.jsonl")
+        j.load("w")
+        opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=budget)
+        return Tuner("w", H200, opts, j, trial_fn=fake, clock=lambda: now[0])
+
+    first = Slow()
+    res = make(first, 550.0).run()
+    assert len(first.calls) == 5  # 5 x 100 s; a sixth would end at 600 s
+    assert res.best is not None and res.best.ok
+    budget = [d for d in res.decisions if d.stage == "time budget"]
+    assert budget and "9.2-minute budget" in budget[0].text and "again" in budget[0].text
+    j = Journal(tmp_path / "j.jsonl")
+    assert j.load("w") == 5  # skipped trials are not journaled
+    rest = Slow()
+    full = make(rest, None).run()
+    assert len(rest.calls) > 0 and not any(d.stage == "time budget" for d in full.decisions)
+    assert full.best_settings is not None and full.best_settings.input_cast == "compute"
+
+
+def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
+    stages: list[str] = []
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    opts = TuneOptions(batch_size=64, steps=STEPS)
+    t = Tuner(
+        "w",
+        H200,
+        opts,
+        j,
+        trial_fn=FakeTrials(),
+        on_trial=lambda st, r, s: stages.append(st) if r is None else None,
+    )
+    t.run()
+    assert stages[-3:] == ["input_cast", "allocator", "prefetch"]
+
+
 def test_noise_rule() -> None:
     def r(rate: float, spread: float) -> TrialResult:
         return TrialResult("k", "l", {}, "ok", samples_per_s=rate, spread=spread)

@@ -99,6 +99,7 @@ def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     [
         (["tune", "tiny", "--batch", "0"], "--batch must be positive"),
         (["tune", "tiny", "--batch", "64", "--max-batch", "32"], "--max-batch is below --batch"),
+        (["tune", "tiny", "--time-budget", "0"], "--time-budget must be positive"),
         (["tune", "tiny", "--precisions", "fp8"], "Unknown precision in --precisions"),
     ],
 )

@@ -72,6 +72,12 @@ def tune(
         "mixed_float16); default: what the GPU runs best (bf16 rather than fp16 on "
         "capability >= 8.0).",
     ),
+    time_budget: float = typer.Option(
+        None,
+        "--time-budget",
+        help="Minutes: start no trial that would likely end past it; the best so far is "
+        "written, and the same command later resumes from the journal.",
+    ),
     fresh: bool = typer.Option(False, "--fresh", help="Ignore the journal's earlier trials."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --output file."),
     fmt: Format = FORMAT_OPTION,
@@ -86,6 +92,10 @@ def tune(
     ):
         if value < 1:
             raise InputError(f"{name} must be positive", expected="an integer >= 1", received=value)
+    if time_budget is not None and time_budget <= 0:
+        raise InputError(
+            "--time-budget must be positive", expected="minutes > 0", received=time_budget
+        )
     if max_batch < batch:
         raise InputError("--max-batch is below --batch", expected=f">= {batch}", received=max_batch)
     check_writable(output, force)
@@ -116,6 +126,7 @@ def tune(
         steps=StepPlan(warmup, windows, window),
         timeout_s=timeout,
         precisions=chosen,
+        time_budget_s=time_budget * 60 if time_budget else None,
         xla_cache_dir=str(journal.with_name(journal.name + ".xla-cache")) if hw.gpus else None,
     )
     err = stderr_console()
