@@ -126,6 +126,10 @@ def test_input_cast_sends_floating_inputs_in_the_compute_dtype() -> None:
         assert ys.dtype == tf.float32  # labels as they are
         alone = r.dataset(tf.data.Dataset.from_tensors(np.ones((2, 3), "float32")))
         assert next(iter(alone)).dtype == tf.bfloat16
+        # a batch held in memory (synthetic data) is cast once, up front
+        cx, cy = r.cast_inputs((x, y))
+        assert cx["pixels"].dtype == tf.bfloat16 and cx["ids"].dtype == tf.int32
+        assert cy.dtype == tf.float32
         # float32 training: nothing to cast to
         f32 = tfaccel.configure(precision="float32", xla="off", input_cast="compute")
         assert next(iter(f32.dataset(tf.data.Dataset.from_tensors(y)))).dtype == tf.float32

@@ -119,6 +119,24 @@ class ConfigureReport:
             return contextlib.nullcontext()
         return self.strategy.scope()
 
+    def _input_dtype(self) -> Any:
+        """The dtype float inputs cross to the GPU in with `input_cast` (None: as they are)."""
+        if self.settings.input_cast != "compute":
+            return None
+        tf = import_tensorflow()
+        return {"mixed_bfloat16": tf.bfloat16, "mixed_float16": tf.float16}.get(self.precision)
+
+    def cast_inputs(self, element: Any) -> Any:
+        """`input_cast` applied once to an (inputs, labels) element held in memory (a
+        synthetic batch); `dataset()` does the same per element of a pipeline, and skips
+        what is already in the compute dtype."""
+        dtype = self._input_dtype()
+        if dtype is None:
+            return element
+        tf = import_tensorflow()
+        tensors = tf.nest.map_structure(tf.convert_to_tensor, element)
+        return _cast_inputs(tf, dtype)(*tensors)
+
     def dataset(self, ds: Any) -> Any:
         """Apply the tf.data settings: determinism, caching, prefetch (host or device)."""
         tf = import_tensorflow()
@@ -128,8 +146,8 @@ class ConfigureReport:
         ds = ds.with_options(options)
         if self.settings.cache_dataset:
             ds = ds.cache()
-        compute = {"mixed_bfloat16": tf.bfloat16, "mixed_float16": tf.float16}.get(self.precision)
-        if self.settings.input_cast == "compute" and compute is not None:
+        compute = self._input_dtype()
+        if compute is not None:
             ds = ds.map(_cast_inputs(tf, compute), num_parallel_calls=tf.data.AUTOTUNE)
         if self.settings.prefetch == "device" and self.gpus == 1 and self.strategy_name == "none":
             return ds.apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
