@@ -42,6 +42,7 @@ ORDER=()
 add() { ORDER+=("$1"); CMD[$1]="$2"; }
 tune_cmd() {  # workload start-batch max-batch
   echo "$TF tune $1 --batch $2 --max-batch $3 --timeout 400 --output tfaccel-$1.json \
+    ${LEASE_TUNE_BUDGET:+--time-budget $LEASE_TUNE_BUDGET} \
     --journal tune-$1.jsonl --plot tune-$1.png --format json > tune-$1.out.json"
 }
 # One queue in priority order; each GPU's worker takes the next job nobody took.
@@ -67,7 +68,9 @@ add tune-gpt2 "$(tune_cmd gpt2 32 128)"
 # A later lease skips what an earlier one finished: LEASE_SKIP="job job ...".
 for name in ${LEASE_SKIP:-}; do echo skipped > "$R/done.$name"; done
 # Tunes resume from the journals of earlier leases (benchmarks/results/*.journal.jsonl).
+# LEASE_TUNE_FRESH="resnet50 ..." starts those tunes afresh (every trial in this lease).
 for w in resnet50 bert_hub gpt2; do
+  [[ " ${LEASE_TUNE_FRESH:-} " == *" $w "* ]] && continue
   j="$REPO/benchmarks/results/tune-$w-h200.journal.jsonl"
   [ -e "$j" ] && [ ! -e "$R/tune-$w.jsonl" ] && cp "$j" "$R/tune-$w.jsonl"
 done
