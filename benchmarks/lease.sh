@@ -61,6 +61,10 @@ add gpt2-xla-flags "$PY $B/gpt2_xla_flags.py --out gpt2-xla-flags.json"
 add matmul-vs-torch "$PY $B/matmul_vs_torch.py --out matmul-vs-torch.json"
 add monitor-overhead "$PY $B/monitor_overhead.py --out monitor-overhead.json"
 for c in slow-input slow-input-fixed; do add "profile-$c" "$(profile_cmd $c)"; done
+add profile-tuned-cast "$(profile_cmd tuned-cast)"
+add profile-bert-tuned "$TF profile --start 20 --steps 10 --logdir prof-bert-tuned --format json \
+  --html profile-bert-tuned.html -- $PY $B/profile_r50.py --workload bert_hub --config tuned \
+  --batch 256 > profile-bert-tuned.json"
 add tune-bert_hub "$(tune_cmd bert_hub 128 512)"
 add bench-workloads "$TF bench gpt2 conv3d remat --out bench-workloads.json --format json \
   > bench-workloads.out.json"

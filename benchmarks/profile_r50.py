@@ -13,6 +13,11 @@ Configurations:
                thread without prefetch (what an input-bound run looks like)
 - slow-input-fixed: the same pipeline with what `tfaccel profile` advised for
                "slow-input": map(num_parallel_calls=AUTOTUNE) and prefetch
+- tuned-cast:  tuned, with the batches sent in bf16 (`input_cast="compute"`, the
+               memcpy advice's first step)
+
+`--workload bert_hub` profiles KerasHub BERT-base instead, in the configurations that do
+not read images (fp32, defaults, tuned, tuned-cast), e.g. with `--batch 256`.
 The settings go through `tfaccel.configure`; the model trains with plain `fit`, which
 `tfaccel profile` hooks.
 """
@@ -33,6 +38,12 @@ CONFIGS = {
     },
     "slow-input": {"precision": "tf32", "xla": "off", "batch_size": 256},
     "slow-input-fixed": {"precision": "tf32", "xla": "off", "batch_size": 256},
+    "tuned-cast": {
+        "precision": "mixed_bfloat16",
+        "xla": "jit",
+        "batch_size": 512,
+        "input_cast": "compute",
+    },
 }
 
 
@@ -65,7 +76,10 @@ def main() -> int:
     ap.add_argument("--config", choices=sorted(CONFIGS), required=True)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch", type=int, default=None, help="Override the batch size.")
+    ap.add_argument("--workload", default="resnet50", help="A built-in workload.")
     args = ap.parse_args()
+    if args.config.startswith("slow-input") and args.workload != "resnet50":
+        ap.error("the slow-input configurations decode images: ResNet-50 only")
     settings = dict(CONFIGS[args.config])
     if args.batch:
         settings["batch_size"] = args.batch
@@ -79,14 +93,16 @@ def main() -> int:
     from tfaccel.workloads import load_workload
     from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
 
-    wl = load_workload("resnet50")
-    report.compile(wl.model, optimizer="adam", loss=wl.loss)
+    wl = load_workload(args.workload)
+    report.compile(wl.model, optimizer=wl.optimizer, loss=wl.loss)
     batch = int(settings["batch_size"])
     if args.config.startswith("slow-input"):
         ds = slow_pipeline(batch, fixed=args.config == "slow-input-fixed")
     else:
-        x, y = synthetic_inputs(wl.model, batch), synthetic_labels(wl, batch)
-        ds = report.dataset(tf.data.Dataset.from_tensors((x, y)).repeat())
+        element = report.cast_inputs(
+            (synthetic_inputs(wl.model, batch), synthetic_labels(wl, batch))
+        )
+        ds = report.dataset(tf.data.Dataset.from_tensors(element).repeat())
     keras.utils.set_random_seed(0)
     wl.model.fit(ds, epochs=1, steps_per_epoch=args.steps, verbose=2)
     return 0
