@@ -118,7 +118,8 @@ class DistributedTrainer:
         from tensorflow.python.distribute import distribute_lib
 
         tf = self.tf
-        optimizer = self.optimizer
+        # A LossScaleOptimizer applies through its inner optimizer: patch that one.
+        optimizer = self._update_target()
         compiled: dict[int, Any] = {}  # one function per replica: each captures its copies
 
         def fused(distribution: Any, grads_and_vars: Any, learning_rate: Any) -> None:
@@ -149,9 +150,12 @@ class DistributedTrainer:
         optimizer._distributed_tf_update_step = fused
         self.update_path = "xla per replica" if jit else "one function per replica"
 
+    def _update_target(self) -> Any:
+        return getattr(self.optimizer, "inner_optimizer", None) or self.optimizer
+
     def _unfuse_update(self, error: BaseException) -> None:
         """Back to Keras' own per-variable update, recording why."""
-        self.optimizer.__dict__.pop("_distributed_tf_update_step", None)
+        self._update_target().__dict__.pop("_distributed_tf_update_step", None)
         self.update_path = "keras per variable"
         self.update_error = f"{type(error).__name__}: {str(error)[-600:]}"
         self._run_steps = self._make_run_steps()
