@@ -503,3 +503,68 @@ def test_scale_reports_read_back_and_plot_with_published_figures(tmp_path: Path)
     bad.write_text(json.dumps({"schema": "tfaccel.tune-journal/1"}))
     with pytest.raises(ConfigFileError, match="not a tfaccel scale report"):
         read_scale_report(bad)
+
+
+def test_host_input_traffic_and_the_input_hint() -> None:
+    from rich.console import Console
+
+    from tfaccel.render.scale import scale_text
+    from tfaccel.scale.runner import ScalePoint, ScaleReport
+
+    bf16_image = 224 * 224 * 3 * 2
+    points = (
+        ScalePoint(
+            1,
+            512,
+            6000.0,
+            1.0,
+            "tfaccel step",
+            "ok",
+            None,
+            None,
+            None,
+            None,
+            None,
+            "host",
+            bf16_image,
+        ),
+        ScalePoint(
+            2,
+            1024,
+            9000.0,
+            0.75,
+            "tfaccel step",
+            "ok",
+            None,
+            None,
+            None,
+            None,
+            None,
+            "host",
+            bf16_image,
+        ),
+    )
+    assert points[1].input_gb_s == pytest.approx(9000 * bf16_image / 1e9)
+    console = Console(record=True, width=250)
+    scale_text(ScaleReport("resnet50", 512, {}, points), console)
+    text = console.export_text()
+    assert "2.7" in text  # GB/s at 2 GPUs
+    assert "efficiency 75% at 2 GPUs" in text and "--input device" in text
+    device = tuple(
+        ScalePoint(n, 512 * n, 6000.0 * n, 1.0, "tfaccel step", "ok", input="device")
+        for n in (1, 2)
+    )
+    assert device[1].input_gb_s is None
+
+
+def test_input_bytes_per_sample_counts_16_bit_transfers() -> None:
+    pytest.importorskip("tensorflow")
+    import keras
+
+    from tfaccel.workloads.synthetic import input_bytes_per_sample
+
+    image = keras.Input((8, 8, 3), name="image")
+    ids = keras.Input((16,), dtype="int32", name="token_ids")
+    model = keras.Model({"image": image, "token_ids": ids}, keras.layers.Flatten()(image))
+    assert input_bytes_per_sample(model) == 8 * 8 * 3 * 4 + 16 * 4
+    assert input_bytes_per_sample(model, 2) == 8 * 8 * 3 * 2 + 16 * 4

@@ -29,6 +29,7 @@ def scale_text(r: ScaleReport, console: Console) -> None:
         "engine",
         "all-reduce",
         "all-reduce ms",
+        "input GB/s",
         "update",
         "status",
     ):
@@ -49,6 +50,7 @@ def scale_text(r: ScaleReport, console: Console) -> None:
             p.engine or "",
             p.cross_device_ops or "",
             ar,
+            "" if p.input_gb_s is None else f"{p.input_gb_s:.2g}",
             p.update or "",
             Text(
                 p.status if p.status == "ok" else f"{p.status}: {(p.error or '')[:60]}",
@@ -65,6 +67,19 @@ def scale_text(r: ScaleReport, console: Console) -> None:
                     style="yellow",
                 )
             )
+    low = [p for p in r.points if p.gpus > 1 and p.efficiency is not None and p.efficiency < 0.85]
+    if low and low[-1].input == "host":
+        p = low[-1]
+        traffic = f" ({p.input_gb_s:.1f} GB/s at {p.gpus} GPUs)" if p.input_gb_s else ""
+        console.print(
+            Text(
+                f"! efficiency {p.efficiency:.0%} at {p.gpus} GPUs: with host input the "
+                f"copies to the GPUs{traffic} are the first suspect. --input device shows "
+                "what compute and all-reduce alone reach; --input-cast compute halves the "
+                "bytes of float inputs",
+                style="yellow",
+            )
+        )
     ref = r.tuned_reference
     if ref:
         ratios = ", ".join(f"{n} GPU(s) {x:.2f}x" for n, x in ref["ratio"].items())

@@ -32,6 +32,15 @@ class ScalePoint:
     allreduce_ms: float | None = None  # one all-reduce of the gradients, timed alone
     update: str | None = None  # how the optimizer update ran: "xla per replica", ...
     update_error: str | None = None  # why the fused update fell back to Keras' path
+    input: str | None = None  # host (tf.data, copied each step) or device (kept there)
+    input_bytes_per_sample: int | None = None  # what crosses to the GPU per sample
+
+    @property
+    def input_gb_s(self) -> float | None:
+        """Host-to-GPU input traffic this throughput needs, all GPUs together (GB/s)."""
+        if self.input != "host" or not self.samples_per_s or not self.input_bytes_per_sample:
+            return None
+        return self.samples_per_s * self.input_bytes_per_sample / 1e9
 
     @property
     def step_ms(self) -> float | None:
@@ -226,6 +235,8 @@ def run_scale(
                 r.extra.get("allreduce_ms"),
                 r.extra.get("update"),
                 r.extra.get("update_error"),
+                r.extra.get("input"),
+                r.extra.get("input_bytes_per_sample"),
             )
         )
     return points

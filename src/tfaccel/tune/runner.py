@@ -137,6 +137,8 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "allreduce_ms",
                 "update",
                 "update_error",
+                "input",
+                "input_bytes_per_sample",
             )
             if k in payload
         },

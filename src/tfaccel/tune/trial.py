@@ -212,7 +212,12 @@ def _run_custom(
         timed.append(max(1, window // spe) * spe * global_batch / (time.perf_counter() - t0))
     peak = _gpu_peak(report)
     used = getattr(strategy.extended, "_cross_device_ops", None)
+    from tfaccel.workloads.synthetic import input_bytes_per_sample
+
+    cast = report.settings.input_cast == "compute" and report.precision.startswith("mixed_")
     return {
+        "input": config.get("input", "host"),
+        "input_bytes_per_sample": input_bytes_per_sample(wl.model, 2 if cast else None),
         "status": "ok",
         "precision": report.precision,
         "engine": "tfaccel step",

@@ -68,6 +68,22 @@ def input_specs(model: Any, batch: int) -> Any:
     return spec(s)
 
 
+def input_bytes_per_sample(model: Any, float_bytes: int | None = None) -> int:
+    """Bytes of one sample's inputs as the model declares them (float inputs counted at
+    `float_bytes` each when given: 2 when `input_cast` sends them in 16-bit)."""
+    import numpy as np
+
+    s = _struct(model)
+    leaves = list(s.values()) if isinstance(s, dict) else s if isinstance(s, list) else [s]
+    total = 0
+    for t in leaves:
+        n = int(np.prod([int(d) for d in t.shape[1:]])) if len(t.shape) > 1 else 1
+        dtype = np.dtype(str(t.dtype)) if str(t.dtype) != "bfloat16" else np.dtype("float16")
+        size = float_bytes if float_bytes and dtype.kind == "f" else dtype.itemsize
+        total += n * size
+    return total
+
+
 def synthetic_labels(wl: Any, batch: int, seed: int = 1) -> Any:
     import numpy as np
 
