@@ -191,7 +191,7 @@ class DistributedTrainer:
         out: list[float] = []
         if not self._traced and self.update_path != "keras per variable":
             # The first call traces and compiles. Should the fused update fail there
-            # (an optimizer it cannot trace), nothing was applied yet: use Keras' path.
+            # (an optimizer it cannot trace), no update was applied yet: use Keras' path.
             try:
                 out.append(float(self._run_steps(iterator, k)))
             except (TypeError, ValueError, NotImplementedError, self.tf.errors.OpError) as exc:
