@@ -30,7 +30,11 @@ job() {  # job NAME COMMAND...: run once; output in $R/NAME.log
   [ -e "$R/done.$name" ] && return 0
   echo "[$(($(date +%s) - T0))s] start $name (GPU ${CUDA_VISIBLE_DEVICES:-all})" | tee -a "$R/lease.log"
   local t=$(date +%s)
-  ( cd "$R" && eval "$@" ) > "$R/$name.log" 2>&1
+  if [ -n "${LEASE_DRY:-}" ]; then  # LEASE_DRY=1: print each job's command, run none
+    echo "$*" > "$R/$name.log"
+  else
+    ( cd "$R" && eval "$@" ) > "$R/$name.log" 2>&1
+  fi
   local rc=$?
   echo "[$(($(date +%s) - T0))s] end $name rc=$rc in $(($(date +%s) - t))s" | tee -a "$R/lease.log"
   echo "$rc" > "$R/done.$name"
