@@ -131,8 +131,12 @@ def test_input_cast_sends_floating_inputs_in_the_compute_dtype() -> None:
         assert cx["pixels"].dtype == tf.bfloat16 and cx["ids"].dtype == tf.int32
         assert cy.dtype == tf.float32
         # float32 training: nothing to cast to
+        row = next(x for x in r.rows if x.knob == "tf.data")
+        assert row.value["input_cast"] == "compute"
         f32 = tfaccel.configure(precision="float32", xla="off", input_cast="compute")
         assert next(iter(f32.dataset(tf.data.Dataset.from_tensors(y)))).dtype == tf.float32
+        row = next(x for x in f32.rows if x.knob == "tf.data")
+        assert "no effect" in row.value["input_cast"]
     finally:
         tfaccel.configure.reset()
 

@@ -427,6 +427,9 @@ def apply_settings(settings: Settings) -> ConfigureReport:
                 "prefetch": s.prefetch,
                 "cache": s.cache_dataset,
                 "deterministic": s.deterministic_data,
+                "input_cast": s.input_cast
+                if s.input_cast == "off" or precision.startswith("mixed_")
+                else f"{s.input_cast} (no effect: {precision} has no 16-bit compute dtype)",
             },
             "at-build",
             "report.dataset(ds) applies them",
