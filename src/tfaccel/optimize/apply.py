@@ -20,7 +20,7 @@ from typing import Any
 
 from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
-from tfaccel.optimize.settings import Settings, read_settings_file
+from tfaccel.optimize.settings import Settings, input_cast_dtype, read_settings_file
 
 # Environment variables TensorFlow reads when its runtime starts.
 ENV_ALLOCATOR = "TF_GPU_ALLOCATOR"
@@ -119,18 +119,16 @@ class ConfigureReport:
             return contextlib.nullcontext()
         return self.strategy.scope()
 
-    def _input_dtype(self) -> Any:
+    @property
+    def input_dtype(self) -> str | None:
         """The dtype float inputs cross to the GPU in with `input_cast` (None: as they are)."""
-        if self.settings.input_cast != "compute":
-            return None
-        tf = import_tensorflow()
-        return {"mixed_bfloat16": tf.bfloat16, "mixed_float16": tf.float16}.get(self.precision)
+        return input_cast_dtype(self.settings.input_cast, self.precision)
 
     def cast_inputs(self, element: Any) -> Any:
         """`input_cast` applied once to an (inputs, labels) element held in memory (a
         synthetic batch); `dataset()` does the same per element of a pipeline, and skips
         what is already in the compute dtype."""
-        dtype = self._input_dtype()
+        dtype = self.input_dtype
         if dtype is None:
             return element
         tf = import_tensorflow()
@@ -146,7 +144,7 @@ class ConfigureReport:
         ds = ds.with_options(options)
         if self.settings.cache_dataset:
             ds = ds.cache()
-        compute = self._input_dtype()
+        compute = self.input_dtype
         if compute is not None:
             ds = ds.map(_cast_inputs(tf, compute), num_parallel_calls=tf.data.AUTOTUNE)
         if self.settings.prefetch == "device" and self.gpus == 1 and self.strategy_name == "none":
@@ -159,6 +157,8 @@ class ConfigureReport:
 def _cast_inputs(tf: Any, dtype: Any) -> Any:
     """A tf.data map function: the inputs' floating tensors (the first element of
     (inputs, labels[, weights])) cast to `dtype`; integers and labels as they are."""
+
+    dtype = tf.as_dtype(dtype)
 
     def cast(t: Any) -> Any:
         return tf.cast(t, dtype) if t.dtype.is_floating and t.dtype != dtype else t
@@ -428,7 +428,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
                 "cache": s.cache_dataset,
                 "deterministic": s.deterministic_data,
                 "input_cast": s.input_cast
-                if s.input_cast == "off" or precision.startswith("mixed_")
+                if s.input_cast == "off" or input_cast_dtype(s.input_cast, precision)
                 else f"{s.input_cast} (no effect: {precision} has no 16-bit compute dtype)",
             },
             "at-build",

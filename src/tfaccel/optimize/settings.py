@@ -90,6 +90,14 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
 
+def input_cast_dtype(input_cast: str, precision: str | None) -> str | None:
+    """The dtype float inputs cross to the GPU in: the 16-bit compute dtype of a
+    mixed precision with `input_cast="compute"`, else None (as they are)."""
+    if input_cast != "compute":
+        return None
+    return {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}.get(precision or "")
+
+
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise InputError(

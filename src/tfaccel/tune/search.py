@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfaccel.optimize.settings import Settings
+from tfaccel.optimize.settings import Settings, input_cast_dtype
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.runner import (
     StepPlan,
@@ -372,11 +372,8 @@ class Tuner:
 
         # Stage 5: 16-bit input transfers (GPU, 16-bit precision): on the H200 this was
         # worth +9 % to ResNet-50, whose float32 batch copy took 31 % of the step.
-        sixteen = ("mixed_bfloat16", "mixed_float16")
-        if self.hw.gpus and (
-            best_s.precision in sixteen
-            or (best_s.precision == "auto" and best.precision in sixteen)
-        ):
+        resolved = best.precision if best_s.precision == "auto" else best_s.precision
+        if self.hw.gpus and input_cast_dtype("compute", resolved):
             knob_trial("input_cast", "compute")
         # Stage 6: the larger batch once more. With fewer launches and fewer bytes per
         # sample (steps_per_execution, input_cast) a batch that did not pay may pay now.

@@ -214,10 +214,11 @@ def _run_custom(
     used = getattr(strategy.extended, "_cross_device_ops", None)
     from tfaccel.workloads.synthetic import input_bytes_per_sample
 
-    cast = report.settings.input_cast == "compute" and report.precision.startswith("mixed_")
     return {
         "input": config.get("input", "host"),
-        "input_bytes_per_sample": input_bytes_per_sample(wl.model, 2 if cast else None),
+        "input_bytes_per_sample": input_bytes_per_sample(
+            wl.model, 2 if report.input_dtype else None
+        ),
         "status": "ok",
         "precision": report.precision,
         "engine": "tfaccel step",
