@@ -171,11 +171,15 @@ def gpu_counts(visible: int, requested: Sequence[int] | None) -> list[int]:
     return counts
 
 
-def _replicas(n: int, cpu_replicas: bool) -> tuple[dict[str, Any], dict[str, str]]:
-    """Trial extras and environment for n replicas: n logical CPUs, or the first n GPUs."""
+def _replicas(
+    n: int, cpu_replicas: bool, xla_cache_dir: str | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Trial extras and environment for n replicas: n logical CPUs, or the first n GPUs;
+    with `xla_cache_dir`, trials share XLA's autotuning and compiled programs."""
+    env = xla_cache_env(xla_cache_dir) if xla_cache_dir else {}
     if cpu_replicas:
-        return {"logical_cpus": n}, {}
-    return {}, {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(n))}
+        return {"logical_cpus": n}, env
+    return {}, env | {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(n))}
 
 
 def run_scale(
@@ -197,7 +201,6 @@ def run_scale(
 
     With `xla_cache_dir`, the points share XLA's autotuning and compiled programs: every
     count compiles the same per-replica gradient program."""
-    cache_env = xla_cache_env(xla_cache_dir) if xla_cache_dir else {}
     points: list[ScalePoint] = []
     base: float | None = None
     for n in counts:
@@ -212,10 +215,8 @@ def run_scale(
             extra |= {"cross_device_ops": cross_device_ops, "num_packs": num_packs}
         if input_mode != "host":
             extra["input"] = input_mode
-        placement, env = _replicas(n, cpu_replicas)
-        r = trial_fn(
-            workload, s, steps, timeout_s, extra=extra | placement, env_overrides=env | cache_env
-        )
+        placement, env = _replicas(n, cpu_replicas, xla_cache_dir)
+        r = trial_fn(workload, s, steps, timeout_s, extra=extra | placement, env_overrides=env)
         if on_point:
             on_point(n, r)
         rate = r.samples_per_s if r.ok else None
@@ -266,8 +267,7 @@ def search_scale(
         "num_packs": 1,
         "steps_per_execution": settings.steps_per_execution,
     }
-    placement, env = _replicas(n, cpu_replicas)
-    env = env | (xla_cache_env(xla_cache_dir) if xla_cache_dir else {})
+    placement, env = _replicas(n, cpu_replicas, xla_cache_dir)
 
     def trial(opts: dict[str, Any]) -> TrialResult:
         s = settings.replace(strategy="mirrored", steps_per_execution=opts["steps_per_execution"])
