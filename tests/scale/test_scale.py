@@ -438,7 +438,7 @@ def test_scale_starts_from_tunes_file_and_options_override_it(tmp_path: Path) ->
     f = tmp_path / "tfaccel.json"
     tuned = Settings(precision="mixed_bfloat16", xla="jit", batch_size=512, prefetch="device")
     f.write_text(json.dumps({"schema": "tfaccel.settings/1", "settings": tuned.to_dict()}))
-    s = scale_settings(str(f), None, None, None, 25)
+    s = scale_settings(json.loads(f.read_text()), None, None, None, 25)
     assert (s.precision, s.batch_size, s.prefetch, s.steps_per_execution) == (
         "mixed_bfloat16",
         512,
@@ -465,13 +465,13 @@ def test_points_are_compared_with_the_tuned_single_gpu(tmp_path: Path) -> None:
         ScalePoint(1, 512, 4880.0, 1.0, "tfaccel step", "ok"),
         ScalePoint(2, 1024, 10400.0, 1.07, "tfaccel step", "ok"),
     )
-    ref = tuned_reference(str(f), points)
+    ref = tuned_reference(str(f), json.loads(f.read_text()), points)
     assert ref is not None and ref["ratio"]["2"] == pytest.approx(1.625)
     console = Console(record=True, width=200)
     scale_text(ScaleReport("resnet50", 512, {}, points, tuned_reference=ref), console)
     assert "2 GPU(s) 1.62x" in console.export_text()
     f.write_text(json.dumps({"settings": {}}))  # no measurement: nothing to compare with
-    assert tuned_reference(str(f), points) is None
+    assert tuned_reference(str(f), json.loads(f.read_text()), points) is None
 
 
 def test_scale_reports_read_back_and_plot_with_published_figures(tmp_path: Path) -> None:

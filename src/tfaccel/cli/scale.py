@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from tfaccel._deps import read_json
 from tfaccel.cli._common import (
     FORMAT_OPTION,
     handle_errors,
@@ -17,7 +19,7 @@ from tfaccel.cli._common import (
     write_out,
 )
 from tfaccel.errors import InputError
-from tfaccel.optimize.settings import Settings
+from tfaccel.optimize.settings import Settings, settings_from_dict
 from tfaccel.render import Format, dumps
 from tfaccel.render.scale import mps_text, scale_plot, scale_text, tfconfig_text
 from tfaccel.scale import mps as mpsmod
@@ -30,6 +32,8 @@ from tfaccel.scale.runner import (
     tuned_reference,
 )
 from tfaccel.scale.tfconfig import make
+
+TUNED_FILE = "a tfaccel.json written by `tfaccel tune`"
 
 
 @handle_errors
@@ -163,7 +167,8 @@ def scale(
                 received="0 GPUs",
             )
     counts = gpu_counts(visible, int_list(gpus, "--gpus", "1,2,4"))
-    settings = scale_settings(config, batch, precision, xla, spe, input_cast)
+    tuned = read_json(Path(config), TUNED_FILE) if config else None
+    settings = scale_settings(tuned, batch, precision, xla, spe, input_cast, source=config)
     batch = settings.batch_size or 256
     err = stderr_console()
     cache = contextlib.nullcontext(None) if cpu_replicas else tempfile.TemporaryDirectory()
@@ -223,7 +228,7 @@ def scale(
         names,
         steps_done,
         best,
-        tuned_reference(config, points) if config else None,
+        tuned_reference(config, tuned, points) if config and tuned is not None else None,
     )
     if plot is not None:
         scale_plot([(f"input {input_mode}", report)], plot)
@@ -236,19 +241,19 @@ def scale(
 
 
 def scale_settings(
-    config: str | None,
+    tuned: Any,
     batch: int | None,
     precision: str | None,
     xla: str | None,
     spe: int | None,
     input_cast: str | None = None,
+    source: str | None = None,
 ) -> Settings:
-    """The settings of every point: tune's file (if given) with the options on top."""
-    from tfaccel.optimize.settings import read_settings_file
-
+    """The settings of every point: tune's file (`tuned`, parsed; None: defaults) with
+    the options on top."""
     base = (
-        read_settings_file(config)
-        if config
+        settings_from_dict(tuned, source or "tfaccel.json")
+        if tuned is not None
         else Settings(precision="auto", xla="jit", batch_size=256, steps_per_execution=10)
     )
     given = {

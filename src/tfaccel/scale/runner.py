@@ -102,17 +102,17 @@ def published_for(counts: Sequence[int]) -> list[Published]:
     return [p for p in PUBLISHED if p.gpus in set(counts)]
 
 
-def tuned_reference(path: str, points: Sequence[ScalePoint]) -> dict[str, Any] | None:
-    """What each GPU count gains over the best single-GPU run `tune` measured (the file's
-    `measured.samples_per_s`), or None when the file has no measurement."""
-    from tfaccel._deps import read_json
-
-    measured = read_json(Path(path), "a tfaccel.json written by `tfaccel tune`").get("measured")
+def tuned_reference(
+    source: str, tuned: dict[str, Any], points: Sequence[ScalePoint]
+) -> dict[str, Any] | None:
+    """What each GPU count gains over the best single-GPU run `tune` measured (`tuned` is
+    the parsed tfaccel.json; its `measured.samples_per_s`), or None without a measurement."""
+    measured = tuned.get("measured")
     rate = measured.get("samples_per_s") if isinstance(measured, dict) else None
     if not isinstance(rate, (int, float)) or rate <= 0:
         return None
     return {
-        "source": path,
+        "source": source,
         "samples_per_s": float(rate),
         "ratio": {str(p.gpus): p.samples_per_s / rate for p in points if p.samples_per_s},
     }
