@@ -512,37 +512,18 @@ def test_host_input_traffic_and_the_input_hint() -> None:
     from tfaccel.scale.runner import ScalePoint, ScaleReport
 
     bf16_image = 224 * 224 * 3 * 2
-    points = (
+    points = tuple(
         ScalePoint(
-            1,
-            512,
-            6000.0,
-            1.0,
+            n,
+            512 * n,
+            rate,
+            eff,
             "tfaccel step",
             "ok",
-            None,
-            None,
-            None,
-            None,
-            None,
-            "host",
-            bf16_image,
-        ),
-        ScalePoint(
-            2,
-            1024,
-            9000.0,
-            0.75,
-            "tfaccel step",
-            "ok",
-            None,
-            None,
-            None,
-            None,
-            None,
-            "host",
-            bf16_image,
-        ),
+            input="host",
+            input_bytes_per_sample=bf16_image,
+        )
+        for n, rate, eff in ((1, 6000.0, 1.0), (2, 9000.0, 0.75))
     )
     assert points[1].input_gb_s == pytest.approx(9000 * bf16_image / 1e9)
     console = Console(record=True, width=250)
