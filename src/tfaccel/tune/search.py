@@ -193,7 +193,7 @@ class Tuner:
             batches += 1
             b *= 2
         gpu_stage = (2 if self.hw.gpus == 1 else 1) if self.hw.gpus else 0
-        if self.hw.gpus and any(p.startswith("mixed_") for p in self.precisions):
+        if self.hw.gpus and any(input_cast_dtype("compute", p) for p in self.precisions):
             gpu_stage += 1  # 16-bit input transfers
         spe = len([c for c in self.opt.spe_choices if c != 1])
         n = len(self.precisions)

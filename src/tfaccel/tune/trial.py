@@ -20,7 +20,7 @@ from typing import Any
 MARK = "TFACCEL_TRIAL "
 
 
-def _synthetic(model: Any, wl: Any, batch: int, report: Any = None) -> Any:
+def _synthetic(model: Any, wl: Any, batch: int, report: Any) -> Any:
     """One synthetic batch, repeated. With `input_cast="compute"` its float inputs are
     cast once, here, instead of every step in the pipeline: the batch is a constant, and
     re-casting it each step would time host work a real pipeline does not repeat."""
@@ -29,9 +29,7 @@ def _synthetic(model: Any, wl: Any, batch: int, report: Any = None) -> Any:
     from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
 
     x = synthetic_inputs(model, batch)
-    element = (x, synthetic_labels(wl, batch))
-    if report is not None:
-        element = report.cast_inputs(element)
+    element = report.cast_inputs((x, synthetic_labels(wl, batch)))
     return tf.data.Dataset.from_tensors(element).repeat()
 
 
