@@ -184,16 +184,14 @@ def scale_plot(series: Sequence[tuple[str, ScaleReport]], path: Path) -> Path:
         if not pts:
             continue
         counts |= {p.gpus for p in pts}
-        line = left.plot([p.gpus for p in pts], [p.samples_per_s for p in pts], "o-", label=label)[
-            0
-        ]
+        line = left.plot([p.gpus for p in pts], rates, "o-", label=label)[0]
         one = next((p.samples_per_s for p in pts if p.gpus == 1), None)
         if one:
             xs = sorted({p.gpus for p in pts})
             left.plot(xs, [one * n for n in xs], ":", color=line.get_color(), alpha=0.6)
-            right.plot(
-                [p.gpus for p in pts],
-                [x / (p.gpus * one) for x, p in zip(rates, pts, strict=True)],
+            right.plot(  # the run's own efficiency: N-GPU / (N x its 1-GPU point)
+                [p.gpus for p in pts if p.efficiency is not None],
+                [p.efficiency for p in pts if p.efficiency is not None],
                 "o-",
                 color=line.get_color(),
                 label=label,
