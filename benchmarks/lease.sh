@@ -3,12 +3,17 @@
 #
 #   bash benchmarks/lease.sh SECONDS
 #
-# First the jobs that need both GPUs (all-reduce, scaling); then one worker per GPU
-# (CUDA_VISIBLE_DEVICES=0 and =1) takes jobs from one queue in priority order. Every job
-# leaves a done-marker in $R, so calling the script again after a 10-minute device call
-# goes on where it stopped; `tfaccel tune` resumes from its journal. At SECONDS the
-# workers are stopped. The results are packed into $OUT every time: lease.tgz, one
-# trace-*.tgz per profile, lease.log.
+# The work runs in a driver detached from the device call (its own session, output to
+# files), so a tune longer than one 10-minute call goes on between back-to-back calls;
+# each call starts the driver if none runs (it resumes from the done-markers and the
+# tune journals), waits up to SECONDS, and packs what is there into $OUT: lease.tgz, one
+# trace-*.tgz per profile, lease.log. Should the machine kill the driver at a call's
+# end, the next call starts it again and loses only the jobs in flight.
+#
+# Phases, each a list of job names (defaults below, or LEASE_BEFORE/_Q0/_Q1/_AFTER):
+#   before: jobs that need both GPUs, one after the other;
+#   workers: GPU 0 runs LEASE_Q0 and GPU 1 runs LEASE_Q1, side by side;
+#   after: jobs that need both GPUs, and pairs "a+b" (a on GPU 0, b on GPU 1 at once).
 #
 # Before: the set-up in benchmarks/README.md (TF parts, .gpu/bin/setup.sh, the wheels).
 set -u
@@ -73,45 +78,65 @@ add tune-bert_hub "$(tune_cmd bert_hub 128 512)"
 add bench-workloads "$TF bench gpt2 conv3d remat --out bench-workloads.json --format json \
   > bench-workloads.out.json"
 add tune-gpt2 "$(tune_cmd gpt2 32 128)"
+SCALE="--precision mixed_bfloat16 --steps-per-execution 10 --format json"
+G="${LEASE_SCALE_GPUS:-1,2}"  # 1,2,4 or 1,2,4,8 on the larger kinds (issue 9)
+N="${G##*,}"                  # all GPUs
+# Jobs that need every GPU.
+add bench-micro "$TF bench micro --out bench-micro.json --format json > bench-micro.out.json"
+add scale-resnet50 "$TF scale resnet50 --gpus $G --batch 512 --plot scale-resnet50.png \
+  $SCALE > scale-resnet50.json"
+add scale-resnet50-device "$TF scale resnet50 --gpus $N --batch 512 --input device $SCALE \
+  > scale-resnet50-device.json"
+add scale-resnet50-cast "$TF scale resnet50 --gpus $G --batch 512 --input-cast compute \
+  $SCALE > scale-resnet50-cast.json"
+add scale-bert_hub "$TF scale bert_hub --gpus ${LEASE_BERT_GPUS:-$G} --batch 256 \
+  --plot scale-bert_hub.png $SCALE > scale-bert_hub.json"
+# Against what the tunes of this lease found (issue 8): their tfaccel-W.json.
+add scale-r50-config "$TF scale resnet50 --config tfaccel-resnet50.json --gpus $N \
+  --format json > scale-r50-config.json"
+add scale-r50-staged "$TF scale resnet50 --config tfaccel-resnet50.json --gpus $G \
+  --input staged --input-cast compute --format json > scale-r50-staged.json"
+add scale-bert-config "$TF scale bert_hub --config tfaccel-bert_hub.json --gpus $N \
+  --format json > scale-bert-config.json"
+add pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
+add scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \
+  > scale-search.json"  # about 12 minutes on two GPUs
 # A later lease skips what an earlier one finished: LEASE_SKIP="job job ...".
 for name in ${LEASE_SKIP:-}; do echo skipped > "$R/done.$name"; done
-# Tunes resume from the journals of earlier leases (benchmarks/results/*.journal.jsonl).
-# LEASE_TUNE_FRESH="resnet50 ..." starts those tunes afresh (every trial in this lease).
-for w in resnet50 bert_hub gpt2; do
-  [[ " ${LEASE_TUNE_FRESH:-} " == *" $w "* ]] && continue
-  j="$REPO/benchmarks/results/tune-$w-h200.journal.jsonl"
-  [ -e "$j" ] && [ ! -e "$R/tune-$w.jsonl" ] && cp "$j" "$R/tune-$w.jsonl"
-done
-# Jobs a stopped call left half-done are taken again.
-for c in "$R"/claim.*; do [ -e "$c" ] && [ ! -e "$R/done.${c##*/claim.}" ] && rmdir "$c"; done
 
-worker() {
-  export CUDA_VISIBLE_DEVICES=$1
-  local name
-  for name in "${ORDER[@]}"; do
-    [ -e "$R/done.$name" ] && continue
-    mkdir "$R/claim.$name" 2>/dev/null || continue
+BEFORE="${LEASE_BEFORE-}"
+Q0="${LEASE_Q0-tune-resnet50}"
+Q1="${LEASE_Q1-tune-bert_hub}"
+AFTER="${LEASE_AFTER-scale-r50-config scale-bert-config profile-tuned+profile-tuned-cast \
+scale-r50-staged bench-micro pytest-gpu profile-bert-tuned+bench-workloads \
+gpt2-xla-flags+matmul-vs-torch}"
+
+run_list() {  # GPU LIST: the jobs of LIST one after the other on GPU (all: every GPU)
+  local gpu="$1" name; shift
+  if [ "$gpu" = all ]; then unset CUDA_VISIBLE_DEVICES; else export CUDA_VISIBLE_DEVICES=$gpu; fi
+  for name in "$@"; do
+    [ -n "${CMD[$name]+x}" ] || { echo "unknown job $name" | tee -a "$R/lease.log"; continue; }
     job "$name" "${CMD[$name]}"
   done
 }
-SCALE="--precision mixed_bfloat16 --steps-per-execution 10 --format json"
-G="${LEASE_SCALE_GPUS:-1,2}"  # 1,2,4 or 1,2,4,8 on the larger kinds (issue 9)
-both() {  # needs both GPUs: all-reduce and scaling, then the GPU-marked tests
-  unset CUDA_VISIBLE_DEVICES
-  job bench-micro "$TF bench micro --out bench-micro.json --format json > bench-micro.out.json"
-  job scale-resnet50 "$TF scale resnet50 --gpus $G --batch 512 --plot scale-resnet50.png \
-    $SCALE > scale-resnet50.json"
-  job scale-resnet50-device "$TF scale resnet50 --gpus ${G##*,} --batch 512 --input device $SCALE \
-    > scale-resnet50-device.json"
-  job scale-resnet50-cast "$TF scale resnet50 --gpus $G --batch 512 --input-cast compute \
-    $SCALE > scale-resnet50-cast.json"
-  job scale-bert_hub "$TF scale bert_hub --gpus ${LEASE_BERT_GPUS:-$G} --batch 256 \
-    --plot scale-bert_hub.png $SCALE > scale-bert_hub.json"
-  job pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
-  if [ -n "${LEASE_SCALE_SEARCH:-}" ]; then  # about 12 minutes on two GPUs
-    job scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \
-      > scale-search.json"
-  fi
+
+driver() {  # every phase; done jobs are skipped at once
+  local item
+  for item in $BEFORE; do ( run_list all "$item" ); done
+  ( run_list 0 $Q0 ) & local a=$!
+  ( run_list 1 $Q1 ) & local b=$!
+  wait $a $b
+  for item in $AFTER; do
+    if [[ "$item" == *+* ]]; then
+      ( run_list 0 "${item%%+*}" ) & a=$!
+      ( run_list 1 "${item#*+}" ) & b=$!
+      wait $a $b
+    else
+      ( run_list all "$item" )
+    fi
+  done
+  echo "[$(($(date +%s) - T0))s] driver: every job is done" | tee -a "$R/lease.log"
+  touch "$R/driver.done"
 }
 
 pack() {  # at most 8 files come back, 16 MiB each
@@ -122,29 +147,26 @@ pack() {  # at most 8 files come back, 16 MiB each
   cp "$R/lease.log" "$OUT/lease.log" 2>/dev/null
 }
 
-killtree() {  # the lane and every process under it (trial children included)
-  local c
-  for c in $(pgrep -P "$1"); do killtree "$c"; done
-  kill -KILL "$1" 2>/dev/null
-}
-if true; then  # jobs already done are skipped at once
-  ( both ) & C=$!
-  while kill -0 $C 2>/dev/null; do
-    if [ $(($(date +%s) - T0)) -ge "$LIMIT" ]; then
-      echo "[$(($(date +%s) - T0))s] time is up" | tee -a "$R/lease.log"
-      killtree $C; pack; exit 0
-    fi
-    sleep 5
+if [ -n "${LEASE_DRIVER:-}" ]; then driver; exit 0; fi
+if [ -n "${LEASE_DRY:-}" ]; then driver; pack; exit 0; fi  # LEASE_DRY=1: in the foreground
+
+running() { [ -e "$R/driver.pid" ] && kill -0 "$(cat "$R/driver.pid")" 2>/dev/null; }
+if [ -e "$R/driver.done" ]; then
+  echo "lease: every job was done already"
+elif running; then
+  echo "[$(($(date +%s) - T0))s] the driver of an earlier call still runs" | tee -a "$R/lease.log"
+else
+  # The tunes resume from the journals of earlier leases (benchmarks/results/), unless
+  # LEASE_TUNE_FRESH="resnet50 ..." starts them afresh (every trial in this lease).
+  for w in resnet50 bert_hub gpt2; do
+    [[ " ${LEASE_TUNE_FRESH:-} " == *" $w "* ]] && continue
+    j="$REPO/benchmarks/results/tune-$w-h200.journal.jsonl"
+    [ -e "$j" ] && [ ! -e "$R/tune-$w.jsonl" ] && cp "$j" "$R/tune-$w.jsonl"
   done
+  echo "[$(($(date +%s) - T0))s] driver started" | tee -a "$R/lease.log"
+  LEASE_DRIVER=1 setsid nohup bash "$0" "$LIMIT" > "$R/driver.out" 2>&1 < /dev/null &
+  echo $! > "$R/driver.pid"
 fi
-( worker 0 ) & A=$!
-( worker 1 ) & Bpid=$!
-while kill -0 $A 2>/dev/null || kill -0 $Bpid 2>/dev/null; do
-  if [ $(($(date +%s) - T0)) -ge "$LIMIT" ]; then
-    echo "[$(($(date +%s) - T0))s] time is up: stopping the workers" | tee -a "$R/lease.log"
-    killtree $A; killtree $Bpid; break
-  fi
-  sleep 5
-done
+while running && [ $(($(date +%s) - T0)) -lt "$LIMIT" ]; do sleep 5; done
 pack
-echo "lease: $(ls "$R" | grep -c '^done\.') jobs done"
+echo "lease: $(ls "$R" | grep -c '^done\.') jobs done$([ -e "$R/driver.done" ] && echo ', all of them')"

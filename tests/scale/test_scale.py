@@ -203,6 +203,23 @@ def test_scale_with_batches_kept_on_the_devices() -> None:
     assert out["points"][0]["status"] == "ok", out["points"]
 
 
+@pytest.mark.slow
+def test_scale_with_batches_cast_on_the_host_inside_the_step() -> None:
+    """--input staged: the pipeline keeps float32 batches, the step casts them to bf16
+    on the host (on a GPU machine the cast's output is pinned memory)."""
+    pytest.importorskip("tensorflow")
+    args = ["scale", "tiny", "--cpu-replicas", "2", "--gpus", "2", "--batch", "8"]
+    args += ["--precision", "mixed_bfloat16", "--input-cast", "compute", "--input", "staged"]
+    args += ["--warmup", "2", "--windows", "1", "--window", "5", "--format", "json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["settings"]["input"] == "staged"
+    point = out["points"][0]
+    assert point["status"] == "ok", out["points"]
+    assert point["input_bytes_per_sample"] == 32 * 32 * 3 * 2  # bf16 crosses
+
+
 def test_search_keeps_only_what_beats_the_noise() -> None:
     from tfaccel.scale.runner import search_scale
 
@@ -242,6 +259,7 @@ def test_search_keeps_only_what_beats_the_noise() -> None:
         (["--engine", "fit", "--search"], "apply to tfaccel's step"),
         (["--input", "disk"], "Unknown --input"),
         (["--engine", "fit", "--input", "device"], "applies to tfaccel's step"),
+        (["--input", "staged", "--precision", "float32"], "casts the batches on the host"),
     ],
 )
 def test_scale_bad_options(args: list[str], message: str) -> None:

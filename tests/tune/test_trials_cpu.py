@@ -34,6 +34,29 @@ def test_a_real_trial_reports_throughput_compile_and_losses() -> None:
     assert r.device == "CPU"
 
 
+def test_a_slow_trial_times_shorter_windows() -> None:
+    """Windows of 40 steps bounded to a few milliseconds: the trial shrinks them to
+    whole executions after the warm-up, and stops early."""
+    s = Settings(precision="float32", xla="off", batch_size=16, steps_per_execution=2)
+    r = run_trial("tiny", s, StepPlan(warmup=6, windows=2, window=40, window_s=1e-3), 180)
+    assert r.status == "ok", (r.error, r.traceback)
+    assert r.extra["window"] == 2  # one execution of 2 steps per window
+    assert len(r.windows) == 2
+
+
+def test_window_bounds() -> None:
+    from tfaccel.tune.trial import shrink_window, warmup_step_s
+
+    assert shrink_window(20, 1, step_s=0.5, window_s=3.0) == 6
+    assert shrink_window(20, 1, step_s=0.05, window_s=3.0) == 20  # fits: unchanged
+    assert shrink_window(20, 10, step_s=0.5, window_s=3.0) == 10  # whole executions
+    assert shrink_window(20, 10, step_s=1.0, window_s=0.1) == 10  # at least one
+    # Marks: (last step of the execution, time, loss); the first one compiles.
+    marks = [(0, 30.0, 1.0), (1, 30.5, 1.0), (2, 31.0, 1.0), (3, 31.5, 1.0)]
+    assert warmup_step_s(marks) == pytest.approx(0.5)
+    assert warmup_step_s(marks[:2]) is None
+
+
 def test_a_failing_trial_shows_its_own_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

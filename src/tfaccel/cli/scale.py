@@ -89,7 +89,9 @@ def scale(
         "--input",
         help="host: batches come through tf.data from host memory, as in training; "
         "device: one synthetic batch kept on each GPU, so the run measures compute and "
-        "all-reduce alone.",
+        "all-reduce alone; staged: host batches cast to the 16-bit compute dtype on the "
+        "host inside the step (needs --input-cast compute), so they are copied from "
+        "pinned memory.",
     ),
     search: bool = typer.Option(
         False,
@@ -114,11 +116,11 @@ def scale(
         raise InputError(
             "Unknown --all-reduce", expected=" or ".join(CROSS_DEVICE_OPS), received=all_reduce
         )
-    if input_mode not in ("host", "device"):
-        raise InputError("Unknown --input", expected="host or device", received=input_mode)
-    if input_mode == "device" and engine == "fit":
+    if input_mode not in ("host", "device", "staged"):
+        raise InputError("Unknown --input", expected="host, device or staged", received=input_mode)
+    if input_mode != "host" and engine == "fit":
         raise InputError(
-            "--input device applies to tfaccel's step",
+            f"--input {input_mode} applies to tfaccel's step",
             expected="--engine auto",
             received="--engine fit",
         )
@@ -170,6 +172,12 @@ def scale(
     tuned = read_json(Path(config), TUNED_FILE) if config else None
     settings = scale_settings(tuned, batch, precision, xla, spe, input_cast, source=config)
     batch = settings.batch_size or 256
+    if input_mode == "staged" and settings.input_cast != "compute":
+        raise InputError(
+            "--input staged casts the batches on the host inside the step",
+            expected="--input-cast compute (or a --config with it)",
+            received=f"input_cast={settings.input_cast}",
+        )
     err = stderr_console()
     cache = contextlib.nullcontext(None) if cpu_replicas else tempfile.TemporaryDirectory()
     with err.status("scaling ...") as status, cache as cache_dir:

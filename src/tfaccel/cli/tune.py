@@ -55,6 +55,12 @@ def tune(
     warmup: int = typer.Option(10, "--warmup", help="Warm-up steps per trial (untimed)."),
     windows: int = typer.Option(5, "--windows", help="Timed windows per trial."),
     window: int = typer.Option(20, "--window", help="Steps per timed window."),
+    window_seconds: float = typer.Option(
+        3.0,
+        "--window-seconds",
+        help="Fewer steps per window when --window steps would take longer than this "
+        "(slow trials, e.g. float32 without XLA); 0: always --window steps.",
+    ),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds before a trial is killed."),
     output: Path = typer.Option(
         Path("tfaccel.json"), "--output", "-o", help="Where to write the best settings."
@@ -92,6 +98,12 @@ def tune(
     ):
         if value < 1:
             raise InputError(f"{name} must be positive", expected="an integer >= 1", received=value)
+    if window_seconds < 0:
+        raise InputError(
+            "--window-seconds must not be negative",
+            expected="seconds >= 0 (0: off)",
+            received=window_seconds,
+        )
     if time_budget is not None and time_budget <= 0:
         raise InputError(
             "--time-budget must be positive", expected="minutes > 0", received=time_budget
@@ -123,7 +135,7 @@ def tune(
     options = TuneOptions(
         batch_size=batch,
         max_batch=max_batch,
-        steps=StepPlan(warmup, windows, window),
+        steps=StepPlan(warmup, windows, window, window_seconds or None),
         timeout_s=timeout,
         precisions=chosen,
         time_budget_s=time_budget * 60 if time_budget else None,

@@ -135,8 +135,9 @@ class ConfigureReport:
         tensors = tf.nest.map_structure(tf.convert_to_tensor, element)
         return _cast_inputs(tf, dtype)(*tensors)
 
-    def dataset(self, ds: Any) -> Any:
-        """Apply the tf.data settings: determinism, caching, prefetch (host or device)."""
+    def dataset(self, ds: Any, cast: bool = True) -> Any:
+        """Apply the tf.data settings: determinism, caching, `input_cast` (unless
+        `cast=False`: a step that casts on the host itself), prefetch (host or device)."""
         tf = import_tensorflow()
         options = tf.data.Options()
         options.deterministic = self.settings.deterministic_data
@@ -144,7 +145,7 @@ class ConfigureReport:
         ds = ds.with_options(options)
         if self.settings.cache_dataset:
             ds = ds.cache()
-        compute = self.input_dtype
+        compute = self.input_dtype if cast else None
         if compute is not None:
             ds = ds.map(_cast_inputs(tf, compute), num_parallel_calls=tf.data.AUTOTUNE)
         if self.settings.prefetch == "device" and self.gpus == 1 and self.strategy_name == "none":

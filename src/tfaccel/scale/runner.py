@@ -32,13 +32,18 @@ class ScalePoint:
     allreduce_ms: float | None = None  # one all-reduce of the gradients, timed alone
     update: str | None = None  # how the optimizer update ran: "xla per replica", ...
     update_error: str | None = None  # why the fused update fell back to Keras' path
-    input: str | None = None  # host (tf.data, copied each step) or device (kept there)
+    # host (tf.data, copied each step), staged (host, cast inside the step) or device
+    input: str | None = None
     input_bytes_per_sample: int | None = None  # what crosses to the GPU per sample
 
     @property
     def input_gb_s(self) -> float | None:
         """Host-to-GPU input traffic this throughput needs, all GPUs together (GB/s)."""
-        if self.input != "host" or not self.samples_per_s or not self.input_bytes_per_sample:
+        if (
+            self.input not in ("host", "staged")
+            or not self.samples_per_s
+            or not self.input_bytes_per_sample
+        ):
             return None
         return self.samples_per_s * self.input_bytes_per_sample / 1e9
 

@@ -38,6 +38,7 @@ class DistributedTrainer:
         steps_per_execution: int = 1,
         loss_scale: float | None = None,
         fuse_update: bool | None = None,
+        host_cast: Any = None,
     ) -> None:
         import keras
 
@@ -77,8 +78,20 @@ class DistributedTrainer:
             return loss, [tf.cast(gi, tf.float32) / scale if gi is not None else gi for gi in g]
 
         self._grads = tf.function(grads, jit_compile=jit)
+        self.host_cast = tf.as_dtype(host_cast) if host_cast is not None else None
+        host = strategy.extended.worker_devices[0].rsplit("/device:", 1)[0] + "/device:CPU:0"
+
+        def stage(t: Any) -> Any:
+            # A host op whose consumer is on a GPU gets its output allocated in pinned
+            # host memory, so its copy is a DMA that need not wait like a pageable one.
+            if not t.dtype.is_floating or t.dtype == self.host_cast:
+                return t
+            with tf.device(host):
+                return tf.cast(t, self.host_cast)
 
         def replica_step(x: Any, y: Any) -> Any:
+            if self.host_cast is not None:
+                x = tf.nest.map_structure(stage, x)
             loss, g = self._grads(x, y)
             if loss_scale:
                 # Skip a step whose gradients overflowed on any replica: every replica
@@ -179,9 +192,11 @@ class DistributedTrainer:
 
         Nothing is split on the host (splitting a 600 MB ResNet-50 global batch is a
         host memory copy every step), and each replica's batches are fetched to its
-        device `buffer` steps ahead, so the host-to-device copy overlaps compute."""
+        device `buffer` steps ahead, so the host-to-device copy overlaps compute. With
+        `host_cast` the batches stay on the host until the step casts them there."""
         options = self.tf.distribute.InputOptions(
-            experimental_fetch_to_device=True, experimental_per_replica_buffer_size=buffer
+            experimental_fetch_to_device=self.host_cast is None,
+            experimental_per_replica_buffer_size=buffer,
         )
         return iter(self.strategy.distribute_datasets_from_function(dataset_fn, options))
 

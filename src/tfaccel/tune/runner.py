@@ -24,6 +24,17 @@ class StepPlan:
     warmup: int = 10
     windows: int = 5
     window: int = 20
+    # Shorten a window whose steps would take longer than this many seconds (measured
+    # in the warm-up): slow trials (float32 without XLA, ~0.5 s a step) then time
+    # about as long as fast ones. None: always `window` steps.
+    window_s: float | None = None
+
+    def key_fields(self) -> dict[str, Any]:
+        """What identifies the plan in a journal key. `window_s` only bounds how long
+        the same measurement takes, so journals written before it existed resume."""
+        fields = dict(self.__dict__)
+        fields.pop("window_s")
+        return fields
 
 
 @dataclass(frozen=True)
@@ -61,7 +72,7 @@ def settings_key(
         {
             "w": workload,
             "s": s,
-            "p": steps.__dict__,
+            "p": steps.key_fields(),
             **({"x": extra} if extra else {}),
         },
         sort_keys=True,
@@ -139,6 +150,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "update_error",
                 "input",
                 "input_bytes_per_sample",
+                "window",
             )
             if k in payload
         },

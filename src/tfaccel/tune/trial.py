@@ -12,6 +12,7 @@ one JSON line; an out-of-memory error is a result ("oom"), not a crash.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 import traceback
@@ -20,16 +21,19 @@ from typing import Any
 MARK = "TFACCEL_TRIAL "
 
 
-def _synthetic(model: Any, wl: Any, batch: int, report: Any) -> Any:
+def _synthetic(model: Any, wl: Any, batch: int, report: Any, cast: bool = True) -> Any:
     """One synthetic batch, repeated. With `input_cast="compute"` its float inputs are
     cast once, here, instead of every step in the pipeline: the batch is a constant, and
-    re-casting it each step would time host work a real pipeline does not repeat."""
+    re-casting it each step would time host work a real pipeline does not repeat.
+    `cast=False`: as the model takes them (the step casts them itself)."""
     import tensorflow as tf
 
     from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
 
     x = synthetic_inputs(model, batch)
-    element = report.cast_inputs((x, synthetic_labels(wl, batch)))
+    element = (x, synthetic_labels(wl, batch))
+    if cast:
+        element = report.cast_inputs(element)
     return tf.data.Dataset.from_tensors(element).repeat()
 
 
@@ -108,16 +112,26 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     )
     ds = report.dataset(ds)
     marks: list[tuple[int, float, float]] = []
+    window_s = steps.get("window_s")
+    plan = {"window": window, "total": total}
 
     class Clock(keras.callbacks.Callback):
         def on_train_batch_end(self, batch_index: int, logs: Any = None) -> None:
             loss = float((logs or {}).get("loss", float("nan")))  # forces a device sync
             marks.append((batch_index, time.perf_counter(), loss))
+            if batch_index == warmup - 1 and window_s:
+                step_s = warmup_step_s(marks)
+                if step_s:
+                    plan["window"] = shrink_window(window, spe, step_s, float(window_s))
+                    plan["total"] = warmup + windows * plan["window"]
+            if batch_index + 1 >= plan["total"]:
+                self.model.stop_training = True
 
     start = time.perf_counter()
     model.fit(ds, epochs=1, steps_per_epoch=total, verbose=0, callbacks=[Clock()])
     if not marks:
         raise RuntimeError("no training step completed")
+    window, total = plan["window"], plan["total"]
     # marks[i] ends step marks[i][0] (the last step of its execution).
     first_end = marks[0][1]
     ends = {b: t for b, t, _ in marks}
@@ -138,9 +152,28 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         "losses": [loss for _, _, loss in marks[:20]],
         "final_loss": marks[-1][2],
         "steps": total,
+        "window": window,
         "device": "GPU" if report.gpus else "CPU",
         "jit_compile": bool(getattr(model, "jit_compile", False)),
     }
+
+
+def warmup_step_s(marks: list[tuple[int, float, float]]) -> float | None:
+    """Seconds per step in the warm-up after its first execution (which compiles), from
+    the (last step, time, loss) marks so far; None with fewer than two later marks."""
+    if len(marks) < 3:
+        return None
+    (b0, t0, _), (b1, t1, _) = marks[1], marks[-1]
+    return (t1 - t0) / (b1 - b0) if b1 > b0 and t1 > t0 else None
+
+
+def shrink_window(window: int, spe: int, step_s: float, window_s: float) -> int:
+    """Steps per timed window: `window`, or fewer (whole executions, at least one) when
+    `window` steps of `step_s` would take longer than `window_s`."""
+    if step_s * window <= window_s:
+        return window
+    executions = max(1, math.ceil(window_s / step_s / spe))
+    return min(window, executions * spe)
 
 
 def _run_custom(
@@ -172,6 +205,12 @@ def _run_custom(
     with strategy.scope(), report.remat_scope():
         wl = load_workload(wl_name)
         optimizer = report.optimizer(wl.optimizer)
+    staged = config.get("input") == "staged"
+    if staged and report.input_dtype is None:
+        raise ValueError(
+            "input='staged' casts the batches to the 16-bit compute dtype on the host "
+            "inside the step; it needs input_cast='compute' and a 16-bit precision"
+        )
     trainer = DistributedTrainer(
         wl.model,
         optimizer,
@@ -181,6 +220,7 @@ def _run_custom(
         jit=settings.xla == "jit",
         steps_per_execution=settings.steps_per_execution,
         loss_scale=2.0**15 if report.precision == "mixed_float16" else None,
+        host_cast=report.input_dtype if staged else None,
     )
     if config.get("input") == "device":
         if wl.dataset is not None:
@@ -192,11 +232,13 @@ def _run_custom(
             # One pipeline per worker, batched per replica: nothing is split on the host.
             b = ctx.get_per_replica_batch_size(global_batch)
             if wl.dataset is None:
-                return report.dataset(_synthetic(wl.model, wl, b, report))
-            ds = wl.dataset
-            if ctx.num_input_pipelines > 1:
-                ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-            return report.dataset(_user_dataset(ds, b))
+                ds = _synthetic(wl.model, wl, b, report, cast=not staged)
+            else:
+                ds = wl.dataset
+                if ctx.num_input_pipelines > 1:
+                    ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+                ds = _user_dataset(ds, b)
+            return report.dataset(ds, cast=not staged)
 
         it = trainer.distribute_per_replica(replica_input)
     spe = settings.steps_per_execution
