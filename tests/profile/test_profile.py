@@ -347,3 +347,70 @@ def test_h200_timeline_shows_the_copy_before_the_kernels(tmp_path: Path) -> None
     assert first_copy[1] - first_copy[0] > 0.2 * tl["step_ms"]  # a long copy, alone
     page = profile_html(r, advise(r), tmp_path / "p.html").read_text()
     assert "timeline of one step" in page
+
+
+# Rows as XProf's hlo_stats gives them for KerasHub BERT in bf16 under XLA (H200).
+HLO_ROWS = [
+    {
+        "category": "custom-call",
+        "hlo_op_expression": "%custom-call.69 = (bf16[32768,3072]{1,0}, s8[33554432]{0}) "
+        "custom-call(bf16[32768,768]{1,0} %bitcast.3343.0, bf16[768,3072]{1,0} "
+        '%wrapped_convert.68), custom_call_target="__cublas$gemm"',
+        "total_self_time": 600.0,
+    },
+    {
+        "category": "input fusion",
+        "hlo_op_expression": "%input_scatter_fusion.1 = f32[2,768]{1,0} fusion(f32[2,768]{1,0} "
+        "%gte.2197, f32[256,128,768]{2,1,0} %fusion.3574, s32[256,128]{1,0} %arg1.1), "
+        "kind=kInput, calls=%fused_scatter.1",
+        "total_self_time": 100.0,
+    },
+    {
+        "category": "input fusion",
+        "hlo_op_expression": "%input_add_reduce_fusion.7 = (f32[128,3072]{1,0}, "
+        "bf16[256,128,3072]{2,1,0}) fusion(bf16[256,128,3072]{2,1,0} %gte.1161, "
+        "bf16[3072]{0} %wrapped_convert.34), kind=kInput, calls=%fused_add_reduce.7",
+        "total_self_time": 300.0,
+    },
+]
+
+
+def test_xla_16_bit_share_comes_from_the_operand_types() -> None:
+    """Under XLA, XProf's 16-bit figure is 0 % (it counts TensorFlow ops) and cuBLAS's
+    Hopper GEMMs (nvjet_*) name no type: the HLO ops' operands say what ran in bf16."""
+    from tfaccel.profile.analyze import hlo_operand_types, uses_tensor_cores, xla_op_facts
+
+    assert hlo_operand_types(HLO_ROWS[0]["hlo_op_expression"]) == ["bf16", "bf16"]
+    # The tuple result's f32 is not an operand; the scatter's operands are f32 only.
+    assert hlo_operand_types(HLO_ROWS[1]["hlo_op_expression"]) == ["f32", "f32"]
+    assert hlo_operand_types(HLO_ROWS[2]["hlo_op_expression"]) == ["bf16", "bf16"]
+    assert hlo_operand_types("%p = f32[] parameter(0)") == []
+    facts = xla_op_facts(HLO_ROWS)
+    assert facts["xla_16bit_pct"] == pytest.approx(90.0)
+    assert facts["xla_op_categories_pct"] == {
+        "custom-call": pytest.approx(60.0),
+        "input fusion": pytest.approx(40.0),
+    }
+    assert xla_op_facts([]) == {}
+    # The input's copy (_Recv) is not compute: it does not dilute the share.
+    recv = {"category": "_Recv", "hlo_op_expression": "", "total_self_time": 1000.0}
+    assert xla_op_facts([*HLO_ROWS, recv])["xla_16bit_pct"] == pytest.approx(90.0)
+    assert uses_tensor_cores("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT")
+    assert not uses_tensor_cores("input_scatter_fusion_1")
+
+
+def test_time_by_op_type_sums_the_per_layer_ops() -> None:
+    from tfaccel.profile.analyze import op_types
+
+    rows = [
+        {"type": "MatMul", "total_self_time": 30.0, "occurrences": 10},
+        {"type": "Sum", "total_self_time": 15.0, "occurrences": 10},
+        {"type": "MatMul", "total_self_time": 35.0, "occurrences": 10},
+        {"type": "Cast", "total_self_time": 20.0, "occurrences": 5},
+    ]
+    top = op_types(rows, top=2)
+    assert [(t.name, t.kind, t.total_us, t.count) for t in top] == [
+        ("MatMul", "2 ops", 65.0, 20),
+        ("Cast", "1 ops", 20.0, 5),
+    ]
+    assert top[0].share_pct == pytest.approx(65.0)

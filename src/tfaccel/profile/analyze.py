@@ -76,6 +76,7 @@ class ProfileReport:
     xprof_conclusions: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
     samples_per_step: int | None = None  # from the capture (tfaccel.json), if known
+    top_op_types: tuple[TopItem, ...] = ()  # device self time summed by op type
 
     @property
     def samples_per_s(self) -> float | None:
@@ -292,9 +293,11 @@ def _trace_facts(trace: Any) -> TraceFacts:
 # CUTLASS tensor-op kernels name their types (bf16, f16, tf32, i8, e4m3); HMMA/IMMA,
 # wgmma and the 884/1688/16816 tile shapes are tensor-core instructions. XProf's own
 # flag misses cuDNN 9's xmma and CUTLASS implicit-GEMM kernels on Hopper.
+# cuBLAS 12.8+ on Hopper names its GEMMs nvjet_sm90_... without their types; they are
+# tensor-core (wgmma) kernels, and XProf's flag misses them too.
 TC_NAME = re.compile(
     r"(xmma|gmma|cutlass|tensorop).*(bf16|f16|fp16|tf32|i8|e4m3|e5m2)"
-    r"|hmma|imma|wgmma|h884|h1688|h16816|s1688|s16816|tensorop_[sh]",
+    r"|hmma|imma|wgmma|h884|h1688|h16816|s1688|s16816|tensorop_[sh]|^nvjet_",
     re.IGNORECASE,
 )
 SIXTEEN_BIT_NAME = re.compile(r"bf16|f16|fp16|half|hmma|h884|h1688|h16816|e4m3|e5m2", re.I)
@@ -302,6 +305,77 @@ SIXTEEN_BIT_NAME = re.compile(r"bf16|f16|fp16|half|hmma|h884|h1688|h16816|e4m3|e
 
 def uses_tensor_cores(kernel_name: str) -> bool:
     return bool(TC_NAME.search(kernel_name))
+
+
+_DTYPE = re.compile(r"\b(bf16|f16|f8e4m3fn|f8e5m2|f32|f64|tf32)\[")
+
+
+def _closing(text: str, start: int) -> int:
+    """The index of the parenthesis that closes the one at `start` (len(text) if none)."""
+    depth = 0
+    for j in range(start, len(text)):
+        depth += text[j] == "("
+        depth -= text[j] == ")"
+        if depth == 0:
+            return j
+    return len(text)
+
+
+def hlo_operand_types(expression: str) -> list[str]:
+    """The floating-point types of an HLO op's operands, from its text as XProf's
+    hlo_stats shows it: `%name = RESULT op(OPERANDS), attributes`."""
+    rhs = expression.split(" = ", 1)[-1]
+    # A tuple result is in parentheses: the operands open after it.
+    after_result = _closing(rhs, 0) + 1 if rhs.startswith("(") else 0
+    start = rhs.find("(", after_result)
+    if start < 0:
+        return []
+    return _DTYPE.findall(rhs[start + 1 : _closing(rhs, start)])
+
+
+def xla_op_facts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """From XProf's hlo_stats rows (one per XLA op): the share of XLA op time whose
+    operands are 16-bit floats (what XProf's own 16-bit figure misses under XLA: it
+    counts TensorFlow ops, and XLA fuses them away), and the time by op category."""
+    total = sum(float(r.get("total_self_time") or 0) for r in rows)
+    if not total:
+        return {}
+    by_category: dict[str, float] = {}
+    sixteen = compute = 0.0
+    for r in rows:
+        t = float(r.get("total_self_time") or 0)
+        cat = str(r.get("category") or "other")
+        by_category[cat] = by_category.get(cat, 0.0) + t
+        if cat.startswith("_"):  # _Recv / _Send: TensorFlow's copies in and out, not compute
+            continue
+        compute += t
+        types = hlo_operand_types(str(r.get("hlo_op_expression") or ""))
+        if any(x in ("bf16", "f16", "f8e4m3fn", "f8e5m2") for x in types):
+            sixteen += t
+    return {
+        "xla_16bit_pct": 100.0 * sixteen / compute if compute else 0.0,
+        "xla_op_categories_pct": {
+            k: 100.0 * v / total for k, v in sorted(by_category.items(), key=lambda kv: -kv[1])
+        },
+    }
+
+
+def op_types(rows: list[dict[str, Any]], top: int = 10) -> tuple[TopItem, ...]:
+    """Device self time by TensorFlow op type (MatMul, Sum, BiasAddGrad, ...), summed
+    over every op of the type: a transformer's time is spread over hundreds of
+    per-layer ops, none of which tops a per-op list."""
+    total = sum(float(r.get("total_self_time") or 0) for r in rows) or 1.0
+    acc: dict[str, list[float]] = {}
+    for r in rows:
+        kind = str(r.get("type") or "")
+        a = acc.setdefault(kind, [0.0, 0.0, 0.0])
+        a[0] += float(r.get("total_self_time") or 0)
+        a[1] += int(r.get("occurrences") or 0)
+        a[2] += 1
+    return tuple(
+        TopItem(kind, f"{int(n)} ops", t, int(c), 100.0 * t / total)
+        for kind, (t, c, n) in sorted(acc.items(), key=lambda kv: -kv[1][0])[:top]
+    )
 
 
 def _breakdown(steps: list[StepBreakdown]) -> dict[str, float]:
@@ -437,9 +511,16 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
     )
     if on_gpu and ktotal:
         # XProf counts 16-bit work by TensorFlow op; under XLA the ops it sees are
-        # fusions, so it reports 0 %. Kernels that name a 16-bit type are a lower bound.
+        # fusions, so it reports 0 %. The XLA ops' operand types say it (hlo_stats,
+        # which needs the HLO of the run's programs); kernels that name a 16-bit type
+        # are a lower bound where that is missing.
         extra["kernel_16bit_pct"] = 100.0 * k16 / ktotal
-        if not pct16 and extra["kernel_16bit_pct"]:
+        xla = _xla_facts(files)
+        extra.update(xla)
+        if not pct16 and xla.get("xla_16bit_pct"):
+            pct16 = xla["xla_16bit_pct"]
+            extra["pct_16bit_source"] = "XLA op operand types"
+        elif not pct16 and extra["kernel_16bit_pct"]:
             pct16 = extra["kernel_16bit_pct"]
             extra["pct_16bit_source"] = "kernel names"
     kcount = sum(int(r.get("occurrences") or 0) for r in krows)
@@ -555,4 +636,19 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
         xprof_conclusions=tuple(dict.fromkeys(conclusions)),
         extra=extra,
         samples_per_step=pr.meta.get("samples_per_step"),
+        top_op_types=op_types(rows_for_top),
     )
+
+
+def _xla_facts(files: list[Path]) -> dict[str, Any]:
+    """xla_op_facts of XProf's hlo_stats, or {} where the run has no XLA programs or
+    the capture kept no HLO (trimmed traces)."""
+    try:
+        stats = convert(files, "hlo_stats")
+    except Exception:
+        return {}
+    table = stats if isinstance(stats, dict) else (stats[0] if stats else {})
+    try:
+        return xla_op_facts(table_rows(table))
+    except (TypeError, ValueError, KeyError):
+        return {}

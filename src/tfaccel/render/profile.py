@@ -73,7 +73,11 @@ def profile_text(
             if v > 0.05:
                 bt.add_row(k, f"{v:.1f}%")
         console.print(bt)
-    for title, items in (("top kernels", r.top_kernels), ("top ops (self time)", r.top_ops)):
+    for title, items in (
+        ("top kernels", r.top_kernels),
+        ("top ops (self time)", r.top_ops),
+        ("by op type (self time)", r.top_op_types),
+    ):
         if not items:
             continue
         t = Table(title=title, title_justify="left", box=None, padding=(0, 1))
@@ -237,6 +241,7 @@ tr.fail td{{background:#fdd}} tr.warn td{{background:#ffd}} tr.ok td{{background
 <p>{html.escape(r.note or "")}</p><table>{mt}</table>
 <h2>findings</h2><table><tr><th></th><th>finding</th><th>action</th><th>expected</th></tr>
 {rows}</table>{chart}{top(r.top_kernels, "top kernels")}{top(r.top_ops, "top ops")}
+{top(r.top_op_types, "by op type")}
 </body></html>"""
     path.write_text(doc, encoding="utf-8")
     return path
