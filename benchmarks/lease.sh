@@ -78,6 +78,8 @@ add tune-bert_hub "$(tune_cmd bert_hub 128 512)"
 add bench-workloads "$TF bench gpt2 conv3d remat --out bench-workloads.json --format json \
   > bench-workloads.out.json"
 add tune-gpt2 "$(tune_cmd gpt2 32 128)"
+add profile-gpt2 "$PY $B/profile_gpt2.py --logdir prof-gpt2 && $TF profile analyze prof-gpt2 \
+  --format json --html profile-gpt2.html > profile-gpt2.json"
 SCALE="--precision mixed_bfloat16 --steps-per-execution 10 --format json"
 G="${LEASE_SCALE_GPUS:-1,2}"  # 1,2,4 or 1,2,4,8 on the larger kinds (issue 9)
 N="${G##*,}"                  # all GPUs
@@ -107,9 +109,8 @@ for name in ${LEASE_SKIP:-}; do echo skipped > "$R/done.$name"; done
 BEFORE="${LEASE_BEFORE-}"
 Q0="${LEASE_Q0-tune-resnet50}"
 Q1="${LEASE_Q1-tune-bert_hub}"
-AFTER="${LEASE_AFTER-scale-r50-config scale-bert-config profile-tuned+profile-tuned-cast \
-scale-r50-staged bench-micro pytest-gpu profile-bert-tuned+bench-workloads \
-gpt2-xla-flags+matmul-vs-torch}"
+AFTER="${LEASE_AFTER-scale-r50-config scale-bert-config scale-r50-staged bench-micro pytest-gpu \
+profile-gpt2+bench-workloads profile-tuned+profile-tuned-cast profile-bert-tuned+gpt2-xla-flags}"
 
 run_list() {  # GPU LIST: the jobs of LIST one after the other on GPU (all: every GPU)
   local gpu="$1" name; shift
