@@ -11,7 +11,14 @@ that no setting always runs first):
 - default: XLA's own default command buffers;
 - off: command buffers off (what the defaults are worth);
 - while: command buffers that also take in the while loop and its conditionals (the
-  decoding loop itself), CUDA 12.3 or newer.
+  decoding loop itself), CUDA 12.3 or newer;
+- all: also the dynamic-slice fusions (the KV cache's per-layer slices and updates,
+  which otherwise split a token's kernels into several graphs) and collectives;
+- all-min1: `all`, with graphs of any size (XLA's default leaves out runs of fewer than
+  5 commands);
+- all-unroll: `all`, with XLA unrolling loops inside command buffers.
+
+On the H200 (2026-11-30): default 1,347 tokens/s, off 948, while 1,344 at batch 1.
 """
 
 from __future__ import annotations
@@ -24,11 +31,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+ALL = (
+    "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,COLLECTIVES,"
+    "DYNAMIC_SLICE_FUSION,DYNAMIC_SLICE_COPY_FUSION,WHILE,CONDITIONAL"
+)
 SETTINGS = {
     "default": "",
     "off": "--xla_gpu_enable_command_buffer=",
     "while": "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,"
     "WHILE,CONDITIONAL",
+    "all": ALL,
+    "all-min1": f"{ALL} --xla_gpu_graph_min_graph_size=1",
+    "all-unroll": f"{ALL} --xla_gpu_command_buffer_unroll_loops=true",
 }
 
 
