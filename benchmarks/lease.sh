@@ -64,8 +64,6 @@ R50CAST='{"workload": "resnet50", "steps": {"warmup": 10, "windows": 5, "window"
   "settings": {"precision": "mixed_bfloat16", "xla": "jit", "batch_size": 512,
   "steps_per_execution": 10, "input_cast": "compute"}}'
 add trial-r50-cast-b512 "$PY -m tfaccel.tune.trial '$R50CAST'"
-# ... with the timestamped allocator (input copies that need not wait for queued kernels)
-add trial-r50-cast-b512-stamped "$PY -m tfaccel.tune.trial '${R50CAST/\"input_cast\": \"compute\"/\"input_cast\": \"compute\", \"allocator\": \"timestamped\"}'"
 # tfaccel profile's advice, applied: each pair runs in the same lease.
 for c in tuned-prefetch tuned; do add "profile-$c" "$(profile_cmd $c)"; done
 add gpt2-xla-flags "$PY $B/gpt2_xla_flags.py --out gpt2-xla-flags.json"
