@@ -60,42 +60,6 @@ def test_order_idempotence_and_the_late_call_error(tmp_path: Path) -> None:
     assert out["kwargs"] == {"jit_compile": True, "steps_per_execution": 1}
 
 
-def test_timestamped_allocator_goes_into_the_gpu_options(tmp_path: Path) -> None:
-    """allocator='timestamped' sets GPUOptions.experimental (timestamps and a kernel
-    tracker) in the context's base config before TensorFlow creates its devices; after
-    that it can no longer change, and says so."""
-    out = run_py(
-        """
-        import json, os
-        import tfaccel
-        r = tfaccel.configure(allocator="timestamped")
-        from tensorflow.python.eager import context
-        exp = context.context().config.gpu_options.experimental
-        import tensorflow as tf
-        tf.zeros(1)
-        again = tfaccel.configure(allocator="timestamped")
-        try:
-            tfaccel.configure(allocator="default")
-            late = None
-        except Exception as e:
-            late = [type(e).__name__, e.message]
-        print(json.dumps({"row": [r.rows[0].knob, r.rows[0].status, r.rows[0].detail],
-                          "env": os.environ.get("TF_GPU_ALLOCATOR"),
-                          "stamped": exp.timestamped_allocator,
-                          "interval": exp.kernel_tracker_max_interval,
-                          "again": again.rows[0].status, "late": late}))
-    """,
-        tmp_path,
-    )
-    assert out["row"][:2] == ["allocator", "applied"]
-    assert "need not first wait" in out["row"][2]
-    assert out["env"] is None  # TensorFlow's own BFC allocator, with timestamps
-    assert out["stamped"] is True and out["interval"] > 0
-    assert out["again"] == "unchanged"
-    assert out["late"][0] == "ConfigureOrderError"
-    assert "timestamped allocator can no longer change" in out["late"][1]
-
-
 def test_unified_memory_sets_the_env_and_says_what_it_costs(tmp_path: Path) -> None:
     out = run_py(
         """

@@ -228,54 +228,6 @@ def _set_env(name: str, value: str | None, initialized: bool, knob: str) -> str:
     return "applied"
 
 
-# Every this many kernels the GPU device records an event, so the allocator learns which
-# kernels finished (TensorFlow's GPUKernelTracker; the timestamps need some tracking).
-KERNEL_TRACKER_INTERVAL = 64
-TIMESTAMPED_DETAIL = (
-    "TensorFlow's BFC allocator with timestamps: freed GPU memory is reused only after "
-    "the kernels that used it finished, so a copy from the host need not first wait for "
-    "every kernel already queued (TensorFlow's default), and can overlap compute"
-)
-
-
-def _set_timestamped(on: bool, initialized: bool) -> str:
-    """GPUOptions.experimental.timestamped_allocator and a kernel tracker in the eager
-    context's base ConfigProto, which TensorFlow reads when it creates the GPU devices.
-    TF2 has no public setter: the base config is the context's `_config`."""
-    from tensorflow.python.eager import context
-
-    ctx = context.context()
-    base = getattr(ctx, "_config", None)
-    exp = base.gpu_options.experimental if base is not None else None
-    current = bool(exp is not None and exp.timestamped_allocator)
-    if current == on:
-        return "unchanged"
-    if initialized:
-        raise ConfigureOrderError(
-            "the timestamped allocator can no longer change: TensorFlow already created "
-            "its GPU devices",
-            expected="tfaccel.configure() before building any model or tensor",
-            received=f"timestamped_allocator={current}",
-            hint="call tfaccel.configure() at the top of your script",
-        )
-    if not hasattr(ctx, "_config"):
-        raise InputError(
-            "allocator='timestamped' is not supported by this TensorFlow",
-            expected="TensorFlow 2.x with an eager context config",
-            received=type(ctx).__name__,
-        )
-    from tensorflow.core.protobuf import config_pb2
-
-    config = config_pb2.ConfigProto()
-    if base is not None:
-        config.CopyFrom(base)
-    exp = config.gpu_options.experimental
-    exp.timestamped_allocator = on
-    exp.kernel_tracker_max_interval = KERNEL_TRACKER_INTERVAL if on else 0
-    ctx._config = config
-    return "applied"
-
-
 def _apply_memory(
     tf: Any, s: Settings, gpus: list[Any], initialized: bool, total_mib: int | None
 ) -> list[Applied]:
@@ -385,18 +337,15 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     initialized = runtime_initialized()
     s = settings
     rows: list[Applied] = []
-    alloc = "cuda_malloc_async" if s.allocator == "cuda_malloc_async" else None
+    alloc = None if s.allocator == "default" else s.allocator
     status = _set_env(ENV_ALLOCATOR, alloc, initialized, f"allocator={s.allocator!r}")
-    stamped = _set_timestamped(s.allocator == "timestamped", initialized)
     rows.append(
         Applied(
             "allocator",
             s.allocator,
-            "applied" if "applied" in (status, stamped) else status,
+            status,
             "cudaMallocAsync: the driver's stream-ordered pool"
             if alloc
-            else TIMESTAMPED_DETAIL
-            if s.allocator == "timestamped"
             else "TensorFlow's BFC allocator",
         )
     )

@@ -18,7 +18,7 @@ from tfaccel.errors import ConfigFileError, InputError
 PRECISIONS = ("auto", "float32", "tf32", "mixed_float16", "mixed_bfloat16")
 XLA_MODES = ("off", "jit", "auto", "autoclustering")
 MEMORY_MODES = ("default", "growth", "limit", "unified")
-ALLOCATORS = ("default", "cuda_malloc_async", "timestamped")
+ALLOCATORS = ("default", "cuda_malloc_async")
 STRATEGIES = ("auto", "none", "one_device", "mirrored")
 PREFETCH = ("auto", "device", "off")
 INPUT_CASTS = ("off", "compute")
@@ -31,10 +31,7 @@ class Settings:
     memory: str = "default"  # default | growth | limit | unified
     memory_limit_mib: int | None = None  # with memory="limit": per GPU
     unified_oversubscription: float = 1.0  # with memory="unified": x physical memory
-    # default (BFC) | cuda_malloc_async | timestamped (BFC that reuses freed memory only
-    # after the kernels that used it finished, so host-to-GPU copies need not wait for
-    # the compute stream)
-    allocator: str = "default"
+    allocator: str = "default"  # default (BFC) | cuda_malloc_async
     precision: str = "auto"  # auto | float32 | tf32 | mixed_float16 | mixed_bfloat16
     xla: str = "auto"  # off | jit | auto (Keras' default) | autoclustering
     steps_per_execution: int = 1

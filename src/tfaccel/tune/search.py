@@ -8,8 +8,7 @@ Stages, each measured, each decision needing a gain larger than the noise:
 3. batch size, doubled until it runs out of memory (an OOM is data, not a failure) or
    stops paying;
 4. steps_per_execution;
-5. 16-bit input transfers (GPU, 16-bit precision), then copies that overlap compute
-   (GPU: the timestamped allocator);
+5. 16-bit input transfers (GPU, 16-bit precision);
 6. the larger batch once more, if the ladder stopped within the noise;
 7. the allocator and device prefetch (GPU only), last: they rarely pay, so a time
    budget cuts them first.
@@ -196,8 +195,6 @@ class Tuner:
         gpu_stage = (2 if self.hw.gpus == 1 else 1) if self.hw.gpus else 0
         if self.hw.gpus and any(input_cast_dtype("compute", p) for p in self.precisions):
             gpu_stage += 1  # 16-bit input transfers
-        if self.hw.gpus:
-            gpu_stage += 1  # copies that overlap compute
         spe = len([c for c in self.opt.spe_choices if c != 1])
         n = len(self.precisions)
         jit = n - (1 if "tf32" in self.precisions else 0)  # strict float32 under XLA: skipped
@@ -378,12 +375,6 @@ class Tuner:
         resolved = best.precision if best_s.precision == "auto" else best_s.precision
         if self.hw.gpus and input_cast_dtype("compute", resolved):
             knob_trial("input_cast", "compute")
-        # By default each copy from the host waits for every kernel already queued on the
-        # GPU (so that memory freed by a pending kernel is not overwritten): on the H200
-        # ResNet-50's input copies overlapped 0 % of compute. The timestamped allocator
-        # tracks when kernels finish, and the copies need not wait.
-        if self.hw.gpus:
-            knob_trial("allocator", "timestamped")
         # Stage 6: the larger batch once more. With fewer launches and fewer bytes per
         # sample (steps_per_execution, input_cast) a batch that did not pay may pay now.
         b = best_s.batch_size or self.opt.batch_size
