@@ -100,6 +100,12 @@ add scale-r50-staged "$TF scale resnet50 --config tfaccel-resnet50.json --gpus $
   --input staged --input-cast compute --format json > scale-r50-staged.json"
 add scale-bert-config "$TF scale bert_hub --config tfaccel-bert_hub.json --gpus $N \
   --format json > scale-bert-config.json"
+# One GPU, tfaccel's step: host batches cast in tf.data vs cast on the host inside the
+# step (whose output TensorFlow allocates in pinned memory), side by side.
+for m in host staged; do
+  add "scale-r50-1gpu-$m" "$TF scale resnet50 --gpus 1 --batch 512 --input-cast compute \
+    --input $m $SCALE > scale-r50-1gpu-$m.json"
+done
 add pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
 add scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \
   > scale-search.json"  # about 12 minutes on two GPUs
