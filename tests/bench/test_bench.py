@@ -145,6 +145,11 @@ def test_workload_bench_on_the_cpu(tmp_path: Path) -> None:
     ms = load_report(out).measurements
     assert len(ms) == 4 and all(m.error is None and m.median for m in ms)
     assert {m.params["xla"] for m in ms} == {"off", "jit"}
+    # The tiny CNN's products per image: two 3x3 convolutions and two dense layers.
+    fwd = 2 * (32 * 32 * 32 * 27 + 16 * 16 * 64 * 288 + 4096 * 128 + 128 * 10)
+    for m in ms:
+        assert m.params["forward_gflops_per_sample"] == pytest.approx(fwd / 1e9)
+        assert m.params["model_tflops"] == pytest.approx(3 * fwd * (m.median or 0) / 1e12)
 
 
 @pytest.mark.parametrize(

@@ -151,12 +151,32 @@ def micro_benches(quick: bool = False) -> list[Bench]:
     return benches
 
 
+# The spec file's peak for the precision a trial ran in (TF32 is on unless float32).
+PEAK_KEY = {"float32": "fp32", "tf32": "tf32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}
+
+
+def model_tflops(
+    forward_flops: int | None, samples_per_s: float | None, peak_key: str | None, spec: Any
+) -> dict[str, float]:
+    """Training TFLOP/s of the model's products (3 x forward FLOPs per sample, see
+    tfaccel.workloads.flops) and their share of the GPU's peak in that precision."""
+    if not forward_flops or not samples_per_s:
+        return {}
+    tflops = 3 * forward_flops * samples_per_s / 1e12
+    out = {"forward_gflops_per_sample": forward_flops / 1e9, "model_tflops": tflops}
+    peak = spec.peak(peak_key) if spec is not None and peak_key else None
+    if peak:
+        out["model_tflops_pct_of_peak"] = 100.0 * tflops / peak
+    return out
+
+
 def workload_benches(workload: str, batch: int, quick: bool = False) -> list[Bench]:
     """Training throughput in float32 and mixed precision, each with and without XLA."""
     from tfaccel.optimize.settings import Settings
     from tfaccel.tune.runner import StepPlan, run_trial
 
     steps = StepPlan(3, 2, 3) if quick else StepPlan(20, 5, 20)
+    spec = local_spec()
     benches: list[Bench] = []
     for precision in ("float32", "auto"):
         for xla in ("off", "jit"):
@@ -168,16 +188,21 @@ def workload_benches(workload: str, batch: int, quick: bool = False) -> list[Ben
             )
 
             def run(s: Settings = s) -> Measurement:
-                r = run_trial(workload, s, steps)
+                r = run_trial(workload, s, steps, extra={"count_flops": True})
                 label = f"{workload} train {r.precision or s.precision} xla={s.xla} batch={batch}"
                 if not r.ok:
                     return Measurement(label, "samples/s", (), error=f"{r.status}: {r.error}")
+                params = {**s.to_dict(), "peak_memory_bytes": r.peak_memory_bytes}
+                params.update(
+                    model_tflops(
+                        r.extra.get("forward_flops_per_sample"),
+                        r.samples_per_s,
+                        PEAK_KEY.get(r.precision or ""),
+                        spec,
+                    )
+                )
                 return Measurement(
-                    label,
-                    "samples/s",
-                    r.windows,
-                    warmup_s=r.compile_s,
-                    params={**s.to_dict(), "peak_memory_bytes": r.peak_memory_bytes},
+                    label, "samples/s", r.windows, warmup_s=r.compile_s, params=params
                 )
 
             benches.append((f"{workload} {precision} xla={xla}", run))

@@ -20,6 +20,17 @@ def _v(x: float | None, fmt: str = "{:,.2f}") -> str:
     return "n/a" if x is None else fmt.format(x)
 
 
+def _notes(m: Measurement) -> Text:
+    """Warnings (yellow), then the model's TFLOP/s for workload rows (dim)."""
+    text = Text("; ".join(m.warnings), style="yellow")
+    tflops = m.params.get("model_tflops")
+    if tflops:
+        pct = m.params.get("model_tflops_pct_of_peak")
+        share = f", {pct:.0f}% of peak" if pct else ""
+        text.append(("; " if m.warnings else "") + f"model {tflops:.0f} TFLOP/s{share}", "dim")
+    return text
+
+
 def bench_text(r: BenchReport, console: Console) -> None:
     env = r.environment
     gpus = ", ".join(g.get("name") or "?" for g in env.get("gpus", [])) or "no GPU"
@@ -44,7 +55,7 @@ def bench_text(r: BenchReport, console: Console) -> None:
             _v(m.percent_of_peak, "{:.0f}%"),
             _v(m.spread, "{:.0%}"),
             _v(m.warmup_s, "{:.1f}"),
-            Text("; ".join(m.warnings), style="yellow"),
+            _notes(m),
         )
     console.print(t)
     console.print(Text(f"{len(r.measurements)} benchmarks in {r.seconds:.0f} s", style="dim"))

@@ -151,6 +151,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "input",
                 "input_bytes_per_sample",
                 "window",
+                "forward_flops_per_sample",
             )
             if k in payload
         },

@@ -143,7 +143,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             timed.append(window * batch / (ends[b] - ends[a]))
     steady_step = (marks[-1][1] - ends.get(warmup - 1, first_end)) / max(1, total - warmup)
     peak = _gpu_peak(report)
+    flops = _flops(model) if config.get("count_flops") else None
     return {
+        "forward_flops_per_sample": flops,
         "status": "ok",
         "precision": report.precision,
         "compile_s": max(0.0, first_end - start - steady_step * spe),
@@ -156,6 +158,17 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         "device": "GPU" if report.gpus else "CPU",
         "jit_compile": bool(getattr(model, "jit_compile", False)),
     }
+
+
+def _flops(model: Any) -> int | None:
+    """Forward product FLOPs per sample (tfaccel.workloads.flops), or None."""
+    from tfaccel.workloads.flops import forward_flops_per_sample
+    from tfaccel.workloads.synthetic import synthetic_inputs
+
+    try:
+        return forward_flops_per_sample(model, synthetic_inputs(model, 2))
+    except Exception:
+        return None
 
 
 def warmup_step_s(marks: list[tuple[int, float, float]]) -> float | None:

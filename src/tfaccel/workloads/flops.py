@@ -1,0 +1,114 @@
+"""Matrix-multiply and convolution FLOPs of a model's forward pass, counted from its graph.
+
+What throughput means against the GPU's peak: a training step costs about three forward
+passes of these FLOPs (the backward pass computes two products per forward product:
+the input's gradient and the weights'), so
+
+    model TFLOP/s = 3 x forward FLOPs per sample x samples/s / 1e12
+
+the usual "model FLOPs utilization" numerator. Only the products are counted (MatMul,
+BatchMatMul, Einsum, convolutions): they are what tensor cores run; elementwise work,
+normalizations and reductions are left out, as they are in published MFU figures.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tfaccel._tf import import_tensorflow
+
+
+def _dims(shape: Any) -> list[int] | None:
+    dims = shape.as_list() if shape.rank is not None else None
+    return None if dims is None or any(d is None for d in dims) else dims
+
+
+def einsum_flops(equation: str, shapes: list[list[int]]) -> int:
+    """2 x the product of every index's size, for a two-operand einsum (0 otherwise: a
+    one-operand einsum is a transpose or a reduction)."""
+    lhs = equation.replace(" ", "").split("->")[0]
+    terms = lhs.split(",")
+    if len(terms) != 2 or len(shapes) != 2 or "." in lhs:
+        return 0
+    size: dict[str, int] = {}
+    for term, dims in zip(terms, shapes, strict=True):
+        if len(term) != len(dims):
+            return 0
+        for index, d in zip(term, dims, strict=True):
+            size[index] = max(size.get(index, 1), d)
+    return 2 * math.prod(size.values())
+
+
+def op_flops(op: Any) -> int | None:
+    """FLOPs of one graph op (None: a product whose shapes are not known; 0: not a
+    product)."""
+    kind = op.type
+    if kind not in PRODUCTS:
+        return 0
+    ins = [_dims(t.shape) for t in op.inputs]
+    out = _dims(op.outputs[0].shape)
+    if out is None or any(x is None for x in ins[:2]):
+        return None
+    a, b = ins[0], ins[1]
+    assert a is not None and b is not None
+    if kind == "MatMul":
+        k = a[0] if op.get_attr("transpose_a") else a[1]
+        return 2 * math.prod(out) * k
+    if kind.startswith("BatchMatMul"):
+        k = a[-2] if op.get_attr("adj_x") else a[-1]
+        return 2 * math.prod(out) * k
+    if kind == "Einsum":
+        return einsum_flops(op.get_attr("equation").decode(), [a, b])
+    if kind == "DepthwiseConv2dNative":  # filter [kh, kw, in, multiplier]
+        return 2 * math.prod(out) * b[0] * b[1]
+    # Conv2D / Conv3D: filter [spatial..., in / groups, out]
+    return 2 * math.prod(out) * math.prod(b[:-1])
+
+
+PRODUCTS = {
+    "MatMul",
+    "BatchMatMul",
+    "BatchMatMulV2",
+    "BatchMatMulV3",
+    "Einsum",
+    "Conv2D",
+    "Conv3D",
+    "DepthwiseConv2dNative",
+}
+
+
+def graph_flops(graph: Any) -> tuple[int, int]:
+    """(FLOPs of the products in `graph` and the functions it calls, products whose
+    shapes were unknown)."""
+    total, unknown = 0, 0
+    seen: set[str] = set()
+
+    def walk(g: Any) -> None:
+        nonlocal total, unknown
+        for op in g.get_operations():
+            f = op_flops(op)
+            if f is None:
+                unknown += 1
+            else:
+                total += f
+        for name, fn in getattr(g, "_functions", {}).items():
+            if name not in seen and hasattr(fn, "graph"):
+                seen.add(name)
+                walk(fn.graph)
+
+    walk(graph)
+    return total, unknown
+
+
+def forward_flops_per_sample(model: Any, inputs: Any) -> int | None:
+    """Product FLOPs of one forward pass (training=False) per sample, traced at the
+    batch of `inputs` (arrays or tensors shaped like the model's inputs)."""
+    tf = import_tensorflow()
+    specs = tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), inputs)
+    batch = int(tf.nest.flatten(inputs)[0].shape[0])
+    graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(specs).graph
+    total, unknown = graph_flops(graph)
+    if not total or unknown:
+        return None
+    return total // batch
