@@ -63,6 +63,7 @@ def main() -> int:
     ap.add_argument("--batches", default="1")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--precision", default="mixed_bfloat16")
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="which, comma-separated")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -71,7 +72,11 @@ def main() -> int:
     runs: list[dict[str, object]] = []
     for batch in [int(b) for b in args.batches.split(",")]:
         for r in range(args.rounds):
-            order = list(SETTINGS.items())
+            chosen = [x.strip() for x in args.settings.split(",") if x.strip()]
+            unknown = [x for x in chosen if x not in SETTINGS]
+            if unknown:
+                ap.error(f"unknown settings {unknown}; expected some of {list(SETTINGS)}")
+            order = [(x, SETTINGS[x]) for x in chosen]
             for name, flags in order if r % 2 == 0 else order[::-1]:
                 env = dict(os.environ)
                 env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()

@@ -66,7 +66,8 @@ R50CAST='{"workload": "resnet50", "steps": {"warmup": 10, "windows": 5, "window"
 add trial-r50-cast-b512 "$PY -m tfaccel.tune.trial '$R50CAST'"
 # tfaccel profile's advice, applied: each pair runs in the same lease.
 for c in tuned-prefetch tuned; do add "profile-$c" "$(profile_cmd $c)"; done
-add gpt2-xla-flags "$PY $B/gpt2_xla_flags.py --out gpt2-xla-flags.json"
+add gpt2-xla-flags "$PY $B/gpt2_xla_flags.py --out gpt2-xla-flags.json \
+  ${LEASE_GPT2_SETTINGS:+--settings $LEASE_GPT2_SETTINGS}"
 add matmul-vs-torch "$PY $B/matmul_vs_torch.py --out matmul-vs-torch.json"
 add monitor-overhead "$PY $B/monitor_overhead.py --out monitor-overhead.json"
 for c in slow-input slow-input-fixed; do add "profile-$c" "$(profile_cmd $c)"; done
