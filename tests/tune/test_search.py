@@ -235,7 +235,7 @@ def test_loss_guard() -> None:
     far = TrialResult("c", "c", {}, "ok", losses=(3.0, 3.0))
     assert loss_close(close, ref, 0.1)[0] is True
     ok, why = loss_close(far, ref, 0.1)
-    assert not ok and "50.0% > 10%" in why
+    assert not ok and "50.0% > 10.0%" in why
 
 
 def test_estimated_trials_covers_a_full_search(tmp_path: Path) -> None:
@@ -292,7 +292,7 @@ def test_accuracy_guard_compares_within_the_same_xla_mode(tmp_path: Path) -> Non
             )
 
     res = tuner(tmp_path, XlaShiftsLoss()).run()
-    assert not [d for d in res.decisions if d.stage == "accuracy guard"], res.decisions
+    assert not [d for d in res.decisions if "rejected" in d.text], res.decisions
     assert res.best_settings is not None
     assert (res.best_settings.precision, res.best_settings.xla) == ("mixed_bfloat16", "jit")
 
@@ -311,3 +311,35 @@ def test_the_larger_batch_is_tried_again_after_the_other_knobs(tmp_path: Path) -
     assert res.best_settings is not None and res.best_settings.batch_size == 1024
     again = [d for d in res.decisions if d.stage == "batch size, again"]
     assert len(again) == 1 and "kept" in again[0].text
+
+
+def test_the_guard_allows_the_drift_two_32_bit_runs_already_show(tmp_path: Path) -> None:
+    """BERT on random labels (H200, this journal): the float32 baseline and Keras'
+    defaults (TF32 + XLA) differ by 14.6 % in mean early loss; bf16 + XLA differs from the
+    TF32 XLA run by 12.8 %, which a fixed 10 % rejected. Replayed, it is accepted."""
+    import shutil
+
+    journal = tmp_path / "j.jsonl"
+    shutil.copy(Path(__file__).parent / "bert_hub_h200_guard.journal.jsonl", journal)
+    j = Journal(journal)
+    assert j.load("bert_hub") == 11
+
+    def not_measured(w: str, s: Settings, p: StepPlan, t: float) -> TrialResult:
+        return TrialResult(settings_key(w, s, p), label_of(s), s.to_dict(), "error", error="-")
+
+    opts = TuneOptions(batch_size=128, max_batch=512)
+    res = Tuner("bert_hub", H200, opts, j, trial_fn=not_measured).run()
+    guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+    assert guard and guard[0].startswith("tolerance 14.6%")
+    assert not any("rejected" in t for t in guard)
+    assert res.best is not None and res.best.label == "mixed_bfloat16 xla=jit batch=128 spe=1"
+    assert res.best.samples_per_s == pytest.approx(3389, rel=0.01)
+    # Without the drift, a 12.8 % gap is still more than the 10 % tolerance.
+    from tfaccel.tune.search import loss_close
+
+    bf16, tf32 = (
+        next(t for t in res.trials if t.label == x)
+        for x in ("mixed_bfloat16 xla=jit batch=128 spe=1", "tf32 xla=auto batch=128 spe=1")
+    )
+    assert loss_close(bf16, tf32, 0.10)[0] is False
+    assert loss_close(bf16, tf32, 0.146)[0] is True

@@ -138,6 +138,16 @@ def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool
     return gain > threshold, gain, threshold
 
 
+def mean_loss_gap(a: TrialResult, b: TrialResult) -> float | None:
+    """|mean(a) - mean(b)| / |mean(b)| over the losses both recorded (None if either has
+    none or is not finite)."""
+    n = min(len(a.losses), len(b.losses))
+    if n == 0 or not all(math.isfinite(x) for x in (*a.losses[:n], *b.losses[:n])):
+        return None
+    ma, mb = sum(a.losses[:n]) / n, sum(b.losses[:n]) / n
+    return abs(ma - mb) / max(abs(mb), 1e-12)
+
+
 def loss_close(candidate: TrialResult, reference: TrialResult, rtol: float) -> tuple[bool, str]:
     """The accuracy guard: finite losses whose mean is within rtol of the reference's."""
     if not candidate.losses:
@@ -151,8 +161,8 @@ def loss_close(candidate: TrialResult, reference: TrialResult, rtol: float) -> t
     b = sum(reference.losses[:n]) / n
     rel = abs(a - b) / max(abs(b), 1e-12)
     if rel > rtol:
-        return False, f"mean loss {a:.4g} vs float32 {b:.4g} ({rel:.1%} > {rtol:.0%})"
-    return True, f"mean loss {a:.4g} vs float32 {b:.4g} ({rel:.1%})"
+        return False, f"mean loss {a:.4g} vs 32-bit {b:.4g} ({rel:.1%} > {rtol:.1%})"
+    return True, f"mean loss {a:.4g} vs 32-bit {b:.4g} ({rel:.1%})"
 
 
 class Tuner:
@@ -281,6 +291,23 @@ class Tuner:
         # mode: XLA alone changes the early trajectory (other kernels, other rounding),
         # by as much as 20 % on BERT with random labels, which is not precision's doing.
         reference: dict[str, TrialResult] = {}
+        # How far two 32-bit runs that differ only in their kernels (the baseline and
+        # Keras' defaults: XLA, TF32) already drift apart early on: a 16-bit run is held
+        # to that, or to loss_rtol if larger. BERT on random labels, H200: 14.6 %, and
+        # bf16 + XLA 12.8 % from the TF32 XLA run, which a fixed 10 % rejected.
+        rtol = self.opt.loss_rtol
+        drift = (
+            mean_loss_gap(res.keras_defaults, res.baseline)
+            if res.baseline.ok and res.keras_defaults.ok
+            else None
+        )
+        if drift is not None and drift > rtol:
+            rtol = min(drift, 3 * self.opt.loss_rtol)  # not without bound: 30 % at most
+            self.decide(
+                "accuracy guard",
+                f"tolerance {rtol:.1%}: the two 32-bit runs (baseline and Keras defaults) "
+                f"already differ by that much in mean loss",
+            )
         skipped = [p for p in self.hw.precisions if p not in self.precisions]
         if skipped:
             self.decide("precision x XLA", "not tried: " + ", ".join(skipped))
@@ -309,7 +336,7 @@ class Tuner:
                         continue
                 elif r.ok:
                     ref = reference.get(xla) or res.baseline
-                    ok, why = loss_close(r, ref, self.opt.loss_rtol)
+                    ok, why = loss_close(r, ref, rtol)
                     if not ok:
                         self.decide("accuracy guard", f"{r.label} rejected: {why}")
                         continue

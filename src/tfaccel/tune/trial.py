@@ -230,7 +230,9 @@ def _run_custom(
         wl.loss,
         strategy,
         global_batch,
-        jit=settings.xla == "jit",
+        # "auto" is Keras' default, which compiles with XLA on a GPU: so does this step
+        # (tune's file may say "auto" when Keras' defaults won, as for BERT in TF32).
+        jit=settings.xla == "jit" or (settings.xla == "auto" and bool(report.gpus)),
         steps_per_execution=settings.steps_per_execution,
         loss_scale=2.0**15 if report.precision == "mixed_float16" else None,
         host_cast=report.input_dtype if staged else None,
