@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from tfaccel.workloads.flops import einsum_flops, forward_flops_per_sample  # noqa: E402
+from tfaccel.workloads.flops import einsum_flops, forward_flops_per_sample
 
 
 def test_einsum_counts_every_index_once() -> None:
