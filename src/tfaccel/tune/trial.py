@@ -163,10 +163,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 def _flops(model: Any) -> int | None:
     """Forward product FLOPs per sample (tfaccel.workloads.flops), or None."""
     from tfaccel.workloads.flops import forward_flops_per_sample
-    from tfaccel.workloads.synthetic import synthetic_inputs
 
     try:
-        return forward_flops_per_sample(model, synthetic_inputs(model, 2))
+        return forward_flops_per_sample(model)
     except Exception:
         return None
 

@@ -101,12 +101,13 @@ def graph_flops(graph: Any) -> tuple[int, int]:
     return total, unknown
 
 
-def forward_flops_per_sample(model: Any, inputs: Any) -> int | None:
-    """Product FLOPs of one forward pass (training=False) per sample, traced at the
-    batch of `inputs` (arrays or tensors shaped like the model's inputs)."""
+def forward_flops_per_sample(model: Any, batch: int = 2) -> int | None:
+    """Product FLOPs of one forward pass (training=False) per sample, traced at `batch`
+    with the model's declared input shapes."""
+    from tfaccel.workloads.synthetic import input_specs
+
     tf = import_tensorflow()
-    specs = tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, a.dtype), inputs)
-    batch = int(tf.nest.flatten(inputs)[0].shape[0])
+    specs = input_specs(model, batch)
     graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(specs).graph
     total, unknown = graph_flops(graph)
     if not total or unknown:
