@@ -138,14 +138,21 @@ def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool
     return gain > threshold, gain, threshold
 
 
+def _mean_losses(a: TrialResult, b: TrialResult) -> tuple[float, float, float] | None:
+    """(mean of a's losses, mean of b's, |difference| / |b's|) over the steps both
+    recorded; None if they share none."""
+    n = min(len(a.losses), len(b.losses))
+    if n == 0:
+        return None
+    ma, mb = sum(a.losses[:n]) / n, sum(b.losses[:n]) / n
+    return ma, mb, abs(ma - mb) / max(abs(mb), 1e-12)
+
+
 def mean_loss_gap(a: TrialResult, b: TrialResult) -> float | None:
     """|mean(a) - mean(b)| / |mean(b)| over the losses both recorded (None if either has
     none or is not finite)."""
-    n = min(len(a.losses), len(b.losses))
-    if n == 0 or not all(math.isfinite(x) for x in (*a.losses[:n], *b.losses[:n])):
-        return None
-    ma, mb = sum(a.losses[:n]) / n, sum(b.losses[:n]) / n
-    return abs(ma - mb) / max(abs(mb), 1e-12)
+    means = _mean_losses(a, b)
+    return means[2] if means is not None and math.isfinite(means[2]) else None
 
 
 def loss_close(candidate: TrialResult, reference: TrialResult, rtol: float) -> tuple[bool, str]:
@@ -154,12 +161,10 @@ def loss_close(candidate: TrialResult, reference: TrialResult, rtol: float) -> t
         return False, "no loss was recorded"
     if any(not math.isfinite(x) for x in candidate.losses):
         return False, "the loss became NaN or infinite"
-    n = min(len(candidate.losses), len(reference.losses))
-    if n == 0:
+    means = _mean_losses(candidate, reference)
+    if means is None:
         return True, "no float32 trajectory to compare with"
-    a = sum(candidate.losses[:n]) / n
-    b = sum(reference.losses[:n]) / n
-    rel = abs(a - b) / max(abs(b), 1e-12)
+    a, b, rel = means
     if rel > rtol:
         return False, f"mean loss {a:.4g} vs 32-bit {b:.4g} ({rel:.1%} > {rtol:.1%})"
     return True, f"mean loss {a:.4g} vs 32-bit {b:.4g} ({rel:.1%})"
