@@ -43,3 +43,24 @@ def dumps(obj: Any, **extra: Any) -> str:
     if extra and isinstance(payload, dict):
         payload = {**extra, **payload}
     return json.dumps(payload, indent=2, sort_keys=False)
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend: files and inline images, no display."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def png_base64(fig: Any) -> str:
+    """`fig` as a base64 PNG for an HTML report's <img src="data:...">; closes it."""
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    pyplot().close(fig)
+    return base64.b64encode(buf.getvalue()).decode()

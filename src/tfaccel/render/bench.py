@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,6 +12,7 @@ from rich.text import Text
 
 from tfaccel.bench.results import BenchReport, CompareRow
 from tfaccel.bench.timer import Measurement
+from tfaccel.render import png_base64, pyplot
 
 
 def _v(x: float | None, fmt: str = "{:,.2f}") -> str:
@@ -81,10 +80,7 @@ def compare_text(rows: Sequence[CompareRow], a: str, b: str, console: Console) -
 
 
 def _bars(ms: Sequence[Measurement], title: str, percent: bool = False) -> str | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = [m for m in ms if (m.percent_of_peak if percent else m.median) is not None]
     if not rows:
@@ -96,10 +92,7 @@ def _bars(ms: Sequence[Measurement], title: str, percent: bool = False) -> str |
     ax.invert_yaxis()
     ax.set_title(title)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
+    return png_base64(fig)
 
 
 def bench_html(r: BenchReport, path: Path) -> Path:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,6 +12,7 @@ from rich.text import Text
 
 from tfaccel.profile.advice import DiffRow, Finding, Gate
 from tfaccel.profile.analyze import ProfileReport, TopItem
+from tfaccel.render import png_base64, pyplot
 
 _SEV = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
@@ -137,10 +136,7 @@ def diff_text(
 def _breakdown_png(r: ProfileReport) -> str | None:
     if not r.steps:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     cats = [c for c in r.breakdown_pct if r.breakdown_pct[c] > 0.05]
     fig, ax = plt.subplots(figsize=(9, 3.5))
@@ -155,10 +151,7 @@ def _breakdown_png(r: ProfileReport) -> str | None:
     ax.set_title("step time breakdown")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
+    return png_base64(fig)
 
 
 def _timeline_png(r: ProfileReport) -> str | None:
@@ -167,10 +160,7 @@ def _timeline_png(r: ProfileReport) -> str | None:
     rows = tl.get("rows") or []
     if not rows:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.2))
     for i, row in enumerate(rows):
@@ -182,10 +172,7 @@ def _timeline_png(r: ProfileReport) -> str | None:
     ax.set_xlabel("ms from the step's start (blue: kernels, red: copies; white: idle)")
     ax.set_title("timeline of one step on the GPU")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
+    return png_base64(fig)
 
 
 def profile_html(r: ProfileReport, findings: Sequence[Finding], path: Path) -> Path:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tfaccel.render import pyplot
 from tfaccel.scale.mps import MpsStatus
 from tfaccel.scale.runner import ScalePoint, ScaleReport, published_for
 from tfaccel.scale.tfconfig import TfConfig
@@ -169,10 +170,7 @@ def scale_plot(series: Sequence[tuple[str, ScaleReport]], path: Path) -> Path:
     """Throughput and efficiency against GPU count (PNG): one line per run (host input,
     device input, ...), the linear ideal from each run's 1-GPU point, the tuned single
     GPU when known, and the published efficiencies at the counts measured."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     counts: set[int] = set()

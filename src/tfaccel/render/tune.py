@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tfaccel.render import pyplot
 from tfaccel.tune.runner import TrialResult
 from tfaccel.tune.search import TuneResult
 
@@ -72,10 +73,7 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
 
 def tune_plot(res: TuneResult, path: Path, unit: str = "samples") -> Path:
     """A bar chart of throughput per trial (PNG), best highlighted."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     labels = [r.label for r in res.trials]
     values = [r.samples_per_s or 0.0 for r in res.trials]
