@@ -16,7 +16,10 @@ that no setting always runs first):
   which otherwise split a token's kernels into several graphs) and collectives;
 - all-min1: `all`, with graphs of any size (XLA's default leaves out runs of fewer than
   5 commands);
-- all-unroll: `all`, with XLA unrolling loops inside command buffers.
+- all-unroll: `all`, with XLA unrolling loops inside command buffers;
+- no-triton: XLA's Triton GEMM fusions off, so every matrix product (at batch 1 a
+  vector times a matrix) goes to cuBLAS;
+- cublaslt: cuBLASLt for the GEMMs, with the bias and GELU in their epilogues.
 
 On the H200 (2026-11-30): default 1,347 tokens/s, off 948, while 1,344 at batch 1.
 """
@@ -43,6 +46,8 @@ SETTINGS = {
     "all": ALL,
     "all-min1": f"{ALL} --xla_gpu_graph_min_graph_size=1",
     "all-unroll": f"{ALL} --xla_gpu_command_buffer_unroll_loops=true",
+    "no-triton": "--xla_gpu_enable_triton_gemm=false",
+    "cublaslt": "--xla_gpu_enable_cublaslt=true",
 }
 
 

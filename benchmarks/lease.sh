@@ -107,6 +107,20 @@ for m in host staged; do
   add "scale-r50-1gpu-$m" "$TF scale resnet50 --gpus 1 --batch 512 --input-cast compute \
     --input $m $SCALE > scale-r50-1gpu-$m.json"
 done
+# XLA's GPU options on BERT's tuned step (bf16, XLA, batch 256, 10 steps an execution),
+# one child process each: XLA's defaults; CUDA graphs for every kind of command and of
+# any size (the step is ~2,000 kernels, a third of them shorter than 5 us); cuBLASLt,
+# whose epilogues take the bias and GELU into the GEMM.
+BERT256='{"workload": "bert_hub", "steps": {"warmup": 20, "windows": 5, "window": 20},
+  "settings": {"precision": "mixed_bfloat16", "xla": "jit", "batch_size": 256,
+  "steps_per_execution": 10}}'
+declare -A BERTXLA=([default]="" [cublaslt]="--xla_gpu_enable_cublaslt=true"
+  [graphs]="--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,\
+DYNAMIC_SLICE_FUSION,DYNAMIC_SLICE_COPY_FUSION,WHILE,CONDITIONAL --xla_gpu_graph_min_graph_size=1")
+for s in default graphs cublaslt; do
+  add "bert-xla-$s" "XLA_FLAGS='${BERTXLA[$s]}' $PY -m tfaccel.tune.trial '$BERT256' \
+    > bert-xla-$s.out"
+done
 add pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
 add scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \
   > scale-search.json"  # about 12 minutes on two GPUs
