@@ -19,7 +19,14 @@ that no setting always runs first):
 - all-unroll: `all`, with XLA unrolling loops inside command buffers;
 - no-triton: XLA's Triton GEMM fusions off, so every matrix product (at batch 1 a
   vector times a matrix) goes to cuBLAS;
-- cublaslt: cuBLASLt for the GEMMs, with the bias and GELU in their epilogues.
+- cublaslt: cuBLASLt for the GEMMs, with the bias and GELU in their epilogues;
+- no-dsr: without XLA's dot-strength-reduction pass, which rewrites every
+  vector-times-matrix product under 10M elements (at batch 1, each layer's four) into
+  an elementwise multiply, written out, and a reduction; without it they stay GEMMs.
+
+`--precisions mixed_bfloat16,bfloat16` runs each setting under each Keras dtype policy:
+`bfloat16` stores the weights in bf16, as models are served, where the mixed policy
+casts every float32 weight to bf16 again for each token.
 
 On the H200 (2026-11-30): default 1,347 tokens/s, off 948, while 1,344 at batch 1.
 """
@@ -48,6 +55,7 @@ SETTINGS = {
     "all-unroll": f"{ALL} --xla_gpu_command_buffer_unroll_loops=true",
     "no-triton": "--xla_gpu_enable_triton_gemm=false",
     "cublaslt": "--xla_gpu_enable_cublaslt=true",
+    "no-dsr": "--xla_disable_hlo_passes=dot-strength-reduction",
 }
 
 
@@ -67,10 +75,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--batches", default="1")
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--precision", default="mixed_bfloat16")
+    ap.add_argument("--precision", default="mixed_bfloat16", help=argparse.SUPPRESS)
+    ap.add_argument("--precisions", default="mixed_bfloat16", help="Keras dtype policies")
     ap.add_argument("--settings", default=",".join(SETTINGS), help="which, comma-separated")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
     if args.child:
         print("RESULT " + json.dumps(child(int(args.child), args.precision)), flush=True)
         return 0
@@ -81,13 +91,13 @@ def main() -> int:
             unknown = [x for x in chosen if x not in SETTINGS]
             if unknown:
                 ap.error(f"unknown settings {unknown}; expected some of {list(SETTINGS)}")
-            order = [(x, SETTINGS[x]) for x in chosen]
-            for name, flags in order if r % 2 == 0 else order[::-1]:
+            order = [(x, SETTINGS[x], p) for p in precisions for x in chosen]
+            for name, flags, precision in order if r % 2 == 0 else order[::-1]:
                 env = dict(os.environ)
                 env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
                 cmd = [sys.executable, __file__, "--child", str(batch)]
                 p = subprocess.run(
-                    [*cmd, "--precision", args.precision],
+                    [*cmd, "--precision", precision],
                     capture_output=True,
                     text=True,
                     env=env,
@@ -95,7 +105,12 @@ def main() -> int:
                     check=False,
                 )
                 line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
-                row: dict[str, object] = {"batch": batch, "setting": name, "xla_flags": flags}
+                row: dict[str, object] = {
+                    "batch": batch,
+                    "precision": precision,
+                    "setting": name,
+                    "xla_flags": flags,
+                }
                 if line is None:
                     row["error"] = p.stderr[-1500:]
                 else:
@@ -105,11 +120,11 @@ def main() -> int:
     summary = {}
     for row in runs:
         if "tokens_per_s" in row:
-            key = f"batch={row['batch']} {row['setting']}"
+            key = f"batch={row['batch']} {row['precision']} {row['setting']}"
             summary.setdefault(key, []).extend(row["tokens_per_s"])  # type: ignore[attr-defined]
     out = {
         "schema": "tfaccel.gpt2-xla-flags/1",
-        "precision": args.precision,
+        "precisions": precisions,
         "median_tokens_per_s": {k: statistics.median(v) for k, v in summary.items()},
         "runs": runs,
     }

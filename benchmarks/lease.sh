@@ -68,6 +68,12 @@ add trial-r50-cast-b512 "$PY -m tfaccel.tune.trial '$R50CAST'"
 for c in tuned-prefetch tuned; do add "profile-$c" "$(profile_cmd $c)"; done
 add gpt2-xla-flags "$PY $B/gpt2_xla_flags.py --out gpt2-xla-flags.json \
   ${LEASE_GPT2_SETTINGS:+--settings $LEASE_GPT2_SETTINGS}"
+# GPT-2 generation with bf16 weights and without XLA's dot strength reduction (see
+# gpt2_xla_flags.py), against the mixed policy and XLA's defaults.
+add gpt2-b1 "$PY $B/gpt2_xla_flags.py --out gpt2-b1.json --batches 1 \
+  --precisions mixed_bfloat16,bfloat16 --settings default,no-dsr"
+add gpt2-b16 "$PY $B/gpt2_xla_flags.py --out gpt2-b16.json --batches 16 \
+  --precisions bfloat16 --settings default,no-dsr"
 add matmul-vs-torch "$PY $B/matmul_vs_torch.py --out matmul-vs-torch.json"
 add monitor-overhead "$PY $B/monitor_overhead.py --out monitor-overhead.json"
 for c in slow-input slow-input-fixed; do add "profile-$c" "$(profile_cmd $c)"; done
@@ -121,6 +127,9 @@ for s in default graphs cublaslt; do
   add "bert-xla-$s" "XLA_FLAGS='${BERTXLA[$s]}' $PY -m tfaccel.tune.trial '$BERT256' \
     > bert-xla-$s.out"
 done
+BERT512="${BERT256/\"batch_size\": 256/\"batch_size\": 512}"
+add bert-b512-cublaslt "XLA_FLAGS='${BERTXLA[cublaslt]}' $PY -m tfaccel.tune.trial '$BERT512' \
+  > bert-b512-cublaslt.out"
 add pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
 add scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \
   > scale-search.json"  # about 12 minutes on two GPUs
