@@ -89,6 +89,9 @@ class ConfigureReport:
             return contextlib.nullcontext()
         import keras
 
+        from tfaccel.optimize import remat
+
+        remat.install()  # layers called with training=... fail in Keras' own (TF backend)
         return keras.RematScope(mode="full")
 
     @property

@@ -1,0 +1,74 @@
+"""Gradient checkpointing with keyword arguments (training=, tensors) in graph mode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+keras = pytest.importorskip("keras")
+tf = pytest.importorskip("tensorflow")
+
+from tfaccel.optimize import remat  # noqa: E402
+
+
+class Scale(keras.layers.Layer):
+    """Multiplies by `by`, a tensor passed as a keyword: its gradient must survive."""
+
+    def call(self, x, by=None, training=None):
+        return x * by if training else x
+
+
+def _bn_model() -> keras.Model:
+    inputs = keras.Input((8,))
+    x = keras.layers.Dense(16)(inputs)
+    x = keras.layers.BatchNormalization()(x)
+    x = keras.layers.Dropout(0.0)(x)
+    return keras.Model(inputs, keras.layers.Dense(1)(x))
+
+
+def test_keras_remat_alone_fails_on_training_keyword_in_graph_mode():
+    """The bug remat.install() works around, so that the test notices when Keras fixes it."""
+
+    @tf.function
+    def step(x):
+        return tf.recompute_grad(lambda x, training=None: x * 2.0)(x, training=True)
+
+    with pytest.raises(ValueError, match="keyword"):
+        step(tf.ones((2,)))
+
+
+def test_remat_binds_python_keywords_and_keeps_tensor_gradients():
+    layer = Scale()
+    f = remat.remat(layer.call)
+
+    @tf.function
+    def grads(x, by):
+        with tf.GradientTape() as tape:
+            tape.watch([x, by])
+            y = tf.reduce_sum(f(x, by=by, training=True))
+        return tape.gradient(y, [x, by])
+
+    x, by = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
+    gx, gby = grads(x, by)
+    np.testing.assert_allclose(gx.numpy(), [3.0, 4.0])
+    np.testing.assert_allclose(gby.numpy(), [1.0, 2.0])
+
+
+def test_remat_scope_trains_a_batchnorm_model_with_the_same_gradients():
+    keras.utils.set_random_seed(0)
+    plain = _bn_model()
+    assert remat.install()
+    assert remat.install()  # once per process
+    with keras.RematScope(mode="full"):
+        checkpointed = _bn_model()
+    checkpointed.set_weights(plain.get_weights())
+    x = np.random.default_rng(0).random((4, 8)).astype("float32")
+
+    @tf.function
+    def grads(model):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(x, training=True))
+        return tape.gradient(loss, model.trainable_variables)
+
+    for a, b in zip(grads(plain), grads(checkpointed), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
