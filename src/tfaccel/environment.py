@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata as md
+import os
 import platform
 import sys
 from typing import Any
@@ -39,5 +40,7 @@ def environment() -> dict[str, Any]:
         "driver_cuda": cuda,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
+        # XLA's options in effect (tfaccel's xla_options write them here)
+        "xla_flags": os.environ.get("XLA_FLAGS") or None,
         **versions,
     }

@@ -248,3 +248,24 @@ def test_remat_saving_reports_why_a_trial_failed(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(runner, "run_trial", both_ok)
     assert suite.remat_saving("resnet50", 128).median == pytest.approx(40.0)
+
+
+def test_xla_options_are_checked_and_recorded(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("tensorflow")
+    from tfaccel.optimize import apply
+
+    bad = runner.invoke(app, ["bench", "micro", "--quick", "--xla-options", "fast"])
+    assert bad.exit_code == 2 and "Unknown xla_options entry" in bad.output
+    assert "cublaslt" in bad.output  # what was expected
+    # As in a fresh process: TensorFlow not started, no flags of tfaccel's set yet.
+    monkeypatch.setattr(apply, "runtime_initialized", lambda: False)
+    monkeypatch.setattr(apply, "_XLA_ADDED", [])
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=2")
+    out = tmp_path / "m.json"
+    result = runner.invoke(
+        app, ["bench", "micro", "--quick", "--xla-options", "gemv_as_gemm", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert load_report(out).environment["xla_flags"] == (
+        "--xla_gpu_autotune_level=2 --xla_disable_hlo_passes=dot-strength-reduction"
+    )

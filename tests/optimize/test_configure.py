@@ -181,3 +181,43 @@ def test_unknown_keyword_is_a_clear_error() -> None:
 def test_auto_precision_by_capability(cc: str | None, want: str) -> None:
     assert resolve_precision("auto", cc)[0] == want
     assert resolve_precision("tf32", cc) == ("tf32", "as requested")
+
+
+def test_xla_options_go_into_xla_flags_before_tensorflow_starts(tmp_path: Path) -> None:
+    out = run_py(
+        """
+        import json, os
+        os.environ["XLA_FLAGS"] = "--xla_gpu_autotune_level=2"
+        import tfaccel
+        r1 = tfaccel.configure(xla_options=["gemv_as_gemm", "cublaslt"], precision="bfloat16")
+        both = os.environ["XLA_FLAGS"]
+        import keras
+        policy = keras.mixed_precision.global_policy().name
+        tfaccel.configure(xla_options=["cublaslt"])
+        one = os.environ["XLA_FLAGS"]
+        import tensorflow as tf
+        tf.zeros(1)  # TensorFlow's runtime starts here
+        same = tfaccel.configure(xla_options=["cublaslt"])
+        try:
+            tfaccel.configure(xla_options=[])
+            late = None
+        except Exception as e:
+            late = type(e).__name__
+        print(json.dumps({"both": both, "one": one, "policy": policy, "late": late,
+                          "rows": {x.knob: [x.value, x.status] for x in r1.rows},
+                          "same": {x.knob: x.status for x in same.rows}["xla_options"]}))
+    """,
+        tmp_path,
+    )
+    assert out["both"] == (
+        "--xla_gpu_autotune_level=2 --xla_gpu_enable_cublaslt=true "
+        "--xla_disable_hlo_passes=dot-strength-reduction"
+    )
+    assert out["one"] == "--xla_gpu_autotune_level=2 --xla_gpu_enable_cublaslt=true"
+    assert out["policy"] == "bfloat16"
+    rows = out["rows"]
+    assert isinstance(rows, dict)
+    assert rows["xla_options"] == [["cublaslt", "gemv_as_gemm"], "applied"]
+    assert rows["precision"] == ["bfloat16", "applied"]
+    assert out["same"] == "unchanged"
+    assert out["late"] == "ConfigureOrderError"

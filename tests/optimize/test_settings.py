@@ -23,7 +23,7 @@ def test_defaults_and_replace() -> None:
         (
             {"precision": "fp8"},
             "Unknown precision. Expected one of {auto, float32, tf32, "
-            "mixed_float16, mixed_bfloat16}. Received: precision='fp8'",
+            "mixed_float16, mixed_bfloat16, bfloat16}. Received: precision='fp8'",
         ),
         ({"xla": "yes"}, "Unknown xla"),
         ({"memory": "limit"}, "memory='limit' needs a positive memory_limit_mib"),
@@ -82,3 +82,29 @@ def test_tune_document_round_trip(tmp_path: Path) -> None:
         )
     )
     assert read_settings_file(p) == s
+
+
+def test_xla_options_are_a_sorted_unique_tuple_of_known_names() -> None:
+    from tfaccel.optimize.settings import Settings
+
+    s = Settings(xla_options=["gemv_as_gemm", "cublaslt", "cublaslt"])  # type: ignore[arg-type]
+    assert s.xla_options == ("cublaslt", "gemv_as_gemm")
+    assert hash(s) == hash(Settings(xla_options=("gemv_as_gemm", "cublaslt")))
+    with pytest.raises(InputError, match="xla_options must be a list"):
+        Settings(xla_options="cublaslt")  # type: ignore[arg-type]
+    with pytest.raises(InputError) as err:
+        Settings(xla_options=("fast",))
+    assert "cublaslt" in (err.value.expected or "")
+
+
+def test_xla_flags_keep_the_users_and_refuse_a_clash() -> None:
+    from tfaccel.optimize.apply import xla_flags_with
+
+    flags, added = xla_flags_with("--xla_dump_to=/tmp/d", ("cublaslt",))
+    assert flags == "--xla_dump_to=/tmp/d --xla_gpu_enable_cublaslt=true"
+    assert added == ["--xla_gpu_enable_cublaslt=true"]
+    # configure's own flag goes again; the user's own copy of it stays
+    assert xla_flags_with(flags, (), added) == ("--xla_dump_to=/tmp/d", [])
+    assert xla_flags_with(flags, ()) == (flags, [])
+    with pytest.raises(InputError, match="already sets --xla_disable_hlo_passes"):
+        xla_flags_with("--xla_disable_hlo_passes=foo", ("gemv_as_gemm",))

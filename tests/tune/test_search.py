@@ -216,7 +216,7 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         on_trial=lambda st, r, s: stages.append(st) if r is None else None,
     )
     t.run()
-    assert stages[-3:] == ["input_cast", "allocator", "prefetch"]
+    assert stages[-4:] == ["input_cast", "xla_options", "allocator", "prefetch"]
 
 
 def test_noise_rule() -> None:

@@ -25,6 +25,8 @@ from tfaccel.cli._common import (
     write_out,
 )
 from tfaccel.errors import InputError
+from tfaccel.optimize.apply import set_xla_options
+from tfaccel.optimize.settings import XLA_OPTIONS
 from tfaccel.render import Format, dumps
 from tfaccel.render.bench import bench_html, bench_text, compare_text
 from tfaccel.tune.output import check_writable, write_atomic
@@ -44,6 +46,13 @@ def bench(
     out: Path = typer.Option(None, "--out", "-o", help="Write the results JSON here."),
     html: Path = typer.Option(None, "--html", help="Write an HTML report with plots here."),
     force: bool = typer.Option(False, "--force", help="Replace existing --out/--html files."),
+    xla_options: str = typer.Option(
+        "",
+        "--xla-options",
+        help="XLA compiler options for every benchmark, comma-separated: "
+        + ", ".join(XLA_OPTIONS)
+        + " (see tfaccel.configure). Recorded in the results' environment.",
+    ),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """A TensorFlow GPU benchmark suite, against the GPU's peak."""
@@ -60,6 +69,8 @@ def bench(
     for path in (out, html):
         if path is not None:
             check_writable(path, force)
+    if xla_options:
+        set_xla_options(x.strip() for x in xla_options.split(",") if x.strip())
     benches = []
     for item in what:
         if item == "micro":

@@ -13,18 +13,24 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
-from tfaccel.optimize.settings import Settings, input_cast_dtype, read_settings_file
+from tfaccel.optimize.settings import (
+    XLA_OPTIONS,
+    Settings,
+    input_cast_dtype,
+    read_settings_file,
+)
 
 # Environment variables TensorFlow reads when its runtime starts.
 ENV_ALLOCATOR = "TF_GPU_ALLOCATOR"
 ENV_UNIFIED = "TF_FORCE_UNIFIED_MEMORY"
+ENV_XLA = "XLA_FLAGS"
 
 UNIFIED_COST = (
     "pages that do not fit in GPU memory live in host memory and migrate on access over "
@@ -52,7 +58,7 @@ class ConfigureReport:
     """What configure() did, and helpers for the parts that apply to the user's objects."""
 
     settings: Settings
-    precision: str  # resolved: float32 | tf32 | mixed_float16 | mixed_bfloat16
+    precision: str  # resolved: float32 | tf32 | mixed_float16 | mixed_bfloat16 | bfloat16
     gpus: int
     rows: tuple[Applied, ...]
     compute_capability: str | None = None
@@ -231,6 +237,52 @@ def _set_env(name: str, value: str | None, initialized: bool, knob: str) -> str:
     return "applied"
 
 
+# The flags configure() itself put into XLA_FLAGS in this process (only those go again).
+_XLA_ADDED: list[str] = []
+
+
+def xla_flags_with(
+    current: str, options: tuple[str, ...], added: Iterable[str] = ()
+) -> tuple[str, list[str]]:
+    """(XLA_FLAGS, the flags added) for `options` (names in XLA_OPTIONS): the flags in
+    `added` (configure's own, from before) go, the user's stay, in their order, the
+    options' flags come last unless the user set them already. A user's flag that an
+    option would override (the same flag, another value) is an error, not a guess."""
+    gone = set(added)
+    kept = [t for t in current.split() if t not in gone]
+    wanted = [XLA_OPTIONS[o] for o in options if XLA_OPTIONS[o] not in kept]
+    for flag in wanted:
+        name = flag.split("=", 1)[0]
+        clash = [t for t in kept if t.split("=", 1)[0] == name]
+        if clash:
+            raise InputError(
+                f"XLA_FLAGS already sets {name} another way",
+                expected=f"{flag} (from xla_options), or the option left out",
+                received=" ".join(clash),
+                hint="merge the two by hand in XLA_FLAGS, or drop the xla_options entry",
+            )
+    return " ".join(kept + wanted), wanted
+
+
+def _apply_xla_options(s: Settings, initialized: bool) -> Applied:
+    current = os.environ.get(ENV_XLA, "")
+    flags, added = xla_flags_with(current, s.xla_options, _XLA_ADDED)
+    if flags.split() == current.split():
+        status = "unchanged"
+    else:
+        status = _set_env(ENV_XLA, flags or None, initialized, f"xla_options={list(s.xla_options)}")
+    _XLA_ADDED[:] = added
+    detail = " ".join(XLA_OPTIONS[o] for o in s.xla_options) or "XLA's defaults"
+    return Applied("xla_options", list(s.xla_options), status, detail)
+
+
+def set_xla_options(options: Iterable[str]) -> Applied:
+    """Only XLA's options (names in XLA_OPTIONS), for tools that set nothing else (`tfaccel
+    bench --xla-options`); before TensorFlow starts, like configure()."""
+    s = Settings(xla_options=tuple(options))
+    return _apply_xla_options(s, runtime_initialized())
+
+
 def _apply_memory(
     tf: Any, s: Settings, gpus: list[Any], initialized: bool, total_mib: int | None
 ) -> list[Applied]:
@@ -354,6 +406,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     )
     if s.memory != "unified" and os.environ.get(ENV_UNIFIED) == "1" and not initialized:
         os.environ.pop(ENV_UNIFIED, None)
+    xla_row = _apply_xla_options(s, initialized)
     tf = import_tensorflow()
     import keras
 
@@ -372,7 +425,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
         )
     cc = _gpu_capability(tf, gpus)
     precision, why = resolve_precision(s.precision, cc)
-    policy = precision if precision.startswith("mixed_") else "float32"
+    policy = "float32" if precision in ("float32", "tf32") else precision
     keras.mixed_precision.set_global_policy(policy)
     tf.config.experimental.enable_tensor_float_32_execution(precision != "float32")
     detail = why
@@ -382,6 +435,11 @@ def apply_settings(settings: Settings) -> ConfigureReport:
         detail += "; TF32 off (strict float32)"
     elif precision == "tf32":
         detail += "; float32 variables and math on TF32 tensor cores"
+    elif precision == "bfloat16":
+        detail += (
+            "; weights in bf16 too: for inference and generation, where the mixed policy "
+            "casts every float32 weight again on each call (train with mixed_bfloat16)"
+        )
     rows.append(Applied("precision", precision, "applied", detail))
     if s.xla == "autoclustering":
         tf.config.optimizer.set_jit("autoclustering")
@@ -397,6 +455,8 @@ def apply_settings(settings: Settings) -> ConfigureReport:
         tf.config.optimizer.set_jit(False)
         jit = {"jit": True, "off": False, "auto": "auto"}[s.xla]
         rows.append(Applied("xla", s.xla, "at-compile", f"model.compile(jit_compile={jit!r})"))
+    if s.xla_options or xla_row.status != "unchanged":
+        rows.append(xla_row)
     rows.append(
         Applied(
             "steps_per_execution",
@@ -487,6 +547,12 @@ class _Configure:
         if not runtime_initialized():
             os.environ.pop(ENV_ALLOCATOR, None)
             os.environ.pop(ENV_UNIFIED, None)
+            flags, _ = xla_flags_with(os.environ.get(ENV_XLA, ""), (), _XLA_ADDED)
+            _XLA_ADDED.clear()
+            if flags:
+                os.environ[ENV_XLA] = flags
+            else:
+                os.environ.pop(ENV_XLA, None)
         _LAST.clear()
 
 

@@ -66,8 +66,12 @@ def settings_key(
     workload: str, settings: Settings, steps: StepPlan, extra: dict[str, Any] | None = None
 ) -> str:
     s = settings.to_dict()
-    if s.get("input_cast") == "off":  # keys of journals written before the knob existed
+    # Knobs at their defaults stay out of the key: journals written before they existed
+    # resume.
+    if s.get("input_cast") == "off":
         del s["input_cast"]
+    if not s.get("xla_options"):
+        s.pop("xla_options", None)
     blob = json.dumps(
         {
             "w": workload,
@@ -88,6 +92,8 @@ def label_of(s: Settings) -> str:
         parts.append(f"prefetch={s.prefetch}")
     if s.input_cast != "off":
         parts.append(f"input_cast={s.input_cast}")
+    if s.xla_options:
+        parts.append("xla_options=" + ",".join(s.xla_options))
     return " ".join(parts)
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import sys
 import time
 import traceback
@@ -59,10 +61,26 @@ def _user_dataset(ds: Any, batch: int) -> Any:
     return ds.repeat().batch(batch, drop_remainder=True)
 
 
+def own_executable_cache(options: tuple[str, ...]) -> None:
+    """TensorFlow's persistent XLA cache keys an executable by its program, not by XLA's
+    flags: a trial with other XLA options would load another trial's executable and time
+    that. Such a trial gets a cache directory of its own."""
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    found = re.search(r"--tf_xla_persistent_cache_directory=(\S+)", flags)
+    if not options or not found:
+        return
+    own = os.path.join(found.group(1), "xla-options-" + "-".join(options))
+    os.makedirs(own, exist_ok=True)
+    os.environ["TF_XLA_FLAGS"] = flags.replace(
+        found.group(0), f"--tf_xla_persistent_cache_directory={own}"
+    )
+
+
 def run(config: dict[str, Any]) -> dict[str, Any]:
     from tfaccel.optimize import Settings, configure
 
     settings = Settings(**config["settings"])
+    own_executable_cache(settings.xla_options)
     steps = config["steps"]
     warmup, windows, window = int(steps["warmup"]), int(steps["windows"]), int(steps["window"])
     spe = settings.steps_per_execution
