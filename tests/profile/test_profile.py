@@ -414,3 +414,63 @@ def test_time_by_op_type_sums_the_per_layer_ops() -> None:
         ("Cast", "1 ops", 20.0, 5),
     ]
     assert top[0].share_pct == pytest.approx(65.0)
+
+
+# hlo_stats rows of KerasHub GPT-2 decoding at batch 1 under mixed_bfloat16 (H200 lease
+# of 2026-12-01, shortened): one layer's FFN product as XLA's dot-strength-reduction
+# leaves it (multiply + reduce), the LM head as a GEMM, and the embedding's cast.
+GPT2_ROWS = [
+    {
+        "category": "loop fusion",
+        "hlo_op_name": "loop_multiply_fusion.13",
+        "hlo_op_expression": "%loop_multiply_fusion.13 = bf16[3072,768]{1,0} "
+        "fusion(f32[3072,768]{1,0} %p.1, bf16[3072]{0} %p.2), kind=kLoop",
+        "tf_op_name": "while/transformer_layer_0_1/feedforward_output_dense_1/Tensordot/"
+        "MatMul:MatMul",
+        "total_self_time": 40.0,
+    },
+    {
+        "category": "custom fusion",
+        "hlo_op_name": "input_reduce_fusion.95",
+        "hlo_op_expression": "%input_reduce_fusion.95 = bf16[768]{0} fusion(bf16[3072,768]"
+        "{1,0} %loop_multiply_fusion.13), kind=kCustom, calls=%fused_reduce.95",
+        "tf_op_name": "while/transformer_layer_0_1/feedforward_output_dense_1/Tensordot/"
+        "MatMul:MatMul",
+        "total_self_time": 30.0,
+    },
+    {
+        "category": "custom fusion",
+        "hlo_op_name": "gemm_fusion_dot.297",
+        "hlo_op_expression": "%gemm_fusion_dot.297 = bf16[50257,1]{0,1} fusion(bf16[768,1]"
+        "{1,0} %b.1, bf16[768,50257]{0,1} %b.2), kind=kCustom",
+        "tf_op_name": "while/token_embedding_3/Tensordot/MatMul:MatMul",
+        "total_self_time": 15.0,
+    },
+    {
+        "category": "loop fusion",
+        "hlo_op_name": "wrapped_convert.68",
+        "hlo_op_expression": "%wrapped_convert.68 = bf16[50257,768]{1,0} fusion(f32[50257,768]"
+        "{1,0} %get-tuple-element.2749), kind=kLoop",
+        "tf_op_name": "while/token_embedding_1/GatherV2/Cast:Cast",
+        "total_self_time": 15.0,
+    },
+]
+
+
+def test_expanded_matmuls_and_weight_casts_are_found_and_advised() -> None:
+    from tfaccel.profile.analyze import xla_op_facts
+
+    facts = xla_op_facts(GPT2_ROWS)
+    assert facts["xla_expanded_matmul_pct"] == pytest.approx(70.0)  # not the GEMM
+    assert facts["xla_cast_to_16bit_pct"] == pytest.approx(15.0)
+    found = {f.id: f for f in advise(_synthetic(extra=facts))}
+    assert found["expanded_matmul"].severity == "warn"
+    assert "xla_options=['gemv_as_gemm']" in (found["expanded_matmul"].action or "")
+    assert found["casts"].severity == "warn"
+    assert "precision='bfloat16'" in (found["casts"].action or "")
+    # Training in bf16 (BERT-like rows): GEMMs only, no finding fires.
+    training = xla_op_facts(HLO_ROWS)
+    assert training["xla_expanded_matmul_pct"] == 0.0
+    assert training["xla_cast_to_16bit_pct"] == 0.0
+    quiet = {f.id: f for f in advise(_synthetic(extra=training))}
+    assert quiet["expanded_matmul"].severity == quiet["casts"].severity == "ok"

@@ -333,15 +333,50 @@ def hlo_operand_types(expression: str) -> list[str]:
     return _DTYPE.findall(rhs[start + 1 : _closing(rhs, start)])
 
 
+SIXTEEN_BIT_TYPES = ("bf16", "f16", "f8e4m3fn", "f8e5m2")
+MATMUL_OP_TYPES = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"})
+RESULT_TYPE = re.compile(r"=\s*\(?\s*([a-z][a-z0-9]*)\[")
+
+
+def _expanded_dot(row: dict[str, Any]) -> bool:
+    """An XLA op of a TensorFlow matrix product that is not a GEMM: the multiply or the
+    reduction that XLA's dot-strength-reduction pass makes of a small vector x matrix
+    product (GEMMs are cuBLAS custom calls or gemm fusions)."""
+    op_type = str(row.get("tf_op_name") or "").rsplit(":", 1)[-1]
+    name = str(row.get("hlo_op_name") or "")
+    return (
+        op_type in MATMUL_OP_TYPES
+        and str(row.get("category")) != "custom-call"
+        and "gemm" not in name
+        and ("reduce" in name or "multiply" in name)
+    )
+
+
+def _cast_to_16_bit(row: dict[str, Any]) -> bool:
+    """A TensorFlow Cast that XLA runs as a float32 -> 16-bit conversion: under a mixed
+    policy, what each float32 weight costs at every use."""
+    op_type = str(row.get("tf_op_name") or "").rsplit(":", 1)[-1]
+    expression = str(row.get("hlo_op_expression") or "")
+    result = RESULT_TYPE.search(expression)
+    return (
+        op_type == "Cast"
+        and result is not None
+        and result.group(1) in SIXTEEN_BIT_TYPES
+        and "f32" in hlo_operand_types(expression)
+    )
+
+
 def xla_op_facts(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """From XProf's hlo_stats rows (one per XLA op): the share of XLA op time whose
     operands are 16-bit floats (what XProf's own 16-bit figure misses under XLA: it
-    counts TensorFlow ops, and XLA fuses them away), and the time by op category."""
+    counts TensorFlow ops, and XLA fuses them away), the time by op category, and the
+    shares of two costs settings remove: matrix products XLA expanded into elementwise
+    work instead of GEMMs, and float32 -> 16-bit casts."""
     total = sum(float(r.get("total_self_time") or 0) for r in rows)
     if not total:
         return {}
     by_category: dict[str, float] = {}
-    sixteen = compute = 0.0
+    sixteen = compute = expanded = casts = 0.0
     for r in rows:
         t = float(r.get("total_self_time") or 0)
         cat = str(r.get("category") or "other")
@@ -350,10 +385,17 @@ def xla_op_facts(rows: list[dict[str, Any]]) -> dict[str, Any]:
             continue
         compute += t
         types = hlo_operand_types(str(r.get("hlo_op_expression") or ""))
-        if any(x in ("bf16", "f16", "f8e4m3fn", "f8e5m2") for x in types):
+        if any(x in SIXTEEN_BIT_TYPES for x in types):
             sixteen += t
+        if _expanded_dot(r):
+            expanded += t
+        elif _cast_to_16_bit(r):
+            casts += t
+    share = (lambda x: 100.0 * x / compute) if compute else (lambda x: 0.0)
     return {
-        "xla_16bit_pct": 100.0 * sixteen / compute if compute else 0.0,
+        "xla_16bit_pct": share(sixteen),
+        "xla_expanded_matmul_pct": share(expanded),
+        "xla_cast_to_16bit_pct": share(casts),
         "xla_op_categories_pct": {
             k: 100.0 * v / total for k, v in sorted(by_category.items(), key=lambda kv: -kv[1])
         },
