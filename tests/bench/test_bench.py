@@ -185,6 +185,7 @@ def test_detector_generation_and_conv3d_on_the_cpu(tmp_path: Path) -> None:
     yolo = [m for n, m in by.items() if n.startswith("yolo-style 4K inference")]
     assert yolo and all(m.median for m in yolo)
     assert by["gpt2 generate batch=1 float32"].unit == "tokens/s"
+    assert by["gpt2 generate batch=1 bfloat16"].median  # weights in bf16
     ttft = by["gpt2 time to first token batch=1 float32"]
     assert ttft.unit == "ms" and not ttft.higher_is_better and ttft.median
     conv = [m for n, m in by.items() if n.startswith("conv3d")]

@@ -124,6 +124,7 @@ def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         (["tune", "tiny", "--batch", "64", "--max-batch", "32"], "--max-batch is below --batch"),
         (["tune", "tiny", "--time-budget", "0"], "--time-budget must be positive"),
         (["tune", "tiny", "--precisions", "fp8"], "Unknown precision in --precisions"),
+        (["tune", "tiny", "--precisions", "bfloat16"], "bfloat16 (weights in bf16) is for"),
     ],
 )
 def test_tune_bad_flags(args: list[str], message: str) -> None:

@@ -278,7 +278,9 @@ def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
             for b in ((1,) if quick else (1, 16))
             # bfloat16: the weights in bf16 too, as models are served (the mixed policy
             # casts each float32 weight again for every token)
-            for p in (("float32",) if quick else ("float32", "mixed_bfloat16", "bfloat16"))
+            for p in (
+                ("float32", "bfloat16") if quick else ("float32", "mixed_bfloat16", "bfloat16")
+            )
         ]
     if name == "remat":
         return [

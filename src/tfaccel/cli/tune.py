@@ -125,12 +125,17 @@ def tune(
     chosen: tuple[str, ...] | None = None
     if precisions:
         chosen = tuple(p.strip() for p in precisions.split(",") if p.strip())
-        known = set(PRECISIONS) - {"auto"}
+        # bfloat16 stores the weights in bf16: for inference, not for the training
+        # steps a tune times (mixed_bfloat16 keeps float32 master weights).
+        known = set(PRECISIONS) - {"auto", "bfloat16"}
         if not chosen or set(chosen) - known:
             raise InputError(
                 "Unknown precision in --precisions",
                 expected="a comma-separated list of " + ", ".join(sorted(known)),
                 received=precisions,
+                hint="bfloat16 (weights in bf16) is for inference; tune trains: use mixed_bfloat16"
+                if "bfloat16" in chosen
+                else None,
             )
     options = TuneOptions(
         batch_size=batch,
