@@ -184,12 +184,15 @@ def test_detector_generation_and_conv3d_on_the_cpu(tmp_path: Path) -> None:
     by = {m.name: m for m in load_report(out).measurements}
     yolo = [m for n, m in by.items() if n.startswith("yolo-style 4K inference")]
     assert yolo and all(m.median for m in yolo)
+    assert {m.params["xla"] for m in yolo} == {True, False}  # does XLA help?
     assert by["gpt2 generate batch=1 float32"].unit == "tokens/s"
     assert by["gpt2 generate batch=1 bfloat16"].median  # weights in bf16
     ttft = by["gpt2 time to first token batch=1 float32"]
     assert ttft.unit == "ms" and not ttft.higher_is_better and ttft.median
     conv = [m for n, m in by.items() if n.startswith("conv3d")]
-    assert len(conv) == 2 and all(m.median for m in conv)
+    assert len(conv) == 3 and all(m.median for m in conv)
+    assert [m.params["xla"] for m in conv] == [True, True, False]
+    assert by["gpt2 generate batch=1 float32 xla=off"].median
     assert conv[0].params["tflops_per_watt"] is None  # no GPU power reading here
 
 

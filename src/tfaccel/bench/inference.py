@@ -59,6 +59,7 @@ def conv3d(
     precision: str = "mixed_bfloat16",
     seconds: float = 8.0,
     peak_tflops: float | None = None,
+    xla: bool = True,
 ) -> Measurement:
     """TFLOP/s of one 3x3x3 Conv3D, and TFLOP/s per watt over a steady load.
 
@@ -76,7 +77,7 @@ def conv3d(
         x = tf.random.normal((batch, *dhw, channels))
         if precision != "float32":
             x = tf.cast(x, keras.mixed_precision.global_policy().compute_dtype)
-        fn = tf.function(lambda: layer(x), jit_compile=True)
+        fn = tf.function(lambda: layer(x), jit_compile=xla)
         flops = conv3d_flops(batch, dhw, channels, channels) / 1e12
         sync = sync_device
         sync(fn())
@@ -87,14 +88,21 @@ def conv3d(
         sampler = start_gpu_sampler(0.25)
         start = time.time()
         m = measure(
-            f"conv3d 3x3x3 {channels}->{channels} {batch}x{'x'.join(map(str, dhw))} {precision}",
+            f"conv3d 3x3x3 {channels}->{channels} {batch}x{'x'.join(map(str, dhw))} {precision}"
+            + ("" if xla else " xla=off"),
             fn,
             work=flops,
             unit="TFLOP/s",
             sync=sync,
             repeats=5,
             number=number,
-            params={"batch": batch, "dhw": dhw, "channels": channels, "precision": precision},
+            params={
+                "batch": batch,
+                "dhw": dhw,
+                "channels": channels,
+                "precision": precision,
+                "xla": xla,
+            },
             peak=peak_tflops,
         )
         power = None
@@ -126,6 +134,7 @@ def gpt2_generation(
     vocab: int = 50257,
     precision: str = "float32",
     repeats: int = 3,
+    xla: bool = True,
 ) -> list[Measurement]:
     """KerasHub GPT-2 (124M shape by default, random weights) `generate` with its KV cache:
     tokens/s (new tokens, all sequences) and time to first token."""
@@ -138,7 +147,7 @@ def gpt2_generation(
     try:
         lm = gpt2_causal_lm(vocab, layers, hidden, heads, 4 * hidden, 1024)
         # Greedy decoding, as throughput benchmarks use (KerasHub's default samples top-k).
-        lm.compile(sampler="greedy")
+        lm.compile(sampler="greedy", jit_compile=xla)
         rng = np.random.default_rng(0)
         total = prompt + new_tokens
 
@@ -170,18 +179,19 @@ def gpt2_generation(
             "hidden": hidden,
             "precision": precision,
             "sampler": "greedy",
+            "xla": xla,
             "first_call_s": first_call,
         }
         return [
             Measurement(
-                f"gpt2 generate batch={batch} {precision}",
+                f"gpt2 generate batch={batch} {precision}{'' if xla else ' xla=off'}",
                 "tokens/s",
                 tuple(full),
                 warmup_s=first_call,
                 params=params,
             ),
             Measurement(
-                f"gpt2 time to first token batch={batch} {precision}",
+                f"gpt2 time to first token batch={batch} {precision}{'' if xla else ' xla=off'}",
                 "ms",
                 tuple(first),
                 higher_is_better=False,

@@ -215,6 +215,10 @@ def workload_benches(workload: str, batch: int, quick: bool = False) -> list[Ben
     return benches
 
 
+# The A/B every inference benchmark runs: float32 against mixed precision.
+PAIR = ("float32", "mixed_bfloat16")
+
+
 def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
     """Inference, detection, generation, Conv3D and checkpointing benchmarks by name."""
     from tfaccel.bench import inference
@@ -224,28 +228,31 @@ def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
     if name == "yolo":
         hw = (128, 224) if quick else None
         build = partial(yolo_style, hw) if hw else yolo_style
+        # Does XLA help? Without it at batch 1 beside each run with it.
+        runs = [(b, p, True) for b in ((1,) if quick else (1, 8)) for p in PAIR]
+        runs += [(1, p, False) for p in PAIR]
         return [
             (
-                f"yolo batch={b} {p}",
+                f"yolo batch={b} {p} xla={'on' if x else 'off'}",
                 partial(
                     inference.forward_throughput,
                     "yolo-style 4K",
                     build,
                     b,
                     p,
-                    True,
+                    x,
                     3 if quick else 5,
                     2 if quick else 10,
                 ),
             )
-            for b in ((1,) if quick else (1, 8))
-            for p in ("float32", "mixed_bfloat16")
+            for b, p, x in runs
         ]
     if name == "conv3d":
+        runs3d = [("mixed_bfloat16", True), ("float32", True), ("mixed_bfloat16", False)]
         size = (1, (8, 16, 16), 8) if quick else (4, (64, 128, 128), 64)
         return [
             (
-                f"conv3d {p}",
+                f"conv3d {p} xla={'on' if x else 'off'}",
                 partial(
                     inference.conv3d,
                     size[0],
@@ -254,17 +261,23 @@ def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
                     p,
                     0.5 if quick else 8.0,
                     spec.peak("bf16" if p != "float32" else "tf32") if spec else None,
+                    x,
                 ),
             )
-            for p in ("mixed_bfloat16", "float32")
+            for p, x in runs3d
         ]
     if name == "gpt2":
         shape: dict[str, Any] = (
             {"layers": 1, "hidden": 32, "heads": 2, "vocab": 500} if quick else {}
         )
+        # bfloat16: the weights in bf16 too, as models are served (the mixed policy
+        # casts each float32 weight again for every token). Without XLA: batch 1.
+        precisions = ("float32", "bfloat16") if quick else ("float32", *PAIR[1:], "bfloat16")
+        gen = [(b, p, True) for b in ((1,) if quick else (1, 16)) for p in precisions]
+        gen += [(1, p, False) for p in (("float32",) if quick else PAIR)]
         return [
             (
-                f"gpt2 batch={b} {p}",
+                f"gpt2 batch={b} {p} xla={'on' if x else 'off'}",
                 partial(
                     inference.gpt2_generation,
                     b,
@@ -272,15 +285,11 @@ def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
                     8 if quick else 128,
                     precision=p,
                     repeats=2 if quick else 3,
+                    xla=x,
                     **shape,
                 ),
             )
-            for b in ((1,) if quick else (1, 16))
-            # bfloat16: the weights in bf16 too, as models are served (the mixed policy
-            # casts each float32 weight again for every token)
-            for p in (
-                ("float32", "bfloat16") if quick else ("float32", "mixed_bfloat16", "bfloat16")
-            )
+            for b, p, x in gen
         ]
     if name == "remat":
         return [
@@ -294,19 +303,20 @@ def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
 
         return [
             (
-                f"resnet50 inference {p}",
+                f"resnet50 inference {p} xla={'on' if x else 'off'}",
                 partial(
                     inference.forward_throughput,
                     "resnet50",
                     lambda: resnet50().model,
                     8 if quick else 256,
                     p,
-                    True,
+                    x,
                     3 if quick else 5,
                     2 if quick else 10,
                 ),
             )
-            for p in ("float32", "mixed_bfloat16")
+            for x in (True, False)
+            for p in PAIR
         ]
     return None
 
