@@ -114,8 +114,8 @@ def test_xla_options_round_trip_through_tfaccel_json(tmp_path: Path) -> None:
     p = tmp_path / "tfaccel.json"
     p.write_text(json.dumps({"xla_options": ["cublaslt"], "precision": "mixed_bfloat16"}))
     assert read_settings_file(p).xla_options == ("cublaslt",)
-    assert json.loads(json.dumps(Settings(xla_options=("cublaslt",)).to_dict()))[
-        "xla_options"
-    ] == ["cublaslt"]
+    assert json.loads(json.dumps(Settings(xla_options=("cublaslt",)).to_dict()))["xla_options"] == [
+        "cublaslt"
+    ]
     with pytest.raises(ConfigFileError, match="xla_options entry"):
         settings_from_dict({"xla_options": ["turbo"]})

@@ -6,11 +6,16 @@
 every layer that takes `training` with `training=...`: BatchNormalization and Dropout,
 so ResNet-50, BERT and most real models fail on their first training step.
 
-`install()` gives Keras a `remat` that moves the keywords out of the call first: tensor
-keywords become positional arguments (so gradients still flow to them), everything else
-(`training`, masks given as Python values, None) is bound into the recomputed function.
-It replaces only the TensorFlow backend's function, once per process, and leaves every
-call without keywords to `tf.recompute_grad` exactly as before.
+It refuses other things too: Keras' `GetItem` operation (`x[:, 0]`, BERT's pooled
+output) passes its slices positionally, and `recompute_grad` converts every positional
+argument to a tensor. And where it runs, dropout in the recomputed pass draws new
+masks, so the gradient is of another network.
+
+`install()` gives Keras a `remat` that takes every floating tensor out of the
+arguments, nested or not, as a positional argument of the recomputed function (so
+gradients still flow to it), binds everything else (`training`, slices, None, bool
+masks, integer ids) into it, and replays the layer's random seeds in the recomputation.
+It replaces only the TensorFlow backend's function, once per process.
 """
 
 from __future__ import annotations
@@ -23,22 +28,61 @@ from tfaccel._tf import import_tensorflow
 _MARK = "_tfaccel_remat"
 
 
+def _seed_generators(f: Any) -> list[Any]:
+    """The Keras SeedGenerators `f` draws from, when it is a layer's call: those of the
+    layer and of every layer inside it (Dropout's, KerasHub's)."""
+    owner = getattr(f, "__self__", None)
+    flatten = getattr(owner, "_flatten_layers", None)
+    if flatten is None:
+        return []
+    return [g for layer in flatten() for g in getattr(layer, "_seed_generators", ())]
+
+
 def remat(f: Any) -> Any:
-    """`tf.recompute_grad(f)` that also takes keyword arguments in graph mode."""
+    """`tf.recompute_grad(f)` for any call: every floating tensor in the arguments, nested
+    or not, positional or keyword, becomes a positional argument of the recomputed
+    function (so gradients flow to it); everything else (`training=True`, a slice, None,
+    a bool mask, token ids) is bound.
+
+    The recomputation draws the same random numbers as the forward pass: the layer's
+    seed generators are set back to their state before the forward pass while it runs,
+    and to their state before the recomputation after it. Otherwise dropout would drop
+    other units in the recomputed pass, and the gradient would be of another network.
+    """
     tf = import_tensorflow()
+    generators = _seed_generators(f)
 
     @functools.wraps(f)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if not kwargs:
-            return tf.recompute_grad(f)(*args)
-        names = sorted(k for k, v in kwargs.items() if isinstance(v, (tf.Tensor, tf.Variable)))
-        fixed = {k: v for k, v in kwargs.items() if k not in names}
-        n = len(args)
+        structure = (args, kwargs)
+        leaves = tf.nest.flatten(structure)
+        # Floating tensors only: a bool or integer one (a padding mask, token ids) has
+        # no gradient, and recompute_grad would try to make one for it.
+        is_tensor = [
+            isinstance(x, tf.Tensor) and (x.dtype.is_floating or x.dtype.is_complex) for x in leaves
+        ]
+        if not generators and all(is_tensor[: len(args)]) and len(leaves) == len(args):
+            return tf.recompute_grad(f)(*args)  # tensors only, positional: as Keras does
+        before: list[Any] = []  # the seed states the forward pass started from
 
-        def bound(*flat: Any) -> Any:
-            return f(*flat[:n], **fixed, **dict(zip(names, flat[n:], strict=True)))
+        def bound(*tensors: Any) -> Any:
+            given = iter(tensors)
+            filled = [next(given) if t else x for x, t in zip(leaves, is_tensor, strict=True)]
+            a, k = tf.nest.pack_sequence_as(structure, filled)
+            if not generators:
+                return f(*a, **k)
+            now = [tf.identity(g.state.value) for g in generators]
+            if not before:  # the forward pass
+                before.extend(now)
+                return f(*a, **k)
+            for g, state in zip(generators, before, strict=True):  # the recomputation
+                g.state.assign(state)
+            out = f(*a, **k)
+            for g, state in zip(generators, now, strict=True):
+                g.state.assign(state)
+            return out
 
-        return tf.recompute_grad(bound)(*args, *(kwargs[k] for k in names))
+        return tf.recompute_grad(bound)(*(x for x, t in zip(leaves, is_tensor, strict=True) if t))
 
     setattr(call, _MARK, True)
     return call
