@@ -146,3 +146,45 @@ def test_recomputation_draws_the_same_dropout_masks(jit: bool):
     for _ in range(2):  # the seeds advance alike from step to step
         for a, b in zip(grads(plain), grads(checkpointed), strict=True):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_kerashub_bert_gets_the_same_gradients_with_checkpointing():
+    """Dropout, masks, the pooled output's slice: what broke BERT, in a small one."""
+    keras_hub = pytest.importorskip("keras_hub")
+
+    def bert():
+        keras.utils.set_random_seed(0)
+        return keras_hub.models.BertBackbone(
+            vocabulary_size=100,
+            num_layers=2,
+            num_heads=2,
+            hidden_dim=16,
+            intermediate_dim=32,
+            max_sequence_length=16,
+            dropout=0.3,
+        )
+
+    plain = bert()
+    remat.install()
+    with keras.RematScope(mode="full"):
+        checkpointed = bert()
+    checkpointed.set_weights(plain.get_weights())
+    rng = np.random.default_rng(0)
+    x = {
+        "token_ids": rng.integers(1, 100, (2, 16)).astype("int32"),
+        "segment_ids": np.zeros((2, 16), "int32"),
+        "padding_mask": np.ones((2, 16), "bool"),
+    }
+
+    def grads(model):
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(x, training=True)["pooled_output"] ** 2)
+            return tape.gradient(loss, model.trainable_variables)
+
+        return step()
+
+    for a, b in zip(grads(plain), grads(checkpointed), strict=True):
+        a = tf.convert_to_tensor(a).numpy()  # the embeddings' gradients are sparse
+        np.testing.assert_allclose(a, tf.convert_to_tensor(b).numpy(), rtol=1e-4, atol=1e-6)
