@@ -221,3 +221,25 @@ def test_xla_options_go_into_xla_flags_before_tensorflow_starts(tmp_path: Path) 
     assert rows["precision"] == ["bfloat16", "applied"]
     assert out["same"] == "unchanged"
     assert out["late"] == "ConfigureOrderError"
+
+
+@pytest.mark.gpu
+def test_gemv_as_gemm_keeps_a_vector_matrix_product_a_gemm_on_the_gpu(tmp_path: Path) -> None:
+    """XLA's dot-strength-reduction turns a [1, 3072] x [3072, 768] product into a
+    multiply and a reduction; with the option the optimized HLO keeps a GEMM."""
+    code = """
+        import json, os
+        import tfaccel
+        tfaccel.configure(xla_options={options}, precision="bfloat16")
+        import tensorflow as tf
+        x = tf.ones((1, 3072), tf.bfloat16)
+        w = tf.ones((3072, 768), tf.bfloat16)
+        f = tf.function(lambda x, w: tf.matmul(x, w), jit_compile=True)
+        hlo = f.experimental_get_compiler_ir(x, w)(stage="optimized_hlo")
+        gemm = "__cublas$gemm" in hlo or "gemm_fusion" in hlo or "triton_gemm" in hlo
+        print(json.dumps({{"gemm": gemm, "reduce": " reduce(" in hlo}}))
+    """
+    default = run_py(code.format(options="[]"), tmp_path)
+    kept = run_py(code.format(options='["gemv_as_gemm"]'), tmp_path)
+    assert default == {"gemm": False, "reduce": True}
+    assert kept["gemm"] is True
