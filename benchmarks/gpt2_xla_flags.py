@@ -28,7 +28,10 @@ that no setting always runs first):
 `bfloat16` stores the weights in bf16, as models are served, where the mixed policy
 casts every float32 weight to bf16 again for each token.
 
-On the H200 (2026-11-30): default 1,347 tokens/s, off 948, while 1,344 at batch 1.
+On the H200 at batch 1, mixed_bfloat16 unless said: default 1,347 tokens/s, off 948,
+while 1,344 (2026-11-30); all 1,363, all-min1 1,357, no-triton 1,328; bfloat16 1,553,
+bfloat16 + no-dsr 1,889 (2026-12-01). At batch 16, bfloat16: 18,326 and 18,398 with
+no-dsr. Files: results/gpt2-xla-flags*-h200.json, results/gpt2-bf16-gemv-h200.json.
 """
 
 from __future__ import annotations
