@@ -19,10 +19,13 @@ STEPS = StepPlan(2, 2, 2)
 class FakeTrials:
     """Throughput model of an H200-like GPU: 16-bit and XLA help, batch helps up to 512."""
 
-    def __init__(self, nan_for: str | None = None, oom_above: int = 512) -> None:
+    def __init__(
+        self, nan_for: str | None = None, oom_above: int = 512, gemm_share: float | None = None
+    ) -> None:
         self.calls: list[Settings] = []
         self.nan_for = nan_for
         self.oom_above = oom_above
+        self.gemm_share = gemm_share  # what a baseline trial that counts FLOPs reports
 
     def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
         self.calls.append(s)
@@ -52,6 +55,7 @@ class FakeTrials:
             compile_s=60.0 if s.xla == "jit" else 1.0,
             losses=losses,
             precision=s.precision,
+            extra={"gemm_flop_share": self.gemm_share} if s.xla == "off" else {},
         )
 
 
@@ -343,3 +347,24 @@ def test_the_guard_allows_the_drift_two_32_bit_runs_already_show(tmp_path: Path)
     )
     assert loss_close(bf16, tf32, 0.10)[0] is False
     assert loss_close(bf16, tf32, 0.146)[0] is True
+
+
+@pytest.mark.parametrize(("share", "tried"), [(None, True), (0.9, True), (0.0005, False)])
+def test_cublaslt_is_tried_unless_the_model_is_convolutions(
+    tmp_path: Path, share: float | None, tried: bool
+) -> None:
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    trials = FakeTrials(gemm_share=share)
+    t = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=trials)
+    t.run()
+    assert any(s.xla_options == ("cublaslt",) for s in trials.calls) is tried
+    notes = [d.text for d in t.result.decisions if d.stage == "xla_options"]
+    if not tried:
+        assert notes and "matrix products are 0% of the forward pass's FLOPs" in notes[0]
+
+
+def test_counting_flops_leaves_the_journal_key_alone() -> None:
+    s = Settings(precision="float32", xla="off", batch_size=256, steps_per_execution=1)
+    plain = settings_key("resnet50", s, StepPlan())
+    assert settings_key("resnet50", s, StepPlan(), {"count_flops": True}) == plain

@@ -99,6 +99,10 @@ def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert (tmp_path / "tfaccel-tune.png").stat().st_size > 1000
     lines = (tmp_path / "tfaccel-tune.jsonl").read_text().splitlines()
     assert len(lines) == len(data["trials"])
+    # The baseline counted the model's FLOPs: the tiny CNN's dense layers are 8.6 % of
+    # its products (its two convolutions the rest).
+    baseline = json.loads(lines[0])["result"]
+    assert baseline["extra"]["gemm_flop_share"] == pytest.approx(0.0858, abs=1e-3)
     # A second run refuses to overwrite tfaccel.json ...
     again = runner.invoke(app, args)
     assert again.exit_code == 2 and "tfaccel.json already exists" in again.output

@@ -72,6 +72,8 @@ def settings_key(
         del s["input_cast"]
     if not s.get("xla_options"):
         s.pop("xla_options", None)
+    # Counting FLOPs (after the timing) does not change what a trial measures.
+    extra = {k: v for k, v in (extra or {}).items() if k != "count_flops"}
     blob = json.dumps(
         {
             "w": workload,
@@ -158,6 +160,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "input_bytes_per_sample",
                 "window",
                 "forward_flops_per_sample",
+                "gemm_flop_share",
             )
             if k in payload
         },

@@ -161,9 +161,10 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             timed.append(window * batch / (ends[b] - ends[a]))
     steady_step = (marks[-1][1] - ends.get(warmup - 1, first_end)) / max(1, total - warmup)
     peak = _gpu_peak(report)
-    flops = _flops(model) if config.get("count_flops") else None
+    flops, gemm_share = _flops(model) if config.get("count_flops") else (None, None)
     return {
         "forward_flops_per_sample": flops,
+        "gemm_flop_share": gemm_share,
         "status": "ok",
         "precision": report.precision,
         "compile_s": max(0.0, first_end - start - steady_step * spe),
@@ -178,14 +179,15 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _flops(model: Any) -> int | None:
-    """Forward product FLOPs per sample (tfaccel.workloads.flops), or None."""
-    from tfaccel.workloads.flops import forward_flops_per_sample
+def _flops(model: Any) -> tuple[int | None, float | None]:
+    """(Forward product FLOPs per sample, the matrix products' share of them)
+    (tfaccel.workloads.flops), or (None, None)."""
+    from tfaccel.workloads.flops import forward_flops
 
     try:
-        return forward_flops_per_sample(model)
+        return forward_flops(model)
     except Exception:
-        return None
+        return None, None
 
 
 def warmup_step_s(marks: list[tuple[int, float, float]]) -> float | None:

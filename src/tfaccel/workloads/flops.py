@@ -78,38 +78,57 @@ PRODUCTS = {
 }
 
 
+GEMM_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"})
+
+
 def graph_flops(graph: Any) -> tuple[int, int]:
     """(FLOPs of the products in `graph` and the functions it calls, products whose
     shapes were unknown)."""
-    total, unknown = 0, 0
+    total, _, unknown = graph_flops_split(graph)
+    return total, unknown
+
+
+def graph_flops_split(graph: Any) -> tuple[int, int, int]:
+    """(FLOPs of the products in `graph` and the functions it calls, of those the
+    matrix products' (MatMul, BatchMatMul, Einsum; the rest are convolutions), products
+    whose shapes were unknown)."""
+    total, gemm, unknown = 0, 0, 0
     seen: set[str] = set()
 
     def walk(g: Any) -> None:
-        nonlocal total, unknown
+        nonlocal total, gemm, unknown
         for op in g.get_operations():
             f = op_flops(op)
             if f is None:
                 unknown += 1
             else:
                 total += f
+                if op.type in GEMM_OPS:
+                    gemm += f
         for name, fn in getattr(g, "_functions", {}).items():
             if name not in seen and hasattr(fn, "graph"):
                 seen.add(name)
                 walk(fn.graph)
 
     walk(graph)
-    return total, unknown
+    return total, gemm, unknown
 
 
-def forward_flops_per_sample(model: Any, batch: int = 2) -> int | None:
-    """Product FLOPs of one forward pass (training=False) per sample, traced at `batch`
-    with the model's declared input shapes."""
+def forward_flops(model: Any, batch: int = 2) -> tuple[int | None, float | None]:
+    """(Product FLOPs of one forward pass (training=False) per sample, the matrix
+    products' share of them), traced at `batch` with the model's declared input shapes;
+    (None, None) where a product's shape is unknown."""
     from tfaccel.workloads.synthetic import input_specs
 
     tf = import_tensorflow()
     specs = input_specs(model, batch)
     graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(specs).graph
-    total, unknown = graph_flops(graph)
+    total, gemm, unknown = graph_flops_split(graph)
     if not total or unknown:
-        return None
-    return total // batch
+        return None, None
+    return total // batch, gemm / total
+
+
+def forward_flops_per_sample(model: Any, batch: int = 2) -> int | None:
+    """Product FLOPs of one forward pass (training=False) per sample (forward_flops)."""
+    return forward_flops(model, batch)[0]
