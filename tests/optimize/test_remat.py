@@ -188,3 +188,30 @@ def test_a_kerashub_bert_gets_the_same_gradients_with_checkpointing():
     for a, b in zip(grads(plain), grads(checkpointed), strict=True):
         a = tf.convert_to_tensor(a).numpy()  # the embeddings' gradients are sparse
         np.testing.assert_allclose(a, tf.convert_to_tensor(b).numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_checkpointing_under_a_mixed_policy_recomputes_in_the_compute_dtype():
+    """Keras casts float32 variables to bf16 only inside the layer's call; the
+    recomputation runs in the backward pass, and failed with float32 vs bfloat16."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        keras.utils.set_random_seed(0)
+        plain = _dropout_model()
+        remat.install()
+        with keras.RematScope(mode="full"):
+            checkpointed = _dropout_model()
+        checkpointed.set_weights(plain.get_weights())
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    x = np.random.default_rng(1).random((4, 8)).astype("float32")
+
+    @tf.function
+    def grads(model):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.cast(model(x, training=True), "float32"))
+        return tape.gradient(loss, model.trainable_variables)
+
+    for a, b in zip(grads(plain), grads(checkpointed), strict=True):
+        assert b.dtype == tf.float32  # the variables' own dtype
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-2, atol=1e-3)

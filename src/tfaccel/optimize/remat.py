@@ -14,8 +14,9 @@ masks, so the gradient is of another network.
 `install()` gives Keras a `remat` that takes every floating tensor out of the
 arguments, nested or not, as a positional argument of the recomputed function (so
 gradients still flow to it), binds everything else (`training`, slices, None, bool
-masks, integer ids) into it, and replays the layer's random seeds in the recomputation.
-It replaces only the TensorFlow backend's function, once per process.
+masks, integer ids) into it, and replays the layer's random seeds and its autocast
+scope (mixed precision failed with "float32 does not match bfloat16") in the
+recomputation. It replaces only the TensorFlow backend's function, once per process.
 """
 
 from __future__ import annotations
@@ -48,8 +49,13 @@ def remat(f: Any) -> Any:
     seed generators are set back to their state before the forward pass while it runs,
     and to their state before the recomputation after it. Otherwise dropout would drop
     other units in the recomputed pass, and the gradient would be of another network.
+    It also runs under the forward pass's autocast scope: under a mixed policy Keras
+    casts the float32 variables to the compute dtype only inside the layer's call, and
+    the recomputation runs later, in the backward pass, outside it.
     """
     tf = import_tensorflow()
+    from keras.src import backend as keras_backend
+
     generators = _seed_generators(f)
 
     @functools.wraps(f)
@@ -61,11 +67,15 @@ def remat(f: Any) -> Any:
         is_tensor = [
             isinstance(x, tf.Tensor) and (x.dtype.is_floating or x.dtype.is_complex) for x in leaves
         ]
-        if not generators and all(is_tensor[: len(args)]) and len(leaves) == len(args):
-            return tf.recompute_grad(f)(*args)  # tensors only, positional: as Keras does
+        scope = keras_backend.get_autocast_scope()
+        autocast = scope.dtype if scope is not None else None
         before: list[Any] = []  # the seed states the forward pass started from
 
         def bound(*tensors: Any) -> Any:
+            with keras_backend.AutocastScope(autocast):
+                return replay(*tensors)
+
+        def replay(*tensors: Any) -> Any:
             given = iter(tensors)
             filled = [next(given) if t else x for x, t in zip(leaves, is_tensor, strict=True)]
             a, k = tf.nest.pack_sequence_as(structure, filled)
