@@ -34,6 +34,21 @@ def test_a_real_trial_reports_throughput_compile_and_losses() -> None:
     assert r.device == "CPU"
 
 
+@pytest.mark.parametrize("extra", [None, {"logical_cpus": 2}], ids=["fit", "tfaccel step"])
+def test_checkpointing_trains_the_same_under_bf16_and_xla(extra: dict[str, int] | None) -> None:
+    """Keras' fit and tfaccel's data-parallel step, each with and without checkpointing:
+    the same losses (it once failed under a mixed policy, and dropped other units)."""
+    base = Settings(precision="mixed_bfloat16", xla="jit", batch_size=8)
+    if extra:
+        base = base.replace(strategy="mirrored")
+    plain, remat = (
+        run_trial("tiny", base.replace(gradient_checkpointing=g), SMALL, 180, extra=extra)
+        for g in (False, True)
+    )
+    assert plain.status == remat.status == "ok", (remat.error, remat.traceback)
+    assert remat.losses == pytest.approx(plain.losses, rel=1e-3)
+
+
 def test_a_slow_trial_times_shorter_windows() -> None:
     """Windows of 40 steps bounded to a few milliseconds: the trial shrinks them to
     whole executions after the warm-up, and stops early."""
