@@ -26,6 +26,20 @@ def _bn_model() -> keras.Model:
     return keras.Model(inputs, keras.layers.Dense(1)(x))
 
 
+def _twins(build):
+    """The model built twice, the second inside a RematScope, with the same weights and
+    the same dropout seeds (Keras draws a layer's seed when it is built)."""
+    keras.utils.set_random_seed(0)
+    plain = build()
+    remat.install()
+    assert remat.install()  # once per process
+    keras.utils.set_random_seed(0)
+    with keras.RematScope(mode="full"):
+        checkpointed = build()
+    checkpointed.set_weights(plain.get_weights())
+    return plain, checkpointed
+
+
 def test_keras_remat_alone_fails_on_training_keyword_in_graph_mode():
     """The bug remat.install() works around, so that the test notices when Keras fixes it."""
 
@@ -55,13 +69,7 @@ def test_remat_binds_python_keywords_and_keeps_tensor_gradients():
 
 
 def test_remat_scope_trains_a_batchnorm_model_with_the_same_gradients():
-    keras.utils.set_random_seed(0)
-    plain = _bn_model()
-    assert remat.install()
-    assert remat.install()  # once per process
-    with keras.RematScope(mode="full"):
-        checkpointed = _bn_model()
-    checkpointed.set_weights(plain.get_weights())
+    plain, checkpointed = _twins(_bn_model)
     x = np.random.default_rng(0).random((4, 8)).astype("float32")
 
     @tf.function
@@ -126,12 +134,7 @@ def _dropout_model() -> keras.Model:
 def test_recomputation_draws_the_same_dropout_masks(jit: bool):
     """Without replaying the seeds, the recomputed pass drops other units: the gradient
     is then of another network, and BERT's second loss read 1.21 instead of 0.65."""
-    keras.utils.set_random_seed(0)
-    plain = _dropout_model()
-    remat.install()
-    with keras.RematScope(mode="full"):
-        checkpointed = _dropout_model()
-    checkpointed.set_weights(plain.get_weights())
+    plain, checkpointed = _twins(_dropout_model)
     x = np.random.default_rng(1).random((4, 8)).astype("float32")
 
     def grads(model):
@@ -153,7 +156,6 @@ def test_a_kerashub_bert_gets_the_same_gradients_with_checkpointing():
     keras_hub = pytest.importorskip("keras_hub")
 
     def bert():
-        keras.utils.set_random_seed(0)
         return keras_hub.models.BertBackbone(
             vocabulary_size=100,
             num_layers=2,
@@ -164,11 +166,7 @@ def test_a_kerashub_bert_gets_the_same_gradients_with_checkpointing():
             dropout=0.3,
         )
 
-    plain = bert()
-    remat.install()
-    with keras.RematScope(mode="full"):
-        checkpointed = bert()
-    checkpointed.set_weights(plain.get_weights())
+    plain, checkpointed = _twins(bert)
     rng = np.random.default_rng(0)
     x = {
         "token_ids": rng.integers(1, 100, (2, 16)).astype("int32"),
@@ -196,12 +194,7 @@ def test_checkpointing_under_a_mixed_policy_recomputes_in_the_compute_dtype():
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
-        keras.utils.set_random_seed(0)
-        plain = _dropout_model()
-        remat.install()
-        with keras.RematScope(mode="full"):
-            checkpointed = _dropout_model()
-        checkpointed.set_weights(plain.get_weights())
+        plain, checkpointed = _twins(_dropout_model)
     finally:
         keras.mixed_precision.set_global_policy(previous)
     x = np.random.default_rng(1).random((4, 8)).astype("float32")
