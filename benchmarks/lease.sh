@@ -92,6 +92,10 @@ add bench-remat "$TF bench remat --out bench-remat.json --format json > bench-re
 add tune-gpt2 "$(tune_cmd gpt2 32 128)"
 add profile-gpt2 "$PY $B/profile_gpt2.py --logdir prof-gpt2 && $TF profile analyze prof-gpt2 \
   --format json --html profile-gpt2.html > profile-gpt2.json"
+# What a token costs once the weights are bf16 and the small products GEMMs (1,889/s).
+add profile-gpt2-bf16 "$PY $B/profile_gpt2.py --logdir prof-gpt2-bf16 --precision bfloat16 \
+  --xla-options gemv_as_gemm && $TF profile analyze prof-gpt2-bf16 --format json \
+  --html profile-gpt2-bf16.html > profile-gpt2-bf16.json"
 SCALE="--precision mixed_bfloat16 --steps-per-execution 10 --format json"
 G="${LEASE_SCALE_GPUS:-1,2}"  # 1,2,4 or 1,2,4,8 on the larger kinds (issue 9)
 N="${G##*,}"                  # all GPUs
@@ -145,7 +149,7 @@ BEFORE="${LEASE_BEFORE-}"
 Q0="${LEASE_Q0-tune-resnet50}"
 Q1="${LEASE_Q1-tune-bert_hub}"
 AFTER="${LEASE_AFTER-scale-bert-config scale-r50-config scale-r50-staged pytest-gpu \
-bench-gpt2-gemv+bench-remat}"
+bench-gpt2-gemv+bench-remat profile-gpt2-bf16}"
 
 run_list() {  # GPU LIST: the jobs of LIST one after the other on GPU (all: every GPU)
   local gpu="$1" name; shift

@@ -1,6 +1,7 @@
 """A trace of KerasHub GPT-2 124M `generate` at batch 1, for `tfaccel profile analyze`.
 
     python benchmarks/profile_gpt2.py --logdir prof-gpt2 [--calls 3] [--batch 1]
+        [--precision bfloat16] [--xla-options gemv_as_gemm]
     tfaccel profile analyze prof-gpt2 --format json
 
 Issue 5's GPT-2 figure (1,347 tokens/s at batch 1 in bf16, 0.74 ms a token, when a
@@ -25,16 +26,23 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--precision", default="mixed_bfloat16")
+    ap.add_argument("--xla-options", default="", help="comma-separated, as tfaccel.configure")
     args = ap.parse_args()
 
-    import keras
+    from tfaccel.optimize import configure
+
+    # Before TensorFlow starts: the XLA options go into XLA_FLAGS.
+    configure(
+        precision=args.precision,
+        xla_options=tuple(x for x in args.xla_options.split(",") if x),
+    )
+
     import numpy as np
     import tensorflow as tf
 
     from tfaccel.profile import capture
     from tfaccel.workloads.builtin import gpt2_causal_lm
 
-    keras.config.set_dtype_policy(args.precision)
     lm = gpt2_causal_lm()
     lm.compile(sampler="greedy")
     prompt, new = 32, 128
