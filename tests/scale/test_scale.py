@@ -260,6 +260,7 @@ def test_search_keeps_only_what_beats_the_noise() -> None:
         (["--input", "disk"], "Unknown --input"),
         (["--engine", "fit", "--input", "device"], "applies to tfaccel's step"),
         (["--input", "staged", "--precision", "float32"], "casts the batches on the host"),
+        (["--precision", "bfloat16"], "it is for inference, and scale measures training"),
     ],
 )
 def test_scale_bad_options(args: list[str], message: str) -> None:

@@ -171,6 +171,13 @@ def scale(
     counts = gpu_counts(visible, int_list(gpus, "--gpus", "1,2,4"))
     tuned = read_json(Path(config), TUNED_FILE) if config else None
     settings = scale_settings(tuned, batch, precision, xla, spe, input_cast, source=config)
+    if settings.precision == "bfloat16":
+        raise InputError(
+            "precision bfloat16 stores the weights in bf16: it is for inference, and scale "
+            "measures training",
+            expected="mixed_bfloat16 (bf16 math, float32 weights)",
+            received="precision=bfloat16",
+        )
     batch = settings.batch_size or 256
     if input_mode == "staged" and settings.input_cast != "compute":
         raise InputError(
