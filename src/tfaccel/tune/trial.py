@@ -283,7 +283,8 @@ def _run_custom(
     for _ in range(windows):
         t0 = time.perf_counter()
         losses += trainer.run(it, max(1, window // spe))
-        timed.append(max(1, window // spe) * spe * global_batch / (time.perf_counter() - t0))
+        steps = max(1, window // spe) * spe
+        timed.append(steps * trainer.samples_per_step / (time.perf_counter() - t0))
     peak = _gpu_peak(report)
     used = getattr(strategy.extended, "_cross_device_ops", None)
     from tfaccel.workloads.synthetic import input_bytes_per_sample
