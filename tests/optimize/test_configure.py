@@ -105,6 +105,10 @@ def test_helpers_apply_to_the_users_objects() -> None:
         model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
         r.compile(model, optimizer="sgd", loss="mse")
         assert model.steps_per_execution == 5
+        assert not any(x.status == "warning" for x in r.rows)  # one device: no strategy
+        mirrored = tfaccel.configure(strategy="mirrored", gradient_accumulation_steps=4)
+        warning = [x for x in mirrored.rows if x.status == "warning"]
+        assert warning and "DistributedTrainer accumulates instead" in warning[0].detail
     finally:
         tfaccel.configure.reset()
     assert keras.mixed_precision.global_policy().name == "float32"

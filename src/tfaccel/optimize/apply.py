@@ -49,7 +49,7 @@ class Applied:
 
     knob: str
     value: Any
-    status: str  # applied | unchanged | at-compile | at-build | skipped
+    status: str  # applied | unchanged | at-compile | at-build | skipped | warning
     detail: str = ""
 
 
@@ -508,6 +508,17 @@ def apply_settings(settings: Settings) -> ConfigureReport:
             f"{len(gpus)} GPU(s) visible; build inside report.strategy_scope()",
         )
     )
+    if report.strategy_name == "mirrored" and s.gradient_accumulation_steps > 1:
+        rows.append(
+            Applied(
+                "gradient_accumulation_steps",
+                s.gradient_accumulation_steps,
+                "warning",
+                "Keras' fit fails with accumulation under MirroredStrategy (the optimizer "
+                "all-reduces inside a cond); tfaccel.scale.step.DistributedTrainer "
+                "accumulates instead (tfaccel scale does)",
+            )
+        )
     report.rows = tuple(rows)
     _LAST.update(settings=settings, report=report)
     return report
