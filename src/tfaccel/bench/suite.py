@@ -340,7 +340,9 @@ def remat_saving(workload: str, batch: int) -> Measurement:
         if not r.ok:
             errors.append(f"checkpointing {'on' if remat else 'off'}: {r.status} ({r.error})")
         elif r.device != "GPU":
-            errors.append("needs a GPU (peak memory is read from TensorFlow's GPU allocator)")
+            gpu = "needs a GPU (peak memory is read from TensorFlow's GPU allocator)"
+            if gpu not in errors:
+                errors.append(gpu)
     name = f"{workload} peak memory, gradient checkpointing off -> on, batch {batch}"
     off, on = peaks[False], peaks[True]
     if errors or not off or not on:
