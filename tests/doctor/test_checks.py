@@ -314,3 +314,24 @@ def test_capability_verdicts() -> None:
     assert _capability_verdict("5.2", tf221)[0] is Status.FAIL
     assert _capability_verdict("9.0", ["sm_80", "sm_90"])[0] is Status.OK
     assert _capability_verdict("9.0", ["sm_80", "sm_86"])[0] is Status.FAIL
+
+
+def test_xla_flags_it_does_not_know_fail_with_the_flags_to_keep(
+    fake_tf: tuple[Path, MakeCtx],
+) -> None:
+    from tfaccel.doctor.probes import XlaFlagsProbe
+
+    _, make = fake_tf
+    env = {"XLA_FLAGS": "--xla_gpu_autotune_level=2 --xla_gpu_enable_cuda_graphs=true"}
+    unknown = XlaFlagsProbe(True, False, "XLA_FLAGS", ("--xla_gpu_enable_cuda_graphs=true",))
+    by = rows(run_doctor(make(env=env, xla_flags_override=unknown)).checks)
+    check = by["env.xla_flags"]
+    assert check.status is Status.FAIL and "aborts the process" in check.finding
+    assert check.fix == 'export XLA_FLAGS="--xla_gpu_autotune_level=2"'
+    alone = {"TF_XLA_FLAGS": "--tf_xla_bogus=1"}
+    gone = XlaFlagsProbe(True, False, "TF_XLA_FLAGS", ("--tf_xla_bogus=1",))
+    by = rows(run_doctor(make(env=alone, xla_flags_override=gone)).checks)
+    assert by["env.xla_flags"].fix == "unset TF_XLA_FLAGS"
+    by = rows(run_doctor(make(env=env, xla_flags_override=XlaFlagsProbe(True))).checks)
+    assert by["env.xla_flags"].status is Status.OK
+    assert rows(run_doctor(make()).checks)["env.xla_flags"].status is Status.OK  # none set

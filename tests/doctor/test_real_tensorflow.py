@@ -50,3 +50,18 @@ def test_gpu_machine_doctor_finds_the_gpu_and_its_libraries(report) -> None:  # 
     caps = [c for c in report.checks if c.id.startswith("gpu.compute_capability.")]
     assert caps and all(c.details["compute_capability"] for c in caps)
     assert report.verdict.startswith("TensorFlow can use the GPU")
+
+
+def test_xla_names_the_flag_it_does_not_know() -> None:
+    """XLA aborts at its first compilation on an unknown flag; the probe says which."""
+    import os
+
+    from tfaccel.doctor.probes import xla_flags_probe
+
+    env = {**os.environ, "XLA_FLAGS": "--xla_gpu_autotune_level=2"}
+    assert xla_flags_probe(env).ok
+    old = "--xla_gpu_enable_cuda_graphs=true"  # an older XLA's flag
+    bad = xla_flags_probe({**env, "XLA_FLAGS": f"--xla_gpu_autotune_level=2 {old}"})
+    assert bad.ran and not bad.ok
+    assert (bad.variable, bad.unknown) == ("XLA_FLAGS", (old,))
+    assert not xla_flags_probe({k: v for k, v in env.items() if k != "XLA_FLAGS"}).ran

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 
 from tfaccel import data
+from tfaccel.doctor import probes
 from tfaccel.doctor.context import DoctorContext, version_tuple
 from tfaccel.doctor.model import Check, Status
 
@@ -879,6 +880,55 @@ def check_visible_devices(ctx: DoctorContext) -> list[Check]:
     ]
 
 
+def check_xla_flags(ctx: DoctorContext) -> list[Check]:
+    """XLA aborts the whole process ("Unknown flag in XLA_FLAGS") at its first
+    compilation when a flag it does not know is set: flags copied from an older guide
+    (e.g. --xla_gpu_enable_cuda_graphs, since replaced) crash every jit_compile model."""
+    title = "XLA flags"
+    set_vars = {v: ctx.env[v] for v in probes.XLA_FLAG_VARIABLES if ctx.env.get(v, "").strip()}
+    see = "echo $XLA_FLAGS $TF_XLA_FLAGS"
+    if not set_vars:
+        return [Check("env.xla_flags", title, Status.OK, "XLA_FLAGS and TF_XLA_FLAGS not set")]
+    probe = ctx.xla_flags
+    shown = "; ".join(f"{k}={v}" for k, v in set_vars.items())
+    if not probe.ran:
+        return [
+            Check(
+                "env.xla_flags",
+                title,
+                Status.SKIP,
+                f"{shown} (not tried: TensorFlow is not importable here)",
+                see=see,
+            )
+        ]
+    if probe.ok:
+        return [Check("env.xla_flags", title, Status.OK, f"XLA accepts {shown}", see=see)]
+    if probe.unknown and probe.variable:
+        bad = set(probe.unknown)
+        kept = " ".join(t for t in set_vars.get(probe.variable, "").split() if t not in bad)
+        return [
+            Check(
+                "env.xla_flags",
+                title,
+                Status.FAIL,
+                f"{probe.variable} holds flags this TensorFlow's XLA does not know: "
+                f"{' '.join(probe.unknown)}. XLA aborts the process at its first "
+                "compilation (every jit_compile model, Keras' default on a GPU)",
+                fix=f'export {probe.variable}="{kept}"' if kept else f"unset {probe.variable}",
+                see=see,
+            )
+        ]
+    return [
+        Check(
+            "env.xla_flags",
+            title,
+            Status.WARN,
+            f"a small XLA compilation with {shown} failed: {probe.error}",
+            see=see,
+        )
+    ]
+
+
 def check_mps(ctx: DoctorContext) -> list[Check]:
     title = "NVIDIA MPS"
     p = ctx.platform
@@ -1135,6 +1185,7 @@ CHECKS: tuple[CheckFn, ...] = (
     check_conda,
     check_platform,
     check_visible_devices,
+    check_xla_flags,
     check_mps,
     check_capability,
 )

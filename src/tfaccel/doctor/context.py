@@ -55,6 +55,7 @@ class DoctorContext:
     site_dirs_override: Sequence[str] | None = None
     platform_override: probes.PlatformFacts | None = None
     tf_runtime_override: probes.TfRuntime | None = None
+    xla_flags_override: probes.XlaFlagsProbe | None = None
     driver_override: nvml.DriverInfo | None = None
 
     # --- installation -------------------------------------------------------------
@@ -115,6 +116,14 @@ class DoctorContext:
         if self.driver_override is not None:
             return self.driver_override
         return nvml.driver_info(self.nvml_lib)
+
+    @cached_property
+    def xla_flags(self) -> probes.XlaFlagsProbe:
+        if self.xla_flags_override is not None:
+            return self.xla_flags_override
+        if not self.run_tf_probe or self.tf_dir is None:
+            return probes.XlaFlagsProbe(ran=False)
+        return probes.xla_flags_probe(self.env)
 
     @cached_property
     def tf_runtime(self) -> probes.TfRuntime:

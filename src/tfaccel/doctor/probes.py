@@ -210,6 +210,52 @@ def tf_runtime_probe(timeout_s: float = 180.0, env: Mapping[str, str] | None = N
     )
 
 
+XLA_FLAG_VARIABLES = ("XLA_FLAGS", "TF_XLA_FLAGS")
+_UNKNOWN_FLAG = re.compile(r"Unknown flags? in (XLA_FLAGS|TF_XLA_FLAGS): (.+)")
+_XLA_PROBE = r"""
+import tensorflow as tf
+f = tf.function(lambda x: x * 2.0 + 1.0, jit_compile=True)
+print("TFACCEL_XLA_OK", float(f(tf.ones(2))[0]), flush=True)
+"""
+
+
+@dataclass(frozen=True)
+class XlaFlagsProbe:
+    """Whether XLA accepts the flags in XLA_FLAGS / TF_XLA_FLAGS: XLA parses them at its
+    first compilation and aborts the process on one it does not know."""
+
+    ran: bool
+    ok: bool = True
+    variable: str | None = None  # which variable held the unknown flags
+    unknown: tuple[str, ...] = ()
+    error: str | None = None
+
+
+def xla_flags_probe(env: Mapping[str, str], timeout_s: float = 120.0) -> XlaFlagsProbe:
+    """Compile one small function with XLA, on the CPU, with `env`'s XLA flags."""
+    if not any(env.get(v, "").strip() for v in XLA_FLAG_VARIABLES):
+        return XlaFlagsProbe(ran=False)
+    child_env = {**env, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "0"}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _XLA_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=child_env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return XlaFlagsProbe(True, False, error=f"no answer within {timeout_s:.0f} s")
+    found = _UNKNOWN_FLAG.search(proc.stderr)
+    if found:
+        return XlaFlagsProbe(True, False, found.group(1), tuple(found.group(2).split()))
+    if "TFACCEL_XLA_OK" in proc.stdout:
+        return XlaFlagsProbe(True)
+    tail = " | ".join(proc.stderr.strip().splitlines()[-2:])
+    return XlaFlagsProbe(True, False, error=f"exit code {proc.returncode}: {tail}"[:500])
+
+
 def site_directories() -> list[str]:
     """Directories on sys.path that hold installed packages."""
     out: list[str] = []
