@@ -165,6 +165,23 @@ _TF_LOG_KEYS = re.compile(
 )
 
 
+def _run_python(
+    code: str, env: Mapping[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str] | None:
+    """`code` in a child Python with `env`, its output captured; None past the timeout."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=dict(env),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def tf_runtime_probe(timeout_s: float = 180.0, env: Mapping[str, str] | None = None) -> TfRuntime:
     """Import TensorFlow in a child process and list the GPUs it sees.
 
@@ -174,16 +191,8 @@ def tf_runtime_probe(timeout_s: float = 180.0, env: Mapping[str, str] | None = N
     child_env = dict(os.environ if env is None else env)
     child_env["TF_CPP_MIN_LOG_LEVEL"] = "0"
     started = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _TF_PROBE],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=child_env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
+    proc = _run_python(_TF_PROBE, child_env, timeout_s)
+    if proc is None:
         return TfRuntime(True, f"importing TensorFlow took longer than {timeout_s:.0f} s")
     elapsed = time.perf_counter() - started
     logs = tuple(line.strip() for line in proc.stderr.splitlines() if _TF_LOG_KEYS.search(line))
@@ -236,16 +245,8 @@ def xla_flags_probe(env: Mapping[str, str], timeout_s: float = 120.0) -> XlaFlag
     if not any(env.get(v, "").strip() for v in XLA_FLAG_VARIABLES):
         return XlaFlagsProbe(ran=False)
     child_env = {**env, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "0"}
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _XLA_PROBE],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=child_env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
+    proc = _run_python(_XLA_PROBE, child_env, timeout_s)
+    if proc is None:
         return XlaFlagsProbe(True, False, error=f"no answer within {timeout_s:.0f} s")
     found = _UNKNOWN_FLAG.search(proc.stderr)
     if found:

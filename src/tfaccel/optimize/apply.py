@@ -558,12 +558,7 @@ class _Configure:
         if not runtime_initialized():
             os.environ.pop(ENV_ALLOCATOR, None)
             os.environ.pop(ENV_UNIFIED, None)
-            flags, _ = xla_flags_with(os.environ.get(ENV_XLA, ""), (), _XLA_ADDED)
-            _XLA_ADDED.clear()
-            if flags:
-                os.environ[ENV_XLA] = flags
-            else:
-                os.environ.pop(ENV_XLA, None)
+            _apply_xla_options(Settings(), initialized=False)  # configure's own flags go
         _LAST.clear()
 
 

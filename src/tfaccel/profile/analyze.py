@@ -15,6 +15,7 @@ from typing import Any
 
 from tfaccel.profile.convert import convert, number, table_rows
 from tfaccel.profile.load import ProfileRun, find_run
+from tfaccel.workloads.flops import GEMM_OPS
 
 # XProf's step-time categories (input_pipeline_analyzer columns) -> our names.
 CATEGORIES = {
@@ -334,18 +335,21 @@ def hlo_operand_types(expression: str) -> list[str]:
 
 
 SIXTEEN_BIT_TYPES = ("bf16", "f16", "f8e4m3fn", "f8e5m2")
-MATMUL_OP_TYPES = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"})
 RESULT_TYPE = re.compile(r"=\s*\(?\s*([a-z][a-z0-9]*)\[")
+
+
+def _tf_op_type(row: dict[str, Any]) -> str:
+    """The TensorFlow op type an XLA op came from ("scope/MatMul:MatMul" -> MatMul)."""
+    return str(row.get("tf_op_name") or "").rsplit(":", 1)[-1]
 
 
 def _expanded_dot(row: dict[str, Any]) -> bool:
     """An XLA op of a TensorFlow matrix product that is not a GEMM: the multiply or the
     reduction that XLA's dot-strength-reduction pass makes of a small vector x matrix
     product (GEMMs are cuBLAS custom calls or gemm fusions)."""
-    op_type = str(row.get("tf_op_name") or "").rsplit(":", 1)[-1]
     name = str(row.get("hlo_op_name") or "")
     return (
-        op_type in MATMUL_OP_TYPES
+        _tf_op_type(row) in GEMM_OPS
         and str(row.get("category")) != "custom-call"
         and "gemm" not in name
         and ("reduce" in name or "multiply" in name)
@@ -355,11 +359,10 @@ def _expanded_dot(row: dict[str, Any]) -> bool:
 def _cast_to_16_bit(row: dict[str, Any]) -> bool:
     """A TensorFlow Cast that XLA runs as a float32 -> 16-bit conversion: under a mixed
     policy, what each float32 weight costs at every use."""
-    op_type = str(row.get("tf_op_name") or "").rsplit(":", 1)[-1]
     expression = str(row.get("hlo_op_expression") or "")
     result = RESULT_TYPE.search(expression)
     return (
-        op_type == "Cast"
+        _tf_op_type(row) == "Cast"
         and result is not None
         and result.group(1) in SIXTEEN_BIT_TYPES
         and "f32" in hlo_operand_types(expression)

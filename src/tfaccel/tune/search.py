@@ -438,15 +438,16 @@ class Tuner:
         if self.hw.gpus:
             # cuBLASLt epilogues: BERT-base on the H200 +1.8 %. It changes GEMMs only, so
             # a model of convolutions (ResNet-50: 99.95 % of its product FLOPs) skips it.
-            share = res.baseline.extra.get("gemm_flop_share") if res.baseline else None
-            if best_s.xla != "off" and share is not None and share < 0.5:
-                self.decide(
-                    "xla_options",
-                    f"cublaslt not tried: matrix products are {share:.0%} of the forward "
-                    "pass's FLOPs (convolutions the rest), and cuBLASLt runs only those",
-                )
-            elif best_s.xla != "off":
-                knob_trial("xla_options", ("cublaslt", *best_s.xla_options))
+            if best_s.xla != "off":
+                share = res.baseline.extra.get("gemm_flop_share") if res.baseline else None
+                if share is not None and share < 0.5:
+                    self.decide(
+                        "xla_options",
+                        f"cublaslt not tried: matrix products are {share:.0%} of the forward "
+                        "pass's FLOPs (convolutions the rest), and cuBLASLt runs only those",
+                    )
+                else:
+                    knob_trial("xla_options", ("cublaslt", *best_s.xla_options))
             knob_trial("allocator", "cuda_malloc_async")
             if self.hw.gpus == 1:
                 knob_trial("prefetch", "device")

@@ -66,19 +66,9 @@ def op_flops(op: Any) -> int | None:
     return 2 * math.prod(out) * math.prod(b[:-1])
 
 
-PRODUCTS = {
-    "MatMul",
-    "BatchMatMul",
-    "BatchMatMulV2",
-    "BatchMatMulV3",
-    "Einsum",
-    "Conv2D",
-    "Conv3D",
-    "DepthwiseConv2dNative",
-}
-
-
+# Matrix products (what cuBLAS runs); with the convolutions, every product counted.
 GEMM_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"})
+PRODUCTS = GEMM_OPS | {"Conv2D", "Conv3D", "DepthwiseConv2dNative"}
 
 
 def graph_flops(graph: Any) -> tuple[int, int]:
