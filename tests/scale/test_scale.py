@@ -261,6 +261,9 @@ def test_search_keeps_only_what_beats_the_noise() -> None:
         (["--engine", "fit", "--input", "device"], "applies to tfaccel's step"),
         (["--input", "staged", "--precision", "float32"], "casts the batches on the host"),
         (["--precision", "bfloat16"], "it is for inference, and scale measures training"),
+        (["--windows", "0"], "--windows must be positive"),
+        (["--warmup", "-1"], "--warmup must be positive"),
+        (["--batch", "0"], "--batch must be positive"),
     ],
 )
 def test_scale_bad_options(args: list[str], message: str) -> None:
@@ -555,6 +558,23 @@ def test_host_input_traffic_and_the_input_hint() -> None:
         for n in (1, 2)
     )
     assert device[1].input_gb_s is None
+
+
+def test_a_failed_point_shows_its_whole_error_below_the_table() -> None:
+    from rich.console import Console
+
+    from tfaccel.render.scale import scale_text
+    from tfaccel.scale.runner import ScalePoint, ScaleReport
+
+    error = "ResourceExhaustedError: OOM when allocating tensor with shape [1024,64,112,112]"
+    points = (
+        ScalePoint(1, 1024, 6000.0, 1.0, "tfaccel step", "ok"),
+        ScalePoint(2, 2048, None, None, "tfaccel step", "oom", error=error),
+    )
+    console = Console(record=True, width=80)
+    scale_text(ScaleReport("resnet50", 1024, {}, points), console)
+    text = console.export_text()
+    assert f"! 2 GPU(s) oom: {error}" in " ".join(text.split())
 
 
 def test_input_bytes_per_sample_counts_16_bit_transfers() -> None:

@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from tfaccel.errors import ExitCode, TfaccelError
 from tfaccel.render import Format
+from tfaccel.workloads import BUILTIN
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -22,6 +23,12 @@ FORMAT_OPTION = typer.Option(
     "-f",
     help="Output format: text (rich), json, or markdown.",
     case_sensitive=False,
+)
+
+
+WORKLOAD_HELP = (
+    f"A built-in workload ({', '.join(BUILTIN)}) or module:function returning a Keras "
+    "model (README: the entry-point contract)."
 )
 
 
@@ -69,6 +76,15 @@ def int_list(text: str | None, flag: str, example: str) -> list[int] | None:
         raise InputError(
             f"Cannot read {flag}", expected=f"integers like {example}", received=repr(text)
         ) from exc
+
+
+def require_positive(*flags: tuple[str, int | None]) -> None:
+    """An InputError for the first (flag, value) whose value is given and below 1."""
+    from tfaccel.errors import InputError
+
+    for name, value in flags:
+        if value is not None and value < 1:
+            raise InputError(f"{name} must be positive", expected="an integer >= 1", received=value)
 
 
 def operands(args: list[str], count: int, problem: str, usage: str) -> list[str]:

@@ -6,6 +6,7 @@ import typer
 
 from tfaccel.cli._common import (
     FORMAT_OPTION,
+    WORKLOAD_HELP,
     handle_errors,
     stderr_console,
     stdout_console,
@@ -44,8 +45,7 @@ def _duration_hours(text: str) -> float:
 def plan(
     model: str = typer.Argument(
         None,
-        help="A built-in workload (resnet50, bert, tiny) or "
-        "module:function returning a Keras model.",
+        help=WORKLOAD_HELP,
     ),
     precision: str = typer.Option(
         "float32", "--precision", "-p", help="One of " + ", ".join(PRECISIONS) + "."

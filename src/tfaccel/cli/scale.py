@@ -12,8 +12,10 @@ import typer
 from tfaccel._deps import read_json
 from tfaccel.cli._common import (
     FORMAT_OPTION,
+    WORKLOAD_HELP,
     handle_errors,
     int_list,
+    require_positive,
     stderr_console,
     stdout_console,
     write_out,
@@ -38,18 +40,27 @@ TUNED_FILE = "a tfaccel.json written by `tfaccel tune`"
 
 @handle_errors
 def scale(
-    workload: str = typer.Argument(None, help="Built-in workload or module:function."),
+    workload: str = typer.Argument(None, help=WORKLOAD_HELP),
     gpus: str = typer.Option(
         None, "--gpus", help="GPU counts to measure, e.g. 1,2 (default 1, 2, 4, ... all)."
     ),
     batch: int = typer.Option(None, "--batch", "-b", help="Batch size per replica [256]."),
-    precision: str = typer.Option(None, "--precision", help="[auto]"),
-    xla: str = typer.Option(None, "--xla", help="[jit]"),
-    spe: int = typer.Option(None, "--steps-per-execution", help="[10]"),
+    precision: str = typer.Option(
+        None,
+        "--precision",
+        help="auto, float32, tf32, mixed_float16 or mixed_bfloat16 (default: auto).",
+    ),
+    xla: str = typer.Option(None, "--xla", help="jit, auto, autoclustering or off (default: jit)."),
+    spe: int = typer.Option(
+        None,
+        "--steps-per-execution",
+        help="Training steps per compiled call (default: 10).",
+    ),
     input_cast: str = typer.Option(
         None,
         "--input-cast",
-        help="compute: host batches cross to the GPU in the 16-bit compute dtype [off].",
+        help="compute: host batches cross to the GPU in the 16-bit compute dtype; "
+        "off: as they are (default: off).",
     ),
     config: str = typer.Option(
         None,
@@ -102,9 +113,11 @@ def scale(
     plot: Path = typer.Option(
         None, "--plot", help="Also draw throughput and efficiency per GPU count (PNG)."
     ),
-    warmup: int = typer.Option(20, "--warmup"),
-    windows: int = typer.Option(5, "--windows"),
-    window: int = typer.Option(20, "--window"),
+    warmup: int = typer.Option(
+        20, "--warmup", help="Untimed steps per point (tracing, compilation, autotuning)."
+    ),
+    windows: int = typer.Option(5, "--windows", help="Timed windows per point (median)."),
+    window: int = typer.Option(20, "--window", help="Steps per timed window."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Throughput and scaling efficiency on 1..N GPUs; or TF_CONFIG for several workers."""
@@ -124,8 +137,14 @@ def scale(
             expected="--engine auto",
             received="--engine fit",
         )
-    if num_packs < 1:
-        raise InputError("--num-packs must be positive", expected=">= 1", received=num_packs)
+    require_positive(
+        ("--num-packs", num_packs),
+        ("--batch", batch),
+        ("--steps-per-execution", spe),
+        ("--warmup", warmup),
+        ("--windows", windows),
+        ("--window", window),
+    )
     if engine == "fit" and (all_reduce != "auto" or search):
         raise InputError(
             "--all-reduce and --search apply to tfaccel's step",

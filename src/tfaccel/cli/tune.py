@@ -11,7 +11,9 @@ from rich.text import Text
 
 from tfaccel.cli._common import (
     FORMAT_OPTION,
+    WORKLOAD_HELP,
     handle_errors,
+    require_positive,
     stderr_console,
     stdout_console,
     write_out,
@@ -47,8 +49,7 @@ def hardware_of(info: Any) -> Hardware:
 def tune(
     workload: str = typer.Argument(
         ...,
-        help="Built-in workload (tiny, resnet50, bert, bert_hub, gpt2, yolo, conv3d) or "
-        "module:function (see README: the entry point contract).",
+        help=WORKLOAD_HELP,
     ),
     batch: int = typer.Option(32, "--batch", "-b", help="Starting batch size."),
     max_batch: int = typer.Option(4096, "--max-batch", help="Largest batch size to try."),
@@ -89,15 +90,13 @@ def tune(
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Measure which settings make a model fastest here, and write them to tfaccel.json."""
-    for name, value in (
+    require_positive(
         ("--batch", batch),
         ("--max-batch", max_batch),
         ("--warmup", warmup),
         ("--windows", windows),
         ("--window", window),
-    ):
-        if value < 1:
-            raise InputError(f"{name} must be positive", expected="an integer >= 1", received=value)
+    )
     if window_seconds < 0:
         raise InputError(
             "--window-seconds must not be negative",

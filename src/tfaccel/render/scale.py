@@ -53,13 +53,12 @@ def scale_text(r: ScaleReport, console: Console) -> None:
             ar,
             "" if p.input_gb_s is None else f"{p.input_gb_s:.2g}",
             p.update or "",
-            Text(
-                p.status if p.status == "ok" else f"{p.status}: {(p.error or '')[:60]}",
-                style="green" if p.status == "ok" else "red",
-            ),
+            Text(p.status, style="green" if p.status == "ok" else "red"),
         )
     console.print(t)
     for p in r.points:
+        if p.status != "ok":
+            console.print(Text(f"! {p.gpus} GPU(s) {p.status}: {p.error or ''}", style="red"))
         if p.update_error:
             console.print(
                 Text(
@@ -71,7 +70,7 @@ def scale_text(r: ScaleReport, console: Console) -> None:
     low = [p for p in r.points if p.gpus > 1 and p.efficiency is not None and p.efficiency < 0.85]
     if low and low[-1].input == "host":
         p = low[-1]
-        traffic = f" ({p.input_gb_s:.1f} GB/s at {p.gpus} GPUs)" if p.input_gb_s else ""
+        traffic = f" ({p.input_gb_s:.2g} GB/s at {p.gpus} GPUs)" if p.input_gb_s else ""
         console.print(
             Text(
                 f"! efficiency {p.efficiency:.0%} at {p.gpus} GPUs: with host input the "
