@@ -141,6 +141,33 @@ def test_resume_runs_no_finished_trial_twice(tmp_path: Path) -> None:
     assert res2.best_settings == res1.best_settings
 
 
+def test_trials_of_an_edited_entry_point_are_measured_again(tmp_path: Path) -> None:
+    def run(fingerprint: str | None) -> tuple[FakeTrials, Journal]:
+        j = Journal(tmp_path / "j.jsonl", fingerprint=fingerprint)
+        j.load("w")
+        trials = FakeTrials()
+        Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=trials).run()
+        return trials, j
+
+    first, _ = run("sha256:aaaa model.py")
+    same, j = run("sha256:aaaa model.py")
+    assert same.calls == [] and j.stale == 0
+    edited, j = run("sha256:bbbb model.py")
+    assert len(edited.calls) == len(first.calls) and j.stale == len(first.calls)
+    # and the newest measurements are the ones a later run with that file replays
+    again, j = run("sha256:bbbb model.py")
+    assert again.calls == [] and j.stale == len(first.calls)
+
+
+def test_failed_trials_are_run_again_and_out_of_memory_is_kept(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j.jsonl")
+    for key, status in (("a", "error"), ("b", "oom"), ("c", "timeout"), ("d", "ok")):
+        j.append("w", TrialResult(key, key, {}, status, samples_per_s=1.0))
+    again = Journal(tmp_path / "j.jsonl")
+    assert again.load("w") == 3 and set(again.results) == {"b", "c", "d"}
+    assert again.retried == 1
+
+
 def test_interrupted_tune_keeps_finished_trials(tmp_path: Path) -> None:
     class Boom(FakeTrials):
         def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]

@@ -83,6 +83,46 @@ def test_a_failing_trial_shows_its_own_traceback(
     assert r.traceback and "Traceback" in r.traceback
 
 
+BUILD_FAILS = """
+def build():
+    return helper()
+
+def helper():
+    raise ValueError("\\x1b[1mmy layer is broken\\x1b[0m")
+"""
+
+
+def test_a_model_that_fails_to_build_shows_the_users_frames_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+
+    from tfaccel.render.tune import tune_text
+    from tfaccel.tune.runner import TrialResult
+    from tfaccel.tune.search import Hardware, TuneResult
+    from tfaccel.tune.trial import trial_traceback
+    from tfaccel.workloads import load_workload
+
+    (tmp_path / "fails_to_build.py").write_text(BUILD_FAILS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        load_workload("fails_to_build:build")
+    except Exception as exc:  # the InputError that wraps the user's ValueError
+        text = trial_traceback(exc)
+    assert 'fails_to_build.py", line 6, in helper' in text
+    assert "ValueError: my layer is broken" in text and "\x1b" not in text
+    assert "raise InputError" not in text  # the wrapping frames are left out
+    assert text.rstrip().splitlines()[-1].startswith("InputError: The entry point")
+    trials = [
+        TrialResult(k, k, {}, "error", error="InputError", traceback=text) for k in ("a", "b")
+    ]
+    console = Console(record=True, width=200)
+    tune_text(TuneResult("fails_to_build:build", Hardware(0, None), trials=trials), console)
+    out = console.export_text()
+    assert out.count("in helper") == 1 and "2 trials (a; b) failed:" in out
+
+
 def test_a_hanging_trial_is_killed_at_its_timeout() -> None:
     r = run_trial("tiny", Settings(batch_size=8), StepPlan(2, 2, 2), timeout_s=0.5)
     assert r.status == "timeout" and "killed after" in (r.error or "")

@@ -31,6 +31,29 @@ def compiled():
     m.compile(optimizer="sgd", loss="mse")
     return m
 
+def ten_classes():
+    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(10, activation="softmax")])
+
+def per_token():
+    inp = keras.Input((12,), dtype="int32")
+    x = keras.layers.Embedding(50, 8)(inp)
+    return keras.Model(inp, keras.layers.Dense(50)(x))
+
+def regression():
+    m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
+    m.compile(optimizer="sgd", loss="mse")
+    return m
+
+def own_labels():
+    return {"model": good(), "loss": "mse", "label_shape": [2], "label_dtype": "float32"}
+
+def bad_labels():
+    return {"model": good(), "label_shape": "two"}
+
+def two_outputs():
+    inp = keras.Input((8,))
+    return keras.Model(inp, [keras.layers.Dense(2)(inp), keras.layers.Dense(3)(inp)])
+
 def wrong_type():
     return 42
 
@@ -69,6 +92,8 @@ def test_the_accepted_return_shapes(user_module: str) -> None:
         ("my_models:not_callable", "has no callable 'not_callable'"),
         ("my_models:wrong_type", "did not return a Keras model"),
         ("my_models:crashes", "raised while building the model"),
+        ("my_models:bad_labels", "label settings tfaccel cannot use"),
+        ("my_models:two_outputs", "2 outputs and no dataset"),
     ],
 )
 def test_bad_entry_points(user_module: str, target: str, message: str) -> None:
@@ -77,6 +102,41 @@ def test_bad_entry_points(user_module: str, target: str, message: str) -> None:
     assert message in caught.value.message
     if target.endswith("crashes"):
         assert "RuntimeError: no GPU for you" in caught.value.message
+
+
+def test_synthetic_labels_follow_the_output_and_the_loss(user_module: str) -> None:
+    from tfaccel.workloads.synthetic import synthetic_labels
+
+    wl = load_workload(f"{user_module}:ten_classes")  # default sparse cross-entropy
+    assert (wl.label_shape, wl.label_dtype, wl.label_classes) == ((), "int32", 10)
+    y = synthetic_labels(wl, 64)
+    assert y.shape == (64,) and y.max() < 10
+    assert np.isfinite(_one_step(wl, 8))
+    wl = load_workload(f"{user_module}:per_token")
+    assert (wl.label_shape, wl.label_classes) == ((12,), 50)
+    assert np.isfinite(_one_step(wl, 4))
+    wl = load_workload(f"{user_module}:regression")
+    assert (wl.label_shape, wl.label_dtype) == ((3,), "float32")
+    assert np.isfinite(_one_step(wl, 4))
+    wl = load_workload(f"{user_module}:own_labels")
+    assert (wl.label_shape, wl.label_dtype) == ((2,), "float32")
+
+
+def test_the_fingerprint_is_the_entry_point_file(user_module: str, tmp_path: Path) -> None:
+    from tfaccel.workloads import source_fingerprint
+
+    assert source_fingerprint("resnet50") is None
+    assert source_fingerprint("missing_module_xyz:f") is None
+    before = source_fingerprint(f"{user_module}:good")
+    assert before is not None and before.endswith("my_models.py")
+    assert source_fingerprint(f"{user_module}:ten_classes") == before  # one file
+    (tmp_path / "my_models.py").write_text(MODULE + "\n# edited\n")
+    assert source_fingerprint(f"{user_module}:good") != before
+    pkg = tmp_path / "pkg_xyz"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise RuntimeError('not imported')")
+    (pkg / "models.py").write_text("x = 1")
+    assert str(source_fingerprint("pkg_xyz.models:f")).endswith("models.py")
 
 
 def test_child_estimate_and_its_errors(user_module: str) -> None:

@@ -118,8 +118,22 @@ def tune(
                 received=str(journal),
             )
         journal.unlink()
-    jr = Journal(journal)
+    from tfaccel.workloads import source_fingerprint
+
+    jr = Journal(journal, fingerprint=source_fingerprint(workload))
     jr.load(workload)
+    if jr.stale:
+        stderr_console().print(
+            Text(
+                f"{jr.stale} trial(s) of {workload} in {journal} were measured on another "
+                "version of its file: they are measured again",
+                style="yellow",
+            )
+        )
+    if jr.retried:
+        stderr_console().print(
+            Text(f"{jr.retried} trial(s) that failed in {journal} are run again", style="dim")
+        )
     hw = _hardware()
     chosen: tuple[str, ...] | None = None
     if precisions:

@@ -51,11 +51,14 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
     console.print(table)
     for d in res.decisions:
         console.print(Text(f"  {d.stage}: {d.text}", style="dim"))
+    failed: dict[str, list[str]] = {}  # one traceback, the trials that ended with it
     for r in res.trials:
         if r.status == "error" and r.traceback:
-            console.print(
-                Text(f"trial {r.label} failed:\n{r.traceback.strip()[-1500:]}", style="red")
-            )
+            failed.setdefault(r.traceback.strip()[-1500:], []).append(r.label)
+    for text, labels in failed.items():
+        which = f"trial {labels[0]}" if len(labels) == 1 else f"{len(labels)} trials ("
+        which += "" if len(labels) == 1 else "; ".join(labels) + ")"
+        console.print(Text(f"{which} failed:\n{text}", style="red"))
     if res.best is None or not res.best.ok:
         console.print(Text("no configuration ran successfully", style="bold red"))
         return

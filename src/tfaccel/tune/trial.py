@@ -21,6 +21,23 @@ import traceback
 from typing import Any
 
 MARK = "TFACCEL_TRIAL "
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds parts of its error messages
+
+
+def trial_traceback(exc: BaseException, limit: int = 3000) -> str:
+    """The traceback a user needs: where their code raised. When tfaccel wrapped the
+    error (an entry point that raised while building the model), the wrapped error's own
+    traceback comes first and tfaccel's one-line message after it; tfaccel's frames
+    are left out. The end is kept when it is long; terminal styling is removed."""
+    from tfaccel.errors import TfaccelError
+
+    cause = exc.__cause__
+    if isinstance(exc, TfaccelError) and cause is not None:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        text = "".join(traceback.format_exception(cause)) + f"{type(exc).__name__}: {first}\n"
+    else:
+        text = "".join(traceback.format_exception(exc))
+    return _ANSI.sub("", text)[-limit:]
 
 
 def _synthetic(model: Any, wl: Any, batch: int, report: Any, cast: bool = True) -> Any:
@@ -396,8 +413,8 @@ def main(argv: list[str]) -> int:
         )
         out = {
             "status": "oom" if oom else "error",
-            "error": text.splitlines()[0][:500],
-            "traceback": traceback.format_exc()[-3000:],
+            "error": _ANSI.sub("", text.splitlines()[0])[:500],
+            "traceback": trial_traceback(exc),
         }
     print(MARK + json.dumps(out), flush=True)
     return 0

@@ -4,8 +4,12 @@ The entry-point contract: `module:function` names a callable taking no arguments
 returns one of
 - a `keras.Model` (its inputs must have static shapes except the batch dimension),
 - a tuple `(model, dataset)` where dataset is a `tf.data.Dataset` of (inputs, labels),
-- a dict with `model` and optionally `dataset`, `loss`, `optimizer`, `sample_unit`.
+- a dict with `model` and optionally `dataset`, `loss`, `optimizer`, `sample_unit`,
+  and for synthetic labels `label_shape`, `label_dtype`, `label_classes`.
 The model may be compiled or not; a compiled model's loss and optimizer are used.
+Without a dataset, synthetic labels follow the model's output and loss: class ids below
+the output's last dimension for a sparse cross-entropy (the default loss), else floats
+in [0, 1) of the output's shape.
 """
 
 from __future__ import annotations
@@ -76,6 +80,37 @@ def _import_callable(spec: str) -> Callable[[], Any]:
     return fn
 
 
+def _module_file(module_name: str) -> Path | None:
+    """The source file of `module_name`, found without importing it or its packages."""
+    from importlib.machinery import PathFinder
+
+    search: list[str] | None = [str(Path.cwd()), *sys.path]
+    found = None
+    parts = module_name.split(".")
+    for i in range(len(parts)):
+        found = PathFinder.find_spec(".".join(parts[: i + 1]), search)
+        if found is None:
+            return None
+        search = list(found.submodule_search_locations or [])
+    origin = getattr(found, "origin", None)
+    return Path(origin) if origin and Path(origin).is_file() else None
+
+
+def source_fingerprint(spec: str) -> str | None:
+    """A digest of the file that defines a user's entry point (None for built-ins, or
+    when the file cannot be found). Journals keep it with each trial, so a tune after the
+    user edited that file measures again instead of replaying the old figures. Edits in
+    other modules it imports are not seen."""
+    import hashlib
+
+    if spec in BUILTIN or ":" not in spec:
+        return None
+    path = _module_file(spec.partition(":")[0])
+    if path is None:
+        return None
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16] + f" {path.name}"
+
+
 def load_workload(spec: str) -> Workload:
     """Build a built-in workload by name, or the user's `module:function`."""
     import keras
@@ -117,5 +152,68 @@ def load_workload(spec: str) -> Workload:
     for key in ("loss", "optimizer", "sample_unit"):
         if key in extras:
             setattr(wl, key, extras.pop(key))
+    label_keys = {k: extras.pop(k) for k in LABEL_KEYS if k in extras}
+    if label_keys:
+        _set_labels(wl, spec, label_keys)
+    elif dataset is None:
+        _labels_from_output(wl, spec)
     wl.extras = extras
     return wl
+
+
+LABEL_KEYS = ("label_shape", "label_dtype", "label_classes")
+
+
+def _is_sparse(loss: Any) -> bool:
+    """Does `loss` take integer class ids (sparse categorical cross-entropy)?"""
+    name = loss if isinstance(loss, str) else getattr(loss, "__name__", type(loss).__name__)
+    return "sparse" in str(name).lower()
+
+
+def _labels_from_output(wl: Workload, spec: str) -> None:
+    """Synthetic labels that fit the model's one output and its loss: class ids below the
+    last dimension for a sparse cross-entropy, else floats in [0, 1) of the output's
+    shape."""
+    outputs = list(getattr(wl.model, "outputs", None) or [])
+    if len(outputs) != 1:
+        raise InputError(
+            f"The entry point {spec!r} returned a model with {len(outputs)} outputs and no "
+            "dataset: synthetic labels are made for one output",
+            expected="a dataset of (inputs, labels), or a dict with 'dataset'",
+            received=f"{len(outputs)} outputs",
+        )
+    dims = list(outputs[0].shape[1:])
+    if any(d is None for d in dims):
+        raise InputError(
+            f"The output of {spec!r} has an unknown dimension, so synthetic labels cannot "
+            "be shaped",
+            expected="static output shapes except the batch dimension, or a dataset",
+            received=f"output shape {tuple(outputs[0].shape)}",
+        )
+    if _is_sparse(wl.loss) and dims:
+        wl.label_shape = tuple(int(d) for d in dims[:-1])
+        wl.label_dtype = "int32"
+        wl.label_classes = int(dims[-1])
+    else:
+        wl.label_shape = tuple(int(d) for d in dims)
+        wl.label_dtype = "float32"
+
+
+def _set_labels(wl: Workload, spec: str, given: dict[str, Any]) -> None:
+    """The entry point's own `label_shape` / `label_dtype` / `label_classes`, checked."""
+    shape = given.get("label_shape", wl.label_shape)
+    dtype = given.get("label_dtype", wl.label_dtype)
+    classes = given.get("label_classes", wl.label_classes)
+    ok_shape = isinstance(shape, (tuple, list)) and all(isinstance(d, int) and d > 0 for d in shape)
+    ok_dtype = dtype in ("int32", "int64", "float32", "float16")
+    ok_classes = isinstance(classes, int) and classes > 0
+    if not (ok_shape and ok_dtype and ok_classes):
+        raise InputError(
+            f"The entry point {spec!r} returned label settings tfaccel cannot use",
+            expected="label_shape: a tuple of positive ints (per sample), label_dtype: "
+            "int32, int64, float32 or float16, label_classes: a positive int",
+            received=", ".join(f"{k}={v!r}" for k, v in given.items()),
+        )
+    wl.label_shape = tuple(shape)
+    wl.label_dtype = dtype
+    wl.label_classes = classes

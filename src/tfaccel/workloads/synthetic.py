@@ -1,7 +1,8 @@
 """Synthetic inputs of a model's real shapes, for any input structure (tensor, list, dict).
 
 Integer inputs get plausible values by name: masks are ones, segment ids zeros, token
-ids random below 1000 (inside every vocabulary tfaccel builds).
+ids random below 1000, or below the model's vocabulary where that is smaller (the largest
+`keras.layers.Embedding`: segment and position tables are the smaller ones).
 """
 
 from __future__ import annotations
@@ -18,7 +19,19 @@ def _struct(model: Any) -> Any:
     return inputs[0] if len(inputs) == 1 else inputs
 
 
-def _leaf_array(t: Any, batch: int, rng: Any) -> Any:
+def _id_bound(model: Any, default: int = 1000) -> int:
+    """Token ids stay below the vocabulary: the largest `keras.layers.Embedding`."""
+    try:
+        import keras
+
+        layers = model._flatten_layers(include_self=False, recursive=True)
+        dims = [int(x.input_dim) for x in layers if isinstance(x, keras.layers.Embedding)]
+    except Exception:  # a model without Keras' layer tracking: keep the default
+        return default
+    return min(default, max(dims)) if dims else default
+
+
+def _leaf_array(t: Any, batch: int, rng: Any, high: int = 1000) -> Any:
     shape = (batch, *[int(d) for d in t.shape[1:]])
     dtype = str(t.dtype)
     name = str(getattr(t, "name", "")).lower()
@@ -27,7 +40,7 @@ def _leaf_array(t: Any, batch: int, rng: Any) -> Any:
             return rng.integers(1, 2, shape).astype("bool" if "bool" in dtype else dtype)
         if "segment" in name:
             return rng.integers(0, 1, shape).astype(dtype)
-        return rng.integers(0, 1000, shape).astype(dtype)
+        return rng.integers(0, high, shape).astype(dtype)
     return rng.standard_normal(shape).astype("float32")
 
 
@@ -35,12 +48,13 @@ def synthetic_inputs(model: Any, batch: int, seed: int = 0) -> Any:
     import numpy as np
 
     rng = np.random.default_rng(seed)
+    high = _id_bound(model)
     s = _struct(model)
     if isinstance(s, dict):
-        return {k: _leaf_array(v, batch, rng) for k, v in s.items()}
+        return {k: _leaf_array(v, batch, rng, high) for k, v in s.items()}
     if isinstance(s, list):
-        return tuple(_leaf_array(v, batch, rng) for v in s)
-    return _leaf_array(s, batch, rng)
+        return tuple(_leaf_array(v, batch, rng, high) for v in s)
+    return _leaf_array(s, batch, rng, high)
 
 
 def input_specs(model: Any, batch: int) -> Any:
