@@ -145,6 +145,9 @@ def test_workload_bench_on_the_cpu(tmp_path: Path) -> None:
     ms = load_report(out).measurements
     assert len(ms) == 4 and all(m.error is None and m.median for m in ms)
     assert {m.params["xla"] for m in ms} == {"off", "jit"}
+    # no 16-bit math on the CPU: the "auto" rows say what they resolved to, apart
+    assert len({m.name for m in ms}) == 4
+    assert sum("train auto=float32" in m.name for m in ms) == 2
     # The tiny CNN's products per image: two 3x3 convolutions and two dense layers.
     fwd = 2 * (32 * 32 * 32 * 27 + 16 * 16 * 64 * 288 + 4096 * 128 + 128 * 10)
     for m in ms:

@@ -195,7 +195,10 @@ def workload_benches(workload: str, batch: int, quick: bool = False) -> list[Ben
 
             def run(s: Settings = s) -> Measurement:
                 r = run_trial(workload, s, steps, extra={"count_flops": True})
-                label = f"{workload} train {r.precision or s.precision} xla={s.xla} batch={batch}"
+                prec = r.precision or s.precision
+                if s.precision == "auto" and prec == "float32":  # no 16-bit math here
+                    prec = "auto=float32"
+                label = f"{workload} train {prec} xla={s.xla} batch={batch}"
                 if not r.ok:
                     return Measurement(label, "samples/s", (), error=f"{r.status}: {r.error}")
                 params = {**s.to_dict(), "peak_memory_bytes": r.peak_memory_bytes}

@@ -26,7 +26,8 @@ def _notes(m: Measurement) -> Text:
     if tflops:
         pct = m.params.get("model_tflops_pct_of_peak")
         share = f", {pct:.0f}% of peak" if pct else ""
-        text.append(("; " if m.warnings else "") + f"model {tflops:.0f} TFLOP/s{share}", "dim")
+        rate = f"{tflops:.0f}" if tflops >= 10 else f"{tflops:.2g}"
+        text.append(("; " if m.warnings else "") + f"model {rate} TFLOP/s{share}", "dim")
     return text
 
 
