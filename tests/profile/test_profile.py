@@ -186,6 +186,23 @@ def test_bad_logdirs_name_the_file(traces: Path, tmp_path: Path, case: str) -> N
     assert expected in msg
     if case in ("empty_file", "truncated", "foreign"):
         assert "host.xplane.pb" in msg
+    if case == "truncated":  # XProf's own complaint, kept from its log
+        assert "XProf said: E" in msg
+
+
+def test_xprofs_log_stays_out_of_the_terminal(
+    traces: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    shutil.copytree(traces / "cpu_normal", tmp_path / "run")  # no cached op stats yet
+    for cached in (tmp_path / "run").rglob("*op_stats*"):
+        cached.unlink()
+    capfd.readouterr()
+    report = analyze(tmp_path / "run")
+    assert report.steps
+    err = capfd.readouterr().err
+    assert "I0000" not in err and "xplane" not in err
 
 
 def test_cli_analyze_json_html_and_gate(traces: Path, tmp_path: Path) -> None:

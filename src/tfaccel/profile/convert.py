@@ -6,8 +6,12 @@ The only module that imports xprof. Each tool returns Google-visualisation table
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +27,43 @@ TOOLS = (
 )
 
 
+@contextlib.contextmanager
+def native_log() -> Iterator[list[str]]:
+    """Hold what native code writes to the process's stderr (XProf's converters log
+    every step at INFO, which TF_CPP_MIN_LOG_LEVEL does not silence) in a temporary
+    file; the list receives it when the block ends."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    held: list[str] = []
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield held
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            held.append(tmp.read().decode("utf-8", "replace"))
+
+
 def convert(files: Sequence[Path], tool: str) -> Any:
-    """Run one XProf tool on the run's files; raises InputError if the files do not parse."""
+    """Run one XProf tool on the run's files; raises InputError if the files do not parse.
+    XProf's log is kept out of the terminal, and shown in the error when it fails."""
     from tfaccel._deps import require
 
     raw_to_tool_data = require("xprof.convert.raw_to_tool_data", "xprof", "XProf's converters")
-    data, _ctype = raw_to_tool_data.xspace_to_tool_data([str(f) for f in files], tool, {})
+    with native_log() as log:
+        data, _ctype = raw_to_tool_data.xspace_to_tool_data([str(f) for f in files], tool, {})
     if data is None:
+        lines = [ln for ln in "".join(log).splitlines() if ln.strip()]
+        # absl's warnings and errors ("E0000 ...") say why; the INFO lines only what ran
+        lines = [ln for ln in lines if ln[:1] in "EWF" and ln[1:2].isdigit()] or lines
         raise InputError(
             f"{', '.join(str(f) for f in files)} could not be read",
             expected="complete XSpace protobufs written by TensorFlow's profiler",
-            received="a truncated or foreign file (XProf could not parse it)",
+            received="a truncated or foreign file (XProf could not parse it)"
+            + ("; XProf said: " + " | ".join(lines[-3:]) if lines else ""),
             hint="profile again; do not copy the files while a capture runs",
         )
     if isinstance(data, bytes):
