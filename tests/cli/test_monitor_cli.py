@@ -80,3 +80,9 @@ def test_power_sweep_command_restores_and_plots(
     assert [mw for _, mw in nvml.set_calls] == [300_000, 500_000, 700_000]
     refused = runner.invoke(app, ["power", "sweep", "--limits", "300"])
     assert refused.exit_code == 2 and "needs explicit confirmation" in refused.output
+    calls = len(nvml.set_calls)
+    kept = runner.invoke(
+        app, ["power", "sweep", "--limits", "300", "--yes", "--plot", str(plot)]
+    )  # the plot of the first sweep is the user's now
+    assert kept.exit_code == 2 and "already exists" in kept.output
+    assert len(nvml.set_calls) == calls  # refused before any limit changed

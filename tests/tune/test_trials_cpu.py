@@ -176,6 +176,15 @@ def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         tfaccel.configure.reset()
 
 
+def test_tune_keeps_an_earlier_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine-tune.png").write_bytes(b"the user's plot")
+    result = runner.invoke(app, ["tune", "tiny", "--output", "mine.json"])
+    assert result.exit_code == 2 and "mine-tune.png already exists" in result.output
+    assert (tmp_path / "mine-tune.png").read_bytes() == b"the user's plot"
+    assert not (tmp_path / "tfaccel-tune.jsonl").exists()  # refused before any trial
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

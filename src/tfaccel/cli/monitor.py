@@ -11,8 +11,10 @@ from rich.live import Live
 
 from tfaccel.cli._common import (
     FORMAT_OPTION,
+    WORKLOAD_HELP,
     handle_errors,
     int_list,
+    require_positive,
     stderr_console,
     stdout_console,
     write_out,
@@ -25,6 +27,7 @@ from tfaccel.monitor.power import read_power, reset_power_limit, set_power_limit
 from tfaccel.monitor.sampler import Sampler
 from tfaccel.render import Format, dumps, to_jsonable
 from tfaccel.render.monitor import power_table, snapshot_view, sweep_table
+from tfaccel.tune.output import check_writable
 
 
 @handle_errors
@@ -134,7 +137,7 @@ def _show(fmt: Format) -> None:
 @handle_errors
 def power_set(
     watts: float = typer.Argument(..., help="New limit in watts."),
-    gpu: int = typer.Option(0, "--gpu"),
+    gpu: int = typer.Option(0, "--gpu", help="Which GPU (NVML index)."),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
 ) -> None:
     """Set a GPU's power limit (needs root and --yes; refuses values out of range)."""
@@ -147,7 +150,7 @@ def power_set(
 @power_app.command("reset")
 @handle_errors
 def power_reset(
-    gpu: int = typer.Option(0, "--gpu"),
+    gpu: int = typer.Option(0, "--gpu", help="Which GPU (NVML index)."),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
 ) -> None:
     """Restore a GPU's default power limit (needs root and --yes)."""
@@ -158,15 +161,23 @@ def power_reset(
 @power_app.command("sweep")
 @handle_errors
 def power_sweep(
-    workload: str = typer.Option("resnet50", "--workload"),
+    workload: str = typer.Option(
+        "resnet50", "--workload", help="The workload trained at each limit (" + WORKLOAD_HELP + ")"
+    ),
     limits: str = typer.Option(..., "--limits", help="Watts, e.g. 300,400,500,700."),
-    gpu: int = typer.Option(0, "--gpu"),
-    batch: int = typer.Option(256, "--batch"),
+    gpu: int = typer.Option(0, "--gpu", help="Which GPU (NVML index)."),
+    batch: int = typer.Option(256, "--batch", help="Batch size of the workload."),
     yes: bool = typer.Option(False, "--yes", help="Confirm changing the limit."),
-    plot: Path = typer.Option(Path("tfaccel-power-sweep.png"), "--plot"),
+    plot: Path = typer.Option(
+        Path("tfaccel-power-sweep.png"), "--plot", help="Throughput and samples/J per limit."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --plot file."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Throughput, samples per joule and temperature at each power limit; restores after."""
+    require_positive(("--batch", batch))
+    if fmt is not Format.json:
+        check_writable(plot, force, hint="tfaccel power sweep ... --plot other.png, or --force")
     try:
         watts = [float(x) for x in limits.split(",") if x.strip()]
     except ValueError as exc:

@@ -71,7 +71,11 @@ def tune(
         "--journal",
         help="Trial journal; an interrupted tune resumes from it.",
     ),
-    plot: Path = typer.Option(Path("tfaccel-tune.png"), "--plot", help="Throughput plot (PNG)."),
+    plot: Path = typer.Option(
+        None,
+        "--plot",
+        help="Throughput plot (PNG); default: the --output name with -tune.png (tfaccel-tune.png).",
+    ),
     precisions: str = typer.Option(
         None,
         "--precisions",
@@ -109,7 +113,9 @@ def tune(
         )
     if max_batch < batch:
         raise InputError("--max-batch is below --batch", expected=f">= {batch}", received=max_batch)
-    check_writable(output, force)
+    plot = plot or output.with_name(f"{output.stem}-tune.png")
+    for path, flag in ((output, "--output other.json"), (plot, "--plot other.png")):
+        check_writable(path, force, hint=f"tfaccel tune ... {flag}, or --force")
     if fresh and journal.exists():
         if not force:
             raise InputError(

@@ -15,14 +15,14 @@ from tfaccel.tune.search import TuneResult
 SETTINGS_SCHEMA = "tfaccel.settings/1"
 
 
-def check_writable(path: Path, force: bool) -> None:
-    """Refuse to overwrite a file the user has, unless told to (checked before tuning)."""
+def check_writable(path: Path, force: bool, hint: str | None = None) -> None:
+    """Refuse to overwrite a file the user has, unless told to (checked before the work)."""
     if path.exists() and not force:
         raise InputError(
             f"{path} already exists",
             expected="a new output path, or --force to replace it",
             received=str(path),
-            hint="tfaccel tune ... --output other.json or --force",
+            hint=hint or "give another path, or --force to replace the file",
         )
 
 
