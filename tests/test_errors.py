@@ -24,8 +24,9 @@ def test_message_shape() -> None:
     assert err.message == (
         "Unknown precision. Expected one of {'float32', 'mixed_float16'}. Received: precision='fp8'"
     )
-    assert str(err) == err.message
+    assert str(err) == err.message + " Hint: tfaccel tune --help"  # for the Python API
     assert err.hint == "tfaccel tune --help"
+    assert str(InputError("No GPU", expected="a GPU")) == "No GPU. Expected a GPU."
 
 
 def test_exit_codes_are_distinct() -> None:

@@ -39,7 +39,9 @@ class TfaccelError(Exception):
         self.expected = expected
         self.received = received
         self.hint = hint
-        super().__init__(self.message)
+        # str() carries the hint too, for callers of the Python API (the CLI prints the
+        # message and the hint on lines of their own)
+        super().__init__(self.message + (f" Hint: {hint}" if hint else ""))
 
     @property
     def message(self) -> str:

@@ -170,6 +170,10 @@ def test_unknown_keyword_is_a_clear_error() -> None:
 
     with pytest.raises(InputError, match="Unknown configure"):
         tfaccel.configure(turbo=True)
+    with pytest.raises(InputError) as caught:
+        tfaccel.configure(memory_limit_mb=4096)
+    assert "Received: memory_limit_mb" in caught.value.message
+    assert caught.value.hint == "did you mean memory_limit_mib?"
 
 
 @pytest.mark.parametrize(

@@ -534,12 +534,17 @@ class _Configure:
             try:
                 base = base.replace(**kwargs)
             except TypeError as exc:
+                import difflib
+
                 from tfaccel.optimize.settings import FIELDS
 
+                unknown = [k for k in kwargs if k not in FIELDS]
+                close = [m for k in unknown for m in difflib.get_close_matches(k, FIELDS, 1)]
                 raise InputError(
                     "Unknown configure() argument",
                     expected="keywords among " + ", ".join(FIELDS),
-                    received=str(exc),
+                    received=", ".join(unknown) or str(exc),
+                    hint=f"did you mean {', '.join(close)}?" if close else None,
                 ) from exc
         return apply_settings(base)
 
