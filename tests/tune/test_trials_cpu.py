@@ -25,6 +25,13 @@ def crashes_in_fit():
 """
 
 
+def _user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> None:
+    """Write the user's module `name` into tmp_path, the working directory and path."""
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
 def test_a_real_trial_reports_throughput_compile_and_losses() -> None:
     r = run_trial("tiny", Settings(precision="float32", xla="off", batch_size=16), SMALL, 180)
     assert r.status == "ok", (r.error, r.traceback)
@@ -75,8 +82,7 @@ def test_window_bounds() -> None:
 def test_a_failing_trial_shows_its_own_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "broken_models.py").write_text(BROKEN)
-    monkeypatch.chdir(tmp_path)
+    _user_module(tmp_path, monkeypatch, "broken_models", BROKEN)
     r = run_trial("broken_models:crashes_in_fit", Settings(batch_size=4), SMALL, 180)
     assert r.status == "error"
     assert r.error and "no_such_loss" in r.error
@@ -103,9 +109,7 @@ def test_a_model_that_fails_to_build_shows_the_users_frames_once(
     from tfaccel.tune.trial import trial_traceback
     from tfaccel.workloads import load_workload
 
-    (tmp_path / "fails_to_build.py").write_text(BUILD_FAILS)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _user_module(tmp_path, monkeypatch, "fails_to_build", BUILD_FAILS)
     try:
         load_workload("fails_to_build:build")
     except Exception as exc:  # the InputError that wraps the user's ValueError
@@ -203,9 +207,7 @@ def test_tune_bad_flags(args: list[str], message: str) -> None:
 def test_tune_of_a_model_that_never_runs_exits_5(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "broken_models.py").write_text(BROKEN)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _user_module(tmp_path, monkeypatch, "broken_models", BROKEN)
     result = runner.invoke(
         app,
         [
