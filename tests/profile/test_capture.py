@@ -68,6 +68,10 @@ def test_run_mode_profiles_an_unmodified_script(
     assert list((tmp_path / "tfaccel-profile").rglob("*.xplane.pb"))
     # fit's batch_size reached the report, so diffs compare samples/s, not step times
     assert '"samples_per_step": 16' in result.stdout
+    # A command that fails writes no new run: the earlier capture is not reported as its.
+    failed = CliRunner().invoke(app, ["profile", "--", "python", "missing_script.py"])
+    assert failed.exit_code == 5 and "finished without writing a profile" in failed.output
+    assert "the command failed" in failed.output
 
 
 def test_a_bad_run_meta_file_is_ignored(tmp_path: Path) -> None:

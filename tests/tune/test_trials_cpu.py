@@ -197,6 +197,8 @@ def test_tune_keeps_an_earlier_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         (["tune", "tiny", "--time-budget", "0"], "--time-budget must be positive"),
         (["tune", "tiny", "--precisions", "fp8"], "Unknown precision in --precisions"),
         (["tune", "tiny", "--precisions", "bfloat16"], "bfloat16 (weights in bf16) is for"),
+        (["tune", "tiny", "--journal", "/nonexistent/j.jsonl"], "/nonexistent does not exist"),
+        (["tune", "tiny", "--output", "/nonexistent/t.json"], "/nonexistent does not exist"),
     ],
 )
 def test_tune_bad_flags(args: list[str], message: str) -> None:

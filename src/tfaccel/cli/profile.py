@@ -19,6 +19,7 @@ from tfaccel.profile.advice import Finding, advise, check_gates, diff, parse_gat
 from tfaccel.profile.analyze import ProfileReport, analyze
 from tfaccel.render import Format, dumps
 from tfaccel.render.profile import diff_text, profile_html, profile_text
+from tfaccel.tune.output import check_writable
 
 
 def _cupti_finding(r: ProfileReport) -> Finding | None:
@@ -100,6 +101,7 @@ def profile(
     steps: int = typer.Option(10, "--steps", help="How many steps to profile."),
     run: str = typer.Option(None, "--run", help="Which run in LOGDIR (default: newest)."),
     html: Path = typer.Option(None, "--html", help="Also write an HTML report here."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --html file."),
     fail_under: list[str] = typer.Option(
         [], "--fail-under", help="Gate, e.g. utilization=75 (exit 1 if below)."
     ),
@@ -118,6 +120,8 @@ def profile(
             received="no arguments",
         )
     parse_gates(fail_under, fail_over)  # bad gates fail before any work
+    if html is not None:
+        check_writable(html, force, hint="tfaccel profile ... --html other.html, or --force")
     if args[0] == "analyze":
         (logdir_a,) = operands(
             args, 1, "analyze takes one LOGDIR", "tfaccel profile analyze LOGDIR"
@@ -135,16 +139,21 @@ def profile(
         else:
             diff_text(a, b, rows, stdout_console())
         return
+    from tfaccel.profile.load import run_names
     from tfaccel.profile.run import run_profiled
 
+    before = run_names(logdir)
     code = run_profiled(args, logdir, start, steps, stdout_to_stderr=fmt is not Format.text)
-    if not logdir.exists():
+    new = sorted(run_names(logdir) - before)
+    if not new:  # never analyse an earlier capture as if it were this one
         raise WorkloadError(
             "The command finished without writing a profile",
             expected=f"a Keras fit() that runs past step {start + steps}",
             received=f"exit code {code}",
-            hint="lower --start, or use tfaccel.profile.trace() in the script",
+            hint="lower --start, or use tfaccel.profile.trace() in the script"
+            if code == 0
+            else "the command failed: its own error is printed above",
         )
-    _report(analyze(logdir, run), fail_under, fail_over, html, fmt)
+    _report(analyze(logdir, run or Path(new[-1]).name), fail_under, fail_over, html, fmt)
     if code != 0:
         raise typer.Exit(int(ExitCode.RUNTIME))

@@ -34,6 +34,7 @@ from tfaccel.scale.runner import (
     tuned_reference,
 )
 from tfaccel.scale.tfconfig import make
+from tfaccel.tune.output import check_writable
 
 TUNED_FILE = "a tfaccel.json written by `tfaccel tune`"
 
@@ -113,6 +114,7 @@ def scale(
     plot: Path = typer.Option(
         None, "--plot", help="Also draw throughput and efficiency per GPU count (PNG)."
     ),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --plot file."),
     warmup: int = typer.Option(
         20, "--warmup", help="Untimed steps per point (tracing, compilation, autotuning)."
     ),
@@ -151,6 +153,8 @@ def scale(
             expected="--engine auto",
             received="--engine fit",
         )
+    if plot is not None:
+        check_writable(plot, force, hint="tfaccel scale ... --plot other.png, or --force")
     if workers is not None:
         cfg = make([w.strip() for w in workers.split(",") if w.strip()], index)
         if fmt is Format.json:

@@ -116,6 +116,7 @@ def tune(
     plot = plot or output.with_name(f"{output.stem}-tune.png")
     for path, flag in ((output, "--output other.json"), (plot, "--plot other.png")):
         check_writable(path, force, hint=f"tfaccel tune ... {flag}, or --force")
+    check_writable(journal, force=True)  # appended to: only its folder must exist
     if fresh and journal.exists():
         if not force:
             raise InputError(

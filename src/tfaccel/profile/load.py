@@ -24,6 +24,14 @@ class ProfileRun:
     meta: dict[str, Any] = field(default_factory=dict)  # tfaccel.json beside the files
 
 
+def run_names(logdir: str | Path) -> set[str]:
+    """The runs (folders holding *.xplane.pb files) under LOGDIR; empty if none."""
+    root = Path(logdir)
+    if not root.is_dir():
+        return set()
+    return {str(f.parent.relative_to(root)) for f in root.rglob("*.xplane.pb")}
+
+
 def find_run(logdir: str | Path, run: str | None = None) -> ProfileRun:
     root = Path(logdir)
     if not root.exists():

@@ -16,7 +16,19 @@ SETTINGS_SCHEMA = "tfaccel.settings/1"
 
 
 def check_writable(path: Path, force: bool, hint: str | None = None) -> None:
-    """Refuse to overwrite a file the user has, unless told to (checked before the work)."""
+    """Refuse to overwrite a file the user has, unless told to, or to start work whose
+    result could not be written (checked before the work)."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise InputError(
+            f"Cannot write {path}: the folder {folder} does not exist",
+            expected="a path in an existing folder",
+            received=str(path),
+        )
+    if path.is_dir():
+        raise InputError(
+            f"Cannot write {path}: it is a folder", expected="a file path", received=str(path)
+        )
     if path.exists() and not force:
         raise InputError(
             f"{path} already exists",
