@@ -18,8 +18,10 @@ def doctor_text(report: DoctorReport, console: Console, verbose: bool = False) -
     """Print the report: one row per check, the fix under its finding, then a verdict."""
     table = Table(show_header=True, header_style="bold", expand=True, box=None, padding=(0, 1))
     table.add_column("", no_wrap=True, width=6)
-    table.add_column("check", ratio=1, overflow="fold")
-    table.add_column("finding", ratio=3, overflow="fold")
+    # check names stay whole (CUDA_VISIBLE_DEVICES) unless the terminal is very narrow
+    longest = max((len(c.title) for c in report.checks), default=5)
+    table.add_column("check", overflow="fold", width=max(12, min(longest, 22, console.width // 4)))
+    table.add_column("finding", ratio=1, overflow="fold")
     for c in report.checks:
         if c.status is Status.SKIP and not verbose:
             continue
