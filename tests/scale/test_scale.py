@@ -560,6 +560,23 @@ def test_host_input_traffic_and_the_input_hint() -> None:
     assert device[1].input_gb_s is None
 
 
+def test_what_every_point_shares_is_said_once_above_the_table() -> None:
+    from rich.console import Console
+
+    from tfaccel.render.scale import scale_text
+    from tfaccel.scale.runner import ScalePoint, ScaleReport
+
+    points = tuple(
+        ScalePoint(n, 512 * n, 6000.0 * n, 1.0, "tfaccel step", "ok", cross_device_ops=ops)
+        for n, ops in ((1, "OneDeviceAllReduce"), (2, "NcclAllReduce"))
+    )
+    console = Console(record=True, width=200)
+    scale_text(ScaleReport("resnet50", 512, {}, points), console)
+    text = console.export_text()
+    assert "engine: tfaccel step" in text and text.count("tfaccel step") == 1
+    assert "NcclAllReduce" in text and "OneDeviceAllReduce" in text  # differs: a column
+
+
 def test_a_failed_point_shows_its_whole_error_below_the_table() -> None:
     from rich.console import Console
 

@@ -16,24 +16,26 @@ from tfaccel.scale.tfconfig import TfConfig
 
 
 def scale_text(r: ScaleReport, console: Console) -> None:
-    t = Table(
-        title=f"tfaccel scale: {r.workload}, {r.per_replica_batch} per replica "
-        f"({', '.join(f'{k}={v}' for k, v in r.settings.items())})",
-        title_justify="left",
+    # What every point shares (engine, all-reduce, update path) goes under the title;
+    # a column only where the points differ.
+    shared_fields = {
+        "engine": [p.engine for p in r.points],
+        "all-reduce": [p.cross_device_ops for p in r.points],
+        "update": [p.update for p in r.points],
+    }
+    shared = {k: v[0] for k, v in shared_fields.items() if v and len(set(v)) == 1 and v[0]}
+    varying = [k for k in shared_fields if k not in shared]
+    title = (
+        f"tfaccel scale: {r.workload}, {r.per_replica_batch} per replica "
+        f"({', '.join(f'{k}={v}' for k, v in r.settings.items())})"
     )
+    if shared:
+        title += "\n" + " · ".join(f"{k}: {v}" for k, v in shared.items())
+    t = Table(title=title, title_justify="left")
     left = ("engine", "all-reduce", "update", "status")
-    for col in (
-        "GPUs",
-        "global batch",
-        "samples/s",
-        "efficiency",
-        "engine",
-        "all-reduce",
-        "all-reduce ms",
-        "input GB/s",
-        "update",
-        "status",
-    ):
+    columns = ["GPUs", "global batch", "samples/s", "efficiency", *varying]
+    columns += ["all-reduce ms", "input GB/s", "status"]
+    for col in columns:
         t.add_column(col, justify="left" if col in left else "right")
     for p in r.points:
         eff = "" if p.efficiency is None else f"{p.efficiency:.0%}"
@@ -41,18 +43,21 @@ def scale_text(r: ScaleReport, console: Console) -> None:
         ar = (
             ""
             if p.allreduce_ms is None
-            else f"{p.allreduce_ms:.1f}" + (f" ({share:.0%} of step)" if share else "")
+            else f"{p.allreduce_ms:.1f}" + (f" ({share:.0%})" if share else "")
         )
+        values = {
+            "engine": p.engine or "",
+            "all-reduce": p.cross_device_ops or "",
+            "update": p.update or "",
+        }
         t.add_row(
             str(p.gpus),
             str(p.global_batch),
             f"{p.samples_per_s:,.0f}" if p.samples_per_s else "-",
             eff,
-            p.engine or "",
-            p.cross_device_ops or "",
+            *[values[k] for k in varying],
             ar,
             "" if p.input_gb_s is None else f"{p.input_gb_s:.2g}",
-            p.update or "",
             Text(p.status, style="green" if p.status == "ok" else "red"),
         )
     console.print(t)
@@ -122,7 +127,8 @@ def scale_text(r: ScaleReport, console: Console) -> None:
     console.print(
         Text(
             "all-reduce ms: one all-reduce of the gradients through the same cross-device "
-            "ops, timed alone (the share of the step it would take were it not overlapped)",
+            "ops, timed alone; in brackets, the share of the step it would take were it "
+            "not overlapped",
             style="dim",
         )
     )
