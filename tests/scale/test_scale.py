@@ -97,6 +97,22 @@ def test_efficiency_from_fake_trials() -> None:
     assert seen[2][1]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
 
 
+def test_a_point_that_did_not_run_on_the_gpus_asked_for_is_an_error() -> None:
+    def trial(workload, s, steps, timeout, extra, env_overrides) -> TrialResult:  # type: ignore[no-untyped-def]
+        n = len(env_overrides["CUDA_VISIBLE_DEVICES"].split(","))
+        # TensorFlow sees one GPU of the n that NVML lists; with none it runs on the CPU
+        device, replicas = ("CPU", 1) if n == 4 else ("GPU", 1)
+        return TrialResult(
+            "k", "l", s.to_dict(), "ok", samples_per_s=1000.0, device=device,
+            extra={"engine": "tfaccel step", "replicas": replicas},
+        )  # fmt: skip
+
+    points = run_scale("w", [1, 2, 4], Settings(batch_size=256), StepPlan(), trial_fn=trial)
+    assert [p.status for p in points] == ["ok", "error", "error"]
+    assert "asked for 2 GPU(s), ran on 1 replica(s)" in (points[1].error or "")
+    assert "ran on the CPU" in (points[2].error or "") and points[2].samples_per_s is None
+
+
 @pytest.fixture
 def fake_control(tmp_path: Path) -> tuple[dict[str, str], Path]:
     log = tmp_path / "calls.log"

@@ -141,6 +141,26 @@ def test_resume_runs_no_finished_trial_twice(tmp_path: Path) -> None:
     assert res2.best_settings == res1.best_settings
 
 
+def test_a_gpu_that_tensorflow_cannot_use_stops_the_tune_after_the_baseline(
+    tmp_path: Path,
+) -> None:
+    from tfaccel.errors import GpuError
+
+    class OnTheCpu(FakeTrials):
+        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
+            return dataclasses.replace(super().__call__(*a), device="CPU")  # type: ignore[arg-type]
+
+    trials = OnTheCpu()
+    with pytest.raises(GpuError) as caught:
+        tuner(tmp_path, trials).run()
+    assert "runs on the CPU" in caught.value.message and "tfaccel doctor" in str(caught.value)
+    assert len(trials.calls) == 1  # nothing after the baseline
+    (tmp_path / "gpu").mkdir()
+    on_gpu = FakeTrials()  # device None: as the fakes of a GPU tune report it
+    tuner(tmp_path / "gpu", on_gpu).run()
+    assert len(on_gpu.calls) > 1
+
+
 def test_trials_of_an_edited_entry_point_are_measured_again(tmp_path: Path) -> None:
     def run(fingerprint: str | None) -> tuple[FakeTrials, Journal]:
         j = Journal(tmp_path / "j.jsonl", fingerprint=fingerprint)

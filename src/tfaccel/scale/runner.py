@@ -222,6 +222,7 @@ def run_scale(
             extra["input"] = input_mode
         placement, env = _replicas(n, cpu_replicas, xla_cache_dir)
         r = trial_fn(workload, s, steps, timeout_s, extra=extra | placement, env_overrides=env)
+        r = _placed_as_asked(r, n, cpu_replicas)
         if on_point:
             on_point(n, r)
         rate = r.samples_per_s if r.ok else None
@@ -246,6 +247,23 @@ def run_scale(
             )
         )
     return points
+
+
+def _placed_as_asked(r: TrialResult, n: int, cpu_replicas: bool) -> TrialResult:
+    """A point that ran on fewer replicas than asked, or on the CPU when GPUs were asked
+    for (NVML sees them, TensorFlow cannot use them), is an error, not a figure."""
+    replicas = r.extra.get("replicas")
+    on_cpu = not cpu_replicas and r.device == "CPU"
+    if not r.ok or not (on_cpu or (replicas is not None and replicas != n)):
+        return r
+    where = "the CPU" if on_cpu else f"{replicas} replica(s)"
+    return dataclasses.replace(
+        r,
+        status="error",
+        samples_per_s=None,
+        error=f"asked for {n} GPU(s), ran on {where}: TensorFlow does not see the GPUs "
+        "NVML lists (tfaccel doctor says why)",
+    )
 
 
 def search_scale(

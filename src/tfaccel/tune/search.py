@@ -279,6 +279,19 @@ class Tuner:
         res.resumed = len(self.journal.results)
         base = self.base
         res.baseline = self.trial(base, "baseline")
+        if self.hw.gpus and res.baseline.ok and res.baseline.device == "CPU":
+            # The commonest set-up failure: NVML sees the GPU, TensorFlow cannot use it
+            # (a CPU build, or CUDA libraries it cannot load). Tuning GPU settings on
+            # the CPU would measure nothing the user wants.
+            from tfaccel.errors import GpuError
+
+            raise GpuError(
+                f"NVML sees {self.hw.gpus} GPU(s), but TensorFlow in the trials runs on the CPU",
+                expected="a TensorFlow that can use the GPU (a CUDA build with its libraries)",
+                received=f"the baseline trial ran on the CPU ({res.baseline.label})",
+                hint="tfaccel doctor says why and how to fix it; to tune for the CPU on "
+                "purpose: CUDA_VISIBLE_DEVICES= tfaccel tune ...",
+            )
         default_precision = "tf32" if "tf32" in self.hw.precisions else "float32"
         res.keras_defaults = self.trial(
             base.replace(xla="auto", precision=default_precision), "keras defaults"
