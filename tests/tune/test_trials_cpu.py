@@ -118,6 +118,10 @@ def test_a_model_that_fails_to_build_shows_the_users_frames_once(
     assert "ValueError: my layer is broken" in text and "\x1b" not in text
     assert "raise InputError" not in text  # the wrapping frames are left out
     assert text.rstrip().splitlines()[-1].startswith("InputError: The entry point")
+    from tfaccel.errors import InputError
+
+    own = trial_traceback(InputError("A model with 2 outputs", expected="a dataset"))
+    assert own == "InputError: A model with 2 outputs. Expected a dataset.\n"
     trials = [
         TrialResult(k, k, {}, "error", error="InputError", traceback=text) for k in ("a", "b")
     ]

@@ -28,11 +28,15 @@ def trial_traceback(exc: BaseException, limit: int = 3000) -> str:
     """The traceback a user needs: where their code raised. When tfaccel wrapped the
     error (an entry point that raised while building the model), the wrapped error's own
     traceback comes first and tfaccel's one-line message after it; tfaccel's frames
-    are left out. The end is kept when it is long; terminal styling is removed."""
+    are left out, and a check of tfaccel's own (a model with two outputs and no
+    dataset) is its message alone. The end is kept when it is long; terminal styling is
+    removed."""
     from tfaccel.errors import TfaccelError
 
     cause = exc.__cause__
-    if isinstance(exc, TfaccelError) and cause is not None:
+    if isinstance(exc, TfaccelError) and cause is None:  # tfaccel's own check: no frames
+        text = f"{type(exc).__name__}: {exc}\n"
+    elif isinstance(exc, TfaccelError):
         first = str(exc).splitlines()[0] if str(exc) else ""
         text = "".join(traceback.format_exception(cause)) + f"{type(exc).__name__}: {first}\n"
     else:
