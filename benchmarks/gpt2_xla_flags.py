@@ -32,6 +32,10 @@ On the H200 at batch 1, mixed_bfloat16 unless said: default 1,347 tokens/s, off 
 while 1,344 (2026-11-30); all 1,363, all-min1 1,357, no-triton 1,328; bfloat16 1,553,
 bfloat16 + no-dsr 1,889 (2026-12-01). At batch 16, bfloat16: 18,326 and 18,398 with
 no-dsr. Files: results/gpt2-xla-flags*-h200.json, results/gpt2-bf16-gemv-h200.json.
+
+`--loops keras_hub,tfaccel` runs each setting with KerasHub's `generate` and with
+tfaccel's greedy loop (a KV cache per layer instead of one re-stacked every token; the
+same tokens, tested on the CPU), not yet measured on a GPU.
 """
 
 from __future__ import annotations
@@ -59,13 +63,18 @@ SETTINGS = {
     "no-triton": "--xla_gpu_enable_triton_gemm=false",
     "cublaslt": "--xla_gpu_enable_cublaslt=true",
     "no-dsr": "--xla_disable_hlo_passes=dot-strength-reduction",
+    # With the products kept as GEMMs the GPU waits on kernel launches (251 kernels a
+    # token, 1-3 us each): command buffers may pay now where they did not before.
+    "no-dsr-all": f"--xla_disable_hlo_passes=dot-strength-reduction {ALL}",
+    "no-dsr-all-min1": f"--xla_disable_hlo_passes=dot-strength-reduction {ALL} "
+    "--xla_gpu_graph_min_graph_size=1",
 }
 
 
-def child(batch: int, precision: str) -> dict[str, object]:
+def child(batch: int, precision: str, loop: str) -> dict[str, object]:
     from tfaccel.bench.inference import gpt2_generation
 
-    rate, ttft = gpt2_generation(batch, precision=precision, repeats=3)
+    rate, ttft = gpt2_generation(batch, precision=precision, repeats=3, loop=loop)
     return {
         "tokens_per_s": list(rate.samples),
         "ttft_ms": list(ttft.samples),
@@ -81,11 +90,20 @@ def main() -> int:
     ap.add_argument("--precision", default="mixed_bfloat16", help=argparse.SUPPRESS)
     ap.add_argument("--precisions", default="mixed_bfloat16", help="Keras dtype policies")
     ap.add_argument("--settings", default=",".join(SETTINGS), help="which, comma-separated")
+    ap.add_argument(
+        "--loops",
+        default="keras_hub",
+        help="decoding loops: keras_hub (its generate), tfaccel (bench.inference."
+        "greedy_decoder: a cache per layer, same tokens)",
+    )
+    ap.add_argument("--loop", default="keras_hub", help=argparse.SUPPRESS)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
+    loops = [x.strip() for x in args.loops.split(",") if x.strip()]
     if args.child:
-        print("RESULT " + json.dumps(child(int(args.child), args.precision)), flush=True)
+        result = child(int(args.child), args.precision, args.loop)
+        print("RESULT " + json.dumps(result), flush=True)
         return 0
     runs: list[dict[str, object]] = []
     for batch in [int(b) for b in args.batches.split(",")]:
@@ -94,13 +112,13 @@ def main() -> int:
             unknown = [x for x in chosen if x not in SETTINGS]
             if unknown:
                 ap.error(f"unknown settings {unknown}; expected some of {list(SETTINGS)}")
-            order = [(x, SETTINGS[x], p) for p in precisions for x in chosen]
-            for name, flags, precision in order if r % 2 == 0 else order[::-1]:
+            order = [(x, SETTINGS[x], p, lp) for p in precisions for x in chosen for lp in loops]
+            for name, flags, precision, loop in order if r % 2 == 0 else order[::-1]:
                 env = dict(os.environ)
                 env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
                 cmd = [sys.executable, __file__, "--child", str(batch)]
                 p = subprocess.run(
-                    [*cmd, "--precision", precision],
+                    [*cmd, "--precision", precision, "--loop", loop],
                     capture_output=True,
                     text=True,
                     env=env,
@@ -112,6 +130,7 @@ def main() -> int:
                     "batch": batch,
                     "precision": precision,
                     "setting": name,
+                    "loop": loop,
                     "xla_flags": flags,
                 }
                 if line is None:
@@ -124,6 +143,7 @@ def main() -> int:
     for row in runs:
         if "tokens_per_s" in row:
             key = f"batch={row['batch']} {row['precision']} {row['setting']}"
+            key += "" if row["loop"] == "keras_hub" else f" loop={row['loop']}"
             summary.setdefault(key, []).extend(row["tokens_per_s"])  # type: ignore[attr-defined]
     out = {
         "schema": "tfaccel.gpt2-xla-flags/1",

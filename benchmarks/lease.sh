@@ -74,6 +74,12 @@ add gpt2-b1 "$PY $B/gpt2_xla_flags.py --out gpt2-b1.json --batches 1 \
   --precisions mixed_bfloat16,bfloat16 --settings default,no-dsr"
 add gpt2-b16 "$PY $B/gpt2_xla_flags.py --out gpt2-b16.json --batches 16 \
   --precisions bfloat16 --settings default,no-dsr"
+# bf16 + no-dsr (1,889 tokens/s at batch 1) against tfaccel's decoding loop (a cache per
+# layer, no re-stack) and command buffers, now that kernel launches set the pace.
+add gpt2-loop-b1 "$PY $B/gpt2_xla_flags.py --out gpt2-loop-b1.json --batches 1 \
+  --precisions bfloat16 --settings no-dsr,no-dsr-all --loops keras_hub,tfaccel"
+add gpt2-loop-b16 "$PY $B/gpt2_xla_flags.py --out gpt2-loop-b16.json --batches 16 \
+  --precisions bfloat16 --settings no-dsr --loops keras_hub,tfaccel"
 add matmul-vs-torch "$PY $B/matmul_vs_torch.py --out matmul-vs-torch.json"
 add monitor-overhead "$PY $B/monitor_overhead.py --out monitor-overhead.json"
 for c in slow-input slow-input-fixed; do add "profile-$c" "$(profile_cmd $c)"; done
@@ -149,7 +155,7 @@ BEFORE="${LEASE_BEFORE-}"
 Q0="${LEASE_Q0-tune-resnet50}"
 Q1="${LEASE_Q1-tune-bert_hub}"
 AFTER="${LEASE_AFTER-scale-bert-config scale-r50-config scale-r50-staged pytest-gpu \
-bench-gpt2-gemv+bench-remat profile-gpt2-bf16}"
+bench-gpt2-gemv+bench-remat profile-gpt2-bf16 gpt2-loop-b1}"
 
 run_list() {  # GPU LIST: the jobs of LIST one after the other on GPU (all: every GPU)
   local gpu="$1" name; shift

@@ -196,7 +196,36 @@ def test_detector_generation_and_conv3d_on_the_cpu(tmp_path: Path) -> None:
     assert len(conv) == 3 and all(m.median for m in conv)
     assert [m.params["xla"] for m in conv] == [True, True, False]
     assert by["gpt2 generate batch=1 float32 xla=off"].median
+    assert by["gpt2 generate batch=1 bfloat16 loop=tfaccel"].params["loop"] == "tfaccel"
     assert conv[0].params["tflops_per_watt"] is None  # no GPU power reading here
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "bfloat16"])
+def test_tfaccels_decoding_loop_writes_kerashubs_tokens(policy: str) -> None:
+    pytest.importorskip("keras_hub")
+    import keras
+    import numpy as np
+
+    from tfaccel.bench.inference import greedy_decoder
+    from tfaccel.workloads.builtin import gpt2_causal_lm
+
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        lm = gpt2_causal_lm(1000, 2, 64, 4, 256, 128)
+        lm.compile(sampler="greedy", jit_compile=True)
+        rng = np.random.default_rng(1)
+        ids = np.zeros((2, 20), "int32")
+        mask = np.zeros((2, 20), bool)
+        for row, n in ((0, 8), (1, 5)):  # prompts of two lengths: the loop starts at 5
+            ids[row, :n] = rng.integers(1, 1000, n)
+            mask[row, :n] = True
+        want = lm.generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)
+        got = greedy_decoder(lm, 2, 20, 5)(ids, mask).numpy()
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    np.testing.assert_array_equal(got, want["token_ids"])
+    assert (got[0, :8] == ids[0, :8]).all() and (got[1, 5:] != 0).all()
 
 
 def test_the_4k_detector_is_v8s_sized() -> None:

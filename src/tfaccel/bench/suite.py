@@ -276,11 +276,14 @@ def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
         # bfloat16: the weights in bf16 too, as models are served (the mixed policy
         # casts each float32 weight again for every token). Without XLA: batch 1.
         precisions = ("float32", "bfloat16") if quick else ("float32", *PAIR[1:], "bfloat16")
-        gen = [(b, p, True) for b in ((1,) if quick else (1, 16)) for p in precisions]
-        gen += [(1, p, False) for p in (("float32",) if quick else PAIR)]
+        batches = (1,) if quick else (1, 16)
+        gen = [(b, p, True, "keras_hub") for b in batches for p in precisions]
+        gen += [(1, p, False, "keras_hub") for p in (("float32",) if quick else PAIR)]
+        # The same greedy decoding with a cache per layer (bench.inference.greedy_decoder)
+        gen += [(b, "bfloat16", True, "tfaccel") for b in batches]
         return [
             (
-                f"gpt2 batch={b} {p} xla={'on' if x else 'off'}",
+                f"gpt2 batch={b} {p} xla={'on' if x else 'off'} loop={loop}",
                 partial(
                     inference.gpt2_generation,
                     b,
@@ -289,10 +292,11 @@ def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
                     precision=p,
                     repeats=2 if quick else 3,
                     xla=x,
+                    loop=loop,
                     **shape,
                 ),
             )
-            for b, p, x in gen
+            for b, p, x, loop in gen
         ]
     if name == "remat":
         return [
