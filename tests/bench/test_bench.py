@@ -111,6 +111,41 @@ def test_results_round_trip_and_compare(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "1.50x" in result.stdout and "worse" in result.stdout
 
 
+def test_compare_says_what_is_noise_what_is_missing_and_what_differs() -> None:
+    from tfaccel.bench.results import environment_differences
+
+    def report(driver: str, *ms: Measurement) -> BenchReport:
+        env = {"gpus": [{"name": "NVIDIA H200"}], "driver": driver, "tensorflow": "2.21.0"}
+        return BenchReport("micro", env, ms, 1.0)
+
+    a = report(
+        "580.1",
+        Measurement("steady", "GB/s", (100.0, 100.0, 100.0, 100.0)),
+        Measurement("noisy", "GB/s", (80.0, 100.0, 120.0, 100.0)),  # IQR / median 30 %
+        Measurement("gone", "us", (1.0,)),
+    )
+    b = report(
+        "590.2",
+        Measurement("steady", "GB/s", (102.0, 102.0, 102.0, 102.0)),  # +2 %: under 3 %
+        Measurement("noisy", "GB/s", (125.0, 125.0, 125.0, 125.0)),  # +25 %: under 60 %
+        Measurement("new", "us", (2.0,)),
+    )
+    rows = {r.name: r for r in compare(a, b)}
+    assert rows["steady"].better is None and rows["steady"].threshold == pytest.approx(0.03)
+    assert rows["noisy"].better is None and rows["noisy"].threshold == pytest.approx(0.6)
+    assert rows["gone"].only == "A" and rows["new"].only == "B"
+    assert environment_differences(a, b) == {"driver": ("580.1", "590.2")}
+    from rich.console import Console
+
+    from tfaccel.render.bench import compare_text
+
+    console = Console(record=True, width=200)
+    compare_text(list(rows.values()), "a.json", "b.json", console, environment_differences(a, b))
+    text = console.export_text()
+    assert "driver differs: A 580.1, B 590.2" in text and "within noise (±60%)" in text
+    assert "only in A" in text and "only in B" in text
+
+
 def test_foreign_result_file_is_a_clear_error(tmp_path: Path) -> None:
     p = tmp_path / "x.json"
     p.write_text(json.dumps({"schema": "something else"}))

@@ -87,22 +87,59 @@ class CompareRow:
     b: float | None
     ratio: float | None  # b / a
     better: bool | None
+    only: str | None = None  # "A" or "B": measured in that file alone
+    threshold: float | None = None  # a ratio within 1 +- this is noise (better is None)
+
+
+NOISE_FLOOR = 0.03  # the smallest change `bench compare` calls better or worse
 
 
 def compare(a: BenchReport, b: BenchReport) -> list[CompareRow]:
-    """Benchmarks present in both, matched by name; ratio = B / A."""
+    """Every benchmark of either file, matched by name; ratio = B / A where both have
+    it (one measured in one file only has None on the other side)."""
     bm = {m.name: m for m in b.measurements}
+    names_a = {m.name for m in a.measurements}
     rows = []
     for m in a.measurements:
         other = bm.get(m.name)
         if other is None:
+            rows.append(CompareRow(m.name, m.unit, m.median, None, None, None, only="A"))
             continue
         va, vb = m.median, other.median
         ratio = vb / va if va and vb is not None else None
+        # as tune decides: beyond 3 % and twice the larger of the two spreads
+        threshold = max(NOISE_FLOOR, 2 * max(m.spread or 0.0, other.spread or 0.0))
         better = (
             None
-            if ratio is None or ratio == 1
+            if ratio is None or abs(ratio - 1) <= threshold
             else (ratio > 1 if m.higher_is_better else ratio < 1)
         )
-        rows.append(CompareRow(m.name, m.unit, va, vb, ratio, better))
+        rows.append(CompareRow(m.name, m.unit, va, vb, ratio, better, threshold=threshold))
+    rows += [
+        CompareRow(m.name, m.unit, None, m.median, None, None, only="B")
+        for m in b.measurements
+        if m.name not in names_a
+    ]
     return rows
+
+
+# What makes two result files measure different things besides the code: compared and
+# shown by `bench compare`.
+ENVIRONMENT_KEYS = ("driver", "tensorflow", "keras", "keras-hub", "xla_flags")
+
+
+def environment_differences(a: BenchReport, b: BenchReport) -> dict[str, tuple[Any, Any]]:
+    """GPU model and the ENVIRONMENT_KEYS where the two files differ: key -> (A, B)."""
+
+    def gpu(r: BenchReport) -> str | None:
+        names = [g.get("name") for g in r.environment.get("gpus") or []]
+        return f"{len(names)} x {names[0]}" if names else None
+
+    out: dict[str, tuple[Any, Any]] = {}
+    if gpu(a) != gpu(b):
+        out["gpu"] = (gpu(a), gpu(b))
+    for key in ENVIRONMENT_KEYS:
+        va, vb = a.environment.get(key), b.environment.get(key)
+        if va != vb:
+            out[key] = (va, vb)
+    return out

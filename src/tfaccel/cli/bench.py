@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tfaccel.bench.results import compare, load_report, report_json
+from tfaccel.bench.results import compare, environment_differences, load_report, report_json
 from tfaccel.bench.suite import (
     extra_benches,
     micro_benches,
@@ -60,11 +60,21 @@ def bench(
         path_a, path_b = operands(
             what, 2, "compare takes two result files", "tfaccel bench compare A.json B.json"
         )
-        rows = compare(load_report(path_a), load_report(path_b))
+        ra, rb = load_report(path_a), load_report(path_b)
+        rows, env = compare(ra, rb), environment_differences(ra, rb)
         if fmt is Format.json:
-            write_out(dumps({"a": path_a, "b": path_b, "rows": rows}))
+            write_out(
+                dumps(
+                    {
+                        "a": path_a,
+                        "b": path_b,
+                        "rows": rows,
+                        "environment_differences": {k: list(v) for k, v in env.items()},
+                    }
+                )
+            )
         else:
-            compare_text(rows, path_a, path_b, stdout_console())
+            compare_text(rows, path_a, path_b, stdout_console(), env)
         return
     for path in (out, html):
         if path is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -61,21 +62,39 @@ def bench_text(r: BenchReport, console: Console) -> None:
     console.print(Text(f"{len(r.measurements)} benchmarks in {r.seconds:.0f} s", style="dim"))
 
 
-def compare_text(rows: Sequence[CompareRow], a: str, b: str, console: Console) -> None:
-    t = Table(title=f"bench compare: B = {b} vs A = {a}", title_justify="left")
+def compare_text(
+    rows: Sequence[CompareRow],
+    a: str,
+    b: str,
+    console: Console,
+    env: dict[str, tuple[Any, Any]] | None = None,
+) -> None:
+    console.print(f"bench compare: A = {a}, B = {b}")
+    for key, (va, vb) in (env or {}).items():
+        console.print(Text(f"  {key} differs: A {va}, B {vb}", style="yellow"))
+    both = [r for r in rows if r.a is not None and r.b is not None]
+    if not both:
+        console.print(Text("no benchmark measured in both files", style="yellow"))
+    t = Table(title_justify="left")
     for col in ("benchmark", "A", "B", "unit", "B / A", ""):
         t.add_column(col)
     for r in rows:
-        t.add_row(
-            r.name,
-            _v(r.a),
-            _v(r.b),
-            r.unit,
-            _v(r.ratio, "{:.2f}x"),
-            Text(
+        if r.only:
+            verdict = Text(f"only in {r.only}", style="dim")
+        elif r.better is None and r.ratio is not None and r.threshold is not None:
+            verdict = Text(f"within noise (±{r.threshold:.0%})", style="dim")
+        else:
+            verdict = Text(
                 "" if r.better is None else ("better" if r.better else "worse"),
                 style="green" if r.better else "red",
-            ),
+            )
+        t.add_row(
+            r.name,
+            "-" if r.only == "B" else _v(r.a),
+            "-" if r.only == "A" else _v(r.b),
+            r.unit,
+            _v(r.ratio, "{:.2f}x"),
+            verdict,
         )
     console.print(t)
 
