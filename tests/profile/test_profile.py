@@ -91,6 +91,27 @@ def _synthetic(**kw: object) -> ProfileReport:
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
+def test_diff_calls_a_change_only_beyond_the_noise() -> None:
+    a = _synthetic()  # 100 ms steps, 1 ms standard deviation
+    rows = {r.metric: r for r in diff(a, _synthetic(step_ms_avg=98.0, gpu_utilization_pct=92.0))}
+    assert rows["step_ms"].better is None and rows["step_ms"].threshold_pct == 3.0
+    assert rows["utilization"].better is None  # +2.2 %
+    rows = {r.metric: r for r in diff(a, _synthetic(step_ms_avg=90.0))}
+    assert rows["step_ms"].better is True
+    # steps that vary by 10 %: a 10 % faster mean is within the noise (twice 10 %)
+    rows = {r.metric: r for r in diff(a, _synthetic(step_ms_avg=90.0, step_ms_std=9.0))}
+    assert rows["step_ms"].better is None and rows["step_ms"].threshold_pct == pytest.approx(20)
+    rows = {r.metric: r for r in diff(a, _synthetic(step_ms_avg=70.0, step_ms_std=9.0))}
+    assert rows["step_ms"].better is True  # 30 % less, beyond twice 9 / 70
+    from rich.console import Console
+
+    from tfaccel.render.profile import diff_text
+
+    console = Console(record=True, width=200)
+    diff_text(a, a, diff(a, _synthetic(step_ms_avg=98.0)), console)
+    assert "within noise (±3%)" in console.export_text()
+
+
 def test_healthy_gpu_step_has_no_warnings() -> None:
     findings = [f for f in advise(_synthetic()) if f.id != "steps"]  # no steps in this fake
     assert {f.id for f in findings} >= {

@@ -343,15 +343,32 @@ class DiffRow:
     b: float | None
     change_pct: float | None
     better: bool | None
+    threshold_pct: float | None = None  # a change within +- this is noise (better None)
+
+
+# A relative change must beat 3 %, and for step time and throughput also twice the
+# larger step-time variation (std / mean) of the two runs, as tune and bench compare do.
+NOISE_FLOOR_PCT = 3.0
+STEP_METRICS = {"step_ms", "samples_per_s"}
+
+
+def _step_cv_pct(r: ProfileReport) -> float:
+    if not r.step_ms_avg or r.step_ms_std is None:
+        return 0.0
+    return 100.0 * r.step_ms_std / r.step_ms_avg
 
 
 def diff(a: ProfileReport, b: ProfileReport) -> list[DiffRow]:
     rows = []
+    step_noise = 2 * max(_step_cv_pct(a), _step_cv_pct(b))
     for name in METRIC_GETTERS:
         va, vb = a.metric(name), b.metric(name)
         change = 100.0 * (vb - va) / va if va and vb is not None else None
+        threshold = max(NOISE_FLOOR_PCT, step_noise if name in STEP_METRICS else 0.0)
         better = None
-        if va is not None and vb is not None and va != vb:
+        if change is not None and abs(change) > threshold:
+            better = (vb > va) if name in HIGHER_IS_BETTER else (vb < va)  # type: ignore[operator]
+        elif va is not None and vb is not None and not va and va != vb:  # from zero
             better = (vb > va) if name in HIGHER_IS_BETTER else (vb < va)
-        rows.append(DiffRow(name, va, vb, change, better))
+        rows.append(DiffRow(name, va, vb, change, better, threshold))
     return rows

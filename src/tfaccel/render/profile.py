@@ -122,13 +122,18 @@ def diff_text(
     for r in rows:
         if r.a is None and r.b is None:
             continue
-        mark = "" if r.better is None else ("better" if r.better else "worse")
+        if r.better is not None:
+            mark = Text("better" if r.better else "worse", style="green" if r.better else "red")
+        elif r.change_pct is not None and r.threshold_pct is not None:
+            mark = Text(f"within noise (±{r.threshold_pct:.0f}%)", style="dim")
+        else:
+            mark = Text("")
         t.add_row(
             r.metric,
             _f(r.a, "{:.2f}"),
             _f(r.b, "{:.2f}"),
             _f(r.change_pct, "{:+.1f}%"),
-            Text(mark, style="green" if r.better else "red"),
+            mark,
         )
     console.print(t)
 
