@@ -54,6 +54,24 @@ def two_outputs():
     inp = keras.Input((8,))
     return keras.Model(inp, [keras.layers.Dense(2)(inp), keras.layers.Dense(3)(inp)])
 
+class Net(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.hidden = keras.layers.Dense(32, activation="relu")
+        self.out = keras.layers.Dense(10)
+
+    def call(self, x):
+        return self.out(self.hidden(x))
+
+def subclassed():
+    return Net()
+
+def subclassed_with_data():
+    import numpy as np, tensorflow as tf
+    x = np.random.rand(64, 16).astype("float32")
+    y = np.random.randint(0, 10, 64).astype("int32")
+    return Net(), tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+
 def wrong_type():
     return 42
 
@@ -94,6 +112,7 @@ def test_the_accepted_return_shapes(user_module: str) -> None:
         ("my_models:crashes", "raised while building the model"),
         ("my_models:bad_labels", "label settings tfaccel cannot use"),
         ("my_models:two_outputs", "2 outputs and no dataset"),
+        ("my_models:subclassed", "declares no inputs (a subclassed model)"),
     ],
 )
 def test_bad_entry_points(user_module: str, target: str, message: str) -> None:
@@ -120,6 +139,20 @@ def test_synthetic_labels_follow_the_output_and_the_loss(user_module: str) -> No
     assert np.isfinite(_one_step(wl, 4))
     wl = load_workload(f"{user_module}:own_labels")
     assert (wl.label_shape, wl.label_dtype) == ((2,), "float32")
+
+
+def test_a_subclassed_model_takes_its_shapes_from_its_dataset(user_module: str) -> None:
+    from tfaccel.plan.memory import estimate_memory
+    from tfaccel.workloads.synthetic import dataset_specs, input_bytes_per_sample
+
+    wl = load_workload(f"{user_module}:subclassed_with_data")
+    x, y = dataset_specs(wl.dataset, 4)  # the dataset yields batches of 8: re-batched
+    assert x.shape.as_list() == [4, 16] and y.shape.as_list() == [4]
+    assert input_bytes_per_sample(wl.model, dataset=wl.dataset) == 16 * 4
+    assert input_bytes_per_sample(wl.model, 2, wl.dataset) == 16 * 2  # sent in 16-bit
+    est = estimate_memory(lambda: load_workload(f"{user_module}:subclassed_with_data"))
+    assert est.parameters == 16 * 32 + 32 + 32 * 10 + 10
+    assert est.step_bytes_per_sample > 0
 
 
 def test_the_fingerprint_is_the_entry_point_file(user_module: str, tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ def _main(argv: list[str]) -> int:
     import tensorflow as tf
 
     from tfaccel.workloads import load_workload
-    from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
+    from tfaccel.workloads.synthetic import is_batched, synthetic_inputs, synthetic_labels
 
     out: dict[str, object] = {}
     try:
@@ -123,9 +123,13 @@ def _main(argv: list[str]) -> int:
         wl = load_workload(model)
         m = wl.model
         m.compile(optimizer=wl.optimizer, loss=wl.loss, jit_compile=jit)
-        x = synthetic_inputs(m, batch)
-        y = synthetic_labels(wl, batch)
-        ds = tf.data.Dataset.from_tensors((x, y)).repeat(steps)
+        if wl.dataset is not None:  # the user's own data, at this batch size
+            src = wl.dataset.unbatch() if is_batched(wl.dataset) else wl.dataset
+            ds = src.repeat().batch(batch, drop_remainder=True).take(steps)
+        else:
+            x = synthetic_inputs(m, batch)
+            y = synthetic_labels(wl, batch)
+            ds = tf.data.Dataset.from_tensors((x, y)).repeat(steps)
         m.fit(ds, epochs=1, verbose=0)
         out["peak"] = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
     except tf.errors.ResourceExhaustedError as exc:

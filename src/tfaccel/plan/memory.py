@@ -185,8 +185,11 @@ def trace_step(
     batch: int,
     label_shape: tuple[int, ...] = (),
     label_dtype: str = "int32",
+    dataset: Any = None,
 ) -> StepTrace:
-    """Trace forward + loss + gradients at a static batch and measure its liveness peak."""
+    """Trace forward + loss + gradients at a static batch and measure its liveness peak.
+    With a `dataset`, its element shapes give the inputs and labels (a subclassed model
+    declares none); else the model's inputs and the label shape."""
     tf = import_tensorflow()
 
     def step(x: Any, y: Any) -> Any:
@@ -196,10 +199,13 @@ def trace_step(
         return tape.gradient(loss, model.trainable_variables)
 
     fn = tf.function(step)
-    from tfaccel.workloads.synthetic import input_specs
+    from tfaccel.workloads.synthetic import dataset_specs, input_specs
 
-    x_specs = input_specs(model, batch)
-    y_spec = tf.TensorSpec([batch, *label_shape], dtype=label_dtype)
+    if dataset is not None:
+        x_specs, y_spec = dataset_specs(dataset, batch)
+    else:
+        x_specs = input_specs(model, batch)
+        y_spec = tf.TensorSpec([batch, *label_shape], dtype=label_dtype)
     concrete = fn.get_concrete_function(x_specs, y_spec)
     curve, saved, unknown = live_curve(concrete.graph, concrete.graph.outputs)
     return StepTrace(
@@ -260,7 +266,8 @@ def estimate_memory(
         model = wl.model
         loss_fn = keras.losses.get(wl.loss) if isinstance(wl.loss, str) else wl.loss
         traces = tuple(
-            trace_step(model, loss_fn, b, wl.label_shape, wl.label_dtype) for b in batches
+            trace_step(model, loss_fn, b, wl.label_shape, wl.label_dtype, wl.dataset)
+            for b in batches
         )
         weights = sum(int(math.prod(v.shape)) * _dtype_size(v.dtype) for v in model.weights)
         trainable = [v for v in model.trainable_weights]

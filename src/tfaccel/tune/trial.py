@@ -74,10 +74,9 @@ def _gpu_peak(report: Any) -> int | None:
 
 def _user_dataset(ds: Any, batch: int) -> Any:
     """The workload's dataset of examples, batched at the trial's batch size."""
-    import tensorflow as tf
+    from tfaccel.workloads.synthetic import is_batched
 
-    spec = tf.nest.flatten(ds.element_spec)[0]
-    if spec.shape.rank and spec.shape[0] is None:  # already batched: re-batch
+    if is_batched(ds):  # re-batch at the trial's batch size
         ds = ds.unbatch()
     return ds.repeat().batch(batch, drop_remainder=True)
 
@@ -313,7 +312,7 @@ def _run_custom(
     return {
         "input": config.get("input", "host"),
         "input_bytes_per_sample": input_bytes_per_sample(
-            wl.model, 2 if report.input_dtype else None
+            wl.model, 2 if report.input_dtype else None, wl.dataset
         ),
         "status": "ok",
         "precision": report.precision,

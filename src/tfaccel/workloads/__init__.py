@@ -2,7 +2,8 @@
 
 The entry-point contract: `module:function` names a callable taking no arguments that
 returns one of
-- a `keras.Model` (its inputs must have static shapes except the batch dimension),
+- a `keras.Model` (its inputs must have static shapes except the batch dimension; a
+  subclassed model, which declares none, comes with a dataset),
 - a tuple `(model, dataset)` where dataset is a `tf.data.Dataset` of (inputs, labels),
 - a dict with `model` and optionally `dataset`, `loss`, `optimizer`, `sample_unit`,
   and for synthetic labels `label_shape`, `label_dtype`, `label_classes`.
@@ -152,6 +153,14 @@ def load_workload(spec: str) -> Workload:
     for key in ("loss", "optimizer", "sample_unit"):
         if key in extras:
             setattr(wl, key, extras.pop(key))
+    if dataset is None and not _declared_inputs(model):
+        raise InputError(
+            f"The entry point {spec!r} returned a {type(model).__name__} that declares no "
+            "inputs (a subclassed model), and no dataset to take their shapes from",
+            expected="a model built on keras.Input(...) (Sequential or functional), or a "
+            "(model, dataset) tuple",
+            received=f"{type(model).__name__} without inputs",
+        )
     label_keys = {k: extras.pop(k) for k in LABEL_KEYS if k in extras}
     if label_keys:
         _set_labels(wl, spec, label_keys)
@@ -162,6 +171,14 @@ def load_workload(spec: str) -> Workload:
 
 
 LABEL_KEYS = ("label_shape", "label_dtype", "label_classes")
+
+
+def _declared_inputs(model: Any) -> bool:
+    """Does the model declare its inputs (Sequential or functional, on keras.Input)?"""
+    try:
+        return bool(model.inputs)
+    except (AttributeError, ValueError):  # subclassed: no graph of inputs
+        return False
 
 
 def _is_sparse(loss: Any) -> bool:

@@ -82,17 +82,24 @@ def input_specs(model: Any, batch: int) -> Any:
     return spec(s)
 
 
-def input_bytes_per_sample(model: Any, float_bytes: int | None = None) -> int:
-    """Bytes of one sample's inputs as the model declares them (float inputs counted at
-    `float_bytes` each when given: 2 when `input_cast` sends them in 16-bit)."""
+def input_bytes_per_sample(model: Any, float_bytes: int | None = None, dataset: Any = None) -> int:
+    """Bytes of one sample's inputs as the model declares them, or as the `dataset`'s
+    elements hold them (float inputs counted at `float_bytes` each when given: 2 when
+    `input_cast` sends them in 16-bit)."""
     import numpy as np
 
-    s = _struct(model)
-    leaves = list(s.values()) if isinstance(s, dict) else s if isinstance(s, list) else [s]
+    if dataset is not None:
+        import tensorflow as tf
+
+        leaves = tf.nest.flatten(dataset_specs(dataset, 1)[0])
+    else:
+        s = _struct(model)
+        leaves = list(s.values()) if isinstance(s, dict) else s if isinstance(s, list) else [s]
     total = 0
     for t in leaves:
         n = int(np.prod([int(d) for d in t.shape[1:]])) if len(t.shape) > 1 else 1
-        dtype = np.dtype(str(t.dtype)) if str(t.dtype) != "bfloat16" else np.dtype("float16")
+        name = getattr(t.dtype, "name", None) or str(t.dtype)  # tf.DType or a string
+        dtype = np.dtype(name) if name != "bfloat16" else np.dtype("float16")
         size = float_bytes if float_bytes and dtype.kind == "f" else dtype.itemsize
         total += n * size
     return total
@@ -106,3 +113,41 @@ def synthetic_labels(wl: Any, batch: int, seed: int = 1) -> Any:
     if "float" in wl.label_dtype:  # regression / multi-label targets in [0, 1)
         return rng.random(shape).astype(wl.label_dtype)
     return rng.integers(0, wl.label_classes, shape).astype(wl.label_dtype)
+
+
+def is_batched(dataset: Any) -> bool:
+    """Does the dataset yield batches (a leading dimension of unknown size) rather than
+    single examples? tfaccel re-batches either to the batch size it measures."""
+    import tensorflow as tf
+
+    spec = tf.nest.flatten(dataset.element_spec)[0]
+    return bool(spec.shape.rank) and spec.shape[0] is None
+
+
+def dataset_specs(dataset: Any, batch: int) -> tuple[Any, Any]:
+    """(inputs, labels) TensorSpec structures of the dataset's elements at `batch`: the
+    shapes of the user's own data, for a model that declares no inputs (subclassed)."""
+    import tensorflow as tf
+
+    from tfaccel.errors import InputError
+
+    element = dataset.element_spec
+    if not isinstance(element, tuple) or len(element) < 2:
+        raise InputError(
+            "The dataset's elements are not (inputs, labels) pairs",
+            expected="a tf.data.Dataset of (inputs, labels)",
+            received=repr(element)[:200],
+        )
+    drop = 1 if is_batched(dataset) else 0
+
+    def at_batch(spec: Any) -> Any:
+        dims = list(spec.shape)[drop:]
+        if any(d is None for d in dims):
+            raise InputError(
+                "The dataset has an element of unknown shape",
+                expected="static shapes per example (pad or resize in the pipeline)",
+                received=f"shape {spec.shape}",
+            )
+        return tf.TensorSpec([batch, *dims], spec.dtype)
+
+    return tf.nest.map_structure(at_batch, element[0]), tf.nest.map_structure(at_batch, element[1])
