@@ -72,6 +72,13 @@ def subclassed_with_data():
     y = np.random.randint(0, 10, 64).astype("int32")
     return Net(), tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
 
+def text():
+    inp = keras.Input((), dtype="string")
+    vec = keras.layers.TextVectorization(max_tokens=100, output_sequence_length=8)
+    vec.adapt(["w1 w2 w3", "w4 w5 w6"])
+    x = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(100, 8)(vec(inp)))
+    return keras.Model(inp, keras.layers.Dense(2)(x))
+
 def wrong_type():
     return 42
 
@@ -137,6 +144,12 @@ def test_synthetic_labels_follow_the_output_and_the_loss(user_module: str) -> No
     wl = load_workload(f"{user_module}:regression")
     assert (wl.label_shape, wl.label_dtype) == ((3,), "float32")
     assert np.isfinite(_one_step(wl, 4))
+    wl = load_workload(f"{user_module}:text")  # vectorizes its own text
+    from tfaccel.workloads.synthetic import synthetic_inputs
+
+    words = synthetic_inputs(wl.model, 3)
+    assert words.shape == (3,) and len(str(words[0]).split()) == 16
+    assert np.isfinite(_one_step(wl, 3))
     wl = load_workload(f"{user_module}:own_labels")
     assert (wl.label_shape, wl.label_dtype) == ((2,), "float32")
 

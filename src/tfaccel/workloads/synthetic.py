@@ -1,6 +1,7 @@
 """Synthetic inputs of a model's real shapes, for any input structure (tensor, list, dict).
 
-Integer inputs get plausible values by name: masks are ones, segment ids zeros, token
+String inputs (a model that vectorizes text itself) get 16 random words each. Integer
+inputs get plausible values by name: masks are ones, segment ids zeros, token
 ids random below 1000, or below the model's vocabulary where that is smaller (the largest
 `keras.layers.Embedding`: segment and position tables are the smaller ones).
 """
@@ -32,9 +33,14 @@ def _id_bound(model: Any, default: int = 1000) -> int:
 
 
 def _leaf_array(t: Any, batch: int, rng: Any, high: int = 1000) -> Any:
+    import numpy as np
+
     shape = (batch, *[int(d) for d in t.shape[1:]])
     dtype = str(t.dtype)
     name = str(getattr(t, "name", "")).lower()
+    if "string" in dtype:  # text models that vectorize inside: 16 random words each
+        words = rng.integers(0, 1000, (int(np.prod(shape)), 16))
+        return np.array([" ".join(f"w{w}" for w in row) for row in words]).reshape(shape)
     if "int" in dtype or "bool" in dtype:
         if "mask" in name:
             return rng.integers(1, 2, shape).astype("bool" if "bool" in dtype else dtype)
