@@ -36,6 +36,26 @@ def test_once_text_shows_throttle_and_processes(nvml: MonitorNvml) -> None:
     assert "sw_power_cap" in result.stdout and "python3" in result.stdout
 
 
+def test_a_narrow_terminal_gets_the_compact_view(nvml: MonitorNvml) -> None:
+    from rich.console import Console
+
+    from tfaccel.hardware.nvml import driver_info
+    from tfaccel.monitor.sampler import Sampler
+    from tfaccel.render.monitor import snapshot_view
+
+    nvml.state[0]["reasons"] = 0x4
+    with Sampler() as sampler:
+        snap = sampler.sample_once()
+    for width, full in ((80, False), (160, True)):
+        console = Console(record=True, width=width)
+        console.print(snapshot_view(snap, width))
+        text = console.export_text()
+        assert "sw_power_cap" in text  # the throttle reason whole, at either width
+        assert ("PCIe tx/rx" in text) is full and ("mem clock" in text) is full
+        assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+    assert driver_info().gpus[0].name in text
+
+
 def test_live_json_lines_for_a_duration(nvml: MonitorNvml, tmp_path: object) -> None:
     result = runner.invoke(
         app, ["monitor", "--interval", "0.05", "--duration", "0.4", "--format", "json"]

@@ -70,7 +70,8 @@ def monitor(
         if fmt is Format.json:
             write_out(dumps(snap, schema="tfaccel.monitor/1"))
         else:
-            stdout_console().print(snapshot_view(snap))
+            out = stdout_console()
+            out.print(snapshot_view(snap, out.width))
         if snap.alerts:
             raise typer.Exit(int(ExitCode.FINDINGS))
         return
@@ -92,14 +93,15 @@ def monitor(
         else:
             latest = sampler.latest
             assert latest is not None
+            console = stdout_console()
             with Live(
-                snapshot_view(latest), console=stdout_console(), refresh_per_second=4
+                snapshot_view(latest, console.width), console=console, refresh_per_second=4
             ) as live:
                 while deadline is None or time.monotonic() < deadline:
                     time.sleep(min(interval, 0.25))
                     snap = sampler.latest
                     if snap is not None:
-                        live.update(snapshot_view(snap))
+                        live.update(snapshot_view(snap, console.width))
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a live view ends
     finally:

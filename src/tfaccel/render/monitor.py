@@ -29,21 +29,24 @@ def _bar(pct: float | None, width: int = 10) -> Text:
     return t
 
 
-def snapshot_view(snap: Snapshot) -> Group:
+# Under this many columns the view drops the memory clock, PCIe and ECC columns (an
+# uncorrected ECC error still raises an alert) and memory in GiB, and draws shorter bars.
+COMPACT_BELOW = 140
+
+
+def snapshot_view(snap: Snapshot, width: int | None = None) -> Group:
+    compact = width is not None and width < COMPACT_BELOW
+    bar = 5 if compact else 10
+    columns = ["GPU", "util", "mem", "temp", "power", "SM clock"]
+    columns += [] if compact else ["mem clock", "PCIe tx/rx", "ECC"]
     t = Table(box=None, padding=(0, 1), header_style="bold")
-    for col in (
-        "GPU",
-        "util",
-        "mem",
-        "temp",
-        "power",
-        "SM clock",
-        "mem clock",
-        "PCIe tx/rx",
-        "ECC",
-        "throttle",
-    ):
-        t.add_column(col)
+    for col in [*columns, "throttle"]:
+        t.add_column(
+            col,
+            no_wrap=col != "throttle",
+            overflow="fold",
+            min_width=12 if col == "throttle" else None,
+        )
     for g in snap.gpus:
         if g.error:
             t.add_row(str(g.index), Text(f"LOST: {g.error}", style="bold red"))
@@ -51,27 +54,36 @@ def snapshot_view(snap: Snapshot) -> Group:
         temp = Text(_f(g.temp_c, "{:.0f} C"))
         if g.temp_slowdown_c:
             temp.append(f" /{g.temp_slowdown_c:.0f}", style="dim")
-        mem = _bar(g.mem_pct)
-        mem.append(
-            f" {(g.mem_used_mib or 0) / 1024:.1f}/{(g.mem_total_mib or 0) / 1024:.0f} G",
-            style="dim",
-        )
-        t.add_row(
-            f"{g.index} {g.name or ''}",
-            _bar(g.util_gpu_pct),
+        mem = _bar(g.mem_pct, bar)
+        if not compact:
+            mem.append(
+                f" {(g.mem_used_mib or 0) / 1024:.1f}/{(g.mem_total_mib or 0) / 1024:.0f} G",
+                style="dim",
+            )
+        cells: list[object] = [
+            f"{g.index} {g.name or ''}".removesuffix(" ") if not compact else str(g.index),
+            _bar(g.util_gpu_pct, bar),
             mem,
             temp,
             f"{_f(g.power_w)}/{_f(g.power_limit_w)} W",
             f"{_f(g.sm_clock_mhz)}/{_f(g.sm_clock_max_mhz)}",
-            f"{_f(g.mem_clock_mhz)}/{_f(g.mem_clock_max_mhz)}",
-            f"{_f(g.pcie_tx_mbs)}/{_f(g.pcie_rx_mbs)} MB/s",
-            f"{_f(g.ecc_corrected)}/{_f(g.ecc_uncorrected)}",
+        ]
+        if not compact:
+            cells += [
+                f"{_f(g.mem_clock_mhz)}/{_f(g.mem_clock_max_mhz)}",
+                f"{_f(g.pcie_tx_mbs)}/{_f(g.pcie_rx_mbs)} MB/s",
+                f"{_f(g.ecc_corrected)}/{_f(g.ecc_uncorrected)}",
+            ]
+        cells.append(
             Text(
                 ", ".join(g.throttle) or "-",
                 style="yellow" if any(r not in ("gpu_idle",) for r in g.throttle) else "dim",
-            ),
+            )
         )
-    parts: list[object] = [t]
+        t.add_row(*cells)  # type: ignore[arg-type]
+    names = {g.name for g in snap.gpus if g.name and not g.error}
+    head: list[object] = [Text(", ".join(sorted(names)), style="bold")] if compact and names else []
+    parts: list[object] = [*head, t]
     procs = [(g.index, p) for g in snap.gpus for p in g.processes]
     if procs:
         pt = Table(title="processes", title_justify="left", box=None, padding=(0, 1))
