@@ -37,6 +37,20 @@ def test_hw_inventory_text(two_h200: None) -> None:
     result = runner.invoke(app, ["hw"])
     assert result.exit_code == 0
     assert "tier: extreme" in result.stdout and "NV18" in result.stdout
+    # two identical GPUs: one card, and a table of what differs between them
+    assert "GPU 0 (and 1, alike)" in result.stdout and "GPU 1\n" not in result.stdout
+    assert "per GPU" in result.stdout and "2A:00.0" in result.stdout
+
+
+def test_hw_gives_a_gpu_unlike_the_others_its_own_card(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = inventory.read_inventory
+    capped = h200(1, nvmlDeviceGetEnforcedPowerLimit=400000)  # a lower power limit
+    nvml = TopoNvml([h200(0), capped])
+    monkeypatch.setattr("tfaccel.cli.hw.read_inventory", lambda: real(nvml))
+    result = runner.invoke(app, ["hw"])
+    assert result.exit_code == 0, result.output
+    assert "alike" not in result.stdout and "per GPU" not in result.stdout
+    assert "GPU 1" in result.stdout and "limit 400 W" in result.stdout
 
 
 def test_hw_without_driver_exits_4(monkeypatch: pytest.MonkeyPatch) -> None:

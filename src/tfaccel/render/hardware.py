@@ -94,9 +94,11 @@ def inventory_text(inv: Inventory, tiers: Sequence[TierVerdict], console: Consol
     )
     if inv.error:
         console.print(Text(f"NVML error: {inv.error}", style="red"))
-    for g, verdict in zip(inv.gpus, tiers, strict=True):
+    for group in _alike(inv, tiers):
+        g, verdict = group[0]
         table = Table(
-            title=f"GPU {g.index}",
+            title=f"GPU {g.index}"
+            + (f" (and {_indices(group[1:])}, alike)" if len(group) > 1 else ""),
             show_header=False,
             box=None,
             padding=(0, 1),
@@ -108,22 +110,109 @@ def inventory_text(inv: Inventory, tiers: Sequence[TierVerdict], console: Consol
         for k, v in _gpu_rows(g):
             table.add_row(k, v)
         if inv.topology is not None and g.index < len(inv.topology.nvlink_ports):
-            ports = inv.topology.nvlink_ports[g.index]
-            active = [p for p in ports if p.active]
-            versions = sorted({p.version for p in active if p.version})
-            table.add_row(
-                "NVLink",
-                f"{len(active)} of {len(ports)} links active"
-                + (f" (NVLink {', '.join(map(str, versions))})" if versions else ""),
-            )
+            table.add_row("NVLink", _nvlink(inv, g.index))
         console.print(table)
         console.print(tier_table(verdict))
+        if len(group) > 1:
+            console.print(_per_gpu_table(inv, [x for x, _ in group]))
         for w in g.warnings:
             console.print(Text(f"  ! {w}", style="yellow"))
     if inv.topology is not None:
         console.print(topology_table(inv))
     for note in inv.notes:
         console.print(Text(note, style="dim"))
+
+
+def _nvlink(inv: Inventory, index: int) -> str:
+    assert inv.topology is not None
+    ports = inv.topology.nvlink_ports[index]
+    active = [p for p in ports if p.active]
+    versions = sorted({p.version for p in active if p.version})
+    return f"{len(active)} of {len(ports)} links active" + (
+        f" (NVLink {', '.join(map(str, versions))})" if versions else ""
+    )
+
+
+def _static(g: GpuInfo, verdict: TierVerdict) -> tuple[object, ...] | None:
+    """What makes two GPUs alike in the report (model, limits, modes, tier); None for a
+    GPU with warnings, which keeps a card of its own."""
+    if g.warnings:
+        return None
+    return (
+        g.name,
+        g.compute_capability,
+        g.sm_count,
+        g.memory_total_mib,
+        g.memory_bus_width_bits,
+        g.memory_clock_max_mhz,
+        g.sm_clock_max_mhz,
+        g.power_limit_w,
+        g.power_default_limit_w,
+        g.power_min_limit_w,
+        g.power_max_limit_w,
+        g.tdp_w,
+        g.mig_enabled,
+        g.ecc_enabled,
+        g.persistence_enabled,
+        g.spec_key,
+        g.pcie.gen_max,
+        g.pcie.width_max,
+        verdict.overall,
+    )
+
+
+def _alike(inv: Inventory, tiers: Sequence[TierVerdict]) -> list[list[tuple[GpuInfo, TierVerdict]]]:
+    """The GPUs in groups of identical ones (in index order), so that eight H200s make
+    one card and a table of what differs between them, not eight cards."""
+    groups: list[list[tuple[GpuInfo, TierVerdict]]] = []
+    by_key: dict[tuple[object, ...], list[tuple[GpuInfo, TierVerdict]]] = {}
+    for g, verdict in zip(inv.gpus, tiers, strict=True):
+        key = _static(g, verdict)
+        if key is not None and key in by_key:
+            by_key[key].append((g, verdict))
+            continue
+        groups.append([(g, verdict)])
+        if key is not None:
+            by_key[key] = groups[-1]
+    return groups
+
+
+def _indices(group: Sequence[tuple[GpuInfo, TierVerdict]]) -> str:
+    return ", ".join(str(g.index) for g, _ in group)
+
+
+def _per_gpu_table(inv: Inventory, gpus: Sequence[GpuInfo]) -> Table:
+    """What differs between alike GPUs: identity, placement and the readings of now
+    (UUIDs cut to 12 characters, PCI domain 0 left out: --format json has them whole;
+    NVLink as active/all links)."""
+    t = Table(title="per GPU", title_justify="left", box=None, padding=(0, 1))
+    columns = ["GPU", "PCI bus", "UUID", "free GiB", "SM MHz", "W", "PCIe", "NUMA"]
+    columns += ["NVLink"] if inv.topology is not None else []
+    for col in columns:
+        t.add_column(
+            col, no_wrap=True, justify="right" if col in ("free GiB", "SM MHz", "W") else "left"
+        )
+    for g in gpus:
+        ports = (
+            inv.topology.nvlink_ports[g.index]
+            if inv.topology is not None and g.index < len(inv.topology.nvlink_ports)
+            else None
+        )
+        pcie = g.pcie
+        row = [
+            str(g.index),
+            _v(g.pci_bus_id).removeprefix("00000000:"),  # the usual PCI domain 0
+            _v(g.uuid)[:12],
+            _v(g.memory_free_mib / 1024 if g.memory_free_mib is not None else None, "{:,.1f}"),
+            _v(g.sm_clock_mhz),
+            _v(g.power_draw_w, "{:g}"),
+            NA if pcie.gen_current is None else f"Gen{pcie.gen_current} x{pcie.width_current}",
+            _v(g.numa_node),
+        ]
+        if inv.topology is not None:
+            row.append(NA if ports is None else f"{sum(p.active for p in ports)}/{len(ports)}")
+        t.add_row(*row)
+    return t
 
 
 def tier_table(verdict: TierVerdict) -> Table:
