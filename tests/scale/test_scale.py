@@ -658,3 +658,34 @@ def test_accumulated_gradients_update_like_one_large_batch(tmp_path: Path) -> No
     assert acc["per_step"] == big["per_step"] == 64
     for a, b in zip(acc["weights"], big["weights"], strict=True):
         assert a == pytest.approx(b, rel=1e-5, abs=1e-6)
+
+
+def test_the_step_trains_a_model_with_several_outputs() -> None:
+    """tfaccel's step sums each output's loss; over the batch it is Keras' own total."""
+    tf = pytest.importorskip("tensorflow")
+    import keras
+    import numpy as np
+
+    from tfaccel.scale.step import DistributedTrainer
+    from tfaccel.workloads.loss import per_example_loss
+
+    losses = {"cls": keras.losses.SparseCategoricalCrossentropy(from_logits=True), "box": "mse"}
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        inp = keras.Input((8,))
+        out = {"cls": keras.layers.Dense(3)(inp), "box": keras.layers.Dense(4)(inp)}
+        model = keras.Model(inp, out)
+        opt = keras.optimizers.SGD(0.1)
+    rng = np.random.default_rng(0)
+    x = rng.random((64, 8)).astype("float32")
+    y = {
+        "cls": rng.integers(0, 3, 64).astype("int32"),
+        "box": rng.random((64, 4)).astype("float32"),
+    }
+    mine = float(per_example_loss(losses)(y, model(x))) / 64
+    model.compile(loss=losses)
+    keras_total = float(model.compute_loss(x=x, y=y, y_pred=model(x)))
+    assert mine == pytest.approx(keras_total, rel=1e-5)
+    t = DistributedTrainer(model, opt, losses, strategy, 16, jit=False, steps_per_execution=2)
+    run = t.run(t.distribute(tf.data.Dataset.from_tensor_slices((x, y)).batch(16).repeat()), 4)
+    assert all(np.isfinite(run)) and run[-1] < run[0]

@@ -54,6 +54,15 @@ def two_outputs():
     inp = keras.Input((8,))
     return keras.Model(inp, [keras.layers.Dense(2)(inp), keras.layers.Dense(3)(inp)])
 
+def heads():
+    inp = keras.Input((8,))
+    out = {"cls": keras.layers.Dense(3)(inp), "box": keras.layers.Dense(4)(inp)}
+    cls = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    return {"model": keras.Model(inp, out), "loss": {"cls": cls, "box": "mse"}}
+
+def heads_without_a_loss():
+    return {"model": heads()["model"], "loss": {"cls": "sparse_categorical_crossentropy"}}
+
 class Net(keras.Model):
     def __init__(self):
         super().__init__()
@@ -118,7 +127,7 @@ def test_the_accepted_return_shapes(user_module: str) -> None:
         ("my_models:wrong_type", "did not return a Keras model"),
         ("my_models:crashes", "raised while building the model"),
         ("my_models:bad_labels", "label settings tfaccel cannot use"),
-        ("my_models:two_outputs", "2 outputs and no dataset"),
+        ("my_models:heads_without_a_loss", "gives no loss for output 'box'"),
         ("my_models:subclassed", "declares no inputs (a subclassed model)"),
     ],
 )
@@ -152,6 +161,25 @@ def test_synthetic_labels_follow_the_output_and_the_loss(user_module: str) -> No
     assert np.isfinite(_one_step(wl, 3))
     wl = load_workload(f"{user_module}:own_labels")
     assert (wl.label_shape, wl.label_dtype) == ((2,), "float32")
+
+
+def test_a_model_with_several_outputs_gets_labels_for_each(user_module: str) -> None:
+    from tfaccel.plan.memory import estimate_memory
+    from tfaccel.workloads import LabelSpec
+    from tfaccel.workloads.synthetic import synthetic_labels
+
+    wl = load_workload(f"{user_module}:two_outputs")  # one sparse loss for both
+    assert wl.label_specs == [LabelSpec((), "int32", 2), LabelSpec((), "int32", 3)]
+    y = synthetic_labels(wl, 16)
+    assert isinstance(y, tuple) and y[0].max() < 2 and y[1].max() < 3
+    assert np.isfinite(_one_step(wl, 16))
+    wl = load_workload(f"{user_module}:heads")  # a dict of outputs, a loss each
+    assert wl.label_specs == {"cls": LabelSpec((), "int32", 3), "box": LabelSpec((4,), "float32")}
+    y = synthetic_labels(wl, 4)
+    assert y["box"].shape == (4, 4) and y["box"].dtype == np.float32
+    assert np.isfinite(_one_step(wl, 4))
+    est = estimate_memory(lambda: load_workload(f"{user_module}:heads"))
+    assert est.parameters == 8 * 3 + 3 + 8 * 4 + 4 and est.step_bytes_per_sample > 0
 
 
 def test_a_subclassed_model_takes_its_shapes_from_its_dataset(user_module: str) -> None:
@@ -215,7 +243,8 @@ def _one_step(wl, batch: int) -> float:
     x = synthetic_inputs(wl.model, batch)
     y = synthetic_labels(wl, batch)
     wl.model.compile(optimizer="adam", loss=wl.loss)
-    return float(wl.model.train_on_batch(x, y))
+    loss = wl.model.train_on_batch(x, y)
+    return float(loss[0] if isinstance(loss, list) else loss)  # several outputs: the total
 
 
 def test_gpt2_workload_trains_on_next_token_labels() -> None:

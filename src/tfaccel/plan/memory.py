@@ -186,10 +186,12 @@ def trace_step(
     label_shape: tuple[int, ...] = (),
     label_dtype: str = "int32",
     dataset: Any = None,
+    y_spec: Any = None,
 ) -> StepTrace:
     """Trace forward + loss + gradients at a static batch and measure its liveness peak.
     With a `dataset`, its element shapes give the inputs and labels (a subclassed model
-    declares none); else the model's inputs and the label shape."""
+    declares none); else the model's inputs and `y_spec` (several outputs) or the label
+    shape."""
     tf = import_tensorflow()
 
     def step(x: Any, y: Any) -> Any:
@@ -205,7 +207,8 @@ def trace_step(
         x_specs, y_spec = dataset_specs(dataset, batch)
     else:
         x_specs = input_specs(model, batch)
-        y_spec = tf.TensorSpec([batch, *label_shape], dtype=label_dtype)
+        if y_spec is None:
+            y_spec = tf.TensorSpec([batch, *label_shape], dtype=label_dtype)
     concrete = fn.get_concrete_function(x_specs, y_spec)
     curve, saved, unknown = live_curve(concrete.graph, concrete.graph.outputs)
     return StepTrace(
@@ -259,14 +262,25 @@ def estimate_memory(
         )
     import keras
 
+    from tfaccel.workloads.loss import per_example_loss
+    from tfaccel.workloads.synthetic import label_specs
+
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(precision)
     try:
         wl = build()
         model = wl.model
-        loss_fn = keras.losses.get(wl.loss) if isinstance(wl.loss, str) else wl.loss
+        loss_fn = per_example_loss(wl.loss)
         traces = tuple(
-            trace_step(model, loss_fn, b, wl.label_shape, wl.label_dtype, wl.dataset)
+            trace_step(
+                model,
+                loss_fn,
+                b,
+                wl.label_shape,
+                wl.label_dtype,
+                wl.dataset,
+                label_specs(wl, b) if wl.label_specs is not None else None,
+            )
             for b in batches
         )
         weights = sum(int(math.prod(v.shape)) * _dtype_size(v.dtype) for v in model.weights)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from tfaccel._tf import import_tensorflow
+from tfaccel.workloads.loss import per_example_loss
 
 
 class DistributedTrainer:
@@ -46,7 +47,6 @@ class DistributedTrainer:
         fuse_update: bool | None = None,
         host_cast: Any = None,
     ) -> None:
-        import keras
 
         tf = import_tensorflow()
         self.tf = tf
@@ -62,13 +62,8 @@ class DistributedTrainer:
             target.gradient_accumulation_steps = None
         self.samples_per_step = global_batch * self.accumulate
         self.loss_scale = loss_scale
-        base = keras.losses.get(loss) if isinstance(loss, str) else loss
-        if isinstance(base, keras.losses.Loss):
-            config = base.get_config()
-            config["reduction"] = None  # per-example losses, scaled by the global batch
-            self.loss_fn = type(base).from_config(config)
-        else:
-            self.loss_fn = base  # a loss function already returns per-example values
+        # per-example losses (summed over a model's outputs), scaled by the global batch
+        self.loss_fn = per_example_loss(loss)
         with strategy.scope():
             optimizer.build(model.trainable_variables)
         self.update_path = "keras per variable"

@@ -8,9 +8,10 @@ returns one of
 - a dict with `model` and optionally `dataset`, `loss`, `optimizer`, `sample_unit`,
   and for synthetic labels `label_shape`, `label_dtype`, `label_classes`.
 The model may be compiled or not; a compiled model's loss and optimizer are used.
-Without a dataset, synthetic labels follow the model's output and loss: class ids below
-the output's last dimension for a sparse cross-entropy (the default loss), else floats
-in [0, 1) of the output's shape.
+Without a dataset, synthetic labels follow the model's outputs and loss: class ids below
+an output's last dimension for a sparse cross-entropy (the default loss), else floats
+in [0, 1) of the output's shape; a model with several outputs gets a list or dict of
+labels, as its outputs are.
 """
 
 from __future__ import annotations
@@ -23,6 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.errors import InputError
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """The synthetic labels of one output, per sample: int class ids below `classes`,
+    or floats in [0, 1)."""
+
+    shape: tuple[int, ...]
+    dtype: str = "int32"
+    classes: int = 1000
 
 
 @dataclass
@@ -38,6 +49,9 @@ class Workload:
     label_shape: tuple[int, ...] = ()
     label_dtype: str = "int32"
     label_classes: int = 1000
+    # A model with several outputs: a list or dict (as its outputs) of LabelSpec; the
+    # three fields above describe a single output.
+    label_specs: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -187,33 +201,56 @@ def _is_sparse(loss: Any) -> bool:
     return "sparse" in str(name).lower()
 
 
-def _labels_from_output(wl: Workload, spec: str) -> None:
-    """Synthetic labels that fit the model's one output and its loss: class ids below the
-    last dimension for a sparse cross-entropy, else floats in [0, 1) of the output's
-    shape."""
-    outputs = list(getattr(wl.model, "outputs", None) or [])
-    if len(outputs) != 1:
-        raise InputError(
-            f"The entry point {spec!r} returned a model with {len(outputs)} outputs and no "
-            "dataset: synthetic labels are made for one output",
-            expected="a dataset of (inputs, labels), or a dict with 'dataset'",
-            received=f"{len(outputs)} outputs",
-        )
-    dims = list(outputs[0].shape[1:])
+def _output_label(t: Any, loss: Any, spec: str) -> LabelSpec:
+    """The labels one output and its loss take: class ids below the last dimension for
+    a sparse cross-entropy, else floats in [0, 1) of the output's shape."""
+    dims = list(t.shape[1:])
     if any(d is None for d in dims):
         raise InputError(
-            f"The output of {spec!r} has an unknown dimension, so synthetic labels cannot "
-            "be shaped",
+            f"An output of {spec!r} has an unknown dimension, so synthetic labels cannot be shaped",
             expected="static output shapes except the batch dimension, or a dataset",
-            received=f"output shape {tuple(outputs[0].shape)}",
+            received=f"output shape {tuple(t.shape)}",
         )
-    if _is_sparse(wl.loss) and dims:
-        wl.label_shape = tuple(int(d) for d in dims[:-1])
-        wl.label_dtype = "int32"
-        wl.label_classes = int(dims[-1])
+    if _is_sparse(loss) and dims:
+        return LabelSpec(tuple(int(d) for d in dims[:-1]), "int32", int(dims[-1]))
+    return LabelSpec(tuple(int(d) for d in dims), "float32")
+
+
+def _labels_from_output(wl: Workload, spec: str) -> None:
+    """Synthetic labels that fit the model's outputs and its loss (one loss for every
+    output, or a list / dict of them, as Keras' compile takes)."""
+    try:
+        out = wl.model.output  # a functional model's outputs, as built (dict or list)
+    except (AttributeError, ValueError):  # a Sequential model has its list only
+        out = list(wl.model.outputs)
+    loss = wl.loss
+
+    def loss_of(key: Any) -> Any:
+        if isinstance(loss, dict):
+            if key not in loss:
+                raise InputError(
+                    f"The entry point {spec!r} gives no loss for output {key!r}",
+                    expected="a loss for every output: " + ", ".join(map(repr, out)),
+                    received=", ".join(map(repr, loss)),
+                )
+            return loss[key]
+        if isinstance(loss, (list, tuple)):
+            return loss[key]
+        return loss
+
+    if isinstance(out, dict):
+        wl.label_specs = {k: _output_label(t, loss_of(k), spec) for k, t in out.items()}
+    elif isinstance(out, (list, tuple)) and len(out) > 1:
+        if isinstance(loss, (list, tuple)) and len(loss) != len(out):
+            raise InputError(
+                f"The entry point {spec!r} gives {len(loss)} losses for {len(out)} outputs",
+                expected="one loss, or one per output",
+                received=f"{len(loss)} losses",
+            )
+        wl.label_specs = [_output_label(t, loss_of(i), spec) for i, t in enumerate(out)]
     else:
-        wl.label_shape = tuple(int(d) for d in dims)
-        wl.label_dtype = "float32"
+        one = _output_label(out[0] if isinstance(out, (list, tuple)) else out, loss, spec)
+        wl.label_shape, wl.label_dtype, wl.label_classes = one.shape, one.dtype, one.classes
 
 
 def _set_labels(wl: Workload, spec: str, given: dict[str, Any]) -> None:

@@ -112,13 +112,43 @@ def input_bytes_per_sample(model: Any, float_bytes: int | None = None, dataset: 
 
 
 def synthetic_labels(wl: Any, batch: int, seed: int = 1) -> Any:
+    """Labels for `batch` samples: one array, or a tuple / dict of them for a model with
+    several outputs (`wl.label_specs`)."""
     import numpy as np
 
+    from tfaccel.workloads import LabelSpec
+
     rng = np.random.default_rng(seed)
-    shape = (batch, *wl.label_shape)
-    if "float" in wl.label_dtype:  # regression / multi-label targets in [0, 1)
-        return rng.random(shape).astype(wl.label_dtype)
-    return rng.integers(0, wl.label_classes, shape).astype(wl.label_dtype)
+
+    def make(spec: LabelSpec) -> Any:
+        shape = (batch, *spec.shape)
+        if "float" in spec.dtype:  # regression / multi-label targets in [0, 1)
+            return rng.random(shape).astype(spec.dtype)
+        return rng.integers(0, spec.classes, shape).astype(spec.dtype)
+
+    specs = wl.label_specs
+    if isinstance(specs, dict):
+        return {k: make(v) for k, v in specs.items()}
+    if specs is not None:
+        return tuple(make(v) for v in specs)
+    return make(LabelSpec(tuple(wl.label_shape), wl.label_dtype, wl.label_classes))
+
+
+def label_specs(wl: Any, batch: int) -> Any:
+    """tf.TensorSpec structure matching `synthetic_labels` (for tracing)."""
+    import tensorflow as tf
+
+    from tfaccel.workloads import LabelSpec
+
+    def spec(s: LabelSpec) -> Any:
+        return tf.TensorSpec([batch, *s.shape], dtype=s.dtype)
+
+    specs = wl.label_specs
+    if isinstance(specs, dict):
+        return {k: spec(v) for k, v in specs.items()}
+    if specs is not None:
+        return tuple(spec(v) for v in specs)
+    return spec(LabelSpec(tuple(wl.label_shape), wl.label_dtype, wl.label_classes))
 
 
 def is_batched(dataset: Any) -> bool:

@@ -1,0 +1,55 @@
+"""A workload's loss as per-example values, for one output or several.
+
+Keras' `fit` applies a model's loss itself (one loss for every output, or a list or dict
+of them). tfaccel's own steps (the memory plan's traced step, scale's data-parallel
+step) call the loss directly, so they go through `per_example_loss`: for one output it
+is the loss with no reduction (per-example values, as before); for several, each
+output's loss summed over its elements, added up over the outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def _unreduced(loss: Any) -> Any:
+    """A Keras loss (name or object) that returns per-example values; a plain function
+    already does."""
+    import keras
+
+    base = keras.losses.get(loss) if isinstance(loss, str) else loss
+    if isinstance(base, keras.losses.Loss):
+        config = base.get_config()
+        config["reduction"] = None
+        return type(base).from_config(config)
+    return base
+
+
+def per_example_loss(loss: Any) -> Callable[[Any, Any], Any]:
+    """loss(y, pred) without reduction. With several outputs (pred a list, tuple or
+    dict), `loss` is one loss for all of them, or a list / dict of one per output, and
+    the result is the sum over the outputs of each one's summed values."""
+    import keras
+
+    if isinstance(loss, dict):
+        fns: Any = {k: _unreduced(v) for k, v in loss.items()}
+    elif isinstance(loss, (list, tuple)):
+        fns = [_unreduced(v) for v in loss]
+    else:
+        fns = _unreduced(loss)
+
+    def total(pairs: list[tuple[Any, Any, Any]]) -> Any:
+        ops = keras.ops
+        return sum(ops.sum(ops.cast(fn(y, p), "float32")) for fn, y, p in pairs)
+
+    def call(y: Any, pred: Any) -> Any:
+        if isinstance(pred, dict):
+            pick = (lambda k: fns[k]) if isinstance(fns, dict) else (lambda k: fns)
+            return total([(pick(k), y[k], pred[k]) for k in pred])
+        if isinstance(pred, (list, tuple)):
+            pick_i = (lambda i: fns[i]) if isinstance(fns, list) else (lambda i: fns)
+            return total([(pick_i(i), y[i], p) for i, p in enumerate(pred)])
+        return fns(y, pred)
+
+    return call
