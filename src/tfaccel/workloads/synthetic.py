@@ -8,6 +8,7 @@ ids random below 1000, or below the model's vocabulary where that is smaller (th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -111,44 +112,39 @@ def input_bytes_per_sample(model: Any, float_bytes: int | None = None, dataset: 
     return total
 
 
-def synthetic_labels(wl: Any, batch: int, seed: int = 1) -> Any:
-    """Labels for `batch` samples: one array, or a tuple / dict of them for a model with
-    several outputs (`wl.label_specs`)."""
-    import numpy as np
-
+def _map_labels(wl: Any, fn: Callable[[Any], Any]) -> Any:
+    """`fn` applied to each output's LabelSpec: one value, or a tuple / dict of them for
+    a model with several outputs (`wl.label_specs`)."""
     from tfaccel.workloads import LabelSpec
+
+    specs = wl.label_specs
+    if isinstance(specs, dict):
+        return {k: fn(v) for k, v in specs.items()}
+    if specs is not None:
+        return tuple(fn(v) for v in specs)
+    return fn(LabelSpec(tuple(wl.label_shape), wl.label_dtype, wl.label_classes))
+
+
+def synthetic_labels(wl: Any, batch: int, seed: int = 1) -> Any:
+    """Labels for `batch` samples, structured as the model's outputs."""
+    import numpy as np
 
     rng = np.random.default_rng(seed)
 
-    def make(spec: LabelSpec) -> Any:
+    def make(spec: Any) -> Any:
         shape = (batch, *spec.shape)
         if "float" in spec.dtype:  # regression / multi-label targets in [0, 1)
             return rng.random(shape).astype(spec.dtype)
         return rng.integers(0, spec.classes, shape).astype(spec.dtype)
 
-    specs = wl.label_specs
-    if isinstance(specs, dict):
-        return {k: make(v) for k, v in specs.items()}
-    if specs is not None:
-        return tuple(make(v) for v in specs)
-    return make(LabelSpec(tuple(wl.label_shape), wl.label_dtype, wl.label_classes))
+    return _map_labels(wl, make)
 
 
 def label_specs(wl: Any, batch: int) -> Any:
     """tf.TensorSpec structure matching `synthetic_labels` (for tracing)."""
     import tensorflow as tf
 
-    from tfaccel.workloads import LabelSpec
-
-    def spec(s: LabelSpec) -> Any:
-        return tf.TensorSpec([batch, *s.shape], dtype=s.dtype)
-
-    specs = wl.label_specs
-    if isinstance(specs, dict):
-        return {k: spec(v) for k, v in specs.items()}
-    if specs is not None:
-        return tuple(spec(v) for v in specs)
-    return spec(LabelSpec(tuple(wl.label_shape), wl.label_dtype, wl.label_classes))
+    return _map_labels(wl, lambda s: tf.TensorSpec([batch, *s.shape], dtype=s.dtype))
 
 
 def is_batched(dataset: Any) -> bool:
