@@ -88,6 +88,9 @@ def test_plan_fit_on_a_spec_gpu() -> None:
     fit = json.loads(result.stdout)["fit"]
     assert fit["fits"] is True and fit["max_batch"] > 64
     assert fit["estimate"]["parameters"] == 545_098
+    # on an H200 the tiny CNN fits about 300,000 images: memory is not the limit
+    text = runner.invoke(app, ["plan", "tiny", "--gpu", "H200"]).stdout
+    assert "memory does not limit this model's batch size" in text
 
 
 def test_plan_time_and_scenario() -> None:

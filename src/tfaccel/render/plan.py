@@ -20,6 +20,10 @@ class PlanReport:
     scenario: ScenarioPlan | None = None
 
 
+# Past this many samples, memory is not what sets a batch size.
+HUGE_BATCH = 65_536
+
+
 def _gib(b: float) -> str:
     """Bytes in GiB, or MiB below 1 GiB."""
     if b < 2**30:
@@ -69,6 +73,14 @@ def fit_text(p: FitPlan, console: Console) -> None:
         )
         console.print(Text(verdict, style="bold green" if p.fits else "bold red"))
     console.print(Text(f"largest batch that fits: {p.max_batch:,}", style="bold"))
+    if p.max_batch > HUGE_BATCH:
+        console.print(
+            Text(
+                "memory does not limit this model's batch size: choose it for throughput "
+                "(tfaccel tune) and for convergence",
+                style="dim",
+            )
+        )
     if p.suggestions:
         s = Table(title="to make it fit", title_justify="left", box=None, padding=(0, 1))
         for col in ("option", "what it gives", "max batch", "effective batch"):
