@@ -135,6 +135,8 @@ def greedy_decoder(lm: Any, batch: int, length: int, start: int, xla: bool = Tru
     Like KerasHub, the cache is seeded with one pass over the whole (padded) sequence and
     the loop starts at `start`, the prompt's length; positions the padding mask marks as
     given keep their tokens."""
+    import keras
+
     tf = import_tensorflow()
     bb = lm.backbone
     blocks = list(bb.transformer_layers)
@@ -160,9 +162,7 @@ def greedy_decoder(lm: Any, batch: int, length: int, start: int, xla: bool = Tru
             logits, caches = forward(tf.slice(ids, [0, i - 1], [batch, 1]), caches, i - 1)
             token = tf.argmax(logits[:, 0, :], axis=-1, output_type=ids.dtype)
             token = tf.where(padding_mask[:, i], ids[:, i], token)
-            ids = tf.tensor_scatter_nd_update(
-                ids, tf.stack([tf.range(batch), tf.fill([batch], i)], axis=1), token
-            )
+            ids = keras.ops.slice_update(ids, [0, i], token[:, None])  # in place under XLA
             return i + 1, ids, caches
 
         _, ids, _ = tf.while_loop(
