@@ -168,8 +168,28 @@ def test_micro_suite_on_the_cpu(tmp_path: Path) -> None:
     assert "launch latency (eager)" in names and "launch latency (function)" in names
     assert not any(n.startswith("H2D") for n in names)  # no GPU, no transfer to measure
     assert "data:image/png;base64" in html.read_text()
+    assert load_report(out).complete and "launch latency (eager)  " in result.output
     again = runner.invoke(app, ["bench", "micro", "--quick", "--out", str(out)])
     assert again.exit_code == 2 and "already exists" in again.output
+
+
+def test_an_interrupted_suite_keeps_what_finished(tmp_path: Path) -> None:
+    from tfaccel.bench.suite import run_suite
+
+    out = tmp_path / "partial.json"
+
+    def interrupted() -> Measurement:
+        raise KeyboardInterrupt
+
+    benches = [
+        ("first", lambda: Measurement("first", "GB/s", (1.0, 2.0, 3.0))),
+        ("second", interrupted),
+        ("third", lambda: Measurement("third", "GB/s", (1.0,))),
+    ]
+    with pytest.raises(KeyboardInterrupt):
+        run_suite("x", benches, sample=False, on_partial=lambda r: out.write_text(report_json(r)))
+    kept = load_report(out)
+    assert [m.name for m in kept.measurements] == ["first"] and kept.complete is False
 
 
 def test_workload_bench_on_the_cpu(tmp_path: Path) -> None:

@@ -20,6 +20,9 @@ class BenchReport:
     environment: dict[str, Any]
     measurements: tuple[Measurement, ...]
     seconds: float
+    # False while a suite runs (the file is rewritten after each benchmark) or when it
+    # was interrupted: the measurements are those that finished.
+    complete: bool = True
 
 
 def report_json(r: BenchReport) -> str:
@@ -39,6 +42,7 @@ def report_json(r: BenchReport) -> str:
             "suite": r.suite,
             "environment": r.environment,
             "seconds": r.seconds,
+            "complete": r.complete,
             "measurements": rows,
         },
         indent=1,
@@ -76,6 +80,7 @@ def load_report(path: str | Path) -> BenchReport:
         data.get("environment", {}),
         tuple(ms),
         float(data.get("seconds", 0.0)),
+        bool(data.get("complete", True)),
     )
 
 

@@ -67,13 +67,17 @@ def run_suite(
     benches: list[Bench],
     on_progress: Callable[[str, Measurement | None], None] | None = None,
     sample: bool = True,
+    on_partial: Callable[[BenchReport], None] | None = None,
 ) -> BenchReport:
     """Run each benchmark, sampling GPU clocks/temperature/throttling while it runs.
 
     A benchmark that raises becomes a Measurement with `error`; the others go on.
+    `on_partial` gets the report so far (complete=False) after each benchmark, so that
+    an interrupted suite keeps what finished.
     """
     sampler = start_gpu_sampler(0.5) if sample else None
     started = time.perf_counter()
+    env = environment()
     out: list[Measurement] = []
     try:
         for name, fn in benches:
@@ -86,13 +90,18 @@ def run_suite(
                 got = Measurement(name, "", (), error=f"{type(exc).__name__}: {exc}"[:500])
             results = got if isinstance(got, list) else ([] if got is None else [got])
             telemetry = _telemetry(sampler, t0)
-            out += [replace(m, telemetry=telemetry) for m in results]
+            done = [replace(m, telemetry=telemetry) for m in results]
+            out += done
+            if on_partial:
+                on_partial(
+                    BenchReport(suite, env, tuple(out), time.perf_counter() - started, False)
+                )
             if on_progress:
-                on_progress(name, results[0] if results else None)
+                on_progress(name, done[0] if done else None)
     finally:
         if sampler is not None:
             sampler.stop()
-    return BenchReport(suite, environment(), tuple(out), time.perf_counter() - started)
+    return BenchReport(suite, env, tuple(out), time.perf_counter() - started)
 
 
 MATMUL_VARIANTS = (

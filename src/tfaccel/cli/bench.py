@@ -7,7 +7,13 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tfaccel.bench.results import compare, environment_differences, load_report, report_json
+from tfaccel.bench.results import (
+    BenchReport,
+    compare,
+    environment_differences,
+    load_report,
+    report_json,
+)
 from tfaccel.bench.suite import (
     extra_benches,
     micro_benches,
@@ -28,7 +34,7 @@ from tfaccel.errors import InputError
 from tfaccel.optimize.apply import set_xla_options
 from tfaccel.optimize.settings import XLA_OPTIONS
 from tfaccel.render import Format, dumps
-from tfaccel.render.bench import bench_html, bench_text, compare_text
+from tfaccel.render.bench import bench_html, bench_text, compare_text, measurement_line
 from tfaccel.tune.output import check_writable, write_atomic
 from tfaccel.workloads import BUILTIN
 
@@ -113,6 +119,7 @@ def bench(
         task = progress.add_task("benchmarks", total=len(benches))
 
         started: set[str] = set()
+        shown = 0
 
         def on_progress(name: str, m: Measurement | None) -> None:
             if name not in started:
@@ -121,7 +128,17 @@ def bench(
             else:
                 progress.advance(task)
 
-        report = run_suite(" ".join(what), benches, on_progress)
+        def on_partial(so_far: BenchReport) -> None:
+            # a line per finished benchmark, and --out rewritten after each, so that an
+            # interrupted suite keeps what finished (complete: false)
+            nonlocal shown
+            for m in so_far.measurements[shown:]:
+                progress.console.print(measurement_line(m))
+            shown = len(so_far.measurements)
+            if out is not None:
+                write_atomic(out, report_json(so_far))
+
+        report = run_suite(" ".join(what), benches, on_progress, on_partial=on_partial)
     if out is not None:
         write_atomic(out, report_json(report))
     if html is not None:

@@ -32,6 +32,19 @@ def _notes(m: Measurement) -> Text:
     return text
 
 
+def measurement_line(m: Measurement) -> Text:
+    """One finished benchmark, as it finishes: name, median, spread, share of peak."""
+    if m.error:
+        return Text(f"{m.name}  failed: {m.error[:120]}", style="red")
+    line = Text(f"{m.name}  ")
+    line.append(f"{_v(m.median)} {m.unit}", style="bold")
+    if m.spread is not None:
+        line.append(f"  ±{m.spread:.0%}", style="dim")
+    if m.percent_of_peak is not None:
+        line.append(f"  {m.percent_of_peak:.0f}% of peak", style="dim")
+    return line
+
+
 def bench_text(r: BenchReport, console: Console) -> None:
     env = r.environment
     gpus = ", ".join(g.get("name") or "?" for g in env.get("gpus", [])) or "no GPU"
@@ -60,6 +73,8 @@ def bench_text(r: BenchReport, console: Console) -> None:
         )
     console.print(t)
     console.print(Text(f"{len(r.measurements)} benchmarks in {r.seconds:.0f} s", style="dim"))
+    if not r.complete:
+        console.print(Text("interrupted: the benchmarks that finished", style="yellow"))
 
 
 def compare_text(
