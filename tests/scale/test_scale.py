@@ -198,6 +198,7 @@ def test_scale_command_on_two_cpu_replicas(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     points = json.loads(result.stdout)["points"]
     assert [p["gpus"] for p in points] == [1, 2]
+    assert "2 GPU(s): " in result.stderr and "efficiency" in result.stderr  # as it went
     assert all(p["status"] == "ok" for p in points), points
     assert points[1]["engine"] == "tfaccel step" and points[1]["global_batch"] == 16
     assert points[0]["engine"] == "tfaccel step"  # one engine at every count

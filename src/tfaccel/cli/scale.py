@@ -23,9 +23,10 @@ from tfaccel.cli._common import (
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings, settings_from_dict
 from tfaccel.render import Format, dumps
-from tfaccel.render.scale import mps_text, scale_plot, scale_text, tfconfig_text
+from tfaccel.render.scale import mps_text, point_line, scale_plot, scale_text, tfconfig_text
 from tfaccel.scale import mps as mpsmod
 from tfaccel.scale.runner import (
+    ScalePoint,
     ScaleReport,
     SearchStep,
     gpu_counts,
@@ -212,9 +213,11 @@ def scale(
     cache = contextlib.nullcontext(None) if cpu_replicas else tempfile.TemporaryDirectory()
     with err.status("scaling ...") as status, cache as cache_dir:
 
-        def on_point(n: int, r: object) -> None:
-            if r is None:
+        def on_point(n: int, point: ScalePoint | None) -> None:
+            if point is None:
                 status.update(f"{n} GPU(s): a fresh process builds, compiles and times ...")
+            else:  # a line per point as it finishes
+                err.print(point_line(point))
 
         points = run_scale(
             workload,

@@ -15,6 +15,17 @@ from tfaccel.scale.runner import ScalePoint, ScaleReport, published_for
 from tfaccel.scale.tfconfig import TfConfig
 
 
+def point_line(p: ScalePoint) -> Text:
+    """One GPU count, as it finishes."""
+    if p.status != "ok" or not p.samples_per_s:
+        return Text(f"{p.gpus} GPU(s): {p.status}: {(p.error or '')[:120]}", style="red")
+    line = Text(f"{p.gpus} GPU(s): ")
+    line.append(f"{p.samples_per_s:,.0f} samples/s", style="bold")
+    if p.efficiency is not None and p.gpus > 1:
+        line.append(f", efficiency {p.efficiency:.0%}")
+    return line
+
+
 def scale_text(r: ScaleReport, console: Console) -> None:
     # What every point shares (engine, all-reduce, update path) goes under the title;
     # a column only where the points differ.

@@ -195,7 +195,7 @@ def run_scale(
     engine: str = "auto",
     cpu_replicas: bool = False,
     timeout_s: float = 900.0,
-    on_point: Callable[[int, TrialResult | None], None] | None = None,
+    on_point: Callable[[int, ScalePoint | None], None] | None = None,
     trial_fn: Callable[..., TrialResult] = run_trial,
     cross_device_ops: str = "auto",
     num_packs: int = 1,
@@ -223,8 +223,6 @@ def run_scale(
         placement, env = _replicas(n, cpu_replicas, xla_cache_dir)
         r = trial_fn(workload, s, steps, timeout_s, extra=extra | placement, env_overrides=env)
         r = _placed_as_asked(r, n, cpu_replicas)
-        if on_point:
-            on_point(n, r)
         rate = r.samples_per_s if r.ok else None
         if n == 1 and rate:
             base = rate
@@ -246,6 +244,8 @@ def run_scale(
                 r.extra.get("input_bytes_per_sample"),
             )
         )
+        if on_point:
+            on_point(n, points[-1])
     return points
 
 
