@@ -39,6 +39,7 @@ from tfaccel.tune.output import check_writable, write_atomic
 from tfaccel.workloads import BUILTIN
 
 WORKLOAD_BATCH = {"resnet50": 256, "bert": 128, "bert_hub": 128, "tiny": 128}
+QUICK_BATCH = 8  # --quick without --batch: a few seconds a step even on a laptop's CPU
 EXTRAS = ("yolo", "conv3d", "gpt2", "remat", "resnet50-inference")
 
 
@@ -47,7 +48,11 @@ def bench(
     what: list[str] = typer.Argument(
         ..., help="micro, a workload (" + ", ".join(BUILTIN) + "), all, or compare A.json B.json."
     ),
-    quick: bool = typer.Option(False, "--quick", help="Small sizes and few repeats."),
+    quick: bool = typer.Option(
+        False,
+        "--quick",
+        help="Small sizes and few repeats (training at batch 8 unless --batch).",
+    ),
     batch: int = typer.Option(None, "--batch", help="Batch size for workloads."),
     out: Path = typer.Option(None, "--out", "-o", help="Write the results JSON here."),
     html: Path = typer.Option(None, "--html", help="Write an HTML report with plots here."),
@@ -94,13 +99,15 @@ def bench(
         elif item == "all":
             benches += micro_benches(quick)
             for w in ("resnet50", "bert_hub"):
-                benches += workload_benches(w, batch or WORKLOAD_BATCH[w], quick)
+                size = batch or (QUICK_BATCH if quick else WORKLOAD_BATCH[w])
+                benches += workload_benches(w, size, quick)
             for extra in ("resnet50-inference", "yolo", "gpt2", "conv3d", "remat"):
                 benches += extra_benches(extra, quick) or []
         elif (found := extra_benches(item, quick)) is not None:
             benches += found
         elif item in BUILTIN or ":" in item:
-            benches += workload_benches(item, batch or WORKLOAD_BATCH.get(item, 64), quick)
+            size = batch or (QUICK_BATCH if quick else WORKLOAD_BATCH.get(item, 64))
+            benches += workload_benches(item, size, quick)
         else:
             raise InputError(
                 f"Unknown benchmark {item!r}",
