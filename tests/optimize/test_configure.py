@@ -109,6 +109,13 @@ def test_helpers_apply_to_the_users_objects() -> None:
         mirrored = tfaccel.configure(strategy="mirrored", gradient_accumulation_steps=4)
         warning = [x for x in mirrored.rows if x.status == "warning"]
         assert warning and "DistributedTrainer accumulates instead" in warning[0].detail
+        from rich.console import Console
+
+        console = Console(record=True, width=160)
+        r.summary(console)  # the report printed on request: a row per knob
+        table = console.export_text()
+        assert "tfaccel.configure: mixed_float16" in table
+        assert "steps_per_execution" in table and "at-compile" in table
     finally:
         tfaccel.configure.reset()
     assert keras.mixed_precision.global_policy().name == "float32"

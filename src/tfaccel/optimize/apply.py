@@ -64,6 +64,19 @@ class ConfigureReport:
     compute_capability: str | None = None
     _strategy: Any = field(default=None, repr=False)
 
+    def summary(self, console: Any = None) -> None:
+        """Print what was applied, one row per knob (a rich table)."""
+        from rich.console import Console
+
+        from tfaccel.render.configure import configure_table
+
+        (console or Console()).print(configure_table(self))
+
+    def __rich__(self) -> Any:  # rich.print(report) shows the same table
+        from tfaccel.render.configure import configure_table
+
+        return configure_table(self)
+
     def compile_kwargs(self) -> dict[str, Any]:
         """Arguments for `model.compile`: jit_compile and steps_per_execution."""
         jit: Any = {"jit": True, "off": False, "autoclustering": False, "auto": "auto"}[
