@@ -28,10 +28,16 @@ def trial_line(stage: str, r: TrialResult) -> Text:
     return t
 
 
+def _where(res: TuneResult) -> str:
+    hw = res.hardware
+    if not hw.gpus:
+        return "on the CPU: no GPU visible, tfaccel doctor says why"
+    return f"{hw.gpus} GPU(s), compute capability {hw.compute_capability or 'n/a'}"
+
+
 def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
     table = Table(
-        title=f"tfaccel tune: {res.workload} "
-        f"({res.hardware.gpus} GPU(s), cc {res.hardware.compute_capability})",
+        title=f"tfaccel tune: {res.workload} ({_where(res)})",
         title_justify="left",
     )
     for col in ("#", "settings", f"{unit}/s", "spread", "compile s", "peak MiB", "status"):
