@@ -129,7 +129,7 @@ def test_a_model_that_fails_to_build_shows_the_users_frames_once(
     tune_text(TuneResult("fails_to_build:build", Hardware(0, None), trials=trials), console)
     out = console.export_text()
     assert out.count("in helper") == 1 and "2 trials (a; b) failed:" in out
-    assert "on the CPU: no GPU visible, tfaccel doctor says why" in out
+    assert "on the CPU: no GPU visible, tfaccel doctor says why" in " ".join(out.split())
 
 
 def test_a_hanging_trial_is_killed_at_its_timeout() -> None:
