@@ -566,10 +566,13 @@ def test_host_input_traffic_and_the_input_hint() -> None:
     )
     assert points[1].input_gb_s == pytest.approx(9000 * bf16_image / 1e9)
     console = Console(record=True, width=250)
-    scale_text(ScaleReport("resnet50", 512, {}, points), console)
+    scale_text(ScaleReport("resnet50", 512, {}, points, gpu_names=("NVIDIA H200",) * 2), console)
     text = console.export_text()
     assert "2.7" in text  # GB/s at 2 GPUs
     assert "efficiency 75% at 2 GPUs" in text and "--input device" in text
+    on_cpus = Console(record=True, width=250)  # --cpu-replicas: no GPU to copy to
+    scale_text(ScaleReport("tiny", 512, {}, points), on_cpus)
+    assert "--input device" not in on_cpus.export_text()
     device = tuple(
         ScalePoint(n, 512 * n, 6000.0 * n, 1.0, "tfaccel step", "ok", input="device")
         for n in (1, 2)

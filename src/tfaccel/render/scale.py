@@ -84,7 +84,7 @@ def scale_text(r: ScaleReport, console: Console) -> None:
                 )
             )
     low = [p for p in r.points if p.gpus > 1 and p.efficiency is not None and p.efficiency < 0.85]
-    if low and low[-1].input == "host":
+    if low and low[-1].input == "host" and r.gpu_names:  # not for --cpu-replicas runs
         p = low[-1]
         traffic = f" ({p.input_gb_s:.2g} GB/s at {p.gpus} GPUs)" if p.input_gb_s else ""
         console.print(
