@@ -188,7 +188,13 @@ def power_sweep(
         ) from exc
     from tfaccel.monitor.sweep import measure_workload
 
-    result = sweep(gpu, watts, lambda w: measure_workload(workload, gpu, batch), yes=yes)
+    with stderr_console().status("power sweep ...") as status:
+
+        def measure(w: float) -> tuple[float | None, float | None, float | None]:
+            status.update(f"power limit {w:g} W: training {workload} on GPU {gpu} ...")
+            return measure_workload(workload, gpu, batch)
+
+        result = sweep(gpu, watts, measure, yes=yes)
     if fmt is Format.json:
         write_out(dumps(result))
     else:
