@@ -50,7 +50,7 @@ declare -A CMD
 ORDER=()
 add() { ORDER+=("$1"); CMD[$1]="$2"; }
 tune_cmd() {  # workload start-batch max-batch
-  echo "$TF tune $1 --batch $2 --max-batch $3 --timeout 400 --output tfaccel-$1.json \
+  echo "$TF tune $1 --batch $2 --max-batch $3 --timeout 400 --output tfaccel-$1.json --force \
     ${LEASE_TUNE_BUDGET:+--time-budget $LEASE_TUNE_BUDGET} \
     --journal tune-$1.jsonl --plot tune-$1.png --format json > tune-$1.out.json"
 }
@@ -88,13 +88,13 @@ add profile-bert-tuned "$TF profile --start 20 --steps 10 --logdir prof-bert-tun
   --html profile-bert-tuned.html -- $PY $B/profile_r50.py --workload bert_hub --config tuned \
   --batch 256 > profile-bert-tuned.json"
 add tune-bert_hub "$(tune_cmd bert_hub 128 1024)"  # 512: 33.9 GB on the H200
-add bench-workloads "$TF bench gpt2 conv3d remat --out bench-workloads.json --format json \
+add bench-workloads "$TF bench gpt2 conv3d remat --out bench-workloads.json --force --format json \
   > bench-workloads.out.json"
 # The bench's own GPT-2 rows with XLA's small products kept as GEMMs (bf16 weights are a
 # row of their own), and checkpointing's saving alone.
-add bench-gpt2-gemv "$TF bench gpt2 --xla-options gemv_as_gemm --out bench-gpt2-gemv.json \
+add bench-gpt2-gemv "$TF bench gpt2 --xla-options gemv_as_gemm --out bench-gpt2-gemv.json --force \
   --format json > bench-gpt2-gemv.out.json"
-add bench-remat "$TF bench remat --out bench-remat.json --format json > bench-remat.out.json"
+add bench-remat "$TF bench remat --out bench-remat.json --force --format json > bench-remat.out.json"
 add tune-gpt2 "$(tune_cmd gpt2 32 128)"
 add profile-gpt2 "$PY $B/profile_gpt2.py --logdir prof-gpt2 && $TF profile analyze prof-gpt2 \
   --format json --html profile-gpt2.html > profile-gpt2.json"
@@ -106,27 +106,27 @@ SCALE="--precision mixed_bfloat16 --steps-per-execution 10 --format json"
 G="${LEASE_SCALE_GPUS:-1,2}"  # 1,2,4 or 1,2,4,8 on the larger kinds (issue 9)
 N="${G##*,}"                  # all GPUs
 # Jobs that need every GPU.
-add bench-micro "$TF bench micro --out bench-micro.json --format json > bench-micro.out.json"
+add bench-micro "$TF bench micro --out bench-micro.json --force --format json > bench-micro.out.json"
 add scale-resnet50 "$TF scale resnet50 --gpus $G --batch 512 --plot scale-resnet50.png \
-  $SCALE > scale-resnet50.json"
+  $SCALE --out scale-resnet50.json --force > scale-resnet50.out.json"
 add scale-resnet50-device "$TF scale resnet50 --gpus $N --batch 512 --input device $SCALE \
-  > scale-resnet50-device.json"
+  --out scale-resnet50-device.json --force > scale-resnet50-device.out.json"
 add scale-resnet50-cast "$TF scale resnet50 --gpus $G --batch 512 --input-cast compute \
-  $SCALE > scale-resnet50-cast.json"
+  $SCALE --out scale-resnet50-cast.json --force > scale-resnet50-cast.out.json"
 add scale-bert_hub "$TF scale bert_hub --gpus ${LEASE_BERT_GPUS:-$G} --batch 256 \
-  --plot scale-bert_hub.png $SCALE > scale-bert_hub.json"
+  --plot scale-bert_hub.png $SCALE --out scale-bert_hub.json --force > scale-bert_hub.out.json"
 # Against what the tunes of this lease found (issue 8): their tfaccel-W.json.
 add scale-r50-config "$TF scale resnet50 --config tfaccel-resnet50.json --gpus $N \
-  --format json > scale-r50-config.json"
+  --format json --out scale-r50-config.json --force > scale-r50-config.out.json"
 add scale-r50-staged "$TF scale resnet50 --config tfaccel-resnet50.json --gpus $G \
-  --input staged --input-cast compute --format json > scale-r50-staged.json"
+  --input staged --input-cast compute --format json --out scale-r50-staged.json --force > scale-r50-staged.out.json"
 add scale-bert-config "$TF scale bert_hub --config tfaccel-bert_hub.json --gpus $N \
-  --format json > scale-bert-config.json"
+  --format json --out scale-bert-config.json --force > scale-bert-config.out.json"
 # One GPU, tfaccel's step: host batches cast in tf.data vs cast on the host inside the
 # step (whose output TensorFlow allocates in pinned memory), side by side.
 for m in host staged; do
   add "scale-r50-1gpu-$m" "$TF scale resnet50 --gpus 1 --batch 512 --input-cast compute \
-    --input $m $SCALE > scale-r50-1gpu-$m.json"
+    --input $m $SCALE --out scale-r50-1gpu-$m.json --force > scale-r50-1gpu-$m.out.json"
 done
 # XLA's GPU options on BERT's tuned step (bf16, XLA, batch 256, 10 steps an execution),
 # one child process each: XLA's defaults; CUDA graphs for every kind of command and of
@@ -147,7 +147,7 @@ add bert-b512-cublaslt "XLA_FLAGS='${BERTXLA[cublaslt]}' $PY -m tfaccel.tune.tri
   > bert-b512-cublaslt.out"
 add pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
 add scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \
-  > scale-search.json"  # about 12 minutes on two GPUs
+  --out scale-search.json --force > scale-search.out.json"  # about 12 minutes on two GPUs
 # A later lease skips what an earlier one finished: LEASE_SKIP="job job ...".
 for name in ${LEASE_SKIP:-}; do echo skipped > "$R/done.$name"; done
 

@@ -208,6 +208,27 @@ def test_scale_command_on_two_cpu_replicas(tmp_path: Path) -> None:
     assert (tmp_path / "scale.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_an_interrupted_scale_run_keeps_its_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tfaccel.scale.runner import ScalePoint, read_scale_report
+
+    def one_point_then_ctrl_c(workload: str, counts: list[int], *a: object, **kw: object) -> None:
+        on_point = kw["on_point"]
+        on_point(1, None)  # type: ignore[operator]
+        on_point(1, ScalePoint(1, 8, 100.0, 1.0, "tfaccel step", "ok"))  # type: ignore[operator]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("tfaccel.cli.scale.run_scale", one_point_then_ctrl_c)
+    out = tmp_path / "scale.json"
+    result = runner.invoke(app, ["scale", "tiny", "--cpu-replicas", "2", "--out", str(out)])
+    assert result.exit_code == 130
+    kept = read_scale_report(out)
+    assert [p.gpus for p in kept.points] == [1] and kept.complete is False
+    again = runner.invoke(app, ["scale", "tiny", "--cpu-replicas", "2", "--out", str(out)])
+    assert again.exit_code == 2 and "already exists" in again.output
+
+
 @pytest.mark.slow
 def test_scale_with_batches_kept_on_the_devices() -> None:
     pytest.importorskip("tensorflow")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from tfaccel.scale.runner import (
     tuned_reference,
 )
 from tfaccel.scale.tfconfig import make
-from tfaccel.tune.output import check_writable
+from tfaccel.tune.output import check_writable, write_atomic
 
 TUNED_FILE = "a tfaccel.json written by `tfaccel tune`"
 
@@ -115,7 +116,14 @@ def scale(
     plot: Path = typer.Option(
         None, "--plot", help="Also draw throughput and efficiency per GPU count (PNG)."
     ),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --plot file."),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="Write the report JSON here, after each GPU count too (complete: false until "
+        "the run ends), so an interrupted run keeps its points.",
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --plot/--out file."),
     warmup: int = typer.Option(
         20, "--warmup", help="Untimed steps per point (tracing, compilation, autotuning)."
     ),
@@ -154,8 +162,9 @@ def scale(
             expected="--engine auto",
             received="--engine fit",
         )
-    if plot is not None:
-        check_writable(plot, force, hint="tfaccel scale ... --plot other.png, or --force")
+    for path, flag in ((plot, "--plot other.png"), (out, "--out other.json")):
+        if path is not None:
+            check_writable(path, force, hint=f"tfaccel scale ... {flag}, or --force")
     if workers is not None:
         cfg = make([w.strip() for w in workers.split(",") if w.strip()], index)
         if fmt is Format.json:
@@ -209,15 +218,51 @@ def scale(
             expected="--input-cast compute (or a --config with it)",
             received=f"input_cast={settings.input_cast}",
         )
+    run_settings = {
+        "precision": settings.precision,
+        "xla": settings.xla,
+        "spe": settings.steps_per_execution,
+        "input_cast": settings.input_cast,
+        **({"config": config} if config else {}),
+        "all_reduce": all_reduce,
+        "num_packs": num_packs,
+        "input": input_mode,
+    }
+
+    def report_of(
+        points: Sequence[ScalePoint],
+        steps_done: tuple[SearchStep, ...] = (),
+        best: dict[str, object] | None = None,
+        complete: bool = True,
+    ) -> ScaleReport:
+        return ScaleReport(
+            workload,
+            batch,
+            run_settings,
+            tuple(points),
+            topology,
+            warnings,
+            names,
+            steps_done,
+            best,
+            tuned_reference(config, tuned, points) if config and tuned is not None else None,
+            complete,
+        )
+
     err = stderr_console()
     cache = contextlib.nullcontext(None) if cpu_replicas else tempfile.TemporaryDirectory()
+    finished: list[ScalePoint] = []
     with err.status("scaling ...") as status, cache as cache_dir:
 
         def on_point(n: int, point: ScalePoint | None) -> None:
             if point is None:
                 status.update(f"{n} GPU(s): a fresh process builds, compiles and times ...")
-            else:  # a line per point as it finishes
-                err.print(point_line(point))
+                return
+            err.print(point_line(point))  # a line per point as it finishes
+            finished.append(point)
+            if out is not None:
+                report = report_of(finished, complete=False)
+                write_atomic(out, dumps(report, schema="tfaccel.scale/1"))
 
         points = run_scale(
             workload,
@@ -250,27 +295,9 @@ def scale(
                 xla_cache_dir=cache_dir,
             )
             steps_done = tuple(found)
-    report = ScaleReport(
-        workload,
-        batch,
-        {
-            "precision": settings.precision,
-            "xla": settings.xla,
-            "spe": settings.steps_per_execution,
-            "input_cast": settings.input_cast,
-            **({"config": config} if config else {}),
-            "all_reduce": all_reduce,
-            "num_packs": num_packs,
-            "input": input_mode,
-        },
-        tuple(points),
-        topology,
-        warnings,
-        names,
-        steps_done,
-        best,
-        tuned_reference(config, tuned, points) if config and tuned is not None else None,
-    )
+    report = report_of(points, steps_done, best)
+    if out is not None:
+        write_atomic(out, dumps(report, schema="tfaccel.scale/1"))
     if plot is not None:
         scale_plot([(f"input {input_mode}", report)], plot)
     if fmt is Format.json:

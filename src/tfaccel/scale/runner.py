@@ -71,6 +71,8 @@ class ScaleReport:
     best: dict[str, Any] | None = None
     # --config: the single-GPU throughput `tune` measured, and each count's ratio to it
     tuned_reference: dict[str, Any] | None = None
+    # False in a file written while the run goes on (--out) or left by an interrupted one
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,7 @@ def read_scale_report(path: str | Path) -> ScaleReport:
         dict(data.get("settings") or {}),
         points,
         tuned_reference=data.get("tuned_reference"),
+        complete=bool(data.get("complete", True)),
     )
 
 
