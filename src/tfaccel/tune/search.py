@@ -336,6 +336,18 @@ class Tuner:
         skipped = [p for p in self.hw.precisions if p not in self.precisions]
         if skipped:
             self.decide("precision x XLA", "not tried: " + ", ".join(skipped))
+        lacking = [p for p in self.opt.precisions or () if p not in self.hw.precisions]
+        if lacking:
+            where = (
+                "on the CPU"
+                if not self.hw.gpus
+                else f"without the tensor cores it needs (compute capability "
+                f"{self.hw.compute_capability})"
+            )
+            self.decide(
+                "precision x XLA",
+                f"asked for but not tried: {', '.join(lacking)}: slower {where}, not faster",
+            )
         for xla in ("off", "jit"):
             for precision in self.precisions:
                 s = base.replace(precision=precision, xla=xla)
