@@ -109,6 +109,9 @@ def test_results_round_trip_and_compare(tmp_path: Path) -> None:
     assert rows["latency"].ratio == 2.0 and rows["latency"].better is False
     result = runner.invoke(app, ["bench", "compare", str(pa), str(pb)])
     assert result.exit_code == 0 and "1.50x" in result.stdout and "worse" in result.stdout
+    as_json = runner.invoke(app, ["bench", "compare", str(pa), str(pb), "--format", "json"])
+    data = json.loads(as_json.stdout)
+    assert data["environment_differences"] == {} and len(data["rows"]) == 2
 
 
 def test_compare_says_what_is_noise_what_is_missing_and_what_differs() -> None:
