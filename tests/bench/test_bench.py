@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -138,6 +139,8 @@ def test_compare_says_what_is_noise_what_is_missing_and_what_differs() -> None:
     assert rows["noisy"].better is None and rows["noisy"].threshold == pytest.approx(0.6)
     assert rows["gone"].only == "A" and rows["new"].only == "B"
     assert environment_differences(a, b) == {"driver": ("580.1", "590.2")}
+    cut = dataclasses.replace(b, complete=False)  # what an interrupted suite leaves
+    assert environment_differences(a, cut)["complete"] == (True, False)
     from rich.console import Console
 
     from tfaccel.render.bench import compare_text

@@ -134,13 +134,16 @@ ENVIRONMENT_KEYS = ("driver", "tensorflow", "keras", "keras-hub", "xla_flags")
 
 
 def environment_differences(a: BenchReport, b: BenchReport) -> dict[str, tuple[Any, Any]]:
-    """GPU model and the ENVIRONMENT_KEYS where the two files differ: key -> (A, B)."""
+    """GPU model and the ENVIRONMENT_KEYS where the two files differ: key -> (A, B);
+    "complete" too when either file is the partial one of an interrupted suite."""
 
     def gpu(r: BenchReport) -> str | None:
         names = [g.get("name") for g in r.environment.get("gpus") or []]
         return f"{len(names)} x {names[0]}" if names else None
 
     out: dict[str, tuple[Any, Any]] = {}
+    if not (a.complete and b.complete):  # a file an interrupted suite left
+        out["complete"] = (a.complete, b.complete)
     if gpu(a) != gpu(b):
         out["gpu"] = (gpu(a), gpu(b))
     for key in ENVIRONMENT_KEYS:
