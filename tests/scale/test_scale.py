@@ -58,6 +58,21 @@ def test_bad_tf_configs_name_the_field(config: object, field: str) -> None:
     assert field in caught.value.message
 
 
+def test_points_use_only_the_gpus_the_user_left_visible() -> None:
+    from tfaccel.scale.runner import visible_devices
+
+    assert visible_devices(4, "2,3") == ["2", "3"]
+    assert visible_devices(1, "GPU-ab12, GPU-cd34") == ["GPU-ab12"]
+    seen: list[str] = []
+
+    def trial(workload, s, steps, timeout, extra, env_overrides) -> TrialResult:  # type: ignore[no-untyped-def]
+        seen.append(env_overrides["CUDA_VISIBLE_DEVICES"])
+        return TrialResult("k", "l", s.to_dict(), "ok", samples_per_s=1.0, device="GPU")
+
+    run_scale("w", [1, 2], Settings(batch_size=8), StepPlan(), trial_fn=trial, devices=["5", "7"])
+    assert seen == ["5", "5,7"]  # a shared server's GPUs 0-4 are never touched
+
+
 def test_gpu_counts() -> None:
     assert gpu_counts(8, None) == [1, 2, 4, 8]
     assert gpu_counts(6, None) == [1, 2, 4, 6]
@@ -66,6 +81,9 @@ def test_gpu_counts() -> None:
         gpu_counts(2, [4])
     assert "Cannot run on 4 GPU(s)" in caught.value.message
     assert "the 2 visible GPU(s)" in caught.value.message
+    with pytest.raises(InputError) as listed:
+        gpu_counts(2, [3], ["GPU 5 NVIDIA H200", "GPU 7 NVIDIA H200"])
+    assert "(GPU 5 NVIDIA H200; GPU 7 NVIDIA H200)" in listed.value.message
 
 
 def test_efficiency_from_fake_trials() -> None:
@@ -714,3 +732,18 @@ def test_the_step_trains_a_model_with_several_outputs() -> None:
     t = DistributedTrainer(model, opt, losses, strategy, 16, jit=False, steps_per_execution=2)
     run = t.run(t.distribute(tf.data.Dataset.from_tensor_slices((x, y)).batch(16).repeat()), 4)
     assert all(np.isfinite(run)) and run[-1] < run[0]
+
+
+def test_scale_counts_only_the_gpus_cuda_visible_devices_leaves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.hardware.test_inventory import TopoNvml, h200
+    from tfaccel.hardware import inventory
+
+    real = inventory.read_inventory
+    nvml = TopoNvml([h200(0, peer=1), h200(1, peer=0)])
+    monkeypatch.setattr(inventory, "read_inventory", lambda: real(nvml))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    result = runner.invoke(app, ["scale", "tiny", "--gpus", "2"])
+    assert result.exit_code == 2
+    assert "the 1 visible GPU(s) (GPU 1 NVIDIA H200)" in " ".join(result.output.split())

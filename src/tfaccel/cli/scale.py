@@ -183,25 +183,36 @@ def scale(
     topology = None
     warnings: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
+    devices: list[str] | None = None
+    listing: list[str] = []
     if cpu_replicas:
         visible = cpu_replicas
     else:
         from tfaccel.hardware.inventory import read_inventory
+        from tfaccel.hardware.nvml import visible_indices
+        from tfaccel.scale.runner import visible_devices
 
         inv = read_inventory()
-        visible = len(inv.gpus)
-        names = tuple(g.name or "?" for g in inv.gpus)
+        # the GPUs CUDA_VISIBLE_DEVICES leaves this process, in its order (NVML sees all)
+        by_index = {g.index: g for g in inv.gpus}
+        seen = [by_index[i] for i in visible_indices([g.uuid for g in inv.gpus])]
+        visible = len(seen)
+        devices = visible_devices(visible)
+        names = tuple(g.name or "?" for g in seen)
+        listing = [f"GPU {g.index} {g.name or '?'}" for g in seen]
         topology = inv.topology
-        warnings = tuple(w for g in inv.gpus for w in g.warnings) + (
+        warnings = tuple(w for g in seen for w in g.warnings) + (
             topology.warnings if topology else ()
         )
         if not visible:
             raise InputError(
                 "No GPU visible",
                 expected="one or more GPUs, or --cpu-replicas N to exercise the code path",
-                received="0 GPUs",
+                received=f"0 of {len(inv.gpus)} GPU(s) (CUDA_VISIBLE_DEVICES)"
+                if inv.gpus
+                else "0 GPUs",
             )
-    counts = gpu_counts(visible, int_list(gpus, "--gpus", "1,2,4"))
+    counts = gpu_counts(visible, int_list(gpus, "--gpus", "1,2,4"), listing)
     tuned = read_json(Path(config), TUNED_FILE) if config else None
     settings = scale_settings(tuned, batch, precision, xla, spe, input_cast, source=config)
     if settings.precision == "bfloat16":
@@ -276,6 +287,7 @@ def scale(
             num_packs=num_packs,
             input_mode=input_mode,
             xla_cache_dir=cache_dir,
+            devices=devices,
         )
         steps_done: tuple[SearchStep, ...] = ()
         best: dict[str, object] | None = None
@@ -293,6 +305,7 @@ def scale(
                 on_step=on_step,
                 input_mode=input_mode,
                 xla_cache_dir=cache_dir,
+                devices=devices,
             )
             steps_done = tuple(found)
     report = report_of(points, steps_done, best)

@@ -9,6 +9,7 @@ Efficiency = N-GPU throughput / (N x 1-GPU throughput).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,16 +159,20 @@ def read_scale_report(path: str | Path) -> ScaleReport:
     )
 
 
-def gpu_counts(visible: int, requested: Sequence[int] | None) -> list[int]:
-    """1, 2, 4, ... up to `visible` (and `visible` itself), or the requested counts."""
+def gpu_counts(
+    visible: int, requested: Sequence[int] | None, names: Sequence[str] = ()
+) -> list[int]:
+    """1, 2, 4, ... up to `visible` (and `visible` itself), or the requested counts;
+    `names` lists the visible GPUs in the error for a count beyond them."""
     if requested:
         bad = [n for n in requested if n < 1 or n > visible]
         if bad:
+            listed = f" ({'; '.join(names)})" if names else ""
             raise InputError(
                 f"Cannot run on {bad[0]} GPU(s)",
-                expected=f"counts between 1 and the {visible} visible GPU(s)",
+                expected=f"counts between 1 and the {visible} visible GPU(s){listed}",
                 received=list(requested),
-                hint="tfaccel hw lists the GPUs this process can see",
+                hint="tfaccel hw lists the GPUs; CUDA_VISIBLE_DEVICES limits the ones used",
             )
         return sorted(set(requested))
     counts, n = [], 1
@@ -179,15 +184,35 @@ def gpu_counts(visible: int, requested: Sequence[int] | None) -> list[int]:
     return counts
 
 
+def visible_devices(count: int, cuda_visible_devices: str | None = None) -> list[str]:
+    """The CUDA_VISIBLE_DEVICES entries of the `count` GPUs this process may use: the
+    user's own (indices or UUIDs, in their order), or 0..count-1 when it is not set. A
+    scaling point on n GPUs takes the first n, so a run never reaches a GPU the user
+    left out (a shared server's other GPUs)."""
+    value = (
+        os.environ.get("CUDA_VISIBLE_DEVICES")
+        if cuda_visible_devices is None
+        else cuda_visible_devices
+    )
+    if value is None:
+        return [str(i) for i in range(count)]
+    return [t.strip() for t in value.split(",") if t.strip()][:count]
+
+
 def _replicas(
-    n: int, cpu_replicas: bool, xla_cache_dir: str | None = None
+    n: int,
+    cpu_replicas: bool,
+    xla_cache_dir: str | None = None,
+    devices: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Trial extras and environment for n replicas: n logical CPUs, or the first n GPUs;
-    with `xla_cache_dir`, trials share XLA's autotuning and compiled programs."""
+    """Trial extras and environment for n replicas: n logical CPUs, or the first n of
+    `devices` (CUDA_VISIBLE_DEVICES entries; default 0..n-1); with `xla_cache_dir`,
+    trials share XLA's autotuning and compiled programs."""
     env = xla_cache_env(xla_cache_dir) if xla_cache_dir else {}
     if cpu_replicas:
         return {"logical_cpus": n}, env
-    return {}, env | {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(n))}
+    chosen = list(devices)[:n] if devices is not None else [str(i) for i in range(n)]
+    return {}, env | {"CUDA_VISIBLE_DEVICES": ",".join(chosen)}
 
 
 def run_scale(
@@ -204,6 +229,7 @@ def run_scale(
     num_packs: int = 1,
     input_mode: str = "host",
     xla_cache_dir: str | None = None,
+    devices: Sequence[str] | None = None,
 ) -> list[ScalePoint]:
     """Measure each GPU count; `cpu_replicas` splits the CPU instead (tests, no GPU).
 
@@ -223,7 +249,7 @@ def run_scale(
             extra |= {"cross_device_ops": cross_device_ops, "num_packs": num_packs}
         if input_mode != "host":
             extra["input"] = input_mode
-        placement, env = _replicas(n, cpu_replicas, xla_cache_dir)
+        placement, env = _replicas(n, cpu_replicas, xla_cache_dir, devices)
         r = trial_fn(workload, s, steps, timeout_s, extra=extra | placement, env_overrides=env)
         r = _placed_as_asked(r, n, cpu_replicas)
         rate = r.samples_per_s if r.ok else None
@@ -281,6 +307,7 @@ def search_scale(
     noise_floor: float = 0.03,
     input_mode: str = "host",
     xla_cache_dir: str | None = None,
+    devices: Sequence[str] | None = None,
 ) -> tuple[list[SearchStep], dict[str, Any]]:
     """At n GPUs, try the options that change scaling one at a time, as `tune` does:
     the all-reduce implementation (NCCL, hierarchical copy), gradient packing, and
@@ -293,7 +320,7 @@ def search_scale(
         "num_packs": 1,
         "steps_per_execution": settings.steps_per_execution,
     }
-    placement, env = _replicas(n, cpu_replicas, xla_cache_dir)
+    placement, env = _replicas(n, cpu_replicas, xla_cache_dir, devices)
 
     def trial(opts: dict[str, Any]) -> TrialResult:
         s = settings.replace(strategy="mirrored", steps_per_execution=opts["steps_per_execution"])
