@@ -134,3 +134,22 @@ def test_plan_bad_input(args: list[str], message: str) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+def test_plan_reads_the_gpu_tensorflow_would_see(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With CUDA_VISIBLE_DEVICES=1, the local GPU 0 is NVML's GPU 1 (here the idle one)."""
+    from tests.fakes import FakeGpu
+    from tfaccel.plan.fit import capacity_from_local
+
+    busy = FakeGpu(uuid="GPU-aaaa", memory_used=100_000 * 2**20)
+    idle = FakeGpu(uuid="GPU-bbbb")
+    nvml = FakeNvml([busy, idle])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert capacity_from_local(0, nvml).bytes == (143771 - 100_000) * 2**20
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    cap = capacity_from_local(0, nvml)
+    assert cap.bytes == 143771 * 2**20 and "NVML index 1" in cap.source
+    from tfaccel.errors import InputError
+
+    with pytest.raises(InputError, match="GPU index 1 does not exist"):
+        capacity_from_local(1, nvml)

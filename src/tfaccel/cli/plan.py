@@ -56,7 +56,11 @@ def plan(
         "--gpu",
         help="Plan for a GPU from the spec file (e.g. H200) instead of the local one.",
     ),
-    gpu_index: int = typer.Option(0, "--gpu-index", help="Which local GPU."),
+    gpu_index: int = typer.Option(
+        0,
+        "--gpu-index",
+        help="Which local GPU, as TensorFlow numbers them (after CUDA_VISIBLE_DEVICES).",
+    ),
     margin: float = typer.Option(0.10, "--margin", help="Fraction of memory kept free."),
     optimizer: str = typer.Option(
         None, "--optimizer", help="Keras optimizer name (default: the model's, else adam)."

@@ -57,28 +57,36 @@ def capacity_from_spec(name: str) -> Capacity:
 
 
 def capacity_from_local(index: int = 0, lib: Any = None) -> Capacity:
-    """Free memory of a local GPU (NVML)."""
+    """Free memory of a local GPU (NVML). `index` counts the GPUs TensorFlow would see,
+    in CUDA_VISIBLE_DEVICES' order (NVML itself sees every GPU of the machine)."""
     from tfaccel.errors import GpuError
     from tfaccel.hardware.inventory import read_inventory
+    from tfaccel.hardware.nvml import visible_indices
 
     inv = read_inventory(lib)
-    if not inv.gpus:
+    visible = visible_indices([g.uuid for g in inv.gpus])
+    if not visible:
         raise GpuError(
             "No GPU to plan for",
             expected="a visible NVIDIA GPU, or --gpu NAME from the spec file",
-            received="0 GPUs",
+            received=f"0 of {len(inv.gpus)} GPU(s) visible (CUDA_VISIBLE_DEVICES)"
+            if inv.gpus
+            else "0 GPUs",
             hint="tfaccel plan --gpu H200",
         )
-    if index >= len(inv.gpus):
+    if not 0 <= index < len(visible):
         raise InputError(
-            f"GPU index {index} does not exist", expected=f"0..{len(inv.gpus) - 1}", received=index
+            f"GPU index {index} does not exist",
+            expected=f"0..{len(visible) - 1} (the GPUs TensorFlow sees here)",
+            received=index,
         )
-    g = inv.gpus[index]
+    g = next(x for x in inv.gpus if x.index == visible[index])
     free = (g.memory_free_mib or g.memory_total_mib or 0) * 2**20
+    nvml = f", NVML index {g.index}" if g.index != index else ""
     return Capacity(
         g.name or f"GPU {index}",
         free,
-        f"local GPU {index} ({g.name}), free memory {free / 2**30:.1f} GiB",
+        f"local GPU {index} ({g.name}{nvml}), free memory {free / 2**30:.1f} GiB",
     )
 
 
