@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfaccel.bench.timer import Measurement
+from tfaccel.bench.timer import Measurement, noise_threshold
 from tfaccel.errors import ConfigFileError
 from tfaccel.render import to_jsonable
 
@@ -96,9 +96,6 @@ class CompareRow:
     threshold: float | None = None  # a ratio within 1 +- this is noise (better is None)
 
 
-NOISE_FLOOR = 0.03  # the smallest change `bench compare` calls better or worse
-
-
 def compare(a: BenchReport, b: BenchReport) -> list[CompareRow]:
     """Every benchmark of either file, matched by name; ratio = B / A where both have
     it (one measured in one file only has None on the other side)."""
@@ -112,8 +109,7 @@ def compare(a: BenchReport, b: BenchReport) -> list[CompareRow]:
             continue
         va, vb = m.median, other.median
         ratio = vb / va if va and vb is not None else None
-        # as tune decides: beyond 3 % and twice the larger of the two spreads
-        threshold = max(NOISE_FLOOR, 2 * max(m.spread or 0.0, other.spread or 0.0))
+        threshold = noise_threshold(m.spread, other.spread)  # as tune decides
         better = (
             None
             if ratio is None or abs(ratio - 1) <= threshold

@@ -15,6 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NOISY = 0.10  # IQR / median above which a measurement is flagged
+NOISE_FLOOR = 0.03  # the smallest relative change called a gain or a loss
+
+
+def noise_threshold(*spreads: float | None, floor: float = NOISE_FLOOR) -> float:
+    """How far apart two measurements must be to differ beyond their noise: `floor`, or
+    twice the larger relative spread, whichever is more. tune keeps a change, scale's
+    search keeps an option, and bench compare / profile diff call a change better or
+    worse, only past it."""
+    return max(floor, 2 * max((s or 0.0 for s in spreads), default=0.0))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tfaccel.bench.timer import noise_threshold
 from tfaccel.errors import InputError
 from tfaccel.profile.analyze import HIGHER_IS_BETTER, METRIC_GETTERS, ProfileReport
 
@@ -346,29 +347,31 @@ class DiffRow:
     threshold_pct: float | None = None  # a change within +- this is noise (better None)
 
 
-# A relative change must beat 3 %, and for step time and throughput also twice the
-# larger step-time variation (std / mean) of the two runs, as tune and bench compare do.
-NOISE_FLOOR_PCT = 3.0
+# For step time and throughput the noise is the step-time variation (std / mean) of the
+# two runs; for the shares and counts only the floor applies.
 STEP_METRICS = {"step_ms", "samples_per_s"}
 
 
-def _step_cv_pct(r: ProfileReport) -> float:
+def _step_cv(r: ProfileReport) -> float:
     if not r.step_ms_avg or r.step_ms_std is None:
         return 0.0
-    return 100.0 * r.step_ms_std / r.step_ms_avg
+    return r.step_ms_std / r.step_ms_avg
 
 
 def diff(a: ProfileReport, b: ProfileReport) -> list[DiffRow]:
+    """Every metric of both runs and its change; better or worse only beyond the noise
+    (bench.timer.noise_threshold, as tune decides), or a change from zero."""
     rows = []
-    step_noise = 2 * max(_step_cv_pct(a), _step_cv_pct(b))
+    step_noise = 100.0 * noise_threshold(_step_cv(a), _step_cv(b))
     for name in METRIC_GETTERS:
         va, vb = a.metric(name), b.metric(name)
         change = 100.0 * (vb - va) / va if va and vb is not None else None
-        threshold = max(NOISE_FLOOR_PCT, step_noise if name in STEP_METRICS else 0.0)
+        threshold = step_noise if name in STEP_METRICS else 100.0 * noise_threshold()
+        beyond = (change is not None and abs(change) > threshold) or (
+            va == 0 and vb not in (None, 0)  # from zero: no ratio, but a change
+        )
         better = None
-        if change is not None and abs(change) > threshold:
+        if beyond:
             better = (vb > va) if name in HIGHER_IS_BETTER else (vb < va)  # type: ignore[operator]
-        elif va is not None and vb is not None and not va and va != vb:  # from zero
-            better = (vb > va) if name in HIGHER_IS_BETTER else (vb < va)
         rows.append(DiffRow(name, va, vb, change, better, threshold))
     return rows

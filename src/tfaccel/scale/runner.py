@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfaccel.bench.timer import NOISE_FLOOR
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
 from tfaccel.tune.runner import StepPlan, TrialResult, run_trial, xla_cache_env
@@ -304,7 +305,7 @@ def search_scale(
     timeout_s: float = 900.0,
     on_step: Callable[[str, Any], None] | None = None,
     trial_fn: Callable[..., TrialResult] = run_trial,
-    noise_floor: float = 0.03,
+    noise_floor: float = NOISE_FLOOR,
     input_mode: str = "host",
     xla_cache_dir: str | None = None,
     devices: Sequence[str] | None = None,

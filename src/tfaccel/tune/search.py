@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfaccel.bench.timer import NOISE_FLOOR, noise_threshold
 from tfaccel.optimize.settings import Settings, input_cast_dtype
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.runner import (
@@ -76,7 +77,7 @@ class TuneOptions:
     max_batch: int = 4096
     steps: StepPlan = field(default_factory=StepPlan)
     timeout_s: float = 600.0
-    noise_floor: float = 0.03  # a gain must beat 3 % and twice the measured spread
+    noise_floor: float = NOISE_FLOOR  # a gain must beat 3 % and twice the measured spread
     loss_rtol: float = 0.10  # accuracy guard: mean loss within 10 % of float32's
     spe_choices: tuple[int, ...] = (1, 10, 25)
     precisions: tuple[str, ...] | None = None  # None: the hardware's default_precisions
@@ -134,7 +135,7 @@ def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool
     if old is None or not old.ok:
         return True, math.inf, 0.0
     gain = (new.samples_per_s or 0) / (old.samples_per_s or math.nan) - 1
-    threshold = max(floor, 2 * max(_noise(new), _noise(old)))
+    threshold = noise_threshold(_noise(new), _noise(old), floor=floor)
     return gain > threshold, gain, threshold
 
 
