@@ -92,6 +92,10 @@ def bench(
             check_writable(path, force)
     if xla_options:
         set_xla_options(x.strip() for x in xla_options.split(",") if x.strip())
+
+    def batch_for(workload: str) -> int:
+        return batch or (QUICK_BATCH if quick else WORKLOAD_BATCH.get(workload, 64))
+
     benches = []
     for item in what:
         if item == "micro":
@@ -99,15 +103,13 @@ def bench(
         elif item == "all":
             benches += micro_benches(quick)
             for w in ("resnet50", "bert_hub"):
-                size = batch or (QUICK_BATCH if quick else WORKLOAD_BATCH[w])
-                benches += workload_benches(w, size, quick)
+                benches += workload_benches(w, batch_for(w), quick)
             for extra in ("resnet50-inference", "yolo", "gpt2", "conv3d", "remat"):
                 benches += extra_benches(extra, quick) or []
         elif (found := extra_benches(item, quick)) is not None:
             benches += found
         elif item in BUILTIN or ":" in item:
-            size = batch or (QUICK_BATCH if quick else WORKLOAD_BATCH.get(item, 64))
-            benches += workload_benches(item, size, quick)
+            benches += workload_benches(item, batch_for(item), quick)
         else:
             raise InputError(
                 f"Unknown benchmark {item!r}",

@@ -112,7 +112,7 @@ def _main(argv: list[str]) -> int:
     import tensorflow as tf
 
     from tfaccel.workloads import load_workload
-    from tfaccel.workloads.synthetic import is_batched, synthetic_inputs, synthetic_labels
+    from tfaccel.workloads.synthetic import rebatched, synthetic_inputs, synthetic_labels
 
     out: dict[str, object] = {}
     try:
@@ -124,8 +124,7 @@ def _main(argv: list[str]) -> int:
         m = wl.model
         m.compile(optimizer=wl.optimizer, loss=wl.loss, jit_compile=jit)
         if wl.dataset is not None:  # the user's own data, at this batch size
-            src = wl.dataset.unbatch() if is_batched(wl.dataset) else wl.dataset
-            ds = src.repeat().batch(batch, drop_remainder=True).take(steps)
+            ds = rebatched(wl.dataset, batch).take(steps)
         else:
             x = synthetic_inputs(m, batch)
             y = synthetic_labels(wl, batch)

@@ -272,15 +272,7 @@ def estimate_memory(
         model = wl.model
         loss_fn = per_example_loss(wl.loss)
         traces = tuple(
-            trace_step(
-                model,
-                loss_fn,
-                b,
-                wl.label_shape,
-                wl.label_dtype,
-                wl.dataset,
-                label_specs(wl, b) if wl.label_specs is not None else None,
-            )
+            trace_step(model, loss_fn, b, dataset=wl.dataset, y_spec=label_specs(wl, b))
             for b in batches
         )
         weights = sum(int(math.prod(v.shape)) * _dtype_size(v.dtype) for v in model.weights)

@@ -24,12 +24,18 @@ class ProfileRun:
     meta: dict[str, Any] = field(default_factory=dict)  # tfaccel.json beside the files
 
 
+def _runs(root: Path) -> dict[str, list[Path]]:
+    """The runs under a log directory: folder (relative to it) -> its *.xplane.pb files."""
+    runs: dict[str, list[Path]] = {}
+    for f in root.rglob("*.xplane.pb"):
+        runs.setdefault(str(f.parent.relative_to(root)), []).append(f)
+    return runs
+
+
 def run_names(logdir: str | Path) -> set[str]:
     """The runs (folders holding *.xplane.pb files) under LOGDIR; empty if none."""
     root = Path(logdir)
-    if not root.is_dir():
-        return set()
-    return {str(f.parent.relative_to(root)) for f in root.rglob("*.xplane.pb")}
+    return set(_runs(root)) if root.is_dir() else set()
 
 
 def find_run(logdir: str | Path, run: str | None = None) -> ProfileRun:
@@ -43,9 +49,7 @@ def find_run(logdir: str | Path, run: str | None = None) -> ProfileRun:
     if root.is_file():
         _check_file(root)
         return ProfileRun(root.parent.name, (root,))
-    runs: dict[str, list[Path]] = {}
-    for f in root.rglob("*.xplane.pb"):
-        runs.setdefault(str(f.parent.relative_to(root)) or ".", []).append(f)
+    runs = _runs(root)
     if not runs:
         found = sorted(p.name for p in root.rglob("*") if p.is_file())[:5]
         raise InputError(

@@ -109,8 +109,9 @@ def inventory_text(inv: Inventory, tiers: Sequence[TierVerdict], console: Consol
         table.add_column()
         for k, v in _gpu_rows(g):
             table.add_row(k, v)
-        if inv.topology is not None and g.index < len(inv.topology.nvlink_ports):
-            table.add_row("NVLink", _nvlink(inv, g.index))
+        ports = _ports(inv, g.index)
+        if ports is not None:
+            table.add_row("NVLink", _nvlink(ports))
         console.print(table)
         console.print(tier_table(verdict))
         if len(group) > 1:
@@ -123,9 +124,14 @@ def inventory_text(inv: Inventory, tiers: Sequence[TierVerdict], console: Consol
         console.print(Text(note, style="dim"))
 
 
-def _nvlink(inv: Inventory, index: int) -> str:
-    assert inv.topology is not None
-    ports = inv.topology.nvlink_ports[index]
+def _ports(inv: Inventory, index: int) -> list[Any] | None:
+    """GPU `index`'s NVLink ports, where the topology has them."""
+    if inv.topology is None or index >= len(inv.topology.nvlink_ports):
+        return None
+    return list(inv.topology.nvlink_ports[index])
+
+
+def _nvlink(ports: list[Any]) -> str:
     active = [p for p in ports if p.active]
     versions = sorted({p.version for p in active if p.version})
     return f"{len(active)} of {len(ports)} links active" + (
@@ -193,11 +199,7 @@ def _per_gpu_table(inv: Inventory, gpus: Sequence[GpuInfo]) -> Table:
             col, no_wrap=True, justify="right" if col in ("free GiB", "SM MHz", "W") else "left"
         )
     for g in gpus:
-        ports = (
-            inv.topology.nvlink_ports[g.index]
-            if inv.topology is not None and g.index < len(inv.topology.nvlink_ports)
-            else None
-        )
+        ports = _ports(inv, g.index)
         pcie = g.pcie
         row = [
             str(g.index),

@@ -20,6 +20,8 @@ import time
 import traceback
 from typing import Any
 
+from tfaccel.workloads.synthetic import rebatched
+
 MARK = "TFACCEL_TRIAL "
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds parts of its error messages
 
@@ -28,8 +30,8 @@ def trial_traceback(exc: BaseException, limit: int = 3000) -> str:
     """The traceback a user needs: where their code raised. When tfaccel wrapped the
     error (an entry point that raised while building the model), the wrapped error's own
     traceback comes first and tfaccel's one-line message after it; tfaccel's frames
-    are left out, and a check of tfaccel's own (a model with two outputs and no
-    dataset) is its message alone. The end is kept when it is long; terminal styling is
+    are left out, and a check of tfaccel's own (a subclassed model and no dataset) is its
+    message alone. The end is kept when it is long; terminal styling is
     removed."""
     from tfaccel.errors import TfaccelError
 
@@ -70,15 +72,6 @@ def _gpu_peak(report: Any) -> int | None:
         return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
     except Exception:
         return None
-
-
-def _user_dataset(ds: Any, batch: int) -> Any:
-    """The workload's dataset of examples, batched at the trial's batch size."""
-    from tfaccel.workloads.synthetic import is_batched
-
-    if is_batched(ds):  # re-batch at the trial's batch size
-        ds = ds.unbatch()
-    return ds.repeat().batch(batch, drop_remainder=True)
 
 
 def own_executable_cache(options: tuple[str, ...]) -> None:
@@ -144,9 +137,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         report.compile(model, optimizer=wl.optimizer, loss=wl.loss)
     batch = settings.batch_size or 32
     ds = (
-        _synthetic(model, wl, batch, report)
-        if wl.dataset is None
-        else _user_dataset(wl.dataset, batch)
+        _synthetic(model, wl, batch, report) if wl.dataset is None else rebatched(wl.dataset, batch)
     )
     ds = report.dataset(ds)
     marks: list[tuple[int, float, float]] = []
@@ -291,7 +282,7 @@ def _run_custom(
                 ds = wl.dataset
                 if ctx.num_input_pipelines > 1:
                     ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-                ds = _user_dataset(ds, b)
+                ds = rebatched(ds, b)
             return report.dataset(ds, cast=not staged)
 
         it = trainer.distribute_per_replica(replica_input)

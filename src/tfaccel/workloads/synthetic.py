@@ -156,6 +156,14 @@ def is_batched(dataset: Any) -> bool:
     return bool(spec.shape.rank) and spec.shape[0] is None
 
 
+def rebatched(dataset: Any, batch: int) -> Any:
+    """The user's dataset (of examples, or of batches, unbatched first) repeated and
+    batched at `batch`, as tfaccel measures it."""
+    if is_batched(dataset):
+        dataset = dataset.unbatch()
+    return dataset.repeat().batch(batch, drop_remainder=True)
+
+
 def dataset_specs(dataset: Any, batch: int) -> tuple[Any, Any]:
     """(inputs, labels) TensorSpec structures of the dataset's elements at `batch`: the
     shapes of the user's own data, for a model that declares no inputs (subclassed)."""
