@@ -145,8 +145,11 @@ def main() -> int:
             key = f"batch={row['batch']} {row['precision']} {row['setting']}"
             key += "" if row["loop"] == "keras_hub" else f" loop={row['loop']}"
             summary.setdefault(key, []).extend(row["tokens_per_s"])  # type: ignore[attr-defined]
+    from tfaccel.environment import environment  # versions and NVML only: no TF start
+
     out = {
         "schema": "tfaccel.gpt2-xla-flags/1",
+        "environment": environment(),
         "precisions": precisions,
         "median_tokens_per_s": {k: statistics.median(v) for k, v in summary.items()},
         "runs": runs,

@@ -23,7 +23,13 @@ R="${LEASE_DIR:-/tmp/lease}"
 OUT="${OUT:-$PWD/gpu-out}"
 REPO="$PWD"
 mkdir -p "$R" "$OUT"
-[ -n "${LEASE_NO_TFENV:-}" ] || source /tmp/tfenv.sh
+if [ -z "${LEASE_NO_TFENV:-}" ]; then
+  # A machine that came back fresh has no TensorFlow: starting the driver there would
+  # run every job at once to its failure and mark it done.
+  [ -e /tmp/tfenv.sh ] || { echo "lease: no /tmp/tfenv.sh: this machine is not set up" \
+    "(send the parts and run .gpu/bin/setup.sh first); nothing started"; exit 3; }
+  source /tmp/tfenv.sh
+fi
 export PYTHONPATH="$PWD/src:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDA_CACHE_MAXSIZE=4294967296 CUDA_CACHE_PATH=/tmp/cuda-cache NCCL_NVLS_ENABLE=0
 export TF_CPP_MIN_LOG_LEVEL=2 MPLBACKEND=Agg

@@ -148,6 +148,16 @@ def test_healthy_gpu_step_has_no_warnings() -> None:
         ({"pct_16bit": 5.0}, "sixteen_bit", "warn", "precision='auto'"),
         ({"tensor_core_used_pct": 10.0}, "tensor_cores", "warn", "multiples of 8"),
         ({"kernel_avg_us": 4.0, "kernel_launches": 50000}, "small_kernels", "warn", "xla='jit'"),
+        (  # already XLA's fusions: launch them as CUDA graphs
+            {
+                "kernel_avg_us": 2.1,
+                "kernel_launches": 84783,
+                "extra": {"xla_op_categories_pct": {"fusion": 90.0}},
+            },
+            "small_kernels",
+            "warn",
+            "xla_options=['command_buffers']",
+        ),
     ],
 )
 def test_rules_map_to_configure_options(

@@ -33,6 +33,12 @@ XLA_OPTIONS = {
     # elementwise multiply, written out in full, and a reduction. GPT-2 124M at batch 1
     # on the H200, bf16 weights: 1,553 -> 1,889 tokens/s.
     "gemv_as_gemm": "--xla_disable_hlo_passes=dot-strength-reduction",
+    # CUDA graphs for more of XLA's program than its default (fusions and library
+    # calls inside while loops and conditionals too), so a loop of small kernels, as in
+    # batch-1 decoding, is launched as a few graphs. GPT-2 124M at batch 1 on the H200,
+    # bf16 weights, with gemv_as_gemm: 1,888 -> 1,981 tokens/s (+5 %).
+    "command_buffers": "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,"
+    "CUDNN,COLLECTIVES,DYNAMIC_SLICE_FUSION,DYNAMIC_SLICE_COPY_FUSION,WHILE,CONDITIONAL",
 }
 
 

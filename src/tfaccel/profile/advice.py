@@ -181,6 +181,8 @@ def advise(r: ProfileReport) -> list[Finding]:
             )
         )
     if r.kernel_avg_us is not None and r.kernel_avg_us < 10 and (r.kernel_launches or 0) > 1000:
+        # Kernels XLA already fused: what is left is launching them one by one.
+        compiled = bool(r.extra.get("xla_op_categories_pct"))
         out.append(
             Finding(
                 "small_kernels",
@@ -189,9 +191,14 @@ def advise(r: ProfileReport) -> list[Finding]:
                 r.kernel_avg_us,
                 "kernels over 10 us",
                 f"{r.kernel_launches} kernels averaging {r.kernel_avg_us:.1f} us: many small "
-                "kernels",
-                "tfaccel.configure(xla='jit') fuses them",
-                "fewer launches, less time between kernels",
+                "kernels" + (", already fused by XLA" if compiled else ""),
+                "tfaccel.configure(xla_options=['command_buffers']) launches XLA's loops "
+                "as CUDA graphs; a larger batch does more work per kernel"
+                if compiled
+                else "tfaccel.configure(xla='jit') fuses them",
+                "GPT-2 124M at batch 1 on the H200: 1,888 -> 1,981 tokens/s (+5 %)"
+                if compiled
+                else "fewer launches, less time between kernels",
             )
         )
     if r.pct_16bit is not None:
