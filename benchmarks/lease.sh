@@ -152,6 +152,8 @@ BERT512="${BERT256/\"batch_size\": 256/\"batch_size\": 512}"
 add bert-b512-cublaslt "XLA_FLAGS='${BERTXLA[cublaslt]}' $PY -m tfaccel.tune.trial '$BERT512' \
   > bert-b512-cublaslt.out"
 add pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
+# Segment checkpointing's GPU test alone (the peak of a training step, with and without).
+add pytest-remat "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_remat.py -rs"
 add scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \
   --out scale-search.json --force > scale-search.out.json"  # about 12 minutes on two GPUs
 # A later lease skips what an earlier one finished: LEASE_SKIP="job job ...".

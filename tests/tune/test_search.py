@@ -113,6 +113,22 @@ def test_journal_keys_of_earlier_versions_still_match() -> None:
     assert settings_key("resnet50", s, StepPlan(window_s=3.0)) == "b4447943747d"
 
 
+def test_a_workload_revision_keeps_its_old_trials_from_resuming(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A built-in workload that trains differently now (bert_hub's optimizer) gets new
+    keys; the others keep theirs."""
+    from tfaccel import workloads
+
+    s = Settings(precision="float32", xla="off", batch_size=128, steps_per_execution=1)
+    now = {w: settings_key(w, s, StepPlan()) for w in ("bert_hub", "gpt2", "resnet50")}
+    monkeypatch.setattr("tfaccel.tune.runner.REVISION", {})
+    before = {w: settings_key(w, s, StepPlan()) for w in ("bert_hub", "gpt2", "resnet50")}
+    assert now["resnet50"] == before["resnet50"]
+    assert now["bert_hub"] != before["bert_hub"] and now["gpt2"] != before["gpt2"]
+    assert workloads.REVISION["bert_hub"] >= 2
+
+
 def test_no_16_bit_trials_without_tensor_cores(tmp_path: Path) -> None:
     fake = FakeTrials()
     tuner(tmp_path, fake, Hardware(1, "6.0")).run()
@@ -368,11 +384,16 @@ def test_the_larger_batch_is_tried_again_after_the_other_knobs(tmp_path: Path) -
     assert len(again) == 1 and "kept" in again[0].text
 
 
-def test_the_guard_allows_the_drift_two_32_bit_runs_already_show(tmp_path: Path) -> None:
+def test_the_guard_allows_the_drift_two_32_bit_runs_already_show(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """BERT on random labels (H200, this journal): the float32 baseline and Keras'
     defaults (TF32 + XLA) differ by 14.6 % in mean early loss; bf16 + XLA differs from the
-    TF32 XLA run by 12.8 %, which a fixed 10 % rejected. Replayed, it is accepted."""
+    TF32 XLA run by 12.8 %, which a fixed 10 % rejected. Replayed, it is accepted. (The
+    journal predates revision 2 of bert_hub, whose keys it would not match.)"""
     import shutil
+
+    monkeypatch.setattr("tfaccel.tune.runner.REVISION", {})
 
     journal = tmp_path / "j.jsonl"
     shutil.copy(Path(__file__).parent / "bert_hub_h200_guard.journal.jsonl", journal)

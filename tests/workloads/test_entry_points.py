@@ -237,6 +237,26 @@ def test_kerashub_bert_with_dict_inputs_traces_and_trains() -> None:
     assert est.step_bytes_per_sample > 0
 
 
+def test_transformers_train_with_kerashubs_own_optimizer_defaults() -> None:
+    """Adam at 1e-3 made BERT's loss swing far above chance: the transformers use the
+    rates KerasHub's tasks compile with, and each model gets an optimizer of its own."""
+    pytest.importorskip("keras_hub")
+    from tfaccel.optimize.apply import ConfigureReport
+    from tfaccel.optimize.settings import Settings
+    from tfaccel.workloads.builtin import bert_hub, gpt2
+
+    small = {"layers": 1, "hidden": 32, "heads": 2, "ffn": 64}
+    bert = bert_hub(**small)
+    lm = gpt2(seq_len=16, vocab=1000, **small)
+    report = ConfigureReport(Settings(), "float32", 0, ())
+    a, b = report.optimizer(bert.optimizer), report.optimizer(bert.optimizer)
+    assert a is not b and type(a).__name__ == "Adam"
+    assert float(a.learning_rate) == pytest.approx(5e-5)
+    assert float(report.optimizer(lm.optimizer).learning_rate) == pytest.approx(2e-5)
+    # The shared config is not consumed by deserializing it.
+    assert bert.optimizer == {"class_name": "Adam", "config": {"learning_rate": 5e-5}}
+
+
 def _one_step(wl, batch: int) -> float:
     from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
 

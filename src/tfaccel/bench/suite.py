@@ -344,6 +344,7 @@ def remat_saving(workload: str, batch: int) -> Measurement:
 
     peaks: dict[bool, int | None] = {}
     errors: list[str] = []
+    how = None
     for remat in (False, True):
         r = run_trial(
             workload,
@@ -353,6 +354,7 @@ def remat_saving(workload: str, batch: int) -> Measurement:
             StepPlan(3, 2, 3),
         )
         peaks[remat] = r.peak_memory_bytes
+        how = r.extra.get("checkpointing", how)
         if not r.ok:
             errors.append(f"checkpointing {'on' if remat else 'off'}: {r.status} ({r.error})")
         elif r.device != "GPU":
@@ -368,5 +370,5 @@ def remat_saving(workload: str, batch: int) -> Measurement:
         name,
         "% saved",
         (saving,),
-        params={"peak_off_bytes": peaks[False], "peak_on_bytes": peaks[True]},
+        params={"peak_off_bytes": peaks[False], "peak_on_bytes": peaks[True], "how": how},
     )

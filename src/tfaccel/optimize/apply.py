@@ -12,6 +12,7 @@ they apply to objects the user builds.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -62,6 +63,8 @@ class ConfigureReport:
     gpus: int
     rows: tuple[Applied, ...]
     compute_capability: str | None = None
+    # The segments `checkpoint`/`compile` cut (tfaccel.optimize.remat.CheckpointPlan).
+    checkpointing: list[Any] = field(default_factory=list)
     _strategy: Any = field(default=None, repr=False)
 
     def summary(self, console: Any = None) -> None:
@@ -86,9 +89,7 @@ class ConfigureReport:
 
     def optimizer(self, optimizer: Any = "adam") -> Any:
         """A Keras optimizer with gradient accumulation set (a name, config or instance)."""
-        import keras
-
-        opt = keras.optimizers.get(optimizer) if isinstance(optimizer, (str, dict)) else optimizer
+        opt = keras_optimizer(optimizer)
         steps = self.settings.gradient_accumulation_steps
         if steps > 1:
             config = opt.get_config()
@@ -97,13 +98,32 @@ class ConfigureReport:
         return opt
 
     def compile(self, model: Any, optimizer: Any = "adam", **kwargs: Any) -> Any:
-        """`model.compile` with the configured optimizer, XLA and steps_per_execution."""
+        """`model.compile` with the configured optimizer, XLA and steps_per_execution;
+        with gradient checkpointing, the model's graph checkpointed by segments first."""
+        self.checkpoint(model)
         args = {**self.compile_kwargs(), **kwargs}
         model.compile(optimizer=self.optimizer(optimizer), **args)
         return model
 
+    def checkpoint(self, model: Any) -> list[Any]:
+        """With gradient checkpointing on: cut the model's Functional graph (or the
+        backbone's, in a task model) into segments recomputed in the backward pass
+        (`tfaccel.optimize.remat.checkpoint`); the plans applied, also kept in
+        `self.checkpointing`. [] when off, or for a subclassed model, which keeps the
+        per-layer recomputation of `remat_scope()`."""
+        if not self.settings.gradient_checkpointing:
+            return []
+        from tfaccel.optimize import remat
+
+        plans = remat.checkpoint(model)
+        self.checkpointing = plans
+        return plans
+
     def remat_scope(self) -> contextlib.AbstractContextManager[Any]:
-        """Build the model inside this scope for gradient checkpointing (keras.RematScope)."""
+        """Build the model inside this scope for gradient checkpointing: each layer
+        recomputed on its own (keras.RematScope), which is what a subclassed model gets.
+        A Functional model's graph is cut into segments by `compile`/`checkpoint`
+        instead, which saves memory where per-layer recomputation cannot."""
         if not self.settings.gradient_checkpointing:
             return contextlib.nullcontext()
         import keras
@@ -484,8 +504,9 @@ def apply_settings(settings: Settings) -> ConfigureReport:
                 "gradient_checkpointing",
                 True,
                 "at-build",
-                "build the model inside report.remat_scope() (keras.RematScope); "
-                "custom steps: tf.recompute_grad",
+                "report.compile(model) cuts a Functional graph into segments "
+                "recomputed in the backward pass; a subclassed model: build it inside "
+                "report.remat_scope() (each layer recomputed)",
             )
         )
     if s.gradient_accumulation_steps > 1:
@@ -590,3 +611,14 @@ def configured(settings: Settings) -> Iterator[ConfigureReport]:
         yield configure(settings)
     finally:
         configure.reset()
+
+
+def keras_optimizer(optimizer: Any) -> Any:
+    """A Keras optimizer from a name, a config dict or an instance (returned as is). A
+    config is copied first: Keras rewrites the dict it deserializes, and workloads share
+    theirs."""
+    import keras
+
+    if isinstance(optimizer, (str, dict)):
+        return keras.optimizers.get(copy.deepcopy(optimizer))
+    return optimizer

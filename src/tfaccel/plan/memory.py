@@ -217,9 +217,10 @@ def trace_step(
 
 
 def _optimizer_bytes(optimizer: Any, variables: Sequence[Any]) -> tuple[int, str]:
-    import keras
 
-    opt = keras.optimizers.get(optimizer) if isinstance(optimizer, (str, dict)) else optimizer
+    from tfaccel.optimize.apply import keras_optimizer
+
+    opt = keras_optimizer(optimizer)
     name = type(opt).__name__
     built = getattr(opt, "built", False)
     if not built:

@@ -15,6 +15,7 @@ from typing import Any
 
 from tfaccel.optimize.settings import Settings
 from tfaccel.tune.trial import MARK
+from tfaccel.workloads import REVISION
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,11 @@ def settings_key(
         s.pop("xla_options", None)
     # Counting FLOPs (after the timing) does not change what a trial measures.
     extra = {k: v for k, v in (extra or {}).items() if k != "count_flops"}
+    revision = REVISION.get(workload)
     blob = json.dumps(
         {
             "w": workload,
+            **({"r": revision} if revision else {}),
             "s": s,
             "p": steps.key_fields(),
             **({"x": extra} if extra else {}),
@@ -161,6 +164,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "window",
                 "forward_flops_per_sample",
                 "gemm_flop_share",
+                "checkpointing",
             )
             if k in payload
         },

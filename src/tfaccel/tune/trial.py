@@ -187,7 +187,17 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         "window": window,
         "device": "GPU" if report.gpus else "CPU",
         "jit_compile": bool(getattr(model, "jit_compile", False)),
+        **_checkpointing(report),
     }
+
+
+def _checkpointing(report: Any) -> dict[str, Any]:
+    """How gradient checkpointing was applied: segments of a graph, or layer by layer."""
+    if not report.settings.gradient_checkpointing:
+        return {}
+    plans = report.checkpointing
+    how = "; ".join(p.describe() for p in plans) if plans else "each layer recomputed alone"
+    return {"checkpointing": how}
 
 
 def _flops(model: Any) -> tuple[int | None, float | None]:
@@ -247,6 +257,7 @@ def _run_custom(
     global_batch = per_replica * n
     with strategy.scope(), report.remat_scope():
         wl = load_workload(wl_name)
+        report.checkpoint(wl.model)  # a Functional graph: by segments
         optimizer = report.optimizer(wl.optimizer)
     staged = config.get("input") == "staged"
     if staged and report.input_dtype is None:
@@ -321,6 +332,7 @@ def _run_custom(
         "final_loss": losses[-1],
         "steps": (warmup + windows * window),
         "device": "GPU" if report.gpus else "CPU",
+        **_checkpointing(report),
     }
 
 
