@@ -100,6 +100,10 @@ add bench-workloads "$TF bench gpt2 conv3d remat --out bench-workloads.json --fo
 # row of their own), and checkpointing's saving alone.
 add bench-gpt2-gemv "$TF bench gpt2 --xla-options gemv_as_gemm --out bench-gpt2-gemv.json --force \
   --format json > bench-gpt2-gemv.out.json"
+# ... and with CUDA graphs over XLA's while loops too (tfaccel's loop: 1,981 tokens/s at
+# batch 1 in gpt2_xla_flags.py); the bench's own rows had not measured them.
+add bench-gpt2-graphs "$TF bench gpt2 --xla-options gemv_as_gemm,command_buffers \
+  --out bench-gpt2-graphs.json --force --format json > bench-gpt2-graphs.out.json"
 add bench-remat "$TF bench remat --out bench-remat.json --force --format json > bench-remat.out.json"
 add tune-gpt2 "$(tune_cmd gpt2 32 128)"
 add profile-gpt2 "$PY $B/profile_gpt2.py --logdir prof-gpt2 && $TF profile analyze prof-gpt2 \
