@@ -90,6 +90,9 @@ def test_finds_the_fastest_combination(tmp_path: Path) -> None:
     assert res.largest_fitting_batch == 512
     assert any("batch 1024: oom (does not fit)" in d.text for d in res.decisions)
     assert res.compile_s_total > 60
+    # Every steps_per_execution trial is explained, the ones that did not pay too.
+    spe = [d.text for d in res.decisions if d.stage == "steps_per_execution"]
+    assert spe == ["10: +20% kept", "25: +0% (threshold 3%)"]
 
 
 def test_input_cast_is_tried_on_the_gpu_with_16_bit_only(tmp_path: Path) -> None:

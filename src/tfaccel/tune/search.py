@@ -417,8 +417,8 @@ class Tuner:
             s = best_s.replace(steps_per_execution=spe)
             r = self.trial(s, "steps_per_execution")
             win, gain, thr = beats(r, best, self.opt.noise_floor)
+            self.decide("steps_per_execution", _verdict(spe, r, win, gain, thr))
             if win:
-                self.decide("steps_per_execution", f"{spe}: {gain:+.0%}")
                 best, best_s = r, s
 
         def knob_trial(knob: str, value: Any) -> None:
@@ -430,12 +430,7 @@ class Tuner:
             if isinstance(value, tuple):
                 value = ",".join(value)
             win, gain, thr = beats(r, best, self.opt.noise_floor)
-            self.decide(
-                knob,
-                f"{value}: {r.status} ({r.error})"
-                if not r.ok
-                else f"{value}: {gain:+.0%} " + ("kept" if win else f"(threshold {thr:.0%})"),
-            )
+            self.decide(knob, _verdict(value, r, win, gain, thr))
             if win:
                 best, best_s = r, s
 
@@ -488,3 +483,10 @@ class Tuner:
         res.best, res.best_settings = best, best_s
         res.wall_s = self.clock() - start
         return res
+
+
+def _verdict(value: Any, r: TrialResult, win: bool, gain: float, thr: float) -> str:
+    """A trial of one knob's value, in a decision's words."""
+    if not r.ok:
+        return f"{value}: {r.status} ({r.error})"
+    return f"{value}: {gain:+.0%} " + ("kept" if win else f"(threshold {thr:.0%})")
