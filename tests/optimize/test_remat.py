@@ -151,28 +151,32 @@ def test_recomputation_draws_the_same_dropout_masks(jit: bool):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_a_kerashub_bert_gets_the_same_gradients_with_checkpointing():
-    """Dropout, masks, the pooled output's slice: what broke BERT, in a small one."""
+def _small_bert(layers: int):
     keras_hub = pytest.importorskip("keras_hub")
+    return keras_hub.models.BertBackbone(
+        vocabulary_size=100,
+        num_layers=layers,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=16,
+        dropout=0.3,
+    )
 
-    def bert():
-        return keras_hub.models.BertBackbone(
-            vocabulary_size=100,
-            num_layers=2,
-            num_heads=2,
-            hidden_dim=16,
-            intermediate_dim=32,
-            max_sequence_length=16,
-            dropout=0.3,
-        )
 
-    plain, checkpointed = _twins(bert)
+def _bert_inputs() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
-    x = {
+    return {
         "token_ids": rng.integers(1, 100, (2, 16)).astype("int32"),
         "segment_ids": np.zeros((2, 16), "int32"),
         "padding_mask": np.ones((2, 16), "bool"),
     }
+
+
+def test_a_kerashub_bert_gets_the_same_gradients_with_checkpointing():
+    """Dropout, masks, the pooled output's slice: what broke BERT, in a small one."""
+    plain, checkpointed = _twins(lambda: _small_bert(2))
+    x = _bert_inputs()
 
     def grads(model):
         @tf.function
@@ -300,34 +304,16 @@ def test_segments_replace_the_per_layer_recomputation_of_a_rematscope():
 
 def test_a_kerashub_backbone_inside_a_task_model_is_cut_block_by_block():
     keras_hub = pytest.importorskip("keras_hub")
-
-    def bert():
-        return keras_hub.models.BertBackbone(
-            vocabulary_size=100,
-            num_layers=4,
-            num_heads=2,
-            hidden_dim=16,
-            intermediate_dim=32,
-            max_sequence_length=16,
-            dropout=0.3,
-        )
-
     keras.utils.set_random_seed(0)
-    plain = bert()
+    plain = _small_bert(4)
     keras.utils.set_random_seed(0)
-    checkpointed = bert()
+    checkpointed = _small_bert(4)
     checkpointed.set_weights(plain.get_weights())
     plans = remat.checkpoint(checkpointed)
     assert len(plans) == 1
     # Transformer blocks keep far more than their output: a segment per block or so.
     assert len(plans[0].segments) >= 4
-    rng = np.random.default_rng(0)
-    x = {
-        "token_ids": rng.integers(1, 100, (2, 16)).astype("int32"),
-        "segment_ids": np.zeros((2, 16), "int32"),
-        "padding_mask": np.ones((2, 16), "bool"),
-    }
-    _same_gradients(plain, checkpointed, x, rtol=1e-4)
+    _same_gradients(plain, checkpointed, _bert_inputs(), rtol=1e-4)
 
     task = keras_hub.models.GPT2CausalLM(
         backbone=keras_hub.models.GPT2Backbone(
