@@ -32,14 +32,15 @@ from tfaccel._tf import import_tensorflow
 _MARK = "_tfaccel_remat"
 
 
-def _seed_generators(f: Any) -> list[Any]:
-    """The Keras SeedGenerators `f` draws from, when it is a layer's call: those of the
-    layer and of every layer inside it (Dropout's, KerasHub's)."""
-    owner = getattr(f, "__self__", None)
-    flatten = getattr(owner, "_flatten_layers", None)
-    if flatten is None:
-        return []
-    return [g for layer in flatten() for g in getattr(layer, "_seed_generators", ())]
+def _seed_generators(layers: Any) -> list[Any]:
+    """The Keras SeedGenerators of `layers` and of every layer inside them (Dropout's,
+    KerasHub's); objects that are not layers have none."""
+    return [
+        g
+        for owner in layers
+        for layer in getattr(owner, "_flatten_layers", lambda: ())()
+        for g in getattr(layer, "_seed_generators", ())
+    ]
 
 
 def remat(f: Any, layers: Any = None) -> Any:
@@ -62,15 +63,8 @@ def remat(f: Any, layers: Any = None) -> Any:
     tf = import_tensorflow()
     from keras.src import backend as keras_backend
 
-    if layers is None:
-        generators = _seed_generators(f)
-    else:  # a function that calls these layers (a segment of a graph)
-        generators = [
-            g
-            for layer in layers
-            for inner in layer._flatten_layers()
-            for g in getattr(inner, "_seed_generators", ())
-        ]
+    # A layer's own call, or a function that calls `layers` (a segment of a graph).
+    generators = _seed_generators([getattr(f, "__self__", None)] if layers is None else layers)
 
     @functools.wraps(f)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -216,14 +210,12 @@ def plan_segments(model: Any, segments: int | None = None) -> CheckpointPlan | N
     nodes = _ordered_nodes(model)
     if len(nodes) < MIN_NODES:
         return None
-    made_at: dict[int, int] = {id(t): -1 for t in model.inputs}
     last_use: dict[int, int] = {}
     floating: dict[int, bool] = {}
     for i, node in enumerate(nodes):
         for t in node.input_tensors:
             last_use[id(t)] = i
         for t in node.outputs:
-            made_at[id(t)] = i
             floating[id(t)] = "float" in str(t.dtype)
     end = len(nodes)
     for t in model.outputs:
@@ -271,6 +263,7 @@ def plan_segments(model: Any, segments: int | None = None) -> CheckpointPlan | N
     else:
         chosen = min((choose(k) for k in range(2, min(len(cuts), 256) + 2)), key=peak)
     bounds = [-1, *chosen, end - 1]
+    model_outputs = {id(x) for x in model.outputs}
     parts: list[Segment] = []
     for a, b in itertools.pairwise(bounds):
         seg_nodes = nodes[a + 1 : b + 1]
@@ -280,9 +273,7 @@ def plan_segments(model: Any, segments: int | None = None) -> CheckpointPlan | N
             for t in n.input_tensors:
                 if id(t) not in made_here and id(t) not in ins:
                     ins.append(id(t))
-        outs = [
-            t for t in made_here if last_use.get(t, -1) > b or t in {id(x) for x in model.outputs}
-        ]
+        outs = [t for t in made_here if last_use.get(t, -1) > b or t in model_outputs]
         parts.append(Segment(tuple(seg_nodes), tuple(ins), tuple(sorted(outs))))
     return CheckpointPlan(
         getattr(model, "name", type(model).__name__),

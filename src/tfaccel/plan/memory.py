@@ -217,7 +217,6 @@ def trace_step(
 
 
 def _optimizer_bytes(optimizer: Any, variables: Sequence[Any]) -> tuple[int, str]:
-
     from tfaccel.optimize.apply import keras_optimizer
 
     opt = keras_optimizer(optimizer)
