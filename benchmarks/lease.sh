@@ -105,6 +105,10 @@ add bench-gpt2-gemv "$TF bench gpt2 --xla-options gemv_as_gemm --out bench-gpt2-
 add bench-gpt2-graphs "$TF bench gpt2 --xla-options gemv_as_gemm,command_buffers \
   --out bench-gpt2-graphs.json --force --format json > bench-gpt2-graphs.out.json"
 add bench-remat "$TF bench remat --out bench-remat.json --force --format json > bench-remat.out.json"
+# tfaccel's fused decoding step against KerasHub's loop and tfaccel's plain one, one child
+# process each, batch 1 and 16, in the configuration of bench-gpt2-graphs.
+add gpt2-fused "$PY $B/gpt2_xla_flags.py --out gpt2-fused.json --batches 1,16 \
+  --precisions bfloat16 --settings no-dsr-all --loops keras_hub,tfaccel,fused"
 add tune-gpt2 "$(tune_cmd gpt2 32 128)"
 add profile-gpt2 "$PY $B/profile_gpt2.py --logdir prof-gpt2 && $TF profile analyze prof-gpt2 \
   --format json --html profile-gpt2.html > profile-gpt2.json"

@@ -283,10 +283,55 @@ def test_tfaccels_decoding_loop_writes_kerashubs_tokens(policy: str) -> None:
             mask[row, :n] = True
         want = lm.generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)
         got = greedy_decoder(lm, 2, 20, 5)(ids, mask).numpy()
+        fused = greedy_decoder(lm, 2, 20, 5, fused=True)(ids, mask).numpy()
     finally:
         keras.mixed_precision.set_global_policy(previous)
     np.testing.assert_array_equal(got, want["token_ids"])
+    np.testing.assert_array_equal(fused, want["token_ids"])
     assert (got[0, :8] == ids[0, :8]).all() and (got[1, 5:] != 0).all()
+
+
+def test_the_fused_decoding_step_gives_kerashubs_logits() -> None:
+    """One token through `_fused_decoder_step` against KerasHub's `call_with_cache`, at
+    every position of a cache seeded by KerasHub, in float32: the same logits and the
+    same keys and values written to the caches."""
+    pytest.importorskip("keras_hub")
+    import numpy as np
+    import tensorflow as tf
+
+    from tfaccel.bench.inference import _fused_decoder_step
+    from tfaccel.workloads.builtin import gpt2_causal_lm
+
+    lm = gpt2_causal_lm(300, 3, 48, 4, 192, 64)
+    weights, step = _fused_decoder_step(lm, tf.float32)
+    w = weights()
+    ids = np.random.default_rng(2).integers(1, 300, (3, 16)).astype("int32")
+    cache = tf.zeros([3, 3, 2, 16, 4, 12])
+    _, _, cache = lm.call_with_cache(ids, cache, 0)
+    for index in (0, 7, 15):
+        want, _, want_cache = lm.call_with_cache(ids[:, index : index + 1], cache, index)
+        ks = tuple(tf.transpose(cache[:, i, 0], [0, 2, 1, 3]) for i in range(3))
+        vs = tuple(tf.transpose(cache[:, i, 1], [0, 2, 1, 3]) for i in range(3))
+        logits, ks, vs = step(w, ids[:, index], ks, vs, index)
+        np.testing.assert_allclose(logits.numpy(), want[:, 0].numpy(), rtol=1e-4, atol=1e-4)
+        for i in range(3):
+            got_k = tf.transpose(ks[i], [0, 2, 1, 3]).numpy()
+            np.testing.assert_allclose(got_k, want_cache[:, i, 0].numpy(), atol=1e-5)
+            got_v = tf.transpose(vs[i], [0, 2, 1, 3]).numpy()
+            np.testing.assert_allclose(got_v, want_cache[:, i, 1].numpy(), atol=1e-5)
+
+
+def test_the_fused_decoder_refuses_blocks_it_does_not_implement() -> None:
+    pytest.importorskip("keras_hub")
+    import tensorflow as tf
+
+    from tfaccel.bench.inference import _fused_decoder_step
+    from tfaccel.workloads.builtin import gpt2_causal_lm
+
+    lm = gpt2_causal_lm(100, 1, 32, 2, 64, 32)
+    lm.backbone.transformer_layers[0].normalize_first = False  # a post-norm block
+    with pytest.raises(ValueError, match="pre-norm decoder-only"):
+        _fused_decoder_step(lm, tf.float32)
 
 
 def test_the_4k_detector_is_v8s_sized() -> None:

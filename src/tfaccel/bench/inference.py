@@ -124,7 +124,118 @@ def conv3d(
         keras.mixed_precision.set_global_policy(previous)
 
 
-def greedy_decoder(lm: Any, batch: int, length: int, start: int, xla: bool = True) -> Any:
+def _layer_norm(tf: Any, x: Any, gamma_beta: tuple[Any, Any], eps: float) -> Any:
+    """Layer normalization with both statistics from one pass over `x`, in float32:
+    var = E[x^2] - E[x]^2. Keras reduces twice (the mean, then the squared distances
+    to it), and XLA runs two dependent reductions as two kernels; two sibling reductions
+    of the same input become one. At a token a step, GPT-2's 25 layer norms were 50 of
+    its ~220 kernels."""
+    gamma, beta = gamma_beta
+    x32 = tf.cast(x, tf.float32)
+    mean = tf.reduce_mean(x32, axis=-1, keepdims=True)
+    var = tf.maximum(tf.reduce_mean(tf.square(x32), axis=-1, keepdims=True) - mean * mean, 0.0)
+    out = (x32 - mean) * tf.math.rsqrt(var + eps) * gamma + beta
+    return tf.cast(out, x.dtype)
+
+
+def _fused_decoder_step(lm: Any, dtype: Any) -> Any:
+    """One decoding step of a KerasHub GPT-2 (pre-norm `TransformerDecoder` blocks), for
+    a token a sequence, from the model's own weights, cast to `dtype` once:
+    - query, key and value as one matrix product (KerasHub: three);
+    - keys and values in caches laid out [batch, heads, length, head_dim], one each per
+      layer and updated in place, so that both attention products batch over (batch,
+      heads) with no transposed copy of the cache; KerasHub stacks key and value into
+      one new [batch, 2, ...] tensor in every layer, every token;
+    - layer norms with one reduction (`_layer_norm`), softmax in float32.
+    The arithmetic is KerasHub's otherwise (same scaling, mask, activation); tests check
+    the tokens against KerasHub's `generate`. Returns (weights, step), where
+    step(weights, ids[batch], kcaches, vcaches, index) -> (logits, kcaches, vcaches)."""
+    import keras
+
+    tf = import_tensorflow()
+    bb = lm.backbone
+    blocks = list(bb.transformer_layers)
+    for block in blocks:
+        if not block.normalize_first or block._cross_attention_layer is not None:
+            raise ValueError(
+                "the fused decoder runs pre-norm decoder-only blocks (GPT-2's); "
+                f"{block.name} is not one"
+            )
+    emb = bb.token_embedding
+    tied = emb.tie_weights and emb.reverse_dtype is None and emb.logit_soft_cap is None
+
+    def c(v: Any) -> Any:
+        return tf.cast(tf.convert_to_tensor(v), dtype)
+
+    def f32(v: Any) -> Any:
+        return tf.cast(tf.convert_to_tensor(v), tf.float32)
+
+    def weights() -> dict[str, Any]:
+        layers = []
+        for block in blocks:
+            att = block._self_attention_layer
+            d = att._query_dense.kernel.shape[0]
+            dense = (att._query_dense, att._key_dense, att._value_dense)
+            ln1, ln2 = block._self_attention_layer_norm, block._feedforward_layer_norm
+            inner, outer = block._feedforward_intermediate_dense, block._feedforward_output_dense
+            layers.append(
+                {
+                    "ln1": (f32(ln1.gamma), f32(ln1.beta)),
+                    "qkv": c(tf.concat([tf.reshape(x.kernel, [d, -1]) for x in dense], 1)),
+                    "qkv_b": c(tf.concat([tf.reshape(x.bias, [-1]) for x in dense], 0)),
+                    "o": c(tf.reshape(att._output_dense.kernel, [-1, d])),
+                    "o_b": c(att._output_dense.bias),
+                    "ln2": (f32(ln2.gamma), f32(ln2.beta)),
+                    "w1": c(inner.kernel),
+                    "b1": c(inner.bias),
+                    "w2": c(outer.kernel),
+                    "b2": c(outer.bias),
+                }
+            )
+        return {
+            "layers": layers,
+            "pos": c(bb.position_embedding.position_embeddings),
+            "tok": c(emb.embeddings),
+            "ln": (f32(bb.layer_norm.gamma), f32(bb.layer_norm.beta)),
+        }
+
+    def step(
+        w: dict[str, Any], ids: Any, kcaches: tuple[Any, ...], vcaches: tuple[Any, ...], index: Any
+    ) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
+        x = tf.gather(w["tok"], ids) + w["pos"][index]  # [batch, hidden]
+        batch = tf.shape(x)[0]
+        kout, vout = [], []
+        for block, lw, kc, vc in zip(blocks, w["layers"], kcaches, vcaches, strict=True):
+            att = block._self_attention_layer
+            heads, head_dim = kc.shape[1], kc.shape[3]
+            h = _layer_norm(tf, x, lw["ln1"], block._self_attention_layer_norm.epsilon)
+            qkv = tf.reshape(tf.matmul(h, lw["qkv"]) + lw["qkv_b"], [batch, 3, heads, head_dim])
+            q = qkv[:, 0] * tf.cast(att._inverse_sqrt_key_dim, dtype)
+            at = [0, 0, index, 0]
+            kc = keras.ops.slice_update(kc, at, qkv[:, 1, :, None, :])  # in place under XLA
+            vc = keras.ops.slice_update(vc, at, qkv[:, 2, :, None, :])
+            scores = tf.cast(tf.einsum("bhd,bhld->bhl", q, kc), tf.float32)
+            visible = tf.range(kc.shape[2]) <= index
+            scores = tf.where(visible, scores, tf.float32.min)
+            p = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)
+            o = tf.reshape(tf.einsum("bhl,bhld->bhd", p, vc), [batch, heads * head_dim])
+            x = x + tf.matmul(o, lw["o"]) + lw["o_b"]
+            h = _layer_norm(tf, x, lw["ln2"], block._feedforward_layer_norm.epsilon)
+            inner = block._feedforward_intermediate_dense
+            h = inner.activation(tf.matmul(h, lw["w1"]) + lw["b1"])
+            x = x + tf.matmul(h, lw["w2"]) + lw["b2"]
+            kout.append(kc)
+            vout.append(vc)
+        x = _layer_norm(tf, x, w["ln"], bb.layer_norm.epsilon)
+        logits = tf.matmul(x, w["tok"], transpose_b=True) if tied else emb(x, reverse=True)
+        return logits, tuple(kout), tuple(vout)
+
+    return weights, step
+
+
+def greedy_decoder(
+    lm: Any, batch: int, length: int, start: int, xla: bool = True, fused: bool = False
+) -> Any:
     """KerasHub GPT-2's greedy `generate`, as one compiled function of (token_ids,
     padding_mask) at a fixed shape, with two changes that leave the tokens the same:
     - each layer's KV cache is its own loop variable, updated in place; KerasHub keeps
@@ -134,7 +245,8 @@ def greedy_decoder(lm: Any, batch: int, length: int, start: int, xla: bool = Tru
       the 50,257-word vocabulary does not change which one is largest.
     Like KerasHub, the cache is seeded with one pass over the whole (padded) sequence and
     the loop starts at `start`, the prompt's length; positions the padding mask marks as
-    given keep their tokens."""
+    given keep their tokens. `fused=True` decodes each new token with
+    `_fused_decoder_step` instead of KerasHub's layers (the prompt's pass is the same)."""
     import keras
 
     tf = import_tensorflow()
@@ -143,6 +255,10 @@ def greedy_decoder(lm: Any, batch: int, length: int, start: int, xla: bool = Tru
     heads = bb.num_heads
     cache_shape = [batch, 2, length, heads, bb.hidden_dim // heads]
     dtype = lm.compute_dtype
+    weights: Any = None
+    step: Any = None
+    if fused:
+        weights, step = _fused_decoder_step(lm, dtype)
 
     def forward(ids: Any, caches: tuple[Any, ...], index: Any) -> tuple[Any, tuple[Any, ...]]:
         tokens = bb.token_embedding(ids)
@@ -153,17 +269,35 @@ def greedy_decoder(lm: Any, batch: int, length: int, start: int, xla: bool = Tru
             updated.append(cache)
         return bb.token_embedding(bb.layer_norm(x), reverse=True), tuple(updated)
 
+    def pick(i: Any, ids: Any, padding_mask: Any, logits: Any) -> Any:
+        token = tf.argmax(logits, axis=-1, output_type=ids.dtype)
+        token = tf.where(padding_mask[:, i], ids[:, i], token)
+        return keras.ops.slice_update(ids, [0, i], token[:, None])  # in place under XLA
+
     @tf.function(jit_compile=xla)
     def generate(token_ids: Any, padding_mask: Any) -> Any:
         caches = tuple(tf.zeros(cache_shape, dtype) for _ in blocks)
         _, caches = forward(token_ids, caches, 0)
+        if fused:
+            w = weights()
+            # [batch, length, heads, head_dim] -> [batch, heads, length, head_dim], once
+            kv = tuple(tuple(tf.transpose(c[:, j], [0, 2, 1, 3]) for c in caches) for j in (0, 1))
+
+            def fused_body(i: Any, ids: Any, ks: Any, vs: Any) -> tuple[Any, ...]:
+                logits, ks, vs = step(w, ids[:, i - 1], ks, vs, i - 1)
+                return i + 1, pick(i, ids, padding_mask, logits), ks, vs
+
+            out = tf.while_loop(
+                lambda i, *_: i < length,
+                fused_body,
+                (tf.constant(start), token_ids, *kv),
+                maximum_iterations=length - start,
+            )
+            return out[1]
 
         def body(i: Any, ids: Any, caches: tuple[Any, ...]) -> tuple[Any, Any, Any]:
             logits, caches = forward(tf.slice(ids, [0, i - 1], [batch, 1]), caches, i - 1)
-            token = tf.argmax(logits[:, 0, :], axis=-1, output_type=ids.dtype)
-            token = tf.where(padding_mask[:, i], ids[:, i], token)
-            ids = keras.ops.slice_update(ids, [0, i], token[:, None])  # in place under XLA
-            return i + 1, ids, caches
+            return i + 1, pick(i, ids, padding_mask, logits[:, 0, :]), caches
 
         _, ids, _ = tf.while_loop(
             lambda i, ids, caches: i < length,
@@ -174,6 +308,9 @@ def greedy_decoder(lm: Any, batch: int, length: int, start: int, xla: bool = Tru
         return ids
 
     return generate
+
+
+LOOPS = ("keras_hub", "tfaccel", "fused")
 
 
 def gpt2_generation(
@@ -191,9 +328,10 @@ def gpt2_generation(
 ) -> list[Measurement]:
     """KerasHub GPT-2 (124M shape by default, random weights) `generate` with its KV cache:
     tokens/s (new tokens, all sequences) and time to first token. `loop="tfaccel"` runs
-    the same greedy decoding through `greedy_decoder` (per-layer caches; same tokens)."""
-    if loop not in ("keras_hub", "tfaccel"):
-        raise ValueError(f"unknown decoding loop {loop!r}; expected keras_hub or tfaccel")
+    the same greedy decoding through `greedy_decoder` (per-layer caches; same tokens),
+    `loop="fused"` through its fused decoding step (`_fused_decoder_step`)."""
+    if loop not in LOOPS:
+        raise ValueError(f"unknown decoding loop {loop!r}; expected one of {', '.join(LOOPS)}")
     import keras
     import numpy as np
 
@@ -221,7 +359,9 @@ def gpt2_generation(
             if loop == "keras_hub":
                 return lm.generate(x, stop_token_ids=None)
             if length not in decoders:
-                decoders[length] = greedy_decoder(lm, batch, length, prompt, xla)
+                decoders[length] = greedy_decoder(
+                    lm, batch, length, prompt, xla, fused=loop == "fused"
+                )
             return decoders[length](x["token_ids"], x["padding_mask"]).numpy()
 
         t0 = time.perf_counter()
@@ -250,7 +390,7 @@ def gpt2_generation(
             "first_call_s": first_call,
         }
         # the rows with XLA and KerasHub's loop keep their earlier names
-        tag = ("" if xla else " xla=off") + ("" if loop == "keras_hub" else " loop=tfaccel")
+        tag = ("" if xla else " xla=off") + ("" if loop == "keras_hub" else f" loop={loop}")
         return [
             Measurement(
                 f"gpt2 generate batch={batch} {precision}{tag}",
