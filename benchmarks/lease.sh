@@ -93,7 +93,7 @@ add profile-tuned-cast "$(profile_cmd tuned-cast)"
 add profile-bert-tuned "$TF profile --start 20 --steps 10 --logdir prof-bert-tuned --format json \
   --html profile-bert-tuned.html -- $PY $B/profile_r50.py --workload bert_hub --config tuned \
   --batch 256 > profile-bert-tuned.json"
-add tune-bert_hub "$(tune_cmd bert_hub 128 1024)"  # 512: 33.9 GB on the H200
+add tune-bert_hub "$(tune_cmd bert_hub 128 2048)"  # 512: 33.9 GB, 1024: 65.9 GB on the H200
 add bench-workloads "$TF bench gpt2 conv3d remat --out bench-workloads.json --force --format json \
   > bench-workloads.out.json"
 # The bench's own GPT-2 rows with XLA's small products kept as GEMMs (bf16 weights are a
