@@ -147,8 +147,10 @@ def _fused_decoder_step(lm: Any, dtype: Any) -> Any:
       heads) with no transposed copy of the cache; KerasHub stacks key and value into
       one new [batch, 2, ...] tensor in every layer, every token;
     - layer norms with one reduction (`_layer_norm`), softmax in float32.
-    The arithmetic is KerasHub's otherwise (same scaling, mask, activation); tests check
-    the tokens against KerasHub's `generate`. Returns (weights, step), where
+    The arithmetic is KerasHub's otherwise (same scaling, mask, activation). In float32
+    the tokens are `generate`'s; in 16 bits the logits are KerasHub's within rounding,
+    so a token may differ where the best two logits are that close (tested both ways).
+    Returns (weights, step), where
     step(weights, ids[batch], kcaches, vcaches, index) -> (logits, kcaches, vcaches)."""
     import keras
 
@@ -246,7 +248,8 @@ def greedy_decoder(
     Like KerasHub, the cache is seeded with one pass over the whole (padded) sequence and
     the loop starts at `start`, the prompt's length; positions the padding mask marks as
     given keep their tokens. `fused=True` decodes each new token with
-    `_fused_decoder_step` instead of KerasHub's layers (the prompt's pass is the same)."""
+    `_fused_decoder_step` instead of KerasHub's layers (the prompt's pass is the same;
+    in 16 bits it rounds differently, see there)."""
     import keras
 
     tf = import_tensorflow()
