@@ -290,7 +290,7 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         on_trial=lambda st, r, s: stages.append(st) if r is None else None,
     )
     t.run()
-    assert stages[-4:] == ["input_cast", "xla_options", "allocator", "prefetch"]
+    assert stages[-5:] == ["input_cast", "xla_options", "xla_options", "allocator", "prefetch"]
 
 
 def test_noise_rule() -> None:
@@ -437,6 +437,46 @@ def test_cublaslt_is_tried_unless_the_model_is_convolutions(
     notes = [d.text for d in t.result.decisions if d.stage == "xla_options"]
     if not tried:
         assert notes and "matrix products are 0% of the forward pass's FLOPs" in notes[0]
+
+
+class LayerNormTrials(FakeTrials):
+    """cuDNN's layer norms 10 % faster; with `nan`, their losses diverge instead."""
+
+    def __init__(self, nan: bool = False) -> None:
+        super().__init__()
+        self.nan = nan
+
+    def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        r = super().__call__(workload, s, steps, timeout)
+        if "cudnn_layer_norm" not in s.xla_options:
+            return r
+        if self.nan:
+            return dataclasses.replace(r, losses=(6.9, float("nan"), float("nan")))
+        rate = (r.samples_per_s or 0) * 1.1
+        return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_cudnn_layer_norm_is_tried_on_hopper_behind_the_accuracy_guard(
+    tmp_path: Path, nan: bool
+) -> None:
+    trials = LayerNormTrials(nan)
+    res = tuner(tmp_path, trials).run()
+    tried = [s for s in trials.calls if "cudnn_layer_norm" in s.xla_options]
+    # one trial of its own; once kept, the later knobs' trials carry it
+    assert tried and tried[0].precision == "mixed_bfloat16" and (len(tried) == 1) is nan
+    assert ("cudnn_layer_norm" in res.best_settings.xla_options) is not nan
+    guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+    notes = [d.text for d in res.decisions if d.stage == "xla_options"]
+    if nan:
+        assert any("cudnn_layer_norm" in t and "NaN" in t for t in guard)
+    else:
+        assert "cudnn_layer_norm: +10% kept" in notes
+    # Ampere: no trial of it
+    ampere = LayerNormTrials()
+    (tmp_path / "a").mkdir()
+    tuner(tmp_path / "a", ampere, hw=Hardware(1, "8.0")).run()
+    assert not any("cudnn_layer_norm" in s.xla_options for s in ampere.calls)
 
 
 def test_counting_flops_leaves_the_journal_key_alone() -> None:

@@ -28,6 +28,11 @@ XLA_OPTIONS = {
     # GEMMs through cuBLASLt, with the bias add and activation in the GEMM's epilogue.
     # BERT-base training on the H200: +1.8 % (3,832 -> 3,899 seq/s).
     "cublaslt": "--xla_gpu_enable_cublaslt=true",
+    # Layer norms (forward, and backward on compute capability 9.0) through cuDNN's
+    # fused kernels, where XLA's CudnnNormRewriter recognises the pattern; otherwise a
+    # layer norm is two dependent reductions and an elementwise pass, in separate
+    # kernels. Not measured yet; `tune` tries it on models of matrix products.
+    "cudnn_layer_norm": "--xla_gpu_enable_cudnn_layer_norm=true",
     # Keep vector x matrix products (batch-1 decoding) as GEMMs: XLA's
     # dot-strength-reduction pass otherwise turns each one under 10M elements into an
     # elementwise multiply, written out in full, and a reduction. GPT-2 124M at batch 1

@@ -216,8 +216,10 @@ class Tuner:
         while b * 2 <= self.opt.max_batch:
             batches += 1
             b *= 2
-        # allocator, device prefetch (one GPU), XLA options
+        # allocator, device prefetch (one GPU), XLA options (cuDNN's layer norms: 9.0+)
         gpu_stage = (3 if self.hw.gpus == 1 else 2) if self.hw.gpus else 0
+        if self.hw.gpus and float(self.hw.compute_capability or 0) >= 9.0:
+            gpu_stage += 1
         if self.hw.gpus and any(input_cast_dtype("compute", p) for p in self.precisions):
             gpu_stage += 1  # 16-bit input transfers
         spe = len([c for c in self.opt.spe_choices if c != 1])
@@ -421,7 +423,10 @@ class Tuner:
             if win:
                 best, best_s = r, s
 
-        def knob_trial(knob: str, value: Any) -> None:
+        def knob_trial(knob: str, value: Any, guard: bool = False) -> None:
+            """One knob's trial against the best so far. `guard`: the knob changes
+            the arithmetic (a rewrite of XLA's), so its losses must stay finite and
+            within the guard's tolerance of the best run's, as for a precision."""
             nonlocal best, best_s
             s = best_s.replace(**{knob: value})
             if s == best_s:
@@ -429,6 +434,11 @@ class Tuner:
             r = self.trial(s, knob)
             if isinstance(value, tuple):
                 value = ",".join(value)
+            if guard and r.ok:
+                ok, why = loss_close(r, best, rtol)
+                if not ok:
+                    self.decide("accuracy guard", f"{r.label} rejected: {why}")
+                    return
             win, gain, thr = beats(r, best, self.opt.noise_floor)
             self.decide(knob, _verdict(value, r, win, gain, thr))
             if win:
@@ -469,6 +479,10 @@ class Tuner:
                     )
                 else:
                     knob_trial("xla_options", ("cublaslt", *best_s.xla_options))
+                    # Transformers' layer norms through cuDNN (9.0 and newer).
+                    if float(self.hw.compute_capability or 0) >= 9.0:
+                        opts = (*best_s.xla_options, "cudnn_layer_norm")
+                        knob_trial("xla_options", opts, guard=True)
             knob_trial("allocator", "cuda_malloc_async")
             if self.hw.gpus == 1:
                 knob_trial("prefetch", "device")
