@@ -357,8 +357,12 @@ def test_the_fused_decoder_refuses_blocks_it_does_not_implement() -> None:
     from tfaccel.workloads.builtin import gpt2_causal_lm
 
     lm = gpt2_causal_lm(100, 1, 32, 2, 64, 32)
-    lm.backbone.transformer_layers[0].normalize_first = False  # a post-norm block
+    block = lm.backbone.transformer_layers[0]
+    block.normalize_first = False  # a post-norm block
     with pytest.raises(ValueError, match="pre-norm decoder-only"):
+        _fused_decoder_step(lm, tf.float32)
+    del block._feedforward_layer_norm  # a decoder block of another make
+    with pytest.raises(ValueError, match="has no _feedforward_layer_norm"):
         _fused_decoder_step(lm, tf.float32)
 
 

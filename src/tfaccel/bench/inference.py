@@ -157,7 +157,23 @@ def _fused_decoder_step(lm: Any, dtype: Any) -> Any:
     tf = import_tensorflow()
     bb = lm.backbone
     blocks = list(bb.transformer_layers)
+    # The attributes of KerasHub's TransformerDecoder (0.32) that the step reads.
+    parts = (
+        "normalize_first",
+        "_cross_attention_layer",
+        "_self_attention_layer",
+        "_self_attention_layer_norm",
+        "_feedforward_layer_norm",
+        "_feedforward_intermediate_dense",
+        "_feedforward_output_dense",
+    )
     for block in blocks:
+        missing = [a for a in parts if not hasattr(block, a)]
+        if missing:
+            raise ValueError(
+                f"the fused decoder reads KerasHub's TransformerDecoder; {block.name} "
+                f"({type(block).__name__}) has no {', '.join(missing)}"
+            )
         if not block.normalize_first or block._cross_attention_layer is not None:
             raise ValueError(
                 "the fused decoder runs pre-norm decoder-only blocks (GPT-2's); "
