@@ -310,7 +310,7 @@ def test_the_fused_decoding_step_gives_kerashubs_logits(policy: str) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from tfaccel.bench.inference import _fused_decoder_step
+    from tfaccel.bench.inference import _fused_decoder_step, fused_caches
     from tfaccel.workloads.builtin import gpt2_causal_lm
 
     previous = keras.mixed_precision.global_policy()
@@ -327,8 +327,7 @@ def test_the_fused_decoding_step_gives_kerashubs_logits(policy: str) -> None:
         tol = 1e-4 if policy == "float32" else None
         for index in range(16):
             want, _, want_cache = lm.call_with_cache(ids[:, index : index + 1], cache, index)
-            ks = tuple(tf.transpose(cache[:, i, 0], [0, 2, 1, 3]) for i in range(3))
-            vs = tuple(tf.transpose(cache[:, i, 1], [0, 2, 1, 3]) for i in range(3))
+            ks, vs = fused_caches([cache[:, i] for i in range(3)])
             logits, ks, vs = step(w, ids[:, index], ks, vs, index)
             want32 = tf.cast(want[:, 0], tf.float32).numpy()
             got32 = tf.cast(logits, tf.float32).numpy()
@@ -455,7 +454,7 @@ def test_the_fused_decoder_on_the_gpu_at_gpt2s_size() -> None:
     import numpy as np
     import tensorflow as tf
 
-    from tfaccel.bench.inference import _fused_decoder_step, greedy_decoder
+    from tfaccel.bench.inference import _fused_decoder_step, fused_caches, greedy_decoder
     from tfaccel.workloads.builtin import gpt2_causal_lm
 
     rng = np.random.default_rng(3)
@@ -484,8 +483,7 @@ def test_the_fused_decoder_on_the_gpu_at_gpt2s_size() -> None:
         _, _, cache = lm.call_with_cache(tokens, cache, 0)
         want_logits, _, _ = lm.call_with_cache(tokens[:, 32:], cache, 32)
         weights, step = _fused_decoder_step(lm, tf.bfloat16)
-        ks = tuple(tf.transpose(cache[:, i, 0], [0, 2, 1, 3]) for i in range(12))
-        vs = tuple(tf.transpose(cache[:, i, 1], [0, 2, 1, 3]) for i in range(12))
+        ks, vs = fused_caches([cache[:, i] for i in range(12)])
         logits, _, _ = tf.function(step, jit_compile=True)(weights(), tokens[:, 32], ks, vs, 32)
     finally:
         keras.mixed_precision.set_global_policy(previous)

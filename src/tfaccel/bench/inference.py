@@ -251,6 +251,14 @@ def _fused_decoder_step(lm: Any, dtype: Any) -> Any:
     return weights, step
 
 
+def fused_caches(caches: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """KerasHub's per-layer caches, [batch, 2, length, heads, head_dim] each, as the
+    fused step's (keys, values): one [batch, heads, length, head_dim] tensor a layer."""
+    tf = import_tensorflow()
+    ks, vs = (tuple(tf.transpose(c[:, j], [0, 2, 1, 3]) for c in caches) for j in (0, 1))
+    return ks, vs
+
+
 def greedy_decoder(
     lm: Any, batch: int, length: int, start: int, xla: bool = True, fused: bool = False
 ) -> Any:
@@ -299,8 +307,7 @@ def greedy_decoder(
         _, caches = forward(token_ids, caches, 0)
         if fused:
             w = weights()
-            # [batch, length, heads, head_dim] -> [batch, heads, length, head_dim], once
-            kv = tuple(tuple(tf.transpose(c[:, j], [0, 2, 1, 3]) for c in caches) for j in (0, 1))
+            kv = fused_caches(caches)  # once, after the prompt's pass
 
             def fused_body(i: Any, ids: Any, ks: Any, vs: Any) -> tuple[Any, ...]:
                 logits, ks, vs = step(w, ids[:, i - 1], ks, vs, i - 1)

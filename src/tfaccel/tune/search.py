@@ -46,6 +46,11 @@ class Hardware:
     compute_capability: str | None
 
     @property
+    def cudnn_layer_norm(self) -> bool:
+        """cuDNN's fused layer norms, backward pass included: compute capability 9.0+."""
+        return bool(self.gpus) and float(self.compute_capability or 0) >= 9.0
+
+    @property
     def precisions(self) -> list[str]:
         """Every precision this hardware runs well (16-bit only on tensor cores)."""
         if not self.gpus or self.compute_capability is None:
@@ -218,7 +223,7 @@ class Tuner:
             b *= 2
         # allocator, device prefetch (one GPU), XLA options (cuDNN's layer norms: 9.0+)
         gpu_stage = (3 if self.hw.gpus == 1 else 2) if self.hw.gpus else 0
-        if self.hw.gpus and float(self.hw.compute_capability or 0) >= 9.0:
+        if self.hw.cudnn_layer_norm:
             gpu_stage += 1
         if self.hw.gpus and any(input_cast_dtype("compute", p) for p in self.precisions):
             gpu_stage += 1  # 16-bit input transfers
@@ -479,8 +484,8 @@ class Tuner:
                     )
                 else:
                     knob_trial("xla_options", ("cublaslt", *best_s.xla_options))
-                    # Transformers' layer norms through cuDNN (9.0 and newer).
-                    if float(self.hw.compute_capability or 0) >= 9.0:
+                    # Transformers' layer norms through cuDNN.
+                    if self.hw.cudnn_layer_norm:
                         opts = (*best_s.xla_options, "cudnn_layer_norm")
                         knob_trial("xla_options", opts, guard=True)
             knob_trial("allocator", "cuda_malloc_async")
