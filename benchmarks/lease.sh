@@ -58,6 +58,7 @@ add() { ORDER+=("$1"); CMD[$1]="$2"; }
 tune_cmd() {  # workload start-batch max-batch
   echo "$TF tune $1 --batch $2 --max-batch $3 --timeout 400 --output tfaccel-$1.json --force \
     ${LEASE_TUNE_BUDGET:+--time-budget $LEASE_TUNE_BUDGET} \
+    ${LEASE_TUNE_CONFIRM:+--confirm $LEASE_TUNE_CONFIRM} \
     --journal tune-$1.jsonl --plot tune-$1.png --format json > tune-$1.out.json"
 }
 # One queue in priority order; each GPU's worker takes the next job nobody took.
@@ -160,6 +161,8 @@ BERT512="${BERT256/\"batch_size\": 256/\"batch_size\": 512}"
 add bert-b512-cublaslt "XLA_FLAGS='${BERTXLA[cublaslt]}' $PY -m tfaccel.tune.trial '$BERT512' \
   > bert-b512-cublaslt.out"
 add pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
+# The fused GPT-2 decoding step's GPU test alone (124M, bf16, against KerasHub's logits).
+add pytest-fused "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/bench/test_bench.py -k fused_decoder -rs"
 # Segment checkpointing's GPU test alone (the peak of a training step, with and without).
 add pytest-remat "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_remat.py -rs"
 add scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \

@@ -318,8 +318,9 @@ def test_estimated_trials_covers_a_full_search(tmp_path: Path) -> None:
     estimate = t.estimated_trials()
     t.run()
     assert len(t.result.trials) <= estimate  # an upper bound for the progress bar
-    # Here the batch ladder stops at 1024 (no gain past 512) instead of reaching 4096.
-    assert estimate - len(t.result.trials) == 2
+    # Here the batch ladder stops at 1024 (no gain past 512) instead of reaching 4096,
+    # and no two knobs fell just short, so nothing is tried together.
+    assert estimate - len(t.result.trials) == 3
 
 
 def test_default_precisions_leave_float16_out_where_bfloat16_runs(tmp_path: Path) -> None:
@@ -483,3 +484,132 @@ def test_counting_flops_leaves_the_journal_key_alone() -> None:
     s = Settings(precision="float32", xla="off", batch_size=256, steps_per_execution=1)
     plain = settings_key("resnet50", s, StepPlan())
     assert settings_key("resnet50", s, StepPlan(), {"count_flops": True}) == plain
+
+
+class NearMissTrials(FakeTrials):
+    """cuBLASLt and cuDNN's layer norms each 2 % faster, under the 3 % threshold; with
+    `additive=False` the two gains are the same one and do not add up."""
+
+    def __init__(self, additive: bool = True, diverge: bool = False) -> None:
+        super().__init__()
+        self.additive = additive
+        self.diverge = diverge
+
+    def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        r = super().__call__(workload, s, steps, timeout)
+        knobs = sum(k in s.xla_options for k in ("cublaslt", "cudnn_layer_norm"))
+        if not knobs:
+            return r
+        rate = (r.samples_per_s or 0) * (1.02**knobs if self.additive else 1.02)
+        r = dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate), spread=0.0)
+        if self.diverge and knobs == 2:
+            r = dataclasses.replace(r, losses=(6.9, 9.0, 12.0))
+        return r
+
+
+@pytest.mark.parametrize(
+    ("additive", "diverge", "kept"),
+    [(True, False, True), (False, False, False), (True, True, False)],
+)
+def test_knobs_that_each_fall_short_are_tried_together(
+    tmp_path: Path, additive: bool, diverge: bool, kept: bool
+) -> None:
+    trials = NearMissTrials(additive, diverge)
+    res = tuner(tmp_path, trials).run()
+    both = [s for s in trials.calls if set(s.xla_options) == {"cublaslt", "cudnn_layer_norm"}]
+    assert len(both) == 1  # one trial of the two together, after the others
+    assert trials.calls[-1] == both[0]
+    assert (res.best_settings == both[0]) is kept
+    notes = [d.text for d in res.decisions if d.stage == "together"]
+    if diverge:
+        guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+        assert any("cublaslt,cudnn_layer_norm" in t and "rejected" in t for t in guard)
+        assert not notes
+    else:
+        assert len(notes) == 1 and "xla_options=cublaslt (+2.0%)" in notes[0]
+        assert notes[0].endswith("+4.0% kept" if kept else "+2.0% (threshold 3%)")
+    # each alone was not kept
+    for d in res.decisions:
+        if d.stage == "xla_options":
+            assert "kept" not in d.text
+
+
+def test_a_single_near_miss_is_not_tried_again(tmp_path: Path) -> None:
+    class OneNearMiss(FakeTrials):
+        def __call__(self, w: str, s: Settings, st: StepPlan, t: float) -> TrialResult:
+            r = super().__call__(w, s, st, t)
+            if "cublaslt" in s.xla_options:
+                rate = (r.samples_per_s or 0) * 1.02
+                r = dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate), spread=0.0)
+            return r
+
+    trials = OneNearMiss()
+    res = tuner(tmp_path, trials).run()
+    assert not [d for d in res.decisions if d.stage == "together"]
+    assert sum("cublaslt" in s.xla_options for s in trials.calls) == 1
+
+
+def test_confirmation_runs_defaults_and_best_back_to_back(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    trials = FakeTrials()
+    opts = TuneOptions(batch_size=64, steps=STEPS, confirm=2)
+    t = Tuner("w", H200, opts, j, trial_fn=trials)
+    res = t.run()
+    defaults = Settings(precision="tf32", xla="auto", batch_size=64, steps_per_execution=1)
+    assert trials.calls[-4:] == [defaults, res.best_settings] * 2
+    assert [c.best.samples_per_s for c in res.confirmations] == [res.best.samples_per_s] * 2
+    assert res.confirmed_speedup == pytest.approx(res.speedup(res.keras_defaults))
+    assert any(d.stage == "confirm" and "2 round(s)" in d.text for d in res.decisions)
+    # The confirmations are not journaled: a resumed tune runs them again, and only them.
+    journaled = len((tmp_path / "j.jsonl").read_text().splitlines())
+    assert journaled == len(res.trials)
+    j2 = Journal(tmp_path / "j.jsonl")
+    j2.load("w")
+    again = FakeTrials()
+    res2 = Tuner("w", H200, opts, j2, trial_fn=again).run()
+    assert again.calls == [defaults, res.best_settings] * 2
+    assert res2.confirmed_speedup == pytest.approx(res.confirmed_speedup)
+
+
+def test_confirmation_median_and_failed_rounds() -> None:
+    from tfaccel.tune.search import Confirmation, TuneResult
+
+    def r(rate: float | None) -> TrialResult:
+        if rate is None:
+            return TrialResult("k", "l", {}, "oom", error="OOM")
+        return TrialResult("k", "l", {}, "ok", samples_per_s=rate)
+
+    res = TuneResult("w", H200)
+    assert res.confirmed_speedup is None
+    res.confirmations = [Confirmation(r(100), r(250)), Confirmation(r(100), r(None))]
+    assert res.confirmations[1].speedup is None
+    assert res.confirmed_speedup == pytest.approx(2.5)
+    res.confirmations.append(Confirmation(r(100), r(240)))
+    assert res.confirmed_speedup == pytest.approx(2.45)  # the median of two
+
+
+def test_the_report_shows_each_confirmation_round() -> None:
+    from rich.console import Console
+
+    from tfaccel.render.tune import tune_text
+    from tfaccel.tune.search import Confirmation, TuneResult
+
+    def r(label: str, rate: float | None) -> TrialResult:
+        if rate is None:
+            return TrialResult(label, label, {}, "timeout", error="killed at 600 s")
+        return TrialResult(label, label, {}, "ok", samples_per_s=rate, windows=(rate,))
+
+    best = r("mixed_bfloat16 xla=jit batch=2048 spe=1", 4400)
+    defaults = r("tf32 xla=auto batch=128 spe=1", 1800)
+    res = TuneResult("bert_hub", H200, trials=[defaults, best], best=best, keras_defaults=defaults)
+    res.confirmations = [
+        Confirmation(r("d", 1850), r("b", 4500)),
+        Confirmation(r("d", 1850), r("b", None)),
+    ]
+    console = Console(record=True, width=160)
+    tune_text(res, console)
+    text = console.export_text()
+    assert "2.44x Keras defaults (1,800/s" in text  # the search's runs
+    assert "confirmation 1, back to back: 2.43x Keras defaults (4,500/s against 1,850/s)" in text
+    assert "confirmation 2: b: timeout (killed at 600 s)" in text

@@ -200,6 +200,7 @@ def test_tune_keeps_an_earlier_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         (["tune", "tiny", "--batch", "0"], "--batch must be positive"),
         (["tune", "tiny", "--batch", "64", "--max-batch", "32"], "--max-batch is below --batch"),
         (["tune", "tiny", "--time-budget", "0"], "--time-budget must be positive"),
+        (["tune", "tiny", "--confirm", "-1"], "--confirm must not be negative"),
         (["tune", "tiny", "--precisions", "fp8"], "Unknown precision in --precisions"),
         (["tune", "tiny", "--precisions", "bfloat16"], "bfloat16 (weights in bf16) is for"),
         (["tune", "tiny", "--journal", "/nonexistent/j.jsonl"], "/nonexistent does not exist"),

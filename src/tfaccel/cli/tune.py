@@ -89,6 +89,13 @@ def tune(
         help="Minutes: start no trial that would likely end past it; the best so far is "
         "written, and the same command later resumes from the journal.",
     ),
+    confirm: int = typer.Option(
+        0,
+        "--confirm",
+        help="After the search, run Keras' defaults and the best settings this many more "
+        "times each, back to back, and report their speedup (a resumed journal's runs may "
+        "be from another day).",
+    ),
     fresh: bool = typer.Option(False, "--fresh", help="Ignore the journal's earlier trials."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --output file."),
     fmt: Format = FORMAT_OPTION,
@@ -101,6 +108,10 @@ def tune(
         ("--windows", windows),
         ("--window", window),
     )
+    if confirm < 0:
+        raise InputError(
+            "--confirm must not be negative", expected="rounds >= 0 (0: off)", received=confirm
+        )
     if window_seconds < 0:
         raise InputError(
             "--window-seconds must not be negative",
@@ -164,6 +175,7 @@ def tune(
         timeout_s=timeout,
         precisions=chosen,
         time_budget_s=time_budget * 60 if time_budget else None,
+        confirm=confirm,
         xla_cache_dir=str(journal.with_name(journal.name + ".xla-cache")) if hw.gpus else None,
     )
     err = stderr_console()

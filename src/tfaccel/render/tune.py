@@ -73,6 +73,16 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
         sp = res.speedup(other)
         if sp is not None and other is not None:
             lines.append(f"  {sp:.2f}x {name} ({other.samples_per_s:,.0f}/s, {other.label})")
+    for i, c in enumerate(res.confirmations, 1):
+        a, b = c.keras_defaults, c.best
+        if c.speedup is None:
+            why = a if not a.ok else b
+            lines.append(f"  confirmation {i}: {why.label}: {why.status} ({why.error})")
+        else:
+            lines.append(
+                f"  confirmation {i}, back to back: {c.speedup:.2f}x Keras defaults "
+                f"({b.samples_per_s:,.0f}/s against {a.samples_per_s:,.0f}/s)"
+            )
     lines.append(
         f"  {len(res.trials)} trials ({res.resumed} from the journal) in "
         f"{res.wall_s:.0f} s, {res.compile_s_total:.0f} s of it compiling"

@@ -49,6 +49,7 @@ def settings_document(result: TuneResult) -> dict[str, Any]:
             "spread": best.spread if best else None,
             "speedup_over_baseline": result.speedup(result.baseline),
             "speedup_over_keras_defaults": result.speedup(result.keras_defaults),
+            "confirmed_speedup_over_keras_defaults": result.confirmed_speedup,
             "device": best.device if best else None,
         },
         "load_with": "tfaccel.configure.from_file('tfaccel.json')",
@@ -72,6 +73,7 @@ def result_json(result: TuneResult) -> str:
     doc = to_jsonable(result)
     doc["speedup_over_baseline"] = result.speedup(result.baseline)
     doc["speedup_over_keras_defaults"] = result.speedup(result.keras_defaults)
+    doc["confirmed_speedup_over_keras_defaults"] = result.confirmed_speedup
     doc["compile_s_total"] = result.compile_s_total
     doc["largest_fitting_batch"] = result.largest_fitting_batch
     from tfaccel.environment import environment
