@@ -136,9 +136,10 @@ def tune(
                 received=str(journal),
             )
         journal.unlink()
+    from tfaccel.environment import machine_id
     from tfaccel.workloads import source_fingerprint
 
-    jr = Journal(journal, fingerprint=source_fingerprint(workload))
+    jr = Journal(journal, fingerprint=source_fingerprint(workload), machine=machine_id())
     jr.load(workload)
     if jr.stale:
         stderr_console().print(

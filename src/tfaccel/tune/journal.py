@@ -7,6 +7,12 @@ that file are not replayed but counted in `stale` and measured again. Trials tha
 failed with an error are run again too (counted in `retried`): they fail fast, and the
 cause may have been fixed where no fingerprint sees it (another module, the
 environment). Out-of-memory and timed-out trials are data, and are replayed.
+
+With `machine` (`tfaccel.environment.machine_id`), each line also says where it was
+measured (`machine_of`). The trials of another machine, or of this one before a
+reboot, are replayed as they were; but before a new trial is compared with one of them,
+that one is measured again here (`append_again`: a line of its own, so that a later
+resume here replays the same comparison and the other machine's figure is kept).
 """
 
 from __future__ import annotations
@@ -23,12 +29,39 @@ SCHEMA = "tfaccel.tune-journal/1"
 
 
 class Journal:
-    def __init__(self, path: str | Path, fingerprint: str | None = None) -> None:
+    def __init__(
+        self, path: str | Path, fingerprint: str | None = None, machine: str | None = None
+    ) -> None:
         self.path = Path(path)
         self.fingerprint = fingerprint
+        self.machine = machine
         self.results: dict[str, TrialResult] = {}
+        self.machine_of: dict[str, str | None] = {}  # where each trial was measured
+        # (key, machine): a trial of another machine measured again on this one, to be
+        # compared with the trials of this one; its own figure stays in `results`.
+        self.again: dict[tuple[str, str | None], TrialResult] = {}
         self.stale = 0  # trials of this workload measured on another version of its file
         self.retried = 0  # trials that failed with an error, to be run again
+
+    def here(self, key: str) -> bool:
+        """Was this trial measured on this machine (always so without `machine`)?"""
+        return self.machine is None or self.machine_of.get(key) == self.machine
+
+    def machines(self, key: str) -> list[str]:
+        """The machines with a figure of this trial: its own first, then those where it
+        was measured again."""
+        own = self.machine_of.get(key)
+        again = [m for (k, m) in self.again if k == key and m is not None and m != own]
+        return ([own] if own is not None and key in self.results else []) + again
+
+    def on(self, key: str, machine: str | None) -> TrialResult | None:
+        """The trial's figure measured on `machine`: its own, or a measurement again
+        (`append_again`); None if it has none there."""
+        if machine is None:
+            return None
+        if key in self.results and self.machine_of.get(key) == machine:
+            return self.results[key]
+        return self.again.get((key, machine))
 
     def load(self, workload: str) -> int:
         """Read earlier trials of `workload`; returns how many were found."""
@@ -65,14 +98,31 @@ class Journal:
             fields["windows"] = tuple(fields.get("windows") or ())
             fields["losses"] = tuple(fields.get("losses") or ())
             result = TrialResult(**fields)
+            if row.get("again"):
+                self.again[(result.key, row.get("machine"))] = result
+                continue
             self.results[result.key] = result
+            self.machine_of[result.key] = row.get("machine")
         return len(self.results)
 
     def append(self, workload: str, result: TrialResult) -> None:
         self.results[result.key] = result
-        row = {"schema": SCHEMA, "workload": workload, "result": asdict(result)}
+        self.machine_of[result.key] = self.machine
+        self._write(workload, result)
+
+    def append_again(self, workload: str, result: TrialResult) -> None:
+        """A journaled trial measured again on this machine (see `on`)."""
+        self.again[(result.key, self.machine)] = result
+        self._write(workload, result, again=True)
+
+    def _write(self, workload: str, result: TrialResult, again: bool = False) -> None:
+        row: dict[str, object] = {"schema": SCHEMA, "workload": workload, "result": asdict(result)}
         if self.fingerprint is not None:
             row["fingerprint"] = self.fingerprint
+        if self.machine is not None:
+            row["machine"] = self.machine
+        if again:
+            row["again"] = True
         line = json.dumps(row)
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")

@@ -303,6 +303,62 @@ class Tuner:
             self.on_trial(stage, r, settings)
         return r
 
+    def compare(
+        self, new: TrialResult, best: TrialResult
+    ) -> tuple[bool, float, float, TrialResult, TrialResult]:
+        """`beats(new, best)`, between figures of one machine where the journal has them.
+
+        A tune resumed on another machine (another host, or this one after a reboot:
+        two leases of one H200 kind ran BERT 4-5 % apart) replays the journal's trials
+        as they were, but a trial measured here is compared with a figure of here: the
+        reference is measured again first when it has none. Returns (win, gain,
+        threshold, new, best) with the figures compared.
+        """
+        j = self.journal
+        if j.machine is not None and new.ok and best is not None and best.ok:
+            for m in dict.fromkeys((j.machine, *j.machines(new.key))):
+                a, b = j.on(new.key, m), j.on(best.key, m)
+                if a is not None and b is not None:
+                    new, best = a, b
+                    break
+            else:
+                if j.here(new.key):
+                    best = self._again(best)
+        return (*beats(new, best, self.opt.noise_floor), new, best)
+
+    def _same_machine_figures(self) -> None:
+        """The best's and Keras defaults' figures of one machine (this one first) where the
+        journal has both, so that the speedup over the defaults compares one machine."""
+        res, j = self.result, self.journal
+        best, defaults = res.best, res.keras_defaults
+        if j.machine is None or best is None or defaults is None or not best.ok:
+            return
+        for m in dict.fromkeys((j.machine, *j.machines(best.key))):
+            a, b = j.on(best.key, m), j.on(defaults.key, m)
+            if a is not None and b is not None and a.ok and b.ok:
+                res.best, res.keras_defaults = a, b
+                return
+
+    def _again(self, old: TrialResult) -> TrialResult:
+        """A journal's trial of another machine, measured again here (and journaled, so
+        that a later resume here replays the same comparison)."""
+        r = self.measure(Settings(**old.settings), "again, here")
+        if not r.ok:
+            self.decide(
+                "resume",
+                f"{old.label}, measured on another machine, ran here with {r.status} "
+                f"({r.error}): its earlier figure is used",
+            )
+            return old
+        self.journal.append_again(self.workload, r)
+        self.decide(
+            "resume",
+            f"{old.label} measured again on this machine, to compare with a trial of "
+            f"this one: {r.samples_per_s:,.0f}/s (the journal's, of another machine: "
+            f"{old.samples_per_s or 0:,.0f}/s)",
+        )
+        return r
+
     def measure(self, settings: Settings, stage: str) -> TrialResult:
         """A fresh run of `settings`, whatever the journal holds (it is not journaled:
         a confirmation compares runs of one session, and is run again on resume)."""
@@ -358,8 +414,9 @@ class Tuner:
         # Stage 2: precision x XLA.
         # Start from the baseline; Keras' defaults replace it only beyond the noise.
         best = res.baseline if res.baseline.ok else res.keras_defaults
-        win, gain, thr = beats(res.keras_defaults, best, self.opt.noise_floor)
-        if best is res.baseline and win:
+        was_baseline = best is res.baseline
+        win, gain, thr, _, best = self.compare(res.keras_defaults, best)
+        if was_baseline and win:
             self.decide("keras defaults", f"{gain:+.0%} over the baseline (threshold {thr:.0%})")
             best = res.keras_defaults
         best_s = Settings(**best.settings)
@@ -428,7 +485,7 @@ class Tuner:
                     if not ok:
                         self.decide("accuracy guard", f"{r.label} rejected: {why}")
                         continue
-                win, gain, thr = beats(r, best, self.opt.noise_floor)
+                win, gain, thr, r, best = self.compare(r, best)
                 if win:
                     self.decide(
                         "precision x XLA",
@@ -449,7 +506,7 @@ class Tuner:
                     + (" (does not fit)" if r.status == "oom" else f" ({r.error})"),
                 )
                 break
-            win, gain, thr = beats(r, best, self.opt.noise_floor)
+            win, gain, thr, r, best = self.compare(r, best)
             if not win:
                 self.decide(
                     "batch size",
@@ -475,7 +532,7 @@ class Tuner:
                 continue
             s = best_s.replace(steps_per_execution=spe)
             r = self.trial(s, "steps_per_execution")
-            win, gain, thr = beats(r, best, self.opt.noise_floor)
+            win, gain, thr, r, best = self.compare(r, best)
             self.decide("steps_per_execution", _verdict(spe, r, win, gain, thr))
             if win:
                 best, best_s = r, s
@@ -497,7 +554,7 @@ class Tuner:
                 if not ok:
                     self.decide("accuracy guard", f"{r.label} rejected: {why}")
                     return
-            win, gain, thr = beats(r, best, self.opt.noise_floor)
+            win, gain, thr, r, best = self.compare(r, best)
             self.decide(knob, _verdict(shown, r, win, gain, thr))
             if win:
                 best, best_s = r, s
@@ -515,7 +572,7 @@ class Tuner:
         if stopped_by_noise and b * 2 <= self.opt.max_batch and best_s != ladder_end:
             s = best_s.replace(batch_size=b * 2)
             r = self.trial(s, "batch size, again")
-            win, gain, thr = beats(r, best, self.opt.noise_floor)
+            win, gain, thr, r, best = self.compare(r, best)
             self.decide(
                 "batch size, again",
                 f"batch {b * 2} with the settings above: "
@@ -567,7 +624,7 @@ class Tuner:
                 if not ok:
                     self.decide("accuracy guard", f"{r.label} rejected: {why}")
                 else:
-                    win, gain, thr = beats(r, best, self.opt.noise_floor)
+                    win, gain, thr, r, best = self.compare(r, best)
                     self.decide(
                         "together",
                         f"{parts}, each under the threshold alone: together "
@@ -577,6 +634,7 @@ class Tuner:
                     if win:
                         best, best_s = r, s
         res.best, res.best_settings = best, best_s
+        self._same_machine_figures()
         # Confirmation: Keras' defaults and the best once more, back to back.
         if (
             self.opt.confirm
