@@ -573,12 +573,8 @@ class Tuner:
             s = best_s.replace(batch_size=b * 2)
             r = self.trial(s, "batch size, again")
             win, gain, thr, r, best = self.compare(r, best)
-            self.decide(
-                "batch size, again",
-                f"batch {b * 2} with the settings above: "
-                + (f"{r.status}" if not r.ok else f"{gain:+.0%}")
-                + (" kept" if win else f" (threshold {thr:.0%})" if r.ok else ""),
-            )
+            what = f"batch {b * 2} with the settings above"
+            self.decide("batch size, again", _verdict(what, r, win, gain, thr))
             if win:
                 best, best_s = r, s
         # Stage 7: the GPU knobs that rarely pay (H200: the allocator -4 % and +2 %,
@@ -625,12 +621,8 @@ class Tuner:
                     self.decide("accuracy guard", f"{r.label} rejected: {why}")
                 else:
                     win, gain, thr, r, best = self.compare(r, best)
-                    self.decide(
-                        "together",
-                        f"{parts}, each under the threshold alone: together "
-                        + (f"{r.status} ({r.error})" if not r.ok else f"{gain:+.1%}")
-                        + (" kept" if win else f" (threshold {thr:.0%})" if r.ok else ""),
-                    )
+                    what = f"{parts}, each under the threshold alone: together"
+                    self.decide("together", _verdict(what, r, win, gain, thr, 1))
                     if win:
                         best, best_s = r, s
         res.best, res.best_settings = best, best_s
@@ -670,8 +662,10 @@ class Tuner:
         return res
 
 
-def _verdict(value: Any, r: TrialResult, win: bool, gain: float, thr: float) -> str:
-    """A trial of one knob's value, in a decision's words."""
+def _verdict(
+    value: Any, r: TrialResult, win: bool, gain: float, thr: float, places: int = 0
+) -> str:
+    """A trial of one knob's value (or of what `value` names), in a decision's words."""
     if not r.ok:
         return f"{value}: {r.status} ({r.error})"
-    return f"{value}: {gain:+.0%} " + ("kept" if win else f"(threshold {thr:.0%})")
+    return f"{value}: {gain:+.{places}%} " + ("kept" if win else f"(threshold {thr:.0%})")
