@@ -165,6 +165,9 @@ def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert len(lines) == len(data["trials"])
     # The baseline counted the model's FLOPs: the tiny CNN's dense layers are 8.6 % of
     # its products (its two convolutions the rest).
+    from tfaccel.environment import machine_id
+
+    assert {json.loads(x)["machine"] for x in lines} == {machine_id()}
     baseline = json.loads(lines[0])["result"]
     assert baseline["extra"]["gemm_flop_share"] == pytest.approx(0.0858, abs=1e-3)
     # A second run refuses to overwrite tfaccel.json ...

@@ -25,7 +25,7 @@ from tfaccel.render.tune import trial_line, tune_plot, tune_text
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.output import check_writable, result_json, write_settings
 from tfaccel.tune.runner import StepPlan, TrialResult, label_of
-from tfaccel.tune.search import Hardware, TuneOptions, Tuner
+from tfaccel.tune.search import AGAIN, Hardware, TuneOptions, Tuner
 
 
 def _hardware() -> Hardware:
@@ -192,6 +192,8 @@ def tune(
     def on_trial(stage: str, r: TrialResult | None, settings: Settings) -> None:
         if r is None:
             progress.update(task, description=f"{stage}: {label_of(settings)}")
+            if stage == AGAIN:  # a trial of another machine, not in the estimate
+                progress.update(task, total=(progress.tasks[0].total or 0) + 1)
         else:
             progress.advance(task)
             progress.console.print(trial_line(stage, r))

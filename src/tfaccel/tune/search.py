@@ -96,6 +96,10 @@ class TuneOptions:
     confirm: int = 0
 
 
+# The stage of a journal's trial of another machine, measured again here.
+AGAIN = "again, here"
+
+
 @dataclass(frozen=True)
 class Decision:
     stage: str
@@ -342,7 +346,7 @@ class Tuner:
     def _again(self, old: TrialResult) -> TrialResult:
         """A journal's trial of another machine, measured again here (and journaled, so
         that a later resume here replays the same comparison)."""
-        r = self.measure(Settings(**old.settings), "again, here")
+        r = self.measure(Settings(**old.settings), AGAIN)
         if not r.ok:
             self.decide(
                 "resume",
