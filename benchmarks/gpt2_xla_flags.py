@@ -94,7 +94,8 @@ def main() -> int:
         "--loops",
         default="keras_hub",
         help="decoding loops: keras_hub (its generate), tfaccel (bench.inference."
-        "greedy_decoder: a cache per layer, same tokens), fused (greedy_decoder's fused step)",
+        "greedy_decoder: a cache per layer, same tokens), fused (greedy_decoder's fused step), "
+        "fused_generate (KerasHub's generate after optimize.decoding.fuse_generation)",
     )
     ap.add_argument("--loop", default="keras_hub", help=argparse.SUPPRESS)
     ap.add_argument("--child", help=argparse.SUPPRESS)

@@ -110,6 +110,11 @@ add bench-remat "$TF bench remat --out bench-remat.json --force --format json > 
 # process each, batch 1 and 16, in the configuration of bench-gpt2-graphs.
 add gpt2-fused "$PY $B/gpt2_xla_flags.py --out gpt2-fused.json --batches 1,16 \
   --precisions bfloat16 --settings no-dsr-all --loops keras_hub,tfaccel,fused"
+# The fused step inside KerasHub's generate (fuse_generation), as users call it, beside
+# KerasHub's own generate and the fused greedy loop.
+add gpt2-fused-generate "$PY $B/gpt2_xla_flags.py --out gpt2-fused-generate.json \
+  --batches 1,16 --precisions bfloat16 --settings no-dsr-all \
+  --loops keras_hub,fused,fused_generate"
 add tune-gpt2 "$(tune_cmd gpt2 32 128)"
 add profile-gpt2 "$PY $B/profile_gpt2.py --logdir prof-gpt2 && $TF profile analyze prof-gpt2 \
   --format json --html profile-gpt2.html > profile-gpt2.json"
@@ -162,7 +167,7 @@ add bert-b512-cublaslt "XLA_FLAGS='${BERTXLA[cublaslt]}' $PY -m tfaccel.tune.tri
   > bert-b512-cublaslt.out"
 add pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
 # The fused GPT-2 decoding step's GPU test alone (124M, bf16, against KerasHub's logits).
-add pytest-fused "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/bench/test_bench.py -k fused_decoder -rs"
+add pytest-fused "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/bench/test_bench.py -k fused -rs"
 # Segment checkpointing's GPU test alone (the peak of a training step, with and without).
 add pytest-remat "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_remat.py -rs"
 add scale-search "$TF scale resnet50 --gpus 1,2 --batch 512 --search --format json \

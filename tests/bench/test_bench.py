@@ -259,6 +259,7 @@ def test_detector_generation_and_conv3d_on_the_cpu(tmp_path: Path) -> None:
     assert by["gpt2 generate batch=1 float32 xla=off"].median
     assert by["gpt2 generate batch=1 bfloat16 loop=tfaccel"].params["loop"] == "tfaccel"
     assert by["gpt2 generate batch=1 bfloat16 loop=fused"].median
+    assert by["gpt2 generate batch=1 bfloat16 loop=fused_generate"].median
     assert conv[0].params["tflops_per_watt"] is None  # no GPU power reading here
 
 
@@ -442,6 +443,42 @@ def test_xla_options_are_checked_and_recorded(tmp_path: Path, monkeypatch) -> No
     assert load_report(out).environment["xla_flags"] == (
         "--xla_gpu_autotune_level=2 --xla_disable_hlo_passes=dot-strength-reduction"
     )
+
+
+@pytest.mark.gpu
+def test_fused_generation_on_the_gpu_at_gpt2s_size() -> None:
+    """GPT-2 124M on the GPU, float32 with TF32 off: KerasHub's `generate` writes the
+    same tokens with and without `fuse_generation`, greedy and top-k (seeded)."""
+    pytest.importorskip("keras_hub")
+    import keras
+    import keras_hub
+    import numpy as np
+    import tensorflow as tf
+
+    from tfaccel.optimize.decoding import fuse_generation
+    from tfaccel.workloads.builtin import gpt2_causal_lm
+
+    rng = np.random.default_rng(5)
+    ids = np.zeros((4, 48), "int32")
+    ids[:, :16] = rng.integers(1, 50257, (4, 16))
+    mask = np.zeros((4, 48), bool)
+    mask[:, :16] = True
+    inputs = {"token_ids": ids, "padding_mask": mask}
+    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    try:
+        keras.utils.set_random_seed(6)
+        plain = gpt2_causal_lm()
+        keras.utils.set_random_seed(6)
+        fused = fuse_generation(gpt2_causal_lm())
+        for make in (lambda: "greedy", lambda: keras_hub.samplers.TopKSampler(k=10, seed=3)):
+            plain.compile(sampler=make())
+            fused.compile(sampler=make())
+            want = plain.generate(inputs, stop_token_ids=None)["token_ids"]
+            got = fused.generate(inputs, stop_token_ids=None)["token_ids"]
+            np.testing.assert_array_equal(got, want)
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
 
 
 @pytest.mark.gpu

@@ -8,7 +8,7 @@ from typing import Any
 from tfaccel._tf import import_tensorflow
 from tfaccel.bench.micro import sync_device
 from tfaccel.bench.timer import Measurement, measure, start_gpu_sampler
-from tfaccel.optimize.decoding import _fused_decoder_step, fused_caches
+from tfaccel.optimize.decoding import _fused_decoder_step, fuse_generation, fused_caches
 
 
 def _policy(precision: str) -> Any:
@@ -202,7 +202,7 @@ def greedy_decoder(
     return generate
 
 
-LOOPS = ("keras_hub", "tfaccel", "fused")
+LOOPS = ("keras_hub", "tfaccel", "fused", "fused_generate")
 
 
 def gpt2_generation(
@@ -221,7 +221,9 @@ def gpt2_generation(
     """KerasHub GPT-2 (124M shape by default, random weights) `generate` with its KV cache:
     tokens/s (new tokens, all sequences) and time to first token. `loop="tfaccel"` runs
     the same greedy decoding through `greedy_decoder` (per-layer caches; same tokens),
-    `loop="fused"` through its fused decoding step (`_fused_decoder_step`)."""
+    `loop="fused"` through its fused decoding step (`_fused_decoder_step`), and
+    `loop="fused_generate"` is KerasHub's `generate` after `fuse_generation`: the fused
+    step inside KerasHub's own sampler loop, as users call it."""
     if loop not in LOOPS:
         raise ValueError(f"unknown decoding loop {loop!r}; expected one of {', '.join(LOOPS)}")
     import keras
@@ -232,6 +234,8 @@ def gpt2_generation(
     previous = _policy(precision)
     try:
         lm = gpt2_causal_lm(vocab, layers, hidden, heads, 4 * hidden, 1024)
+        if loop == "fused_generate":
+            fuse_generation(lm)
         # Greedy decoding, as throughput benchmarks use (KerasHub's default samples top-k).
         lm.compile(sampler="greedy", jit_compile=xla)
         rng = np.random.default_rng(0)
@@ -248,7 +252,7 @@ def gpt2_generation(
 
         def generate(length: int) -> Any:
             x = inputs(length)
-            if loop == "keras_hub":
+            if loop in ("keras_hub", "fused_generate"):
                 return lm.generate(x, stop_token_ids=None)
             if length not in decoders:
                 decoders[length] = greedy_decoder(

@@ -289,8 +289,10 @@ def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
         gen = [(b, p, True, "keras_hub") for b in batches for p in precisions]
         gen += [(1, p, False, "keras_hub") for p in (("float32",) if quick else PAIR)]
         # The same greedy decoding with a cache per layer (bench.inference.greedy_decoder),
-        # and with tfaccel's fused decoding step (one QKV product, one-pass layer norms)
-        gen += [(b, "bfloat16", True, loop) for b in batches for loop in ("tfaccel", "fused")]
+        # and with tfaccel's fused decoding step (one QKV product, one-pass layer norms),
+        # in its own greedy loop and in KerasHub's generate (fuse_generation)
+        loops = ("tfaccel", "fused", "fused_generate")
+        gen += [(b, "bfloat16", True, loop) for b in batches for loop in loops]
         return [
             (
                 f"gpt2 batch={b} {p} xla={'on' if x else 'off'} loop={loop}",
