@@ -52,7 +52,17 @@ class Journal:
         was measured again."""
         own = self.machine_of.get(key)
         again = [m for (k, m) in self.again if k == key and m is not None and m != own]
-        return ([own] if own is not None and key in self.results else []) + again
+        return ([own] if own is not None else []) + again
+
+    def one_machine(self, a: str, b: str) -> tuple[TrialResult, TrialResult] | None:
+        """Figures of trials `a` and `b` measured on one machine, both finished: this
+        machine's if it has both, else those of the first of `a`'s machines that does;
+        None if no machine has both."""
+        for m in dict.fromkeys((self.machine, *self.machines(a))):
+            fa, fb = self.on(a, m), self.on(b, m)
+            if fa is not None and fb is not None and fa.ok and fb.ok:
+                return fa, fb
+        return None
 
     def on(self, key: str, machine: str | None) -> TrialResult | None:
         """The trial's figure measured on `machine`: its own, or a measurement again

@@ -296,16 +296,12 @@ class Tuner:
                 "skipped",
                 error="time budget reached",
             )
-        if self.on_trial:
-            self.on_trial(stage, None, settings)
-        t0 = self.clock()
-        r = self.trial_fn(self.workload, settings, self.opt.steps, self.opt.timeout_s)
-        self._ran.append(self.clock() - t0)
+        return self.measure(settings, stage, record=self._record)
+
+    def _record(self, r: TrialResult) -> None:
+        """A new trial, journaled (before it is reported) and listed."""
         self.journal.append(self.workload, r)
         self.result.trials.append(r)
-        if self.on_trial:
-            self.on_trial(stage, r, settings)
-        return r
 
     def compare(
         self, new: TrialResult, best: TrialResult
@@ -320,14 +316,11 @@ class Tuner:
         """
         j = self.journal
         if j.machine is not None and new.ok and best is not None and best.ok:
-            for m in dict.fromkeys((j.machine, *j.machines(new.key))):
-                a, b = j.on(new.key, m), j.on(best.key, m)
-                if a is not None and b is not None:
-                    new, best = a, b
-                    break
-            else:
-                if j.here(new.key):
-                    best = self._again(best)
+            pair = j.one_machine(new.key, best.key)
+            if pair is not None:
+                new, best = pair
+            elif j.here(new.key):
+                best = self._again(best)
         return (*beats(new, best, self.opt.noise_floor), new, best)
 
     def _same_machine_figures(self) -> None:
@@ -337,11 +330,9 @@ class Tuner:
         best, defaults = res.best, res.keras_defaults
         if j.machine is None or best is None or defaults is None or not best.ok:
             return
-        for m in dict.fromkeys((j.machine, *j.machines(best.key))):
-            a, b = j.on(best.key, m), j.on(defaults.key, m)
-            if a is not None and b is not None and a.ok and b.ok:
-                res.best, res.keras_defaults = a, b
-                return
+        pair = j.one_machine(best.key, defaults.key)
+        if pair is not None:
+            res.best, res.keras_defaults = pair
 
     def _again(self, old: TrialResult) -> TrialResult:
         """A journal's trial of another machine, measured again here (and journaled, so
@@ -363,14 +354,22 @@ class Tuner:
         )
         return r
 
-    def measure(self, settings: Settings, stage: str) -> TrialResult:
-        """A fresh run of `settings`, whatever the journal holds (it is not journaled:
-        a confirmation compares runs of one session, and is run again on resume)."""
+    def measure(
+        self,
+        settings: Settings,
+        stage: str,
+        record: Callable[[TrialResult], None] | None = None,
+    ) -> TrialResult:
+        """A fresh run of `settings`, whatever the journal holds. `record` keeps it
+        before it is reported; without it, nothing is journaled (a confirmation compares
+        runs of one session and is run again on resume)."""
         if self.on_trial:
             self.on_trial(stage, None, settings)
         t0 = self.clock()
         r = self.trial_fn(self.workload, settings, self.opt.steps, self.opt.timeout_s)
         self._ran.append(self.clock() - t0)
+        if record is not None:
+            record(r)
         if self.on_trial:
             self.on_trial(stage, r, settings)
         return r
@@ -530,40 +529,40 @@ class Tuner:
             if r.ok and gain > bar:
                 near.append((knob, value, guard, gain))
 
-        # Stage 4: steps per execution.
-        for spe in self.opt.spe_choices:
-            if spe == best_s.steps_per_execution:
-                continue
-            s = best_s.replace(steps_per_execution=spe)
-            r = self.trial(s, "steps_per_execution")
-            win, gain, thr, r, best = self.compare(r, best)
-            self.decide("steps_per_execution", _verdict(spe, r, win, gain, thr))
-            if win:
-                best, best_s = r, s
-            else:
-                near_miss("steps_per_execution", spe, r, gain, False)
-
-        def knob_trial(knob: str, value: Any, guard: bool = False) -> None:
-            """One knob's trial against the best so far. `guard`: the knob changes
-            the arithmetic (a rewrite of XLA's), so its losses must stay finite and
-            within the guard's tolerance of the best run's, as for a precision."""
+        def attempt(
+            s: Settings, stage: str, what: Any, guard: bool = False, places: int = 0
+        ) -> tuple[TrialResult, bool, float] | None:
+            """A trial of `s` against the best so far, kept if it wins; None if the
+            accuracy guard rejected it. `guard`: `s` changes the arithmetic (a rewrite of
+            XLA's), so its losses must stay finite and within the guard's tolerance of
+            the best run's, as for a precision."""
             nonlocal best, best_s
-            s = best_s.replace(**{knob: value})
-            if s == best_s:
-                return
-            r = self.trial(s, knob)
-            shown = ",".join(value) if isinstance(value, tuple) else value
+            r = self.trial(s, stage)
             if guard and r.ok:
                 ok, why = loss_close(r, best, rtol)
                 if not ok:
                     self.decide("accuracy guard", f"{r.label} rejected: {why}")
-                    return
+                    return None
             win, gain, thr, r, best = self.compare(r, best)
-            self.decide(knob, _verdict(shown, r, win, gain, thr))
+            self.decide(stage, _verdict(what, r, win, gain, thr, places))
             if win:
                 best, best_s = r, s
-            else:
-                near_miss(knob, value, r, gain, guard)
+            return r, win, gain
+
+        def knob_trial(knob: str, value: Any, guard: bool = False) -> None:
+            """One knob's trial against the best so far (see `attempt`); a gain under
+            the threshold is remembered for stage 8."""
+            s = best_s.replace(**{knob: value})
+            if s == best_s:
+                return
+            shown = ",".join(value) if isinstance(value, tuple) else value
+            out = attempt(s, knob, shown, guard)
+            if out is not None and not out[1]:
+                near_miss(knob, value, out[0], out[2], guard)
+
+        # Stage 4: steps per execution.
+        for spe in self.opt.spe_choices:
+            knob_trial("steps_per_execution", spe)
 
         # Stage 5: 16-bit input transfers (GPU, 16-bit precision): on the H200 this was
         # worth +9 % to ResNet-50, whose float32 batch copy took 31 % of the step.
@@ -575,12 +574,7 @@ class Tuner:
         b = best_s.batch_size or self.opt.batch_size
         if stopped_by_noise and b * 2 <= self.opt.max_batch and best_s != ladder_end:
             s = best_s.replace(batch_size=b * 2)
-            r = self.trial(s, "batch size, again")
-            win, gain, thr, r, best = self.compare(r, best)
-            what = f"batch {b * 2} with the settings above"
-            self.decide("batch size, again", _verdict(what, r, win, gain, thr))
-            if win:
-                best, best_s = r, s
+            attempt(s, "batch size, again", f"batch {b * 2} with the settings above")
         # Stage 7: the GPU knobs that rarely pay (H200: the allocator -4 % and +2 %,
         # device prefetch slower), last, so that a time budget cuts them first.
         if self.hw.gpus:
@@ -618,17 +612,8 @@ class Tuner:
                 for k, v, _, g in near
             )
             if s != best_s:
-                r = self.trial(s, "together")
-                guarded = any(g for _, _, g, _ in near)
-                ok, why = loss_close(r, best, rtol) if guarded and r.ok else (True, "")
-                if not ok:
-                    self.decide("accuracy guard", f"{r.label} rejected: {why}")
-                else:
-                    win, gain, thr, r, best = self.compare(r, best)
-                    what = f"{parts}, each under the threshold alone: together"
-                    self.decide("together", _verdict(what, r, win, gain, thr, 1))
-                    if win:
-                        best, best_s = r, s
+                what = f"{parts}, each under the threshold alone: together"
+                attempt(s, "together", what, any(g for _, _, g, _ in near), places=1)
         res.best, res.best_settings = best, best_s
         self._same_machine_figures()
         # Confirmation: Keras' defaults and the best once more, back to back.
