@@ -116,6 +116,14 @@ add gpt2-fused-generate "$PY $B/gpt2_xla_flags.py --out gpt2-fused-generate.json
   --batches 1,16 --precisions bfloat16 --settings no-dsr-all \
   --loops keras_hub,fused,fused_generate"
 add tune-gpt2 "$(tune_cmd gpt2 32 128)"
+# Dropout's masks under XLA (tfaccel.optimize.dropout): the attention probabilities' and
+# the hidden states' dropout at BERT-base's shapes, forward and backward, each kind of
+# mask side by side in one process; then the GPU test of the masks.
+add dropout-micro "$PY $B/dropout_rng.py --out dropout-rng.json --micro-batch 256"
+add pytest-dropout "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_dropout.py -rs"
+# BERT-base training with each kind of mask, one child each, in the tune's best settings.
+add dropout-bert "$PY $B/dropout_rng.py --out dropout-bert.json --micro-batch 0 \
+  --bert-layers 12 --rounds ${LEASE_DROPOUT_ROUNDS:-1}"
 add profile-gpt2 "$PY $B/profile_gpt2.py --logdir prof-gpt2 && $TF profile analyze prof-gpt2 \
   --format json --html profile-gpt2.html > profile-gpt2.json"
 # What a token costs once the weights are bf16 and the small products GEMMs (1,889/s).

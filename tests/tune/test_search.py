@@ -107,11 +107,12 @@ def test_input_cast_is_tried_on_the_gpu_with_16_bit_only(tmp_path: Path) -> None
 
 
 def test_journal_keys_of_earlier_versions_still_match() -> None:
-    """Adding the input_cast knob did not change the key of a trial without it, so a
-    journal written before resumes."""
+    """Adding the input_cast and dropout knobs did not change the key of a trial without
+    them, so a journal written before resumes."""
     s = Settings(precision="float32", xla="off", batch_size=256, steps_per_execution=1)
     assert settings_key("resnet50", s, StepPlan()) == "b4447943747d"
     assert settings_key("resnet50", s.replace(input_cast="compute"), StepPlan()) != "b4447943747d"
+    assert settings_key("resnet50", s.replace(dropout="philox16"), StepPlan()) != "b4447943747d"
     # Bounding a window's seconds measures the same thing, faster: the key stays.
     assert settings_key("resnet50", s, StepPlan(window_s=3.0)) == "b4447943747d"
 
@@ -290,7 +291,15 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         on_trial=lambda st, r, s: stages.append(st) if r is None else None,
     )
     t.run()
-    assert stages[-5:] == ["input_cast", "xla_options", "xla_options", "allocator", "prefetch"]
+    assert stages[-7:] == [
+        "input_cast",
+        "xla_options",
+        "xla_options",
+        "allocator",
+        "prefetch",
+        "dropout",
+        "dropout",
+    ]
 
 
 def test_noise_rule() -> None:
@@ -547,6 +556,68 @@ def test_a_single_near_miss_is_not_tried_again(tmp_path: Path) -> None:
     res = tuner(tmp_path, trials).run()
     assert not [d for d in res.decisions if d.stage == "together"]
     assert sum("cublaslt" in s.xla_options for s in trials.calls) == 1
+
+
+class DropoutTrials(FakeTrials):
+    """Dropout's masks: mask_once +2 % (Keras' numbers), philox16 +10 % (another
+    stream: its losses move by `drift`); `layers` is what the baseline reports."""
+
+    def __init__(self, drift: float = 0.0, layers: int | None = 37, lt: float = 1.0) -> None:
+        super().__init__()
+        self.drift, self.layers, self.lt = drift, layers, lt
+
+    def __call__(self, w: str, s: Settings, st: StepPlan, t: float) -> TrialResult:
+        r = super().__call__(w, s, st, t)
+        gain = {"keras": 1.0, "mask_once": 1.02, "philox16": 1.10}[s.dropout]
+        gain *= self.lt if "cublaslt" in s.xla_options else 1.0
+        rate = (r.samples_per_s or 0) * gain
+        losses = r.losses
+        if s.dropout == "philox16":
+            losses = tuple(x * (1 + self.drift) for x in losses)
+        extra = {**r.extra, "dropout_layers": self.layers} if s.xla == "off" else r.extra
+        return dataclasses.replace(
+            r, samples_per_s=rate, windows=(rate, rate), losses=losses, extra=extra
+        )
+
+
+@pytest.mark.parametrize(("drift", "kept"), [(0.01, "philox16"), (0.5, "keras")])
+def test_dropout_masks_are_tried_under_xla_behind_the_guard(
+    tmp_path: Path, drift: float, kept: str
+) -> None:
+    trials = DropoutTrials(drift)
+    res = tuner(tmp_path, trials).run()
+    tried = [s for s in trials.calls if s.dropout != "keras"]
+    assert [s.dropout for s in tried] == ["mask_once", "philox16"]
+    assert all(s.xla == "jit" and s.precision == "mixed_bfloat16" for s in tried)
+    assert res.best_settings is not None and res.best_settings.dropout == kept
+    notes = [d.text for d in res.decisions if d.stage == "dropout"]
+    assert notes[0] == "mask_once: +2% (threshold 3%)"
+    if kept == "philox16":
+        assert notes[1] == "philox16: +10% kept"
+    else:
+        guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+        assert any("dropout=philox16" in g and "rejected" in g for g in guard)
+
+
+def test_dropout_masks_are_not_tried_on_a_model_without_dropout(tmp_path: Path) -> None:
+    trials = DropoutTrials(layers=0)
+    res = tuner(tmp_path, trials).run()
+    assert all(s.dropout == "keras" for s in trials.calls)
+    assert any(d.stage == "dropout" and "no dropout layer" in d.text for d in res.decisions)
+
+
+def test_a_near_miss_of_an_earlier_best_is_tried_again_on_a_later_one(tmp_path: Path) -> None:
+    """cuBLASLt +2 % fell short on the best of its time; dropout's masks won after it,
+    so cuBLASLt is tried once more on top of them, alone."""
+    trials = DropoutTrials(lt=1.02)
+    res = tuner(tmp_path, trials).run()
+    last = trials.calls[-1]
+    assert last.dropout == "philox16" and "cublaslt" in last.xla_options
+    notes = [d.text for d in res.decisions if d.stage == "together"]
+    assert notes == [
+        "xla_options=cublaslt (+2.0%), under the threshold on an earlier best: on this one: "
+        "+2.0% (threshold 3%)"
+    ]
 
 
 def test_confirmation_runs_defaults_and_best_back_to_back(tmp_path: Path) -> None:

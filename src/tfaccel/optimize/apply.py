@@ -404,6 +404,16 @@ def _mps_running() -> bool:
 _LAST: dict[str, Any] = {}
 
 
+def _apply_dropout(s: Settings) -> list[Applied]:
+    """Keras' dropout, or tfaccel's masks (tfaccel.optimize.dropout). A row only when
+    tfaccel's are asked for or were in use."""
+    from tfaccel.optimize import dropout
+
+    if s.dropout == "keras" and dropout.current_dropout() == "keras":
+        return []
+    return [Applied("dropout", s.dropout, "applied", dropout.set_dropout(s.dropout))]
+
+
 def apply_settings(settings: Settings) -> ConfigureReport:
     """Apply `settings`; see the module docstring for what changes when."""
     if _LAST.get("settings") == settings and "report" in _LAST:
@@ -498,6 +508,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
             "steps run per call into the compiled function",
         )
     )
+    rows.extend(_apply_dropout(s))
     if s.gradient_checkpointing:
         rows.append(
             Applied(
@@ -587,13 +598,18 @@ class _Configure:
         return self(read_settings_file(path), **overrides)
 
     def reset(self) -> None:
-        """Restore what configure() changed that can change back (policy, TF32, JIT)."""
+        """Restore what configure() changed that can change back (policy, TF32, JIT,
+        dropout)."""
         import keras
 
         keras.mixed_precision.set_global_policy("float32")
         tf = import_tensorflow()
         tf.config.experimental.enable_tensor_float_32_execution(True)
         tf.config.optimizer.set_jit(False)
+        from tfaccel.optimize import dropout
+
+        if dropout.current_dropout() != "keras":
+            dropout.set_dropout("keras")
         if not runtime_initialized():
             os.environ.pop(ENV_ALLOCATOR, None)
             os.environ.pop(ENV_UNIFIED, None)

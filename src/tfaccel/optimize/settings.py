@@ -22,6 +22,8 @@ ALLOCATORS = ("default", "cuda_malloc_async")
 STRATEGIES = ("auto", "none", "one_device", "mirrored")
 PREFETCH = ("auto", "device", "off")
 INPUT_CASTS = ("off", "compute")
+# Keras' dropout, or tfaccel's cheaper masks for XLA (tfaccel.optimize.dropout).
+DROPOUTS = ("keras", "mask_once", "philox16")
 # XLA's GPU compiler options, by name: the XLA_FLAGS each one adds (set before TensorFlow
 # starts; XLA reads them once per process).
 XLA_OPTIONS = {
@@ -68,6 +70,9 @@ class Settings:
     # so half the bytes cross PCIe (the model's first layer casts them anyway)
     input_cast: str = "off"  # off | compute
     cache_dataset: bool = False
+    # keras | mask_once (Keras' masks, computed once under XLA) | philox16 (16-bit
+    # random numbers, two per Philox word; another random stream)
+    dropout: str = "keras"
     deterministic_data: bool = True
     strategy: str = "auto"  # auto | none | one_device | mirrored
 
@@ -78,6 +83,7 @@ class Settings:
         _choice("xla", self.xla, XLA_MODES)
         _choice("prefetch", self.prefetch, PREFETCH)
         _choice("input_cast", self.input_cast, INPUT_CASTS)
+        _choice("dropout", self.dropout, DROPOUTS)
         _choice("strategy", self.strategy, STRATEGIES)
         options = self.xla_options
         if isinstance(options, str) or not isinstance(options, (list, tuple)):

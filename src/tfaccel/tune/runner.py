@@ -71,6 +71,8 @@ def settings_key(
     # resume.
     if s.get("input_cast") == "off":
         del s["input_cast"]
+    if s.get("dropout") == "keras":
+        del s["dropout"]
     if not s.get("xla_options"):
         s.pop("xla_options", None)
     # Counting FLOPs (after the timing) does not change what a trial measures.
@@ -97,6 +99,8 @@ def label_of(s: Settings) -> str:
         parts.append(f"prefetch={s.prefetch}")
     if s.input_cast != "off":
         parts.append(f"input_cast={s.input_cast}")
+    if s.dropout != "keras":
+        parts.append(f"dropout={s.dropout}")
     if s.xla_options:
         parts.append("xla_options=" + ",".join(s.xla_options))
     return " ".join(parts)
@@ -164,6 +168,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "window",
                 "forward_flops_per_sample",
                 "gemm_flop_share",
+                "dropout_layers",
                 "checkpointing",
             )
             if k in payload

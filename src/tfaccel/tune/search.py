@@ -10,8 +10,9 @@ Stages, each measured, each decision needing a gain larger than the noise:
 4. steps_per_execution;
 5. 16-bit input transfers (GPU, 16-bit precision);
 6. the larger batch once more, if the ladder stopped within the noise;
-7. the allocator and device prefetch (GPU only), last: they rarely pay, so a time
-   budget cuts them first.
+7. the allocator and device prefetch (GPU only): they rarely pay, so a time budget
+   cuts them first; then dropout's masks (under XLA, models with dropout);
+8. the knobs that each gained too little alone, together.
 """
 
 from __future__ import annotations
@@ -266,8 +267,9 @@ class Tuner:
         jit = n - (1 if "tf32" in self.precisions else 0)  # strict float32 under XLA: skipped
         again = 1 if batches else 0  # the larger batch once more, after the other knobs
         together = 1 if self.hw.gpus else 0  # the knobs that each fell short, together
+        dropout = 2  # dropout's masks (models with dropout, under XLA)
         confirm = 2 * self.opt.confirm
-        return 2 + (n - 1) + jit + batches + spe + gpu_stage + again + together + confirm
+        return 2 + (n - 1) + jit + batches + spe + gpu_stage + again + dropout + together + confirm
 
     @property
     def precisions(self) -> list[str]:
@@ -523,11 +525,14 @@ class Tuner:
         # Knob values whose gain was real but under the threshold (knob, value, guarded,
         # gain): stage 8 tries them together.
         near: list[tuple[str, Any, bool, float]] = []
+        # For each near miss: the best's key and the knob's value in it, then.
+        near_then: list[tuple[str, Any]] = []
 
         def near_miss(knob: str, value: Any, r: TrialResult, gain: float, guard: bool) -> None:
             bar = noise_threshold(_noise(r), _noise(best), floor=self.opt.noise_floor / 3)
             if r.ok and gain > bar:
                 near.append((knob, value, guard, gain))
+                near_then.append((best.key, getattr(best_s, knob)))
 
         def attempt(
             s: Settings, stage: str, what: Any, guard: bool = False, places: int = 0
@@ -597,11 +602,31 @@ class Tuner:
             knob_trial("allocator", "cuda_malloc_async")
             if self.hw.gpus == 1:
                 knob_trial("prefetch", "device")
+        # Dropout's masks under XLA (tfaccel.optimize.dropout), after the other knobs so
+        # that a journal of earlier leases replays them first. "mask_once" keeps Keras'
+        # masks (the same numbers); "philox16" draws another random stream, so it is held
+        # to the accuracy guard.
+        if best_s.xla != "off":
+            layers = res.baseline.extra.get("dropout_layers") if res.baseline else None
+            if layers == 0:
+                self.decide("dropout", "not tried: the model has no dropout layer")
+            else:
+                knob_trial("dropout", "mask_once")
+                knob_trial("dropout", "philox16", guard=True)
         # Stage 8: the knobs that each gained less than the threshold, together. Two
         # gains of 2 % are each within the noise floor, but their sum need not be; the
         # combination is held to the same threshold (and to the guard if one of them
-        # changes the arithmetic), so noise alone does not get in.
-        if len(near) >= 2:
+        # changes the arithmetic), so noise alone does not get in. A single one is tried
+        # again when a later knob won: its gain was measured on another best.
+        # A near miss of a knob that a later trial set another way (mask_once, then
+        # philox16 kept) is left out: that knob is decided.
+        live = [
+            (n, then)
+            for n, then in zip(near, near_then, strict=True)
+            if n[0] == "xla_options" or getattr(best_s, n[0]) == then[1]
+        ]
+        near = [n for n, _ in live]
+        if len(near) >= 2 or (near and live[0][1][0] != best.key):
             s = best_s
             for knob, value, _, _ in sorted(near, key=lambda n: n[3]):  # the larger gain wins
                 if knob == "xla_options":
@@ -612,7 +637,11 @@ class Tuner:
                 for k, v, _, g in near
             )
             if s != best_s:
-                what = f"{parts}, each under the threshold alone: together"
+                what = (
+                    f"{parts}, each under the threshold alone: together"
+                    if len(near) > 1
+                    else f"{parts}, under the threshold on an earlier best: on this one"
+                )
                 attempt(s, "together", what, any(g for _, _, g, _ in near), places=1)
         res.best, res.best_settings = best, best_s
         self._same_machine_figures()

@@ -176,6 +176,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     return {
         "forward_flops_per_sample": flops,
         "gemm_flop_share": gemm_share,
+        "dropout_layers": _dropout_layers(model),
         "status": "ok",
         "precision": report.precision,
         "compile_s": max(0.0, first_end - start - steady_step * spe),
@@ -198,6 +199,18 @@ def _checkpointing(report: Any) -> dict[str, Any]:
     plans = report.checkpointing
     how = "; ".join(p.describe() for p in plans) if plans else "each layer recomputed alone"
     return {"checkpointing": how}
+
+
+def _dropout_layers(model: Any) -> int | None:
+    """How many dropout layers with a rate above 0 the model holds, nested ones
+    (a MultiHeadAttention's) included; None if the model cannot say."""
+    import keras
+
+    try:
+        layers = model._flatten_layers(include_self=False, recursive=True)
+        return sum(1 for x in layers if isinstance(x, keras.layers.Dropout) and x.rate > 0)
+    except Exception:
+        return None
 
 
 def _flops(model: Any) -> tuple[int | None, float | None]:

@@ -1,0 +1,198 @@
+"""Dropout's random masks, made cheaper for XLA on the GPU.
+
+Keras 3 (TensorFlow backend) drops out through `tf.nn.experimental.stateless_dropout`:
+one 32-bit Philox word per element, turned into a uniform of the input's dtype and
+compared with the rate. Under XLA, the random bits are computed inside the kernels that
+use them: Philox's ten rounds of 64-bit products, for every element, once for the
+forward pass and again wherever the backward pass needs the mask. On BERT-base training
+(bf16 + XLA, H200) the dropout masks' kernels took 15 % of the GPU's time, more than
+their bytes explain (`benchmarks/README.md`, "BERT: where the step goes").
+
+`configure(dropout=...)` replaces Keras' dropout for the process:
+- "keras": Keras' own (the default).
+- "mask_once": the same masks, bit for bit (same seed, same algorithm, same
+  comparison), computed once: XLA keeps the forward pass's keep-mask (one byte an
+  element) for the backward pass instead of computing the random bits again. Results
+  are Keras'.
+- "philox16": two 16-bit random numbers from each 32-bit Philox word, so half the words
+  are generated; the mask is kept as with "mask_once". An element is kept with
+  probability 1 - round(rate * 65536) / 65536 (rate 0.1: 0.9000015 instead of 0.9), and
+  kept elements are scaled by 1 / (1 - rate) as Keras does. The masks differ from
+  Keras' (another stream of the same distribution), so `tune` holds it to the accuracy
+  guard. Under a 16-bit policy Keras' own uniform has 8 bits of precision, coarser
+  than these 16.
+
+The choice changes speed only where XLA compiles the training step; without XLA the
+mask is an ordinary tensor either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tfaccel._tf import import_tensorflow
+from tfaccel.errors import InputError
+from tfaccel.optimize.settings import DROPOUTS
+
+# Keras' own, kept at the first patch so that "keras" restores it.
+_KERAS: dict[str, Callable[..., Any]] = {}
+
+
+def _keras_random() -> Any:
+    """Keras' TensorFlow-backend random module (what `keras.random.dropout` calls)."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        raise InputError(
+            "configure(dropout=...) needs Keras' TensorFlow backend",
+            expected="KERAS_BACKEND=tensorflow",
+            received=f"backend {keras.backend.backend()!r}",
+        )
+    from keras.src.backend.tensorflow import random as tf_random
+
+    missing = [
+        n
+        for n in ("dropout", "draw_seed", "_cast_seed", "_get_concrete_noise_shape")
+        if not hasattr(tf_random, n)
+    ]
+    if missing:
+        raise InputError(
+            "this Keras version's TensorFlow backend has no " + ", ".join(missing),
+            expected="Keras 3 (keras.src.backend.tensorflow.random as of 3.0-3.15)",
+            received=f"keras {keras.__version__}",
+            hint="configure(dropout='keras') leaves Keras' dropout as it is",
+        )
+    return tf_random
+
+
+def _kept(tf: Any, keep: Any) -> Any:
+    """`keep`, through an XLA optimization barrier: the mask is materialized once and
+    read by the forward and backward passes, not recomputed inside each of their
+    kernels. Outside XLA the barrier is an identity."""
+    from tensorflow.compiler.tf2xla.ops import gen_xla_ops
+
+    return gen_xla_ops.xla_optimization_barrier([keep])[0]
+
+
+def _prepare(tf_random: Any, inputs: Any, noise_shape: Any, seed: Any) -> tuple[Any, Any, Any]:
+    """(x, seed tensor, concrete noise shape), as Keras' own dropout derives them."""
+    tf = import_tensorflow()
+    x = tf.convert_to_tensor(inputs)
+    seed = tf_random._cast_seed(tf_random.draw_seed(seed))
+    noise_shape = tf_random._get_concrete_noise_shape(x, noise_shape)
+    return x, seed, noise_shape
+
+
+def _check_rate(rate: Any) -> float:
+    r = float(rate)
+    if not 0.0 <= r <= 1.0:
+        raise InputError("dropout rate out of range", expected="0 <= rate <= 1", received=str(r))
+    return r
+
+
+def mask_once_dropout(inputs: Any, rate: Any, noise_shape: Any = None, seed: Any = None) -> Any:
+    """Keras' dropout, the same mask bit for bit, with the keep-mask materialized once."""
+    tf = import_tensorflow()
+    rate = _check_rate(rate)
+    if rate == 1.0:
+        return tf.zeros_like(inputs)
+    if rate == 0.0:
+        return inputs
+    tf_random = _keras_random()
+    x, seed, noise_shape = _prepare(tf_random, inputs, noise_shape, seed)
+    # tf.nn.experimental.stateless_dropout's arithmetic, step by step: a uniform of x's
+    # dtype from the seed (default algorithm), kept where >= rate, x * 1/(1-rate).
+    u = tf.random.stateless_uniform(noise_shape, seed=seed, dtype=x.dtype)
+    keep = _kept(tf, u >= tf.constant(rate, x.dtype))
+    scaled = x * tf.constant(1.0 / (1.0 - rate), x.dtype)
+    return tf.where(keep, scaled, tf.zeros([], x.dtype))
+
+
+def philox16_keep(tf: Any, noise_shape: Any, seed: Any, rate: float) -> Any:
+    """The keep-mask of `noise_shape` (a shape tensor or a list of sizes) from 16-bit
+    random numbers, two per Philox word: the low halves of the words for the first half
+    of the last axis, the high halves for the rest."""
+    shape = tf.reshape(tf.cast(tf.convert_to_tensor(noise_shape), tf.int32), [-1])
+    rank = shape.shape[0]
+    if rank == 0:  # a scalar: one word
+        shape = tf.ones([1], tf.int32)
+    last = shape[-1]
+    half = (last + 1) // 2
+    words = tf.random.stateless_uniform(
+        tf.concat([shape[:-1], [half]], 0),
+        seed=seed,
+        minval=None,
+        maxval=None,
+        dtype=tf.uint32,
+        alg="philox",
+    )
+    low = tf.bitwise.bitwise_and(words, tf.constant(0xFFFF, tf.uint32))
+    high = tf.bitwise.right_shift(words, tf.constant(16, tf.uint32))
+    r16 = tf.concat([low, high], axis=-1)
+    static_last = tf.get_static_value(last)
+    if static_last is None or static_last % 2:
+        r16 = r16[..., :last]  # an odd last axis: one high half unused
+    if rank == 0:
+        r16 = tf.reshape(r16, [])
+    return r16 >= tf.constant(round(rate * 65536), tf.uint32)
+
+
+def philox16_dropout(inputs: Any, rate: Any, noise_shape: Any = None, seed: Any = None) -> Any:
+    """Dropout with two 16-bit random numbers per Philox word, the mask kept once."""
+    tf = import_tensorflow()
+    rate = _check_rate(rate)
+    if rate == 1.0:
+        return tf.zeros_like(inputs)
+    if rate == 0.0:
+        return inputs
+    tf_random = _keras_random()
+    x, seed, noise_shape = _prepare(tf_random, inputs, noise_shape, seed)
+    keep = _kept(tf, philox16_keep(tf, noise_shape, seed, rate))
+    scaled = x * tf.constant(1.0 / (1.0 - rate), x.dtype)
+    return tf.where(keep, scaled, tf.zeros([], x.dtype))
+
+
+# The patched functions, wrapped once so that AutoGraph leaves them as they are (they
+# are plain TensorFlow ops; converting them would only warn about their imports).
+_WRAPPED: dict[str, Callable[..., Any]] = {}
+
+
+def _implementation(name: str) -> Callable[..., Any]:
+    if name not in DROPOUTS:
+        raise InputError("unknown dropout", expected=" | ".join(DROPOUTS), received=repr(name))
+    tf_random = _keras_random()
+    _KERAS.setdefault("dropout", tf_random.dropout)
+    if name == "keras":
+        return _KERAS["dropout"]
+    if name not in _WRAPPED:
+        tf = import_tensorflow()
+        fn = mask_once_dropout if name == "mask_once" else philox16_dropout
+        _WRAPPED[name] = tf.autograph.experimental.do_not_convert(fn)
+    return _WRAPPED[name]
+
+
+def set_dropout(name: str) -> str:
+    """Make Keras' dropout (every `keras.layers.Dropout`, KerasHub's attention dropout,
+    `keras.random.dropout`) use `name`; returns a one-line description. Layers look the
+    function up at each call, so models built before or after alike use it."""
+    fn = _implementation(name)
+    _keras_random().dropout = fn
+    return {
+        "keras": "Keras' own (Philox, 32 random bits an element, recomputed under XLA)",
+        "mask_once": "Keras' masks bit for bit, computed once and kept for the backward pass",
+        "philox16": "two 16-bit random numbers per Philox word, the mask kept for the "
+        "backward pass (another random stream)",
+    }[name]
+
+
+def current_dropout() -> str:
+    """The name of the dropout in use ("keras" when tfaccel never changed it)."""
+    try:
+        fn = _keras_random().dropout
+    except InputError:
+        return "keras"
+    for name, impl in _WRAPPED.items():
+        if fn is impl:
+            return name
+    return "keras"
