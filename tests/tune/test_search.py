@@ -298,7 +298,7 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         "allocator",
         "prefetch",
         "dropout",
-        "dropout",
+        "float8",
     ]
 
 
@@ -328,8 +328,9 @@ def test_estimated_trials_covers_a_full_search(tmp_path: Path) -> None:
     t.run()
     assert len(t.result.trials) <= estimate  # an upper bound for the progress bar
     # Here the batch ladder stops at 1024 (no gain past 512) instead of reaching 4096,
-    # and no two knobs fell just short, so nothing is tried together.
-    assert estimate - len(t.result.trials) == 3
+    # no two knobs fell just short, so nothing is tried together, and the guard let
+    # philox16's masks pass, so Keras' masks computed once are not tried.
+    assert estimate - len(t.result.trials) == 4
 
 
 def test_default_precisions_leave_float16_out_where_bfloat16_runs(tmp_path: Path) -> None:
@@ -586,17 +587,19 @@ def test_dropout_masks_are_tried_under_xla_behind_the_guard(
 ) -> None:
     trials = DropoutTrials(drift)
     res = tuner(tmp_path, trials).run()
-    tried = [s for s in trials.calls if s.dropout != "keras"]
-    assert [s.dropout for s in tried] == ["mask_once", "philox16"]
+    tried = [s for s in trials.calls if s.dropout != "keras" and not s.float8]
     assert all(s.xla == "jit" and s.precision == "mixed_bfloat16" for s in tried)
     assert res.best_settings is not None and res.best_settings.dropout == kept
     notes = [d.text for d in res.decisions if d.stage == "dropout"]
-    assert notes[0] == "mask_once: +2% (threshold 3%)"
     if kept == "philox16":
-        assert notes[1] == "philox16: +10% kept"
+        # Keras' masks computed once save a part of what philox16 saves: not tried
+        assert [s.dropout for s in tried] == ["philox16"]
+        assert notes == ["philox16: +10% kept"]
     else:
+        assert [s.dropout for s in tried] == ["philox16", "mask_once"]
         guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
         assert any("dropout=philox16" in g and "rejected" in g for g in guard)
+        assert notes == ["mask_once: +2% (threshold 3%)"]
 
 
 def test_dropout_masks_are_not_tried_on_a_model_without_dropout(tmp_path: Path) -> None:
@@ -618,6 +621,47 @@ def test_a_near_miss_of_an_earlier_best_is_tried_again_on_a_later_one(tmp_path: 
         "xla_options=cublaslt (+2.0%), under the threshold on an earlier best: on this one: "
         "+2.0% (threshold 3%)"
     ]
+
+
+class Float8Trials(FakeTrials):
+    """FP8 products 25 % faster; with `drift` their losses move that far."""
+
+    def __init__(self, drift: float = 0.0, gemm_share: float | None = 0.97) -> None:
+        super().__init__(gemm_share=gemm_share)
+        self.drift = drift
+
+    def __call__(self, w: str, s: Settings, st: StepPlan, t: float) -> TrialResult:
+        r = super().__call__(w, s, st, t)
+        if not s.float8:
+            return r
+        rate = (r.samples_per_s or 0) * 1.25
+        losses = tuple(x * (1 + self.drift) for x in r.losses)
+        return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate), losses=losses)
+
+
+@pytest.mark.parametrize(("drift", "kept"), [(0.02, True), (0.5, False)])
+def test_float8_is_tried_on_fp8_tensor_cores_behind_the_guard(
+    tmp_path: Path, drift: float, kept: bool
+) -> None:
+    trials = Float8Trials(drift)
+    res = tuner(tmp_path, trials).run()
+    tried = [s for s in trials.calls if s.float8]
+    assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
+    assert res.best_settings is not None and res.best_settings.float8 is kept
+    if kept:
+        assert [d.text for d in res.decisions if d.stage == "float8"] == ["on: +25% kept"]
+    else:
+        guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+        assert any("float8" in g and "rejected" in g for g in guard)
+
+
+@pytest.mark.parametrize(("cc", "share"), [("8.0", 0.97), ("9.0", 0.01)])
+def test_float8_is_not_tried_without_fp8_tensor_cores_or_on_convolutions(
+    tmp_path: Path, cc: str, share: float
+) -> None:
+    trials = Float8Trials(gemm_share=share)
+    tuner(tmp_path, trials, Hardware(1, cc)).run()
+    assert not any(s.float8 for s in trials.calls)
 
 
 def test_confirmation_runs_defaults_and_best_back_to_back(tmp_path: Path) -> None:

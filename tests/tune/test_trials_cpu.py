@@ -56,6 +56,44 @@ def test_checkpointing_trains_the_same_under_bf16_and_xla(extra: dict[str, int] 
     assert remat.losses == pytest.approx(plain.losses, rel=1e-3)
 
 
+ENCODER = """
+import keras
+def encoder():
+    x = keras.Input((16, 64))
+    h = keras.layers.MultiHeadAttention(8, 8, dropout=0.1)(x, x)
+    h = keras.layers.Dropout(0.1)(keras.layers.Dense(128, activation="gelu")(h))
+    h = keras.layers.GlobalAveragePooling1D()(keras.layers.Dense(64)(h))
+    return keras.Model(x, keras.layers.Dense(4)(h))
+"""
+
+
+def test_trials_report_dropout_layers_and_train_with_tfaccels_masks_and_float8(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model with dropout (two layers, and the attention's own) and matrix products,
+    trained under XLA with Keras' masks, philox16's, and float8 products: every trial
+    trains (finite losses); the trials count the dropout layers and the layers in
+    float8 (the attention's four projections and two Dense layers, not the 4-class
+    head)."""
+    _user_module(tmp_path, monkeypatch, "enc", ENCODER)
+    base = Settings(precision="mixed_bfloat16", xla="jit", batch_size=8)
+    runs = {
+        name: run_trial("enc:encoder", s, SMALL, 180)
+        for name, s in (
+            ("keras", base),
+            ("philox16", base.replace(dropout="philox16")),
+            ("float8", base.replace(float8=True)),
+        )
+    }
+    for name, r in runs.items():
+        assert r.status == "ok", (name, r.error, r.traceback)
+        assert r.losses and all(x == x for x in r.losses), name
+        assert r.extra["dropout_layers"] == 2
+    assert runs["philox16"].label.endswith("dropout=philox16")
+    assert runs["float8"].extra["float8_layers"] == 6
+    assert "float8_layers" not in runs["keras"].extra
+
+
 def test_a_slow_trial_times_shorter_windows() -> None:
     """Windows of 40 steps bounded to a few milliseconds: the trial shrinks them to
     whole executions after the warm-up, and stops early."""

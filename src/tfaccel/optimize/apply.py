@@ -65,6 +65,8 @@ class ConfigureReport:
     compute_capability: str | None = None
     # The segments `checkpoint`/`compile` cut (tfaccel.optimize.remat.CheckpointPlan).
     checkpointing: list[Any] = field(default_factory=list)
+    # The layers `compile` quantized to float8 (names), with float8 on.
+    float8_layers: list[str] = field(default_factory=list)
     _strategy: Any = field(default=None, repr=False)
 
     def summary(self, console: Any = None) -> None:
@@ -99,11 +101,24 @@ class ConfigureReport:
 
     def compile(self, model: Any, optimizer: Any = "adam", **kwargs: Any) -> Any:
         """`model.compile` with the configured optimizer, XLA and steps_per_execution;
-        with gradient checkpointing, the model's graph checkpointed by segments first."""
+        with gradient checkpointing, the model's graph checkpointed by segments first;
+        with float8, its Dense and EinsumDense layers quantized first."""
         self.checkpoint(model)
+        self.quantize(model)
         args = {**self.compile_kwargs(), **kwargs}
         model.compile(optimizer=self.optimizer(optimizer), **args)
         return model
+
+    def quantize(self, model: Any) -> list[str]:
+        """With float8 on: Keras' float8 quantization of the model's Dense and EinsumDense
+        layers (`tfaccel.optimize.float8`); the names of the layers in float8, also kept
+        in `self.float8_layers`. [] when off."""
+        if not self.settings.float8:
+            return []
+        from tfaccel.optimize.float8 import quantize_float8
+
+        self.float8_layers = quantize_float8(model)
+        return self.float8_layers
 
     def checkpoint(self, model: Any) -> list[Any]:
         """With gradient checkpointing on: cut the model's Functional graph (or the
@@ -404,6 +419,29 @@ def _mps_running() -> bool:
 _LAST: dict[str, Any] = {}
 
 
+def _float8_row(cc: str | None, xla: str) -> Applied:
+    from tfaccel.optimize.float8 import fp8_capable
+
+    what = "report.compile(model) quantizes its Dense/EinsumDense layers to float8 first"
+    if not fp8_capable(cc):
+        where = f"compute capability {cc}" if cc else "no GPU"
+        return Applied(
+            "float8",
+            True,
+            "warning",
+            f"{what}; {where} has no FP8 tensor cores: the products stay 16-bit, "
+            "the quantization only adds work and rounding",
+        )
+    if xla == "off":
+        return Applied(
+            "float8",
+            True,
+            "warning",
+            f"{what}; without XLA no FP8 GEMM is formed: use xla='jit'",
+        )
+    return Applied("float8", True, "at-compile", f"{what}: FP8 GEMMs under XLA")
+
+
 def _apply_dropout(s: Settings) -> list[Applied]:
     """Keras' dropout, or tfaccel's masks (tfaccel.optimize.dropout). A row only when
     tfaccel's are asked for or were in use."""
@@ -509,6 +547,8 @@ def apply_settings(settings: Settings) -> ConfigureReport:
         )
     )
     rows.extend(_apply_dropout(s))
+    if s.float8:
+        rows.append(_float8_row(cc, s.xla))
     if s.gradient_checkpointing:
         rows.append(
             Applied(

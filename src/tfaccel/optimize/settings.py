@@ -73,6 +73,9 @@ class Settings:
     # keras | mask_once (Keras' masks, computed once under XLA) | philox16 (16-bit
     # random numbers, two per Philox word; another random stream)
     dropout: str = "keras"
+    # FP8 matrix products (Keras' quantize("float8") at report.compile): compute
+    # capability 8.9+ under XLA
+    float8: bool = False
     deterministic_data: bool = True
     strategy: str = "auto"  # auto | none | one_device | mirrored
 
@@ -108,6 +111,12 @@ class Settings:
                 "memory='unified' needs an oversubscription factor",
                 expected="1 < unified_oversubscription <= 8 (x the GPU's memory)",
                 received=f"unified_oversubscription={self.unified_oversubscription}",
+            )
+        if not isinstance(self.float8, bool):
+            raise InputError(
+                "float8 must be true or false",
+                expected="a boolean",
+                received=f"float8={self.float8!r}",
             )
         for name in ("steps_per_execution", "gradient_accumulation_steps"):
             value = getattr(self, name)

@@ -73,6 +73,8 @@ def settings_key(
         del s["input_cast"]
     if s.get("dropout") == "keras":
         del s["dropout"]
+    if s.get("float8") is False:
+        del s["float8"]
     if not s.get("xla_options"):
         s.pop("xla_options", None)
     # Counting FLOPs (after the timing) does not change what a trial measures.
@@ -101,6 +103,8 @@ def label_of(s: Settings) -> str:
         parts.append(f"input_cast={s.input_cast}")
     if s.dropout != "keras":
         parts.append(f"dropout={s.dropout}")
+    if s.float8:
+        parts.append("float8")
     if s.xla_options:
         parts.append("xla_options=" + ",".join(s.xla_options))
     return " ".join(parts)
@@ -169,6 +173,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "forward_flops_per_sample",
                 "gemm_flop_share",
                 "dropout_layers",
+                "float8_layers",
                 "checkpointing",
             )
             if k in payload

@@ -177,6 +177,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         "forward_flops_per_sample": flops,
         "gemm_flop_share": gemm_share,
         "dropout_layers": _dropout_layers(model),
+        **({"float8_layers": len(report.float8_layers)} if settings.float8 else {}),
         "status": "ok",
         "precision": report.precision,
         "compile_s": max(0.0, first_end - start - steady_step * spe),

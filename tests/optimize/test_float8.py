@@ -1,0 +1,113 @@
+"""tfaccel.optimize.float8: Keras' float8 quantization of a model's matrix products."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras
+
+from tfaccel.errors import InputError
+from tfaccel.optimize.float8 import fp8_capable, quantizable, quantize_float8
+from tfaccel.optimize.settings import Settings
+
+
+def _model() -> keras.Model:
+    """Dense and EinsumDense layers of FP8-sized kernels, and a 2-class head."""
+    x = keras.Input((16, 64))
+    h = keras.layers.EinsumDense("abc,cde->abde", (16, 8, 8), name="heads")(x)
+    h = keras.layers.Reshape((16, 64))(h)
+    h = keras.layers.Dense(128, activation="gelu", name="ffn")(h)
+    h = keras.layers.GlobalAveragePooling1D()(h)
+    return keras.Model(x, keras.layers.Dense(2, name="head")(h))
+
+
+def test_fp8_capability() -> None:
+    assert fp8_capable("9.0") and fp8_capable("8.9") and fp8_capable("10.0")
+    assert not fp8_capable("8.6") and not fp8_capable(None) and not fp8_capable("x")
+
+
+def test_the_matrix_products_are_quantized_and_the_head_is_not() -> None:
+    model = _model()
+    assert quantize_float8(model) == ["heads", "ffn"]
+    head = model.get_layer("head")
+    assert not quantizable(head) and getattr(head, "quantization_mode", None) is None
+    assert quantize_float8(model) == ["heads", "ffn"]  # a second call changes nothing
+
+
+def test_unbuilt_or_wrong_models_get_a_clear_error() -> None:
+    class Sub(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.d = keras.layers.Dense(32)
+
+        def call(self, x: object) -> object:
+            return self.d(x)
+
+    with pytest.raises(InputError, match="built model"):
+        quantize_float8(Sub())
+    with pytest.raises(InputError, match="Keras model"):
+        quantize_float8("resnet50")
+    with pytest.raises(InputError, match="float8"):
+        Settings(float8="yes")  # type: ignore[arg-type]
+
+
+def test_configure_quantizes_at_compile_and_the_model_trains(tmp_path: Path) -> None:
+    """On the CPU: a warning row (no FP8 tensor cores), and the quantized model trains
+    under XLA with finite losses that fall."""
+    import tfaccel
+
+    report = tfaccel.configure(float8=True, precision="float32", xla="jit")
+    try:
+        row = next(r for r in report.rows if r.knob == "float8")
+        assert row.status == "warning" and "no FP8 tensor cores" in row.detail
+        model = _model()
+        report.compile(model, optimizer=keras.optimizers.Adam(1e-2), loss="mse")
+        assert report.float8_layers == ["heads", "ffn"]
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(64, 16, 64)).astype("float32")
+        y = x.mean(axis=(1, 2))[:, None].repeat(2, axis=1)
+        losses = model.fit(x, y, batch_size=16, epochs=4, verbose=0).history["loss"]
+        assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+        # the scales moved from their initial 1.0 (the amax history is in use)
+        scales = [float(v.numpy()) for v in model.get_layer("ffn").variables if "scale" in v.path]
+        assert scales and any(s != 1.0 for s in scales)
+    finally:
+        tfaccel.configure.reset()
+    # the setting round-trips through tune's file
+    path = tmp_path / "tfaccel.json"
+    path.write_text(json.dumps(Settings(float8=True).to_dict()))
+    from tfaccel.optimize.settings import read_settings_file
+
+    assert read_settings_file(path).float8 is True
+
+
+@pytest.mark.gpu
+def test_float8_products_become_fp8_gemms_under_xla_on_the_gpu() -> None:
+    """On FP8 tensor cores, XLA turns a quantized Dense's product into an FP8 GEMM."""
+    import tensorflow as tf
+
+    from tfaccel.hardware.nvml import driver_info
+
+    gpu = driver_info().gpus[0]
+    cc = getattr(gpu, "compute_capability", None)
+    if not fp8_capable(cc):
+        pytest.skip(f"compute capability {cc}: no FP8 tensor cores")
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        x = keras.Input((256,))
+        model = keras.Model(x, keras.layers.Dense(256, name="d")(x))
+        quantize_float8(model)
+        data = tf.ones((256, 256))
+        f = tf.function(lambda t: model(t, training=True), jit_compile=True)
+        hlo = f.experimental_get_compiler_ir(data)(stage="optimized_hlo")
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert "f8e4m3fn" in hlo and "__cublas$lt$matmul$f8" in hlo, hlo[-3000:]
