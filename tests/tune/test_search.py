@@ -790,6 +790,30 @@ def test_a_resume_on_another_machine_measures_its_reference_again(
     assert replay.calls == []
 
 
+def test_measuring_again_keeps_to_the_time_budget(tmp_path: Path) -> None:
+    """A resume on another machine whose budget is spent by its first new trial does not
+    measure the reference again: it compares with the other machine's figure and says
+    so, and counts the run it left out."""
+    path = _journal_without_gpu_knobs(tmp_path, "host-a/boot-1/gpus=all")
+    j = Journal(path, machine="host-b/boot-7/gpus=all")
+    j.load("w")
+    now = [0.0]
+
+    class Slow(OtherMachine):
+        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
+            now[0] += 100.0
+            return super().__call__(*a)  # type: ignore[arg-type]
+
+    trials = Slow()
+    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=150.0)
+    res = Tuner("w", H200, opts, j, trial_fn=trials, clock=lambda: now[0]).run()
+    assert len(trials.calls) == 1 and trials.calls[0].xla_options == ("cublaslt",)
+    notes = [d.text for d in res.decisions if d.stage == "resume"]
+    assert len(notes) == 1 and "its earlier figure is used" in notes[0]
+    budget = next(d.text for d in res.decisions if d.stage == "time budget")
+    assert "trial(s) not run" in budget and "2.5-minute budget" in budget
+
+
 def test_a_resume_on_the_same_machine_measures_nothing_again(tmp_path: Path) -> None:
     machine = "host-a/boot-1/gpus=all"
     path = _journal_without_gpu_knobs(tmp_path, machine)

@@ -424,12 +424,12 @@ def _float8_row(cc: str | None, xla: str) -> Applied:
 
     what = "report.compile(model) quantizes its Dense/EinsumDense layers to float8 first"
     if not fp8_capable(cc):
-        where = f"compute capability {cc}" if cc else "no GPU"
+        where = f"compute capability {cc} has" if cc else "without a GPU there are"
         return Applied(
             "float8",
             True,
             "warning",
-            f"{what}; {where} has no FP8 tensor cores: the products stay 16-bit, "
+            f"{what}; {where} no FP8 tensor cores: the products stay 16-bit, "
             "the quantization only adds work and rounding",
         )
     if xla == "off":

@@ -347,7 +347,16 @@ class Tuner:
 
     def _again(self, old: TrialResult) -> TrialResult:
         """A journal's trial of another machine, measured again here (and journaled, so
-        that a later resume here replays the same comparison)."""
+        that a later resume here replays the same comparison). Past the time budget it
+        is not run: the other machine's figure is used, and said so."""
+        if self._over_budget():
+            self._skipped += 1
+            self.decide(
+                "resume",
+                f"{old.label} was measured on another machine, and the time budget left no "
+                "time to measure it again here: its earlier figure is used",
+            )
+            return old
         r = self.measure(Settings(**old.settings), AGAIN)
         if not r.ok:
             self.decide(
