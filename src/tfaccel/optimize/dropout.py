@@ -94,22 +94,34 @@ def _check_rate(rate: Any) -> float:
     return r
 
 
-def mask_once_dropout(inputs: Any, rate: Any, noise_shape: Any = None, seed: Any = None) -> Any:
-    """Keras' dropout, the same mask bit for bit, with the keep-mask materialized once."""
+def _masked(
+    inputs: Any, rate: Any, noise_shape: Any, seed: Any, keep_of: Callable[..., Any]
+) -> Any:
+    """Dropout as Keras does it (rate 0 and 1 short-cut, kept elements scaled by
+    1/(1-rate)), with the keep-mask from `keep_of(tf, x, noise_shape, seed, rate)`,
+    materialized once (`_kept`)."""
     tf = import_tensorflow()
     rate = _check_rate(rate)
     if rate == 1.0:
         return tf.zeros_like(inputs)
     if rate == 0.0:
         return inputs
-    tf_random = _keras_random()
-    x, seed, noise_shape = _prepare(tf_random, inputs, noise_shape, seed)
-    # tf.nn.experimental.stateless_dropout's arithmetic, step by step: a uniform of x's
-    # dtype from the seed (default algorithm), kept where >= rate, x * 1/(1-rate).
-    u = tf.random.stateless_uniform(noise_shape, seed=seed, dtype=x.dtype)
-    keep = _kept(tf, u >= tf.constant(rate, x.dtype))
+    x, seed, noise_shape = _prepare(_keras_random(), inputs, noise_shape, seed)
+    keep = _kept(tf, keep_of(tf, x, noise_shape, seed, rate))
     scaled = x * tf.constant(1.0 / (1.0 - rate), x.dtype)
     return tf.where(keep, scaled, tf.zeros([], x.dtype))
+
+
+def keras_keep(tf: Any, x: Any, noise_shape: Any, seed: Any, rate: float) -> Any:
+    """Keras' keep-mask, as `tf.nn.experimental.stateless_dropout` draws it: a uniform of
+    x's dtype from the seed (TensorFlow's auto-selected algorithm), kept where >= rate."""
+    u = tf.random.stateless_uniform(noise_shape, seed=seed, dtype=x.dtype)
+    return u >= tf.constant(rate, x.dtype)
+
+
+def mask_once_dropout(inputs: Any, rate: Any, noise_shape: Any = None, seed: Any = None) -> Any:
+    """Keras' dropout, the same mask bit for bit, with the keep-mask materialized once."""
+    return _masked(inputs, rate, noise_shape, seed, keras_keep)
 
 
 def philox16_keep(tf: Any, noise_shape: Any, seed: Any, rate: float) -> Any:
@@ -143,17 +155,13 @@ def philox16_keep(tf: Any, noise_shape: Any, seed: Any, rate: float) -> Any:
 
 def philox16_dropout(inputs: Any, rate: Any, noise_shape: Any = None, seed: Any = None) -> Any:
     """Dropout with two 16-bit random numbers per Philox word, the mask kept once."""
-    tf = import_tensorflow()
-    rate = _check_rate(rate)
-    if rate == 1.0:
-        return tf.zeros_like(inputs)
-    if rate == 0.0:
-        return inputs
-    tf_random = _keras_random()
-    x, seed, noise_shape = _prepare(tf_random, inputs, noise_shape, seed)
-    keep = _kept(tf, philox16_keep(tf, noise_shape, seed, rate))
-    scaled = x * tf.constant(1.0 / (1.0 - rate), x.dtype)
-    return tf.where(keep, scaled, tf.zeros([], x.dtype))
+    return _masked(
+        inputs,
+        rate,
+        noise_shape,
+        seed,
+        lambda tf, x, shape, s, r: philox16_keep(tf, shape, s, r),
+    )
 
 
 # The patched functions, wrapped once so that AutoGraph leaves them as they are (they
