@@ -110,8 +110,10 @@ def test_float8_products_become_fp8_gemms_under_xla_on_the_gpu() -> None:
         hlo = f.experimental_get_compiler_ir(data)(stage="optimized_hlo")
     finally:
         keras.mixed_precision.set_global_policy("float32")
-    # cuBLASLt's FP8 GEMM, or a GEMM fusion (Triton) whose dot takes f8 operands
+    # cuBLASLt's FP8 GEMM, or a computation (a Triton GEMM fusion) whose dot takes f8
+    # operands. On the CPU the f8 values are converted back in fusions of their own and
+    # the dot's computation holds no f8: neither test passes there.
     fp8_gemm = "__cublas$lt$matmul$f8" in hlo or any(
-        " dot(" in line and "f8e4m3fn" in line for line in hlo.splitlines()
+        " dot(" in block and "f8e4m3fn" in block for block in hlo.split("\n\n")
     )
     assert fp8_gemm, hlo[-3000:]
