@@ -69,7 +69,7 @@ def _keras_random() -> Any:
     return tf_random
 
 
-def _kept(tf: Any, keep: Any) -> Any:
+def _kept(keep: Any) -> Any:
     """`keep`, through an XLA optimization barrier: the mask is materialized once and
     read by the forward and backward passes, not recomputed inside each of their
     kernels. Outside XLA the barrier is an identity."""
@@ -107,7 +107,7 @@ def _masked(
     if rate == 0.0:
         return inputs
     x, seed, noise_shape = _prepare(_keras_random(), inputs, noise_shape, seed)
-    keep = _kept(tf, keep_of(tf, x, noise_shape, seed, rate))
+    keep = _kept(keep_of(tf, x, noise_shape, seed, rate))
     scaled = x * tf.constant(1.0 / (1.0 - rate), x.dtype)
     return tf.where(keep, scaled, tf.zeros([], x.dtype))
 
@@ -164,6 +164,20 @@ def philox16_dropout(inputs: Any, rate: Any, noise_shape: Any = None, seed: Any 
     )
 
 
+# Each name: (its function, None for Keras' own; the configure report's description).
+_KINDS: dict[str, tuple[Callable[..., Any] | None, str]] = {
+    "keras": (None, "Keras' own (Philox, 32 random bits an element, recomputed under XLA)"),
+    "mask_once": (
+        mask_once_dropout,
+        "Keras' masks bit for bit, computed once and kept for the backward pass",
+    ),
+    "philox16": (
+        philox16_dropout,
+        "two 16-bit random numbers per Philox word, the mask kept for the backward pass "
+        "(another random stream)",
+    ),
+}
+
 # The patched functions, wrapped once so that AutoGraph leaves them as they are (they
 # are plain TensorFlow ops; converting them would only warn about their imports).
 _WRAPPED: dict[str, Callable[..., Any]] = {}
@@ -178,8 +192,7 @@ def _implementation(name: str) -> Callable[..., Any]:
         return _KERAS["dropout"]
     if name not in _WRAPPED:
         tf = import_tensorflow()
-        fn = mask_once_dropout if name == "mask_once" else philox16_dropout
-        _WRAPPED[name] = tf.autograph.experimental.do_not_convert(fn)
+        _WRAPPED[name] = tf.autograph.experimental.do_not_convert(_KINDS[name][0])
     return _WRAPPED[name]
 
 
@@ -189,12 +202,7 @@ def set_dropout(name: str) -> str:
     function up at each call, so models built before or after alike use it."""
     fn = _implementation(name)
     _keras_random().dropout = fn
-    return {
-        "keras": "Keras' own (Philox, 32 random bits an element, recomputed under XLA)",
-        "mask_once": "Keras' masks bit for bit, computed once and kept for the backward pass",
-        "philox16": "two 16-bit random numbers per Philox word, the mask kept for the "
-        "backward pass (another random stream)",
-    }[name]
+    return _KINDS[name][1]
 
 
 def current_dropout() -> str:

@@ -63,20 +63,19 @@ class TrialResult:
         return self.status == "ok" and bool(self.samples_per_s)
 
 
+LATER_KNOBS = ("input_cast", "xla_options", "dropout", "float8")
+_DEFAULTS = Settings()
+
+
 def settings_key(
     workload: str, settings: Settings, steps: StepPlan, extra: dict[str, Any] | None = None
 ) -> str:
     s = settings.to_dict()
-    # Knobs at their defaults stay out of the key: journals written before they existed
-    # resume.
-    if s.get("input_cast") == "off":
-        del s["input_cast"]
-    if s.get("dropout") == "keras":
-        del s["dropout"]
-    if s.get("float8") is False:
-        del s["float8"]
-    if not s.get("xla_options"):
-        s.pop("xla_options", None)
+    # Knobs added after the first journals stay out of the key at their defaults: those
+    # journals resume.
+    for knob in LATER_KNOBS:
+        if s[knob] == getattr(_DEFAULTS, knob):
+            del s[knob]
     # Counting FLOPs (after the timing) does not change what a trial measures.
     extra = {k: v for k, v in (extra or {}).items() if k != "count_flops"}
     revision = REVISION.get(workload)

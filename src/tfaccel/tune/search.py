@@ -22,7 +22,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tfaccel.bench.timer import NOISE_FLOOR, noise_threshold
 from tfaccel.optimize.settings import Settings, input_cast_dtype
@@ -103,6 +103,17 @@ class TuneOptions:
     # more, back to back in fresh processes, so that the speedup compares two runs of the
     # same hour (a resumed journal may hold runs of another day).
     confirm: int = 0
+
+
+class _NearMiss(NamedTuple):
+    """A knob value whose gain was real but under the threshold (stage 8)."""
+
+    knob: str
+    value: Any
+    guard: bool
+    gain: float
+    best_key: str  # the best it was measured against
+    then: Any  # the knob's value in that best
 
 
 # The stage of a journal's trial of another machine, measured again here.
@@ -542,15 +553,12 @@ class Tuner:
         ladder_end = best_s
         # Knob values whose gain was real but under the threshold (knob, value, guarded,
         # gain): stage 8 tries them together.
-        near: list[tuple[str, Any, bool, float]] = []
-        # For each near miss: the best's key and the knob's value in it, then.
-        near_then: list[tuple[str, Any]] = []
+        near: list[_NearMiss] = []
 
         def near_miss(knob: str, value: Any, r: TrialResult, gain: float, guard: bool) -> None:
             bar = noise_threshold(_noise(r), _noise(best), floor=self.opt.noise_floor / 3)
             if r.ok and gain > bar:
-                near.append((knob, value, guard, gain))
-                near_then.append((best.key, getattr(best_s, knob)))
+                near.append(_NearMiss(knob, value, guard, gain, best.key, getattr(best_s, knob)))
 
         def attempt(
             s: Settings, stage: str, what: Any, guard: bool = False, places: int = 0
@@ -607,8 +615,8 @@ class Tuner:
             # cuBLASLt epilogues: BERT-base on the H200 +1.8 %. It changes GEMMs only, so
             # a model of convolutions (ResNet-50: 99.95 % of its product FLOPs) skips it.
             if best_s.xla != "off":
-                share = res.baseline.extra.get("gemm_flop_share") if res.baseline else None
-                if share is not None and share < 0.5:
+                if not _gemm_model(res.baseline):
+                    share = res.baseline.extra["gemm_flop_share"]
                     self.decide(
                         "xla_options",
                         f"cublaslt not tried: matrix products are {share:.0%} of the forward "
@@ -646,21 +654,18 @@ class Tuner:
         # again when a later knob won: its gain was measured on another best.
         # A near miss of a knob that a later trial set another way (mask_once, then
         # philox16 kept) is left out: that knob is decided.
-        live = [
-            (n, then)
-            for n, then in zip(near, near_then, strict=True)
-            if n[0] == "xla_options" or getattr(best_s, n[0]) == then[1]
-        ]
-        near = [n for n, _ in live]
-        if len(near) >= 2 or (near and live[0][1][0] != best.key):
+        near = [n for n in near if n.knob == "xla_options" or getattr(best_s, n.knob) == n.then]
+        if len(near) >= 2 or (near and near[0].best_key != best.key):
             s = best_s
-            for knob, value, _, _ in sorted(near, key=lambda n: n[3]):  # the larger gain wins
-                if knob == "xla_options":
+            for n in sorted(near, key=lambda n: n.gain):  # the larger gain wins
+                value = n.value
+                if n.knob == "xla_options":
                     value = tuple(dict.fromkeys((*s.xla_options, *value)))
-                s = s.replace(**{knob: value})
+                s = s.replace(**{n.knob: value})
             parts = ", ".join(
-                f"{k}={','.join(v) if isinstance(v, tuple) else v} ({g:+.1%})"
-                for k, v, _, g in near
+                f"{n.knob}={','.join(n.value) if isinstance(n.value, tuple) else n.value} "
+                f"({n.gain:+.1%})"
+                for n in near
             )
             if s != best_s:
                 what = (
@@ -668,7 +673,7 @@ class Tuner:
                     if len(near) > 1
                     else f"{parts}, under the threshold on an earlier best: on this one"
                 )
-                attempt(s, "together", what, any(g for _, _, g, _ in near), places=1)
+                attempt(s, "together", what, any(n.guard for n in near), places=1)
         res.best, res.best_settings = best, best_s
         self._same_machine_figures()
         # Confirmation: Keras' defaults and the best once more, back to back.
