@@ -238,6 +238,41 @@ def test_xla_options_go_into_xla_flags_before_tensorflow_starts(tmp_path: Path) 
     assert out["late"] == "ConfigureOrderError"
 
 
+def test_float8_turns_xlas_triton_gemms_off_and_says_why(tmp_path: Path) -> None:
+    """float8 implies the cublas_gemm option (XLA folds the float8 products back to bf16
+    in its Triton GEMMs); turning float8 off again takes the flag away; a user's own
+    Triton setting is a clear error, not overridden."""
+    out = run_py(
+        """
+        import json, os
+        os.environ["XLA_FLAGS"] = "--xla_gpu_autotune_level=2"
+        import tfaccel
+        r = tfaccel.configure(float8=True, xla="jit", precision="mixed_bfloat16")
+        on = os.environ["XLA_FLAGS"]
+        row = next(x for x in r.rows if x.knob == "xla_options")
+        tfaccel.configure(float8=False)
+        off = os.environ["XLA_FLAGS"]
+        os.environ["XLA_FLAGS"] = "--xla_gpu_enable_triton_gemm=true"
+        try:
+            tfaccel.configure(float8=True)
+            clash = None
+        except Exception as e:
+            clash = [type(e).__name__, str(e)]
+        print(json.dumps({"on": on, "off": off, "clash": clash,
+                          "row": [row.value, row.status, row.detail]}))
+    """,
+        tmp_path,
+    )
+    assert out["on"] == "--xla_gpu_autotune_level=2 --xla_gpu_enable_triton_gemm=false"
+    assert out["off"] == "--xla_gpu_autotune_level=2"
+    value, status, detail = out["row"]  # type: ignore[misc]
+    assert (value, status) == (["cublas_gemm"], "applied")
+    assert "cublas_gemm: for float8" in detail
+    clash = out["clash"]
+    assert isinstance(clash, list) and clash[0] == "InputError"
+    assert "--xla_gpu_enable_triton_gemm" in clash[1]
+
+
 @pytest.mark.gpu
 def test_gemv_as_gemm_keeps_a_vector_matrix_product_a_gemm_on_the_gpu(tmp_path: Path) -> None:
     """XLA's dot-strength-reduction turns a [1, 3072] x [3072, 768] product into a

@@ -90,30 +90,31 @@ def test_configure_quantizes_at_compile_and_the_model_trains(tmp_path: Path) -> 
 
 
 @pytest.mark.gpu
-def test_float8_products_become_fp8_gemms_under_xla_on_the_gpu() -> None:
-    """On FP8 tensor cores, XLA turns a quantized Dense's product into an FP8 GEMM."""
-    import tensorflow as tf
-
+def test_float8_products_become_fp8_gemms_under_xla_on_the_gpu(tmp_path: Path) -> None:
+    """On FP8 tensor cores, with configure's float8 (which turns XLA's Triton GEMMs off),
+    XLA turns a quantized Dense's product into cuBLASLt's FP8 GEMM. A fresh process:
+    XLA reads its flags once."""
+    from tests.optimize.test_configure import run_py
     from tfaccel.hardware.nvml import driver_info
 
     gpu = driver_info().gpus[0]
     cc = getattr(gpu, "compute_capability", None)
     if not fp8_capable(cc):
         pytest.skip(f"compute capability {cc}: no FP8 tensor cores")
-    keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
+    out = run_py(
+        """
+        import json
+        import tfaccel
+        tfaccel.configure(float8=True, xla="jit", precision="mixed_bfloat16")
+        import keras, tensorflow as tf
+        from tfaccel.optimize.float8 import quantize_float8
         x = keras.Input((256,))
         model = keras.Model(x, keras.layers.Dense(256, name="d")(x))
         quantize_float8(model)
-        data = tf.ones((256, 256))
         f = tf.function(lambda t: model(t, training=True), jit_compile=True)
-        hlo = f.experimental_get_compiler_ir(data)(stage="optimized_hlo")
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-    # cuBLASLt's FP8 GEMM, or a computation (a Triton GEMM fusion) whose dot takes f8
-    # operands. On the CPU the f8 values are converted back in fusions of their own and
-    # the dot's computation holds no f8: neither test passes there.
-    fp8_gemm = "__cublas$lt$matmul$f8" in hlo or any(
-        " dot(" in block and "f8e4m3fn" in block for block in hlo.split("\n\n")
+        hlo = f.experimental_get_compiler_ir(tf.ones((256, 256)))(stage="optimized_hlo")
+        print(json.dumps({"fp8_gemm": "__cublas$lt$matmul$f8" in hlo, "tail": hlo[-3000:]}))
+    """,
+        tmp_path,
     )
-    assert fp8_gemm, hlo[-3000:]
+    assert out["fp8_gemm"] is True, out["tail"]

@@ -119,3 +119,11 @@ def test_xla_options_round_trip_through_tfaccel_json(tmp_path: Path) -> None:
     ]
     with pytest.raises(ConfigFileError, match="xla_options entry"):
         settings_from_dict({"xla_options": ["turbo"]})
+
+
+def test_float8_implies_the_cublas_gemm_option() -> None:
+    assert Settings().effective_xla_options == ()
+    assert Settings(float8=True).effective_xla_options == ("cublas_gemm",)
+    both = Settings(float8=True, xla_options=["cublaslt", "cublas_gemm"])
+    assert both.effective_xla_options == ("cublas_gemm", "cublaslt")
+    assert both.xla_options == ("cublas_gemm", "cublaslt")

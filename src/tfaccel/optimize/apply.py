@@ -22,6 +22,7 @@ from typing import Any
 from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import (
+    IMPLIED_XLA_OPTIONS,
     XLA_OPTIONS,
     Settings,
     input_cast_dtype,
@@ -314,14 +315,25 @@ def xla_flags_with(
 
 def _apply_xla_options(s: Settings, initialized: bool) -> Applied:
     current = os.environ.get(ENV_XLA, "")
-    flags, added = xla_flags_with(current, s.xla_options, _XLA_ADDED)
+    options = s.effective_xla_options
+    flags, added = xla_flags_with(current, options, _XLA_ADDED)
     if flags.split() == current.split():
         status = "unchanged"
     else:
-        status = _set_env(ENV_XLA, flags or None, initialized, f"xla_options={list(s.xla_options)}")
+        status = _set_env(ENV_XLA, flags or None, initialized, f"xla_options={list(options)}")
     _XLA_ADDED[:] = added
-    detail = " ".join(XLA_OPTIONS[o] for o in s.xla_options) or "XLA's defaults"
-    return Applied("xla_options", list(s.xla_options), status, detail)
+    detail = " ".join(XLA_OPTIONS[o] for o in options) or "XLA's defaults"
+    implied = sorted(set(options) - set(s.xla_options))
+    if implied:
+        detail += f" ({', '.join(implied)}: for {', '.join(_implied_by(s, implied))})"
+    return Applied("xla_options", list(options), status, detail)
+
+
+def _implied_by(s: Settings, options: list[str]) -> list[str]:
+    """The knobs of `s` that imply any of `options` (IMPLIED_XLA_OPTIONS)."""
+    return [
+        k for k, opts in IMPLIED_XLA_OPTIONS.items() if getattr(s, k) and set(opts) & set(options)
+    ]
 
 
 def set_xla_options(options: Iterable[str]) -> Applied:
@@ -439,7 +451,12 @@ def _float8_row(cc: str | None, xla: str) -> Applied:
             "warning",
             f"{what}; without XLA no FP8 GEMM is formed: use xla='jit'",
         )
-    return Applied("float8", True, "at-compile", f"{what}: FP8 GEMMs under XLA")
+    return Applied(
+        "float8",
+        True,
+        "at-compile",
+        f"{what}: FP8 GEMMs under XLA (through cuBLASLt: xla_options cublas_gemm)",
+    )
 
 
 def _apply_dropout(s: Settings) -> list[Applied]:
@@ -536,7 +553,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
         tf.config.optimizer.set_jit(False)
         jit = {"jit": True, "off": False, "auto": "auto"}[s.xla]
         rows.append(Applied("xla", s.xla, "at-compile", f"model.compile(jit_compile={jit!r})"))
-    if s.xla_options or xla_row.status != "unchanged":
+    if s.effective_xla_options or xla_row.status != "unchanged":
         rows.append(xla_row)
     rows.append(
         Applied(

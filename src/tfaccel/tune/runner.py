@@ -64,6 +64,11 @@ class TrialResult:
 
 
 LATER_KNOBS = ("input_cast", "xla_options", "dropout", "float8")
+# Knobs whose trials measured something else in earlier versions: their revision joins
+# the key of a trial that sets them, so a journal's older trials of them are not replayed.
+# float8 2: with XLA's Triton GEMMs off (xla_options cublas_gemm), without which no FP8
+# GEMM was formed.
+KNOB_REVISIONS = {"float8": 2}
 _DEFAULTS = Settings()
 
 
@@ -79,10 +84,12 @@ def settings_key(
     # Counting FLOPs (after the timing) does not change what a trial measures.
     extra = {k: v for k, v in (extra or {}).items() if k != "count_flops"}
     revision = REVISION.get(workload)
+    knobs = {k: v for k, v in KNOB_REVISIONS.items() if k in s}
     blob = json.dumps(
         {
             "w": workload,
             **({"r": revision} if revision else {}),
+            **({"k": knobs} if knobs else {}),
             "s": s,
             "p": steps.key_fields(),
             **({"x": extra} if extra else {}),

@@ -93,7 +93,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from tfaccel.optimize import Settings, configure
 
     settings = Settings(**config["settings"])
-    own_executable_cache(settings.xla_options)
+    own_executable_cache(settings.effective_xla_options)
     steps = config["steps"]
     warmup, windows, window = int(steps["warmup"]), int(steps["windows"]), int(steps["window"])
     spe = settings.steps_per_execution
