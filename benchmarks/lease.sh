@@ -130,6 +130,16 @@ BERTF8='{"workload": "bert_hub", "steps": {"warmup": 10, "windows": 5, "window":
   "batch_size": 2048, "xla_options": ["cublaslt", "cudnn_layer_norm"],
   "dropout": "philox16", "float8": true, "steps_per_execution": 25}}'
 add bert-float8 "$PY -m tfaccel.tune.trial '$BERTF8' > bert-float8.out"
+# Where float8's time goes: BERT-base at batch 512 with every knob, float8 on and off,
+# profiled, and the two traces side by side (FP8 GEMMs against the passes they add).
+BERTALL='"xla_options": ["cublaslt", "cudnn_layer_norm"], "dropout": "philox16"'
+for f in true false; do
+  add "profile-bert-f8-$f" "$TF profile --start 20 --steps 10 --logdir prof-bert-f8-$f \
+    --format json --html profile-bert-f8-$f.html -- $PY $B/profile_r50.py --workload bert_hub \
+    --config tuned --settings '{$BERTALL, \"float8\": $f}' > profile-bert-f8-$f.json"
+done
+add profile-bert-f8-diff "$TF profile diff prof-bert-f8-false prof-bert-f8-true --format json \
+  > profile-bert-f8-diff.json"
 # BERT-base training with each kind of mask, one child each, in the tune's best settings.
 add dropout-bert "$PY $B/dropout_rng.py --out dropout-bert.json --micro-batch 0 \
   --bert-layers 12 --rounds ${LEASE_DROPOUT_ROUNDS:-1}"

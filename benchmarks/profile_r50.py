@@ -18,6 +18,8 @@ Configurations:
 
 `--workload bert_hub` profiles KerasHub BERT-base instead, in the configurations that do
 not read images (fp32, defaults, tuned, tuned-cast), e.g. with `--batch 256`.
+`--settings '{"float8": true, ...}'` sets more of `tfaccel.configure`'s knobs on top of
+the configuration (a JSON object of its keywords).
 The settings go through `tfaccel.configure`; the model trains with plain `fit`, which
 `tfaccel profile` hooks.
 """
@@ -25,6 +27,7 @@ The settings go through `tfaccel.configure`; the model trains with plain `fit`, 
 from __future__ import annotations
 
 import argparse
+import json
 
 CONFIGS = {
     "fp32": {"precision": "float32", "xla": "off", "batch_size": 256},
@@ -77,10 +80,17 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch", type=int, default=None, help="Override the batch size.")
     ap.add_argument("--workload", default="resnet50", help="A built-in workload.")
+    ap.add_argument("--settings", default="{}", help="More configure() keywords, as JSON.")
     args = ap.parse_args()
     if args.config.startswith("slow-input") and args.workload != "resnet50":
         ap.error("the slow-input configurations decode images: ResNet-50 only")
-    settings = dict(CONFIGS[args.config])
+    try:
+        extra = json.loads(args.settings)
+    except json.JSONDecodeError as e:
+        ap.error(f"--settings is not JSON ({e}); expected an object of configure() keywords")
+    if not isinstance(extra, dict):
+        ap.error("--settings: expected a JSON object of configure() keywords")
+    settings = {**CONFIGS[args.config], **extra}
     if args.batch:
         settings["batch_size"] = args.batch
 

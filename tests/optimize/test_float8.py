@@ -59,11 +59,16 @@ def test_unbuilt_or_wrong_models_get_a_clear_error() -> None:
         Settings(float8="yes")  # type: ignore[arg-type]
 
 
-def test_configure_quantizes_at_compile_and_the_model_trains(tmp_path: Path) -> None:
+def test_configure_quantizes_at_compile_and_the_model_trains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On the CPU: a warning row (no FP8 tensor cores), and the quantized model trains
     under XLA with finite losses that fall."""
     import tfaccel
 
+    # The XLA flag float8 implies, as if set before TensorFlow started (other tests of
+    # this process may have started it; test_configure covers setting it).
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_enable_triton_gemm=false")
     report = tfaccel.configure(float8=True, precision="float32", xla="jit")
     try:
         row = next(r for r in report.rows if r.knob == "float8")
