@@ -130,6 +130,10 @@ BERTF8='{"workload": "bert_hub", "steps": {"warmup": 10, "windows": 5, "window":
   "batch_size": 2048, "xla_options": ["cublaslt", "cudnn_layer_norm"],
   "dropout": "philox16", "float8": true, "steps_per_execution": 25}}'
 add bert-float8 "$PY -m tfaccel.tune.trial '$BERTF8' > bert-float8.out"
+# cuDNN's flash attention from TensorFlow through XlaCustomCallV2 (XLA no longer rewrites
+# attention into it): does it compile and match, with a bias, with dropout; how fast at
+# BERT-base's attention shapes, forward and backward, against XLA's own kernels.
+add cudnn-attention "$PY $B/cudnn_attention_probe.py --out cudnn-attention.json --batch 256"
 # Where float8's time goes: BERT-base at batch 512 with every knob, float8 on and off,
 # profiled, and the two traces side by side (FP8 GEMMs against the passes they add).
 BERTALL='"xla_options": ["cublaslt", "cudnn_layer_norm"], "dropout": "philox16"'
