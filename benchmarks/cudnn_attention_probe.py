@@ -13,7 +13,10 @@ checks each variant against attention written out in TensorFlow:
 - bias: an additive [B, 1, T, S] mask (BERT's padding mask as a bias);
 - dropout 0.1: whether it runs, and whether two calls draw different masks;
 - timing at BERT-base's attention shapes (batch x 12 heads x 128 x 64), forward and
-  backward, cuDNN against XLA's own kernels (with and without dropout).
+  backward, cuDNN against XLA's own kernels (with and without dropout);
+- with `--bert-settings JSON`: KerasHub BERT-base training, one child process each
+  through tune's trial runner, with Keras' attention and with every MultiHeadAttention
+  patched onto cuDNN's (its padding mask as the bias, its dropout inside cuDNN).
 Each variant's error is recorded, not raised: a compile error is a finding too.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -276,11 +280,123 @@ def timing(batch: int, repeats: int = 20) -> dict[str, Any]:
     return out
 
 
+# cuDNN's own workaround value for masked scores in bf16 (as JAX uses): not -inf, whose
+# subtraction inside the kernel misbehaves.
+BF16_MASKED = -float(2 << 40)
+
+
+def patch_keras_attention() -> None:
+    """Every Keras MultiHeadAttention (KerasHub's layers subclass it) through cuDNN's
+    attention where it can: 4-D heads, no scores asked for, no causal flag; its boolean
+    [B, T, S] mask becomes an additive bias, its dropout rate cuDNN's (training only).
+    For this probe's trial; XLA only."""
+    import tensorflow as tf
+    from keras.src.layers.attention.multi_head_attention import MultiHeadAttention
+
+    original = MultiHeadAttention._compute_attention
+
+    def _compute_attention(  # type: ignore[no-untyped-def]
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+        use_causal_mask=False,
+    ):
+        if return_attention_scores or use_causal_mask or len(query.shape) != 4:
+            return original(
+                self,
+                query,
+                key,
+                value,
+                attention_mask,
+                training,
+                return_attention_scores,
+                use_causal_mask,
+            )
+        q, k, v = (tf.transpose(x, [0, 2, 1, 3]) for x in (query, key, value))  # BTNH->BNTH
+        bias = None
+        if attention_mask is not None:
+            mask = tf.cast(attention_mask, tf.bool)
+            while len(mask.shape) < 4:
+                mask = mask[:, None]
+            shape = [q.shape[0] or tf.shape(q)[0], 1, q.shape[2], k.shape[2]]
+            bias = tf.broadcast_to(tf.where(mask, 0.0, BF16_MASKED), shape)
+            bias = tf.cast(bias, q.dtype)
+        rate = float(self._dropout) if training is True else 0.0
+        out = cudnn_attention(rate)(q, k, v, bias)
+        return tf.transpose(out, [0, 2, 1, 3]), None
+
+    MultiHeadAttention._compute_attention = _compute_attention
+
+
+def bert_trial(settings: dict[str, Any], cudnn: bool) -> dict[str, Any]:
+    """One KerasHub BERT-base trial in this process, Keras' attention or cuDNN's."""
+    from tfaccel.tune.trial import run
+
+    if cudnn:
+        patch_keras_attention()
+    steps = {"warmup": 10, "windows": 5, "window": 20, "window_s": 3.0}
+    return run({"workload": "bert_hub", "steps": steps, "settings": settings})  # type: ignore[no-any-return]
+
+
+def bert(settings: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """Keras' attention, then cuDNN's, one child process each, back to back."""
+    result: dict[str, Any] = {"settings": settings}
+    for name in ("keras", "cudnn"):
+        part = out_dir / f"bert-{name}.part.json"
+        cmd = [sys.executable, __file__, "--out", str(part), "--bert-child", name]
+        cmd += ["--bert-settings", json.dumps(settings)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0 or not part.exists():
+            result[name] = {"error": proc.stderr[-3000:]}
+        else:
+            r = json.loads(part.read_text())
+            part.unlink()
+            windows = r.get("window_samples_per_s") or []
+            result[name] = {
+                "samples_per_s": sorted(windows)[len(windows) // 2] if windows else None,
+                **{
+                    k: r.get(k)
+                    for k in (
+                        "status",
+                        "error",
+                        "window_samples_per_s",
+                        "compile_s",
+                        "peak_memory_bytes",
+                        "losses",
+                    )
+                },
+            }
+        print("bert", name, json.dumps(result[name])[:600], flush=True)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="the JSON to write")
     ap.add_argument("--batch", type=int, default=256, help="batch of the timing (BERT: 2048/8)")
+    ap.add_argument(
+        "--bert-settings",
+        help="also train KerasHub BERT-base with these configure() settings (JSON), "
+        "Keras' attention against cuDNN's",
+    )
+    ap.add_argument("--bert-child", choices=("keras", "cudnn"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    settings = None
+    if args.bert_settings is not None:
+        try:
+            settings = json.loads(args.bert_settings)
+        except json.JSONDecodeError as e:
+            ap.error(f"--bert-settings is not JSON ({e}); expected an object of settings")
+        if not isinstance(settings, dict):
+            ap.error("--bert-settings: expected a JSON object of configure() settings")
+    if args.bert_child is not None:
+        out = bert_trial(settings or {}, cudnn=args.bert_child == "cudnn")
+        args.out.write_text(json.dumps(out))
+        return 0
     if args.out.exists():
         print(f"error: {args.out} exists; choose another --out", file=sys.stderr)
         return 2
@@ -296,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         "dropout": check_dropout,
         "timing": lambda: timing(args.batch),
     }
+    if settings is not None:
+        steps["bert"] = lambda: bert(settings, args.out.parent)
     for name, step in steps.items():
         try:
             result[name] = step()

@@ -133,7 +133,12 @@ add bert-float8 "$PY -m tfaccel.tune.trial '$BERTF8' > bert-float8.out"
 # cuDNN's flash attention from TensorFlow through XlaCustomCallV2 (XLA no longer rewrites
 # attention into it): does it compile and match, with a bias, with dropout; how fast at
 # BERT-base's attention shapes, forward and backward, against XLA's own kernels.
-add cudnn-attention "$PY $B/cudnn_attention_probe.py --out cudnn-attention.json --batch 256"
+# Then KerasHub BERT-base training with every MultiHeadAttention on cuDNN's, against
+# Keras' attention, in the tune's best settings plus the knobs under its threshold.
+BERTCUDNN='{"precision": "mixed_bfloat16", "xla": "jit", "batch_size": 2048,
+  "xla_options": ["cublaslt", "cudnn_layer_norm"], "dropout": "philox16"}'
+add cudnn-attention "$PY $B/cudnn_attention_probe.py --out cudnn-attention.json --batch 256 \
+  --bert-settings '$BERTCUDNN'"
 # Where float8's time goes: BERT-base at batch 512 with every knob, float8 on and off,
 # profiled, and the two traces side by side (FP8 GEMMs against the passes they add).
 BERTALL='"xla_options": ["cublaslt", "cudnn_layer_norm"], "dropout": "philox16"'
