@@ -6,17 +6,15 @@ XLA deleted its pattern rewriter for cuDNN's fused attention in 2025 (openxla/xl
 frameworks now emit the custom call themselves, as JAX's `dot_product_attention` does
 (jax/_src/cudnn/fused_attention_stablehlo.py). TensorFlow has no such op, but its
 `XlaCustomCallV2` emits any custom call with a backend config. This probe emits cuDNN's
-forward and backward attention calls that way, in JAX's format (BNTH layout, so every
-operand and result has XLA's default layout, the only one XlaCustomCallV2 gives), and
-checks each variant against attention written out in TensorFlow:
+forward and backward attention calls that way (`tfaccel.optimize.attention`, JAX's
+format in the BNTH layout, so every operand and result has XLA's default layout, the
+only one XlaCustomCallV2 gives), and checks each variant against attention written out
+in TensorFlow:
 - softmax: out, dq, dk, dv against the reference (bf16 inputs, float32 reference);
 - bias: an additive [B, 1, T, S] mask (BERT's padding mask as a bias);
 - dropout 0.1: whether it runs, and whether two calls draw different masks;
 - timing at BERT-base's attention shapes (batch x 12 heads x 128 x 64), forward and
   backward, cuDNN against XLA's own kernels (with and without dropout);
-- with `--bert-settings JSON`: KerasHub BERT-base training, one child process each
-  through tune's trial runner, with Keras' attention and with every MultiHeadAttention
-  patched onto cuDNN's (its padding mask as the bias, its dropout inside cuDNN).
 Each variant's error is recorded, not raised: a compile error is a finding too.
 """
 
@@ -25,141 +23,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-TARGETS = {  # (backward, dropout, bias) -> custom call target, as JAX names them
-    (False, False, False): "__cudnn$fmhaSoftmax",
-    (False, False, True): "__cudnn$fmhaScaleBiasSoftmax",
-    (False, True, False): "__cudnn$fmhaSoftmaxDropout",
-    (False, True, True): "__cudnn$fmhaScaleBiasSoftmaxDropout",
-    (True, False, False): "__cudnn$fmhaSoftmaxBackward",
-    (True, False, True): "__cudnn$fmhaScaleBiasSoftmaxBackward",
-    (True, True, False): "__cudnn$fmhaSoftmaxDropoutBackward",
-    (True, True, True): "__cudnn$fmhaScaleBiasSoftmaxDropoutBackward",
-}
-# BNTH: ((lhs contracting, rhs contracting), (lhs batch, rhs batch)) of each product.
-FWD_DOTS = {
-    "bmm1_dot_dimension_numbers": ((3, 3), ((0, 1), (0, 1))),  # BNTH,BNSH->BNTS
-    "bmm2_dot_dimension_numbers": ((3, 2), ((0, 1), (0, 1))),  # BNTS,BNSH->BNTH
-}
-BWD_DOTS = {
-    "bmm1_grad_gemm1_dot_dimension_numbers": ((2, 2), ((0, 1), (0, 1))),
-    "bmm1_grad_gemm2_dot_dimension_numbers": ((3, 2), ((0, 1), (0, 1))),
-    "bmm2_grad_gemm1_dot_dimension_numbers": ((2, 2), ((0, 1), (0, 1))),
-    "bmm2_grad_gemm2_dot_dimension_numbers": ((3, 3), ((0, 1), (0, 1))),
-}
-
-
-def backend_config(
-    shape: tuple[int, int, int, int], s: int, scale: float, dropout: float, seed: int, bwd: bool
-) -> str:
-    b, n, t, _ = shape
-    layout = {
-        "dim_level_types": [],
-        "dim_unique": [],
-        "dim_ordered": [],
-        "minor_to_major": ["3", "2", "1", "0"],
-        "tiles": [],
-        "element_size_in_bits": "0",
-        "memory_space": "0",
-        "index_primitive_type": "PRIMITIVE_TYPE_INVALID",
-        "pointer_primitive_type": "PRIMITIVE_TYPE_INVALID",
-        "dynamic_shape_metadata_prefix_bytes": "0",
-    }
-    config: dict[str, Any] = {
-        "algorithm": {
-            "algo_id": "0",
-            "math_type": "TENSOR_OP_MATH",
-            "tuning_knobs": {"17": "1", "24": "0"},
-            "is_cudnn_frontend": True,
-            "workspace_size": "0",
-        },
-        "fmha_scale": scale,
-        "dropout_rate": dropout,
-        "intermediate_tensor_shape": {
-            "element_type": "BF16",
-            "dimensions": [str(b), str(n), str(t), str(s)],
-            "tuple_shapes": [],
-            "layout": layout,
-            "is_dynamic_dimension": [False] * 4,
-        },
-        "seed": seed,
-        "is_flash_attention": True,
-        "mask_type": "NO_MASK",
-        "sliding_window_length": 0,
-    }
-    for key, ((lc, rc), (lb, rb)) in (BWD_DOTS if bwd else FWD_DOTS).items():
-        config[key] = {
-            "lhs_contracting_dimensions": [str(lc)],
-            "rhs_contracting_dimensions": [str(rc)],
-            "lhs_batch_dimensions": [str(i) for i in lb],
-            "rhs_batch_dimensions": [str(i) for i in rb],
-        }
-    return json.dumps(
-        {
-            "operation_queue_id": "0",
-            "wait_on_operation_queues": [],
-            "cudnn_fmha_backend_config": config,
-        }
-    )
-
 
 def cudnn_attention(dropout: float = 0.0, seed: int = 42) -> Any:
-    """attention(q, k, v, bias=None) on [B, N, T, H] bf16 tensors through cuDNN, with a
-    gradient through cuDNN's backward call. XLA only (tf.function(jit_compile=True))."""
-    import tensorflow as tf
-    from tensorflow.compiler.tf2xla.ops import gen_xla_ops
+    """attention(q, k, v, bias=None) on [B, N, T, H] tensors through cuDNN
+    (tfaccel.optimize.attention.flash_attention)."""
+    from tfaccel.optimize.attention import flash_attention
 
-    def call(
-        operands: list[Any], target: str, config: str, dtypes: list[Any], shapes: list[Any]
-    ) -> Any:
-        return gen_xla_ops.xla_custom_call_v2(
-            operands=operands,
-            call_target_name=target,
-            backend_config=config,
-            has_side_effect=False,
-            result_dtypes=dtypes,
-            result_shapes=shapes,
-        )
+    def attend(q: Any, k: Any, v: Any, bias: Any = None) -> Any:
+        return flash_attention(q, k, v, bias, dropout=dropout, seed=seed)
 
-    def attention(q: Any, k: Any, v: Any, bias: Any = None) -> Any:
-        has_bias = bias is not None
-        shape = tuple(int(d) for d in q.shape)
-        s = int(k.shape[2])
-        scale = 1.0 / math.sqrt(shape[3])
-        b, n, t, _ = shape
-
-        @tf.custom_gradient
-        def fn(q: Any, k: Any, v: Any, *bias_: Any) -> Any:
-            fwd_config = backend_config(shape, s, scale, dropout, seed, bwd=False)
-            out, stats, _ = call(
-                [q, k, v, *bias_],
-                TARGETS[(False, dropout > 0, has_bias)],
-                fwd_config,
-                [q.dtype, tf.float32, tf.uint8],
-                [list(shape), [b, n, t], [0]],
-            )
-
-            def grad(d_out: Any) -> Any:
-                bwd_config = backend_config(shape, s, scale, dropout, seed, bwd=True)
-                dq, dk, dv, _ = call(
-                    [q, k, v, stats, d_out, *bias_, out],
-                    TARGETS[(True, dropout > 0, has_bias)],
-                    bwd_config,
-                    [q.dtype, k.dtype, v.dtype, tf.uint8],
-                    [list(shape), list(k.shape), list(v.shape), [0]],
-                )
-                return (dq, dk, dv, *[tf.zeros_like(x) for x in bias_])
-
-            return out, grad
-
-        return fn(q, k, v, *([bias] if has_bias else []))
-
-    return attention
+    return attend
 
 
 def reference_attention(dropout: float = 0.0) -> Any:
@@ -280,123 +158,11 @@ def timing(batch: int, repeats: int = 20) -> dict[str, Any]:
     return out
 
 
-# cuDNN's own workaround value for masked scores in bf16 (as JAX uses): not -inf, whose
-# subtraction inside the kernel misbehaves.
-BF16_MASKED = -float(2 << 40)
-
-
-def patch_keras_attention() -> None:
-    """Every Keras MultiHeadAttention (KerasHub's layers subclass it) through cuDNN's
-    attention where it can: 4-D heads, no scores asked for, no causal flag; its boolean
-    [B, T, S] mask becomes an additive bias, its dropout rate cuDNN's (training only).
-    For this probe's trial; XLA only."""
-    import tensorflow as tf
-    from keras.src.layers.attention.multi_head_attention import MultiHeadAttention
-
-    original = MultiHeadAttention._compute_attention
-
-    def _compute_attention(  # type: ignore[no-untyped-def]
-        self,
-        query,
-        key,
-        value,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
-        use_causal_mask=False,
-    ):
-        if return_attention_scores or use_causal_mask or len(query.shape) != 4:
-            return original(
-                self,
-                query,
-                key,
-                value,
-                attention_mask,
-                training,
-                return_attention_scores,
-                use_causal_mask,
-            )
-        q, k, v = (tf.transpose(x, [0, 2, 1, 3]) for x in (query, key, value))  # BTNH->BNTH
-        bias = None
-        if attention_mask is not None:
-            mask = tf.cast(attention_mask, tf.bool)
-            while len(mask.shape) < 4:
-                mask = mask[:, None]
-            shape = [q.shape[0] or tf.shape(q)[0], 1, q.shape[2], k.shape[2]]
-            bias = tf.broadcast_to(tf.where(mask, 0.0, BF16_MASKED), shape)
-            bias = tf.cast(bias, q.dtype)
-        rate = float(self._dropout) if training is True else 0.0
-        out = cudnn_attention(rate)(q, k, v, bias)
-        return tf.transpose(out, [0, 2, 1, 3]), None
-
-    MultiHeadAttention._compute_attention = _compute_attention
-
-
-def bert_trial(settings: dict[str, Any], cudnn: bool) -> dict[str, Any]:
-    """One KerasHub BERT-base trial in this process, Keras' attention or cuDNN's."""
-    from tfaccel.tune.trial import run
-
-    if cudnn:
-        patch_keras_attention()
-    steps = {"warmup": 10, "windows": 5, "window": 20, "window_s": 3.0}
-    return run({"workload": "bert_hub", "steps": steps, "settings": settings})  # type: ignore[no-any-return]
-
-
-def bert(settings: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    """Keras' attention, then cuDNN's, one child process each, back to back."""
-    result: dict[str, Any] = {"settings": settings}
-    for name in ("keras", "cudnn"):
-        part = out_dir / f"bert-{name}.part.json"
-        cmd = [sys.executable, __file__, "--out", str(part), "--bert-child", name]
-        cmd += ["--bert-settings", json.dumps(settings)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0 or not part.exists():
-            result[name] = {"error": proc.stderr[-3000:]}
-        else:
-            r = json.loads(part.read_text())
-            part.unlink()
-            windows = r.get("window_samples_per_s") or []
-            result[name] = {
-                "samples_per_s": sorted(windows)[len(windows) // 2] if windows else None,
-                **{
-                    k: r.get(k)
-                    for k in (
-                        "status",
-                        "error",
-                        "window_samples_per_s",
-                        "compile_s",
-                        "peak_memory_bytes",
-                        "losses",
-                    )
-                },
-            }
-        print("bert", name, json.dumps(result[name])[:600], flush=True)
-    return result
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="the JSON to write")
     ap.add_argument("--batch", type=int, default=256, help="batch of the timing (BERT: 2048/8)")
-    ap.add_argument(
-        "--bert-settings",
-        help="also train KerasHub BERT-base with these configure() settings (JSON), "
-        "Keras' attention against cuDNN's",
-    )
-    ap.add_argument("--bert-child", choices=("keras", "cudnn"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    settings = None
-    if args.bert_settings is not None:
-        try:
-            settings = json.loads(args.bert_settings)
-        except json.JSONDecodeError as e:
-            ap.error(f"--bert-settings is not JSON ({e}); expected an object of settings")
-        if not isinstance(settings, dict):
-            ap.error("--bert-settings: expected a JSON object of configure() settings")
-    if args.bert_child is not None:
-        out = bert_trial(settings or {}, cudnn=args.bert_child == "cudnn")
-        args.out.write_text(json.dumps(out))
-        return 0
     if args.out.exists():
         print(f"error: {args.out} exists; choose another --out", file=sys.stderr)
         return 2
@@ -412,8 +178,6 @@ def main(argv: list[str] | None = None) -> int:
         "dropout": check_dropout,
         "timing": lambda: timing(args.batch),
     }
-    if settings is not None:
-        steps["bert"] = lambda: bert(settings, args.out.parent)
     for name, step in steps.items():
         try:
             result[name] = step()

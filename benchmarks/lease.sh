@@ -131,14 +131,19 @@ BERTF8='{"workload": "bert_hub", "steps": {"warmup": 10, "windows": 5, "window":
   "dropout": "philox16", "float8": true, "steps_per_execution": 25}}'
 add bert-float8 "$PY -m tfaccel.tune.trial '$BERTF8' > bert-float8.out"
 # cuDNN's flash attention from TensorFlow through XlaCustomCallV2 (XLA no longer rewrites
-# attention into it): does it compile and match, with a bias, with dropout; how fast at
-# BERT-base's attention shapes, forward and backward, against XLA's own kernels.
-# Then KerasHub BERT-base training with every MultiHeadAttention on cuDNN's, against
-# Keras' attention, in the tune's best settings plus the knobs under its threshold.
-BERTCUDNN='{"precision": "mixed_bfloat16", "xla": "jit", "batch_size": 2048,
-  "xla_options": ["cublaslt", "cudnn_layer_norm"], "dropout": "philox16"}'
-add cudnn-attention "$PY $B/cudnn_attention_probe.py --out cudnn-attention.json --batch 256 \
-  --bert-settings '$BERTCUDNN'"
+# attention into it; tfaccel.optimize.attention): does it compile and match, with a bias,
+# with dropout; how fast at BERT-base's attention shapes, forward and backward, against
+# XLA's own kernels. Then its GPU test, then KerasHub BERT-base training with
+# configure(attention="cudnn") against Keras' attention, back to back, in the tune's
+# best settings plus the knobs under its threshold.
+add cudnn-attention "$PY $B/cudnn_attention_probe.py --out cudnn-attention.json --batch 256"
+add pytest-attention "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_attention.py -rs"
+BERTATT='{"workload": "bert_hub", "steps": {"warmup": 10, "windows": 5, "window": 20,
+  "window_s": 3.0}, "settings": {"precision": "mixed_bfloat16", "xla": "jit",
+  "batch_size": 2048, "xla_options": ["cublaslt", "cudnn_layer_norm"],
+  "dropout": "philox16", "attention": "ATT"}}'
+add bert-attention "$PY -m tfaccel.tune.trial '${BERTATT/ATT/keras}' > bert-attention-keras.out; \
+  $PY -m tfaccel.tune.trial '${BERTATT/ATT/cudnn}' > bert-attention-cudnn.out"
 # Where float8's time goes: BERT-base at batch 512 with every knob, float8 on and off,
 # profiled, and the two traces side by side (FP8 GEMMs against the passes they add).
 BERTALL='"xla_options": ["cublaslt", "cudnn_layer_norm"], "dropout": "philox16"'

@@ -459,6 +459,37 @@ def _float8_row(cc: str | None, xla: str) -> Applied:
     )
 
 
+def _apply_attention(s: Settings, cc: str | None) -> list[Applied]:
+    """Keras' attention, or cuDNN's flash attention (tfaccel.optimize.attention). A row
+    only when cuDNN's is asked for or was in use; where it cannot run (no GPU of 8.0+,
+    no XLA) a warning, and Keras' own stays."""
+    from tfaccel.optimize import attention
+
+    if s.attention == "keras":
+        if attention.current_attention() == "keras":
+            return []
+        return [Applied("attention", "keras", "applied", attention.set_attention("keras"))]
+    try:
+        ok = cc is not None and float(cc) >= attention.MIN_CAPABILITY
+    except ValueError:
+        ok = False
+    if not ok:
+        attention.set_attention("keras")
+        where = f"compute capability {cc}" if cc else "no GPU"
+        return [
+            Applied(
+                "attention",
+                "cudnn",
+                "warning",
+                f"{where}: cuDNN's flash attention needs 8.0+; Keras' attention stays",
+            )
+        ]
+    detail = attention.set_attention("cudnn")
+    if s.xla == "off":
+        return [Applied("attention", "cudnn", "warning", f"{detail}; without XLA: use xla='jit'")]
+    return [Applied("attention", "cudnn", "applied", detail)]
+
+
 def _apply_dropout(s: Settings) -> list[Applied]:
     """Keras' dropout, or tfaccel's masks (tfaccel.optimize.dropout). A row only when
     tfaccel's are asked for or were in use."""
@@ -564,6 +595,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
         )
     )
     rows.extend(_apply_dropout(s))
+    rows.extend(_apply_attention(s, cc))
     if s.float8:
         rows.append(_float8_row(cc, s.xla))
     if s.gradient_checkpointing:
@@ -656,7 +688,7 @@ class _Configure:
 
     def reset(self) -> None:
         """Restore what configure() changed that can change back (policy, TF32, JIT,
-        dropout)."""
+        dropout, attention)."""
         import keras
 
         keras.mixed_precision.set_global_policy("float32")
@@ -667,6 +699,10 @@ class _Configure:
 
         if dropout.current_dropout() != "keras":
             dropout.set_dropout("keras")
+        from tfaccel.optimize import attention
+
+        if attention.current_attention() != "keras":
+            attention.set_attention("keras")
         if not runtime_initialized():
             os.environ.pop(ENV_ALLOCATOR, None)
             os.environ.pop(ENV_UNIFIED, None)

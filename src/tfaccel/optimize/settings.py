@@ -24,6 +24,8 @@ PREFETCH = ("auto", "device", "off")
 INPUT_CASTS = ("off", "compute")
 # Keras' dropout, or tfaccel's cheaper masks for XLA (tfaccel.optimize.dropout).
 DROPOUTS = ("keras", "mask_once", "philox16")
+# Keras' attention, or cuDNN's flash attention under XLA (tfaccel.optimize.attention).
+ATTENTIONS = ("keras", "cudnn")
 # XLA's GPU compiler options, by name: the XLA_FLAGS each one adds (set before TensorFlow
 # starts; XLA reads them once per process).
 XLA_OPTIONS = {
@@ -81,6 +83,9 @@ class Settings:
     # keras | mask_once (Keras' masks, computed once under XLA) | philox16 (16-bit
     # random numbers, two per Philox word; another random stream)
     dropout: str = "keras"
+    # keras | cudnn (MultiHeadAttention through cuDNN's flash attention under XLA, on
+    # compute capability 8.0+; not yet measured on a GPU)
+    attention: str = "keras"
     # FP8 matrix products (Keras' quantize("float8") at report.compile): compute
     # capability 8.9+ under XLA
     float8: bool = False
@@ -102,6 +107,7 @@ class Settings:
         _choice("prefetch", self.prefetch, PREFETCH)
         _choice("input_cast", self.input_cast, INPUT_CASTS)
         _choice("dropout", self.dropout, DROPOUTS)
+        _choice("attention", self.attention, ATTENTIONS)
         _choice("strategy", self.strategy, STRATEGIES)
         options = self.xla_options
         if isinstance(options, str) or not isinstance(options, (list, tuple)):

@@ -63,7 +63,7 @@ class TrialResult:
         return self.status == "ok" and bool(self.samples_per_s)
 
 
-LATER_KNOBS = ("input_cast", "xla_options", "dropout", "float8")
+LATER_KNOBS = ("input_cast", "xla_options", "dropout", "float8", "attention")
 # Knobs whose trials measured something else in earlier versions: their revision joins
 # the key of a trial that sets them, so a journal's older trials of them are not replayed.
 # float8 2: with XLA's Triton GEMMs off (xla_options cublas_gemm), without which no FP8
@@ -111,6 +111,8 @@ def label_of(s: Settings) -> str:
         parts.append(f"dropout={s.dropout}")
     if s.float8:
         parts.append("float8")
+    if s.attention != "keras":
+        parts.append(f"attention={s.attention}")
     if s.xla_options:
         parts.append("xla_options=" + ",".join(s.xla_options))
     return " ".join(parts)

@@ -1,0 +1,307 @@
+"""Keras' multi-head attention through cuDNN's flash attention, under XLA, on the GPU.
+
+Keras' `MultiHeadAttention` (and KerasHub's layers, which subclass it) writes attention
+out: the scores, their softmax and dropout, [batch, heads, T, S] tensors that XLA
+writes to memory and reads back, forward and backward. cuDNN's flash attention keeps
+them on chip. XLA used to form it from that written-out pattern, but deleted the
+rewriter in 2025 (openxla/xla#22225): a framework now emits cuDNN's custom call itself,
+as JAX's `dot_product_attention` does. TensorFlow has no op for it; `XlaCustomCallV2`
+emits the same custom call, with the backend config in JAX's format
+(jax/_src/cudnn/fused_attention_stablehlo.py), here in the BNTH layout, the one whose
+operands and results all have XLA's default layouts.
+
+`configure(attention="cudnn")` patches `MultiHeadAttention._compute_attention`; a call
+goes through cuDNN when it is traced for XLA (`jit_compile`), with 16-bit heads of size
+8-128 in steps of 8, no scores asked for and no causal flag. Its boolean mask becomes an
+additive bias, its dropout (training only) cuDNN's own, another random stream: `tune`
+would hold it to the accuracy guard. Every other call, and every call outside XLA, runs
+Keras' own code. `configure.reset()` restores it.
+
+Not yet run on a GPU: benchmarks/cudnn_attention_probe.py checks that XLA compiles the
+calls, that they match written-out attention, whether cuDNN's dropout draws a new mask
+each step, and what BERT-base gains.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from tfaccel._tf import import_tensorflow
+from tfaccel.errors import InputError
+from tfaccel.optimize.settings import ATTENTIONS
+
+# (backward, dropout, bias) -> cuDNN's custom call, as XLA and JAX name them.
+TARGETS = {
+    (False, False, False): "__cudnn$fmhaSoftmax",
+    (False, False, True): "__cudnn$fmhaScaleBiasSoftmax",
+    (False, True, False): "__cudnn$fmhaSoftmaxDropout",
+    (False, True, True): "__cudnn$fmhaScaleBiasSoftmaxDropout",
+    (True, False, False): "__cudnn$fmhaSoftmaxBackward",
+    (True, False, True): "__cudnn$fmhaScaleBiasSoftmaxBackward",
+    (True, True, False): "__cudnn$fmhaSoftmaxDropoutBackward",
+    (True, True, True): "__cudnn$fmhaScaleBiasSoftmaxDropoutBackward",
+}
+# BNTH: ((lhs contracting, rhs contracting), (lhs batch, rhs batch)) of each product.
+_FWD_DOTS = {
+    "bmm1_dot_dimension_numbers": ((3, 3), ((0, 1), (0, 1))),  # BNTH,BNSH->BNTS
+    "bmm2_dot_dimension_numbers": ((3, 2), ((0, 1), (0, 1))),  # BNTS,BNSH->BNTH
+}
+_BWD_DOTS = {
+    "bmm1_grad_gemm1_dot_dimension_numbers": ((2, 2), ((0, 1), (0, 1))),  # dP,Q->dK
+    "bmm1_grad_gemm2_dot_dimension_numbers": ((3, 2), ((0, 1), (0, 1))),  # dP,K->dQ
+    "bmm2_grad_gemm1_dot_dimension_numbers": ((2, 2), ((0, 1), (0, 1))),  # P,dO->dV
+    "bmm2_grad_gemm2_dot_dimension_numbers": ((3, 3), ((0, 1), (0, 1))),  # dO,V->dP
+}
+# What a masked score is set to in bf16: cuDNN's workaround value (as JAX uses), not
+# -inf, whose subtraction inside the kernel misbehaves.
+MASKED = -float(2 << 40)
+# Flash attention: Ampere (8.0) and newer.
+MIN_CAPABILITY = 8.0
+
+
+def backend_config(
+    shape: tuple[int, int, int, int],
+    kv_len: int,
+    dtype: str,
+    scale: float,
+    dropout: float,
+    seed: int,
+    backward: bool,
+) -> str:
+    """cuDNN's flash-attention backend config for queries of `shape` (B, N, T, H) and
+    `kv_len` keys, as XLA parses it (JSON of its GpuBackendConfig)."""
+    b, n, t, _ = shape
+    layout = {
+        "dim_level_types": [],
+        "dim_unique": [],
+        "dim_ordered": [],
+        "minor_to_major": ["3", "2", "1", "0"],
+        "tiles": [],
+        "element_size_in_bits": "0",
+        "memory_space": "0",
+        "index_primitive_type": "PRIMITIVE_TYPE_INVALID",
+        "pointer_primitive_type": "PRIMITIVE_TYPE_INVALID",
+        "dynamic_shape_metadata_prefix_bytes": "0",
+    }
+    config: dict[str, Any] = {
+        "algorithm": {
+            "algo_id": "0",
+            "math_type": "TENSOR_OP_MATH",
+            "tuning_knobs": {"17": "1", "24": "0"},
+            "is_cudnn_frontend": True,
+            "workspace_size": "0",
+        },
+        "fmha_scale": scale,
+        "dropout_rate": dropout,
+        "intermediate_tensor_shape": {
+            "element_type": {"bfloat16": "BF16", "float16": "F16"}[dtype],
+            "dimensions": [str(b), str(n), str(t), str(kv_len)],
+            "tuple_shapes": [],
+            "layout": layout,
+            "is_dynamic_dimension": [False] * 4,
+        },
+        "seed": seed,
+        "is_flash_attention": True,
+        "mask_type": "NO_MASK",
+        "sliding_window_length": 0,
+    }
+    for key, ((lc, rc), (lb, rb)) in (_BWD_DOTS if backward else _FWD_DOTS).items():
+        config[key] = {
+            "lhs_contracting_dimensions": [str(lc)],
+            "rhs_contracting_dimensions": [str(rc)],
+            "lhs_batch_dimensions": [str(i) for i in lb],
+            "rhs_batch_dimensions": [str(i) for i in rb],
+        }
+    return json.dumps(
+        {
+            "operation_queue_id": "0",
+            "wait_on_operation_queues": [],
+            "cudnn_fmha_backend_config": config,
+        }
+    )
+
+
+def _custom_call(
+    operands: list[Any], target: str, config: str, dtypes: list[Any], shapes: list[Any]
+) -> Any:
+    from tensorflow.compiler.tf2xla.ops import gen_xla_ops
+
+    return gen_xla_ops.xla_custom_call_v2(
+        operands=operands,
+        call_target_name=target,
+        backend_config=config,
+        has_side_effect=False,
+        result_dtypes=dtypes,
+        result_shapes=shapes,
+    )
+
+
+def flash_attention(
+    q: Any, k: Any, v: Any, bias: Any = None, dropout: float = 0.0, seed: int = 0
+) -> Any:
+    """softmax(q k^T / sqrt(H) + bias), dropped out, times v, through cuDNN, with its
+    gradient through cuDNN's backward call. q, k, v: [B, N, T|S, H] in bf16 or fp16;
+    bias: [B or 1, 1, T, S] of the same dtype, or None. XLA only: the custom calls have
+    no kernel outside a `jit_compile` function."""
+    tf = import_tensorflow()
+    b, n, t, h = (int(d) for d in q.shape)
+    shape = (b, n, t, h)
+    kv_len = int(k.shape[2])
+    scale = 1.0 / math.sqrt(h)
+    dtype = q.dtype.name
+    extra = [] if bias is None else [bias]
+    has_bias, has_dropout = bias is not None, dropout > 0.0
+
+    @tf.custom_gradient
+    def attend(q: Any, k: Any, v: Any, *extra: Any) -> Any:
+        out, stats, _ = _custom_call(
+            [q, k, v, *extra],
+            TARGETS[(False, has_dropout, has_bias)],
+            backend_config(shape, kv_len, dtype, scale, dropout, seed, backward=False),
+            [q.dtype, tf.float32, tf.uint8],
+            [list(shape), [b, n, t], [0]],
+        )
+
+        def grad(d_out: Any) -> Any:
+            dq, dk, dv, _ = _custom_call(
+                [q, k, v, stats, d_out, *extra, out],
+                TARGETS[(True, has_dropout, has_bias)],
+                backend_config(shape, kv_len, dtype, scale, dropout, seed, backward=True),
+                [q.dtype, k.dtype, v.dtype, tf.uint8],
+                [list(shape), list(k.shape), list(v.shape), [0]],
+            )
+            return (dq, dk, dv, *[tf.zeros_like(x) for x in extra])  # the mask: constant
+
+        return out, grad
+
+    return attend(q, k, v, *extra)
+
+
+def in_xla_context() -> bool:
+    """Is the current trace compiled by XLA (inside a `jit_compile` function)?"""
+    from tensorflow.python.framework import ops
+    from tensorflow.python.ops import control_flow_util
+
+    tf = import_tensorflow()
+    if tf.executing_eagerly():
+        return False
+    return bool(control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()))
+
+
+def fits(query: Any, key: Any, value: Any) -> bool:
+    """Do these [B, T|S, N, H] heads fit cuDNN's flash attention? 16-bit, H of 8-128 in
+    steps of 8, keys and values of one size, static sequence lengths."""
+    if len(query.shape) != 4 or len(key.shape) != 4 or len(value.shape) != 4:
+        return False
+    if query.dtype.name not in ("bfloat16", "float16"):
+        return False
+    if not (query.dtype == key.dtype == value.dtype):
+        return False
+    h = query.shape[-1]
+    if h is None or h > 128 or h % 8 or key.shape[-1] != h or value.shape[-1] != h:
+        return False
+    return None not in (query.shape[1], key.shape[1])
+
+
+def _bias_of(mask: Any, q_heads: Any, kv_len: int, dtype: Any) -> Any:
+    """Keras' boolean attention mask ([B, T, S], or one that broadcasts to it) as an
+    additive [B, 1, T, S] bias: 0 where attended, MASKED where not."""
+    tf = import_tensorflow()
+    m = tf.cast(mask, tf.bool)
+    while len(m.shape) < 4:
+        m = m[:, None] if len(m.shape) == 3 else m[None]
+    shape = [tf.shape(q_heads)[0], 1, q_heads.shape[2], kv_len]
+    return tf.cast(tf.broadcast_to(tf.where(m, 0.0, MASKED), shape), dtype)
+
+
+_KERAS: dict[str, Callable[..., Any]] = {}
+_SEEDS: dict[int, int] = {}  # layer id -> its dropout seed (one stream per layer)
+
+
+def _mha_class() -> Any:
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        raise InputError(
+            "configure(attention='cudnn') needs Keras' TensorFlow backend",
+            expected="KERAS_BACKEND=tensorflow",
+            received=f"backend {keras.backend.backend()!r}",
+        )
+    from keras.src.layers.attention.multi_head_attention import MultiHeadAttention
+
+    if not hasattr(MultiHeadAttention, "_compute_attention"):
+        raise InputError(
+            "this Keras version's MultiHeadAttention has no _compute_attention",
+            expected="Keras 3 (as of 3.0-3.15)",
+            received=f"keras {keras.__version__}",
+            hint="configure(attention='keras') leaves Keras' attention as it is",
+        )
+    return MultiHeadAttention
+
+
+def _cudnn_compute_attention(  # type: ignore[no-untyped-def]
+    self,
+    query,
+    key,
+    value,
+    attention_mask=None,
+    training=None,
+    return_attention_scores=False,
+    use_causal_mask=False,
+):
+    """MultiHeadAttention._compute_attention through cuDNN where it can (see the module's
+    docstring); Keras' own everywhere else."""
+    keras_own = _KERAS["_compute_attention"]
+    if (
+        return_attention_scores
+        or use_causal_mask
+        or not fits(query, key, value)
+        or not in_xla_context()
+    ):
+        return keras_own(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            training,
+            return_attention_scores,
+            use_causal_mask,
+        )
+    tf = import_tensorflow()
+    q, k, v = (tf.transpose(x, [0, 2, 1, 3]) for x in (query, key, value))  # -> BNTH
+    bias = None if attention_mask is None else _bias_of(attention_mask, q, int(k.shape[2]), q.dtype)
+    rate = float(self._dropout) if training is True else 0.0
+    seed = _SEEDS.setdefault(id(self), len(_SEEDS) + 1)
+    out = flash_attention(q, k, v, bias, dropout=rate, seed=seed)
+    return tf.transpose(out, [0, 2, 1, 3]), None
+
+
+def set_attention(name: str) -> str:
+    """Make every Keras MultiHeadAttention use `name` ("keras" or "cudnn"); returns a
+    one-line description. Layers look the method up at each call, so models built
+    before or after alike use it."""
+    if name not in ATTENTIONS:
+        raise InputError("unknown attention", expected=" | ".join(ATTENTIONS), received=repr(name))
+    mha = _mha_class()
+    _KERAS.setdefault("_compute_attention", mha._compute_attention)
+    if name == "keras":
+        mha._compute_attention = _KERAS["_compute_attention"]
+        return "Keras' own (scores, softmax and dropout written out)"
+    mha._compute_attention = _cudnn_compute_attention
+    return (
+        "cuDNN's flash attention under XLA (16-bit heads of 8-128), the mask as a bias, "
+        "dropout inside cuDNN (another random stream); Keras' own elsewhere"
+    )
+
+
+def current_attention() -> str:
+    """The attention in use ("keras" when tfaccel never changed it)."""
+    try:
+        mha = _mha_class()
+    except InputError:
+        return "keras"
+    return "cudnn" if mha._compute_attention is _cudnn_compute_attention else "keras"

@@ -1,0 +1,230 @@
+"""tfaccel.optimize.attention: Keras' MultiHeadAttention through cuDNN's flash attention.
+
+The CPU cannot run cuDNN's custom calls, so these tests check what reaches XLA: the
+calls, their backend config, and where Keras' own attention stays. The GPU test checks
+the numbers against Keras' attention."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras
+import tensorflow as tf
+
+from tfaccel.errors import InputError
+from tfaccel.optimize import attention
+from tfaccel.optimize.settings import Settings
+
+
+@pytest.fixture
+def cudnn() -> Iterator[None]:
+    """cuDNN's attention patched in (as configure does on a GPU of 8.0+), bf16 policy."""
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    attention.set_attention("cudnn")
+    try:
+        yield
+    finally:
+        attention.set_attention("keras")
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def _model(key_dim: int = 16, layers: int = 2, dropout: float = 0.1) -> keras.Model:
+    x = keras.Input((8, 32))
+    mask = keras.Input((8, 8), dtype="bool")
+    h = x
+    for i in range(layers):
+        mha = keras.layers.MultiHeadAttention(2, key_dim, dropout=dropout, name=f"mha{i}")
+        h = mha(h, h, attention_mask=mask)
+    return keras.Model([x, mask], h)
+
+
+def _inputs() -> tuple[tf.Tensor, tf.Tensor]:
+    x = tf.random.stateless_normal((4, 8, 32), seed=(1, 2))
+    lengths = tf.constant([8, 6, 5, 8])
+    mask = tf.sequence_mask(lengths, 8)[:, None, :] & tf.ones((4, 8, 1), tf.bool)
+    return x, mask
+
+
+def _train_hlo(model: keras.Model, training: bool = True) -> str:
+    def step(x: tf.Tensor, mask: tf.Tensor) -> list[tf.Tensor]:
+        with tf.GradientTape() as tape:
+            out = model([x, mask], training=training)
+            loss = tf.reduce_sum(tf.cast(out, tf.float32))
+        return tape.gradient(loss, model.trainable_variables)  # type: ignore[no-any-return]
+
+    f = tf.function(step, jit_compile=True)
+    return str(f.experimental_get_compiler_ir(*_inputs())(stage="hlo"))
+
+
+def _configs(hlo: str) -> list[dict[str, object]]:
+    found = re.findall(r"backend_config=(\{\"operation_queue_id.*?\}\})(?:,|$|\n)", hlo)
+    return [json.loads(c)["cudnn_fmha_backend_config"] for c in found]
+
+
+def test_training_under_xla_reaches_cudnns_calls(cudnn: None) -> None:
+    hlo = _train_hlo(_model())
+    targets = re.findall(r'custom_call_target="([^"]+)"', hlo)
+    # forward and backward for each layer: the mask as a bias, dropout inside cuDNN
+    assert targets.count("__cudnn$fmhaScaleBiasSoftmaxDropout") == 2
+    assert targets.count("__cudnn$fmhaScaleBiasSoftmaxDropoutBackward") == 2
+    configs = _configs(hlo)
+    assert len(configs) == 4
+    assert {c["dropout_rate"] for c in configs} == {0.1}
+    assert {c["fmha_scale"] for c in configs} == {0.25}  # 1 / sqrt(key_dim 16)
+    assert all(c["is_flash_attention"] for c in configs)
+    # one random stream per layer: two seeds, each in its layer's forward and backward
+    seeds = [c["seed"] for c in configs]
+    assert len(set(seeds)) == 2 and all(seeds.count(s) == 2 for s in seeds)
+    shape = configs[0]["intermediate_tensor_shape"]
+    assert isinstance(shape, dict) and shape["dimensions"] == ["4", "2", "8", "8"]
+
+
+def test_kerashub_bert_reaches_cudnns_calls(cudnn: None) -> None:
+    """KerasHub's encoder layers build Keras' MultiHeadAttention: each layer's attention,
+    its padding mask and its dropout go to cuDNN."""
+    keras_hub = pytest.importorskip("keras_hub")
+    bb = keras_hub.models.BertBackbone(
+        vocabulary_size=100,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=64,
+        intermediate_dim=128,
+        max_sequence_length=16,
+    )
+    x = {
+        "token_ids": tf.ones((2, 16), tf.int32),
+        "segment_ids": tf.zeros((2, 16), tf.int32),
+        "padding_mask": tf.sequence_mask([16, 10], 16),
+    }
+
+    def step(x: dict[str, tf.Tensor]) -> list[tf.Tensor]:
+        with tf.GradientTape() as tape:
+            out = bb(x, training=True)["sequence_output"]
+            loss = tf.reduce_sum(tf.cast(out, tf.float32))
+        return tape.gradient(loss, bb.trainable_variables)  # type: ignore[no-any-return]
+
+    hlo = str(tf.function(step, jit_compile=True).experimental_get_compiler_ir(x)(stage="hlo"))
+    targets = re.findall(r'custom_call_target="([^"]+)"', hlo)
+    assert targets.count("__cudnn$fmhaScaleBiasSoftmaxDropout") == 2
+    assert targets.count("__cudnn$fmhaScaleBiasSoftmaxDropoutBackward") == 2
+
+
+def test_inference_drops_nothing(cudnn: None) -> None:
+    model = _model(layers=1)
+    f = tf.function(lambda x, m: model([x, m], training=False), jit_compile=True)
+    hlo = str(f.experimental_get_compiler_ir(*_inputs())(stage="hlo"))
+    assert re.findall(r'custom_call_target="([^"]+)"', hlo) == ["__cudnn$fmhaScaleBiasSoftmax"]
+
+
+@pytest.mark.parametrize(
+    ("key_dim", "policy"),
+    [(12, "mixed_bfloat16"), (136, "mixed_bfloat16"), (16, "float32")],
+)
+def test_heads_cudnn_cannot_take_stay_with_keras(cudnn: None, key_dim: int, policy: str) -> None:
+    keras.mixed_precision.set_global_policy(policy)
+    assert "__cudnn$" not in _train_hlo(_model(key_dim=key_dim, layers=1))
+
+
+def test_outside_xla_keras_own_attention_runs(cudnn: None) -> None:
+    """Eager calls and tf.functions without jit_compile have no kernel for the custom
+    calls: there Keras' own code runs, and gives Keras' numbers."""
+    model = _model(layers=1, dropout=0.0)
+    x, mask = _inputs()
+    patched = model([x, mask]).numpy()
+    graph = tf.function(lambda x, m: model([x, m]))(x, mask).numpy()
+    attention.set_attention("keras")
+    own = model([x, mask]).numpy()
+    np.testing.assert_array_equal(patched, own)
+    np.testing.assert_array_equal(graph, own)
+
+
+def test_configure_without_a_gpu_keeps_keras_attention() -> None:
+    import tfaccel
+
+    report = tfaccel.configure(attention="cudnn", precision="mixed_bfloat16", xla="jit")
+    try:
+        row = next(r for r in report.rows if r.knob == "attention")
+        assert row.status == "warning" and "needs 8.0+" in row.detail
+        assert attention.current_attention() == "keras"
+    finally:
+        tfaccel.configure.reset()
+
+
+def test_set_attention_and_reset_restore_keras() -> None:
+    from keras.src.layers.attention.multi_head_attention import MultiHeadAttention
+
+    import tfaccel
+
+    own = MultiHeadAttention._compute_attention
+    assert "flash attention" in attention.set_attention("cudnn")
+    assert attention.current_attention() == "cudnn"
+    assert MultiHeadAttention._compute_attention is not own
+    tfaccel.configure.reset()
+    assert attention.current_attention() == "keras"
+    assert MultiHeadAttention._compute_attention is own
+
+
+def test_bad_names_are_clear_errors() -> None:
+    with pytest.raises(InputError, match="attention"):
+        Settings(attention="flash")
+    with pytest.raises(InputError, match="unknown attention"):
+        attention.set_attention("flash")
+
+
+def test_backend_config_dimension_numbers() -> None:
+    fwd = json.loads(
+        attention.backend_config((2, 12, 128, 64), 128, "bfloat16", 0.125, 0.1, 3, False)
+    )
+    bwd = json.loads(
+        attention.backend_config((2, 12, 128, 64), 128, "bfloat16", 0.125, 0.1, 3, True)
+    )
+    f, b = fwd["cudnn_fmha_backend_config"], bwd["cudnn_fmha_backend_config"]
+    assert f["bmm1_dot_dimension_numbers"]["lhs_contracting_dimensions"] == ["3"]
+    assert f["bmm2_dot_dimension_numbers"]["rhs_contracting_dimensions"] == ["2"]
+    assert "bmm1_grad_gemm1_dot_dimension_numbers" in b and "bmm1_dot_dimension_numbers" not in b
+    assert f["intermediate_tensor_shape"]["dimensions"] == ["2", "12", "128", "128"]
+    assert (f["seed"], f["dropout_rate"], f["mask_type"]) == (3, 0.1, "NO_MASK")
+
+
+@pytest.mark.gpu
+def test_cudnn_attention_matches_keras_on_the_gpu() -> None:
+    """Without dropout, cuDNN's attention and Keras' agree within bf16 rounding, forward
+    and backward, BERT-base's head size, a padding mask."""
+    from tfaccel.hardware.nvml import driver_info
+
+    cc = getattr(driver_info().gpus[0], "compute_capability", None)
+    if cc is None or float(cc) < attention.MIN_CAPABILITY:
+        pytest.skip(f"compute capability {cc}: no flash attention")
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = _model(key_dim=64, layers=1, dropout=0.0)
+
+        def step(x: tf.Tensor, mask: tf.Tensor) -> list[tf.Tensor]:
+            with tf.GradientTape() as tape:
+                out = model([x, mask], training=True)
+                loss = tf.reduce_sum(tf.cast(out, tf.float32) ** 2)
+            return [out, *tape.gradient(loss, model.trainable_variables)]
+
+        x, mask = _inputs()
+        own = [t.numpy().astype("float32") for t in tf.function(step, jit_compile=True)(x, mask)]
+        attention.set_attention("cudnn")
+        hlo = tf.function(step, jit_compile=True).experimental_get_compiler_ir(x, mask)(
+            stage="optimized_hlo"
+        )
+        assert "__cudnn$fmha" in hlo
+        ours = [t.numpy().astype("float32") for t in tf.function(step, jit_compile=True)(x, mask)]
+    finally:
+        attention.set_attention("keras")
+        keras.mixed_precision.set_global_policy("float32")
+    for a, b in zip(ours, own, strict=True):
+        scale = float(np.abs(b).max()) or 1.0
+        assert float(np.abs(a - b).max()) / scale < 0.05
