@@ -19,7 +19,8 @@ Keras' own code. `configure.reset()` restores it.
 
 Not yet run on a GPU: benchmarks/cudnn_attention_probe.py checks that XLA compiles the
 calls, that they match written-out attention, whether cuDNN's dropout draws a new mask
-each step, and what BERT-base gains.
+each step (the seed is fixed in the compiled program; XLA must advance cuDNN's offset),
+and what BERT-base gains. Until then, dropout through it is for measuring speed only.
 """
 
 from __future__ import annotations
