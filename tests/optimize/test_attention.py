@@ -116,6 +116,8 @@ def test_kerashub_bert_reaches_cudnns_calls(cudnn: None) -> None:
     targets = re.findall(r'custom_call_target="([^"]+)"', hlo)
     assert targets.count("__cudnn$fmhaScaleBiasSoftmaxDropout") == 2
     assert targets.count("__cudnn$fmhaScaleBiasSoftmaxDropoutBackward") == 2
+    # the encoder layers' attention sublayers share a name, not a path: two seeds
+    assert len({c["seed"] for c in _configs(hlo)}) == 2
 
 
 def test_inference_drops_nothing(cudnn: None) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -219,7 +220,13 @@ def _bias_of(mask: Any, q_heads: Any, kv_len: int, dtype: Any) -> Any:
 
 
 _KERAS: dict[str, Callable[..., Any]] = {}
-_SEEDS: dict[int, int] = {}  # layer id -> its dropout seed (one stream per layer)
+
+
+def layer_seed(layer: Any) -> int:
+    """A layer's dropout seed for cuDNN: from its path in the model (unique there, the
+    same in every run), so each layer draws its own stream."""
+    name = getattr(layer, "path", None) or layer.name
+    return zlib.crc32(str(name).encode()) & 0x7FFFFFFF
 
 
 def _mha_class() -> Any:
@@ -276,8 +283,7 @@ def _cudnn_compute_attention(  # type: ignore[no-untyped-def]
     q, k, v = (tf.transpose(x, [0, 2, 1, 3]) for x in (query, key, value))  # -> BNTH
     bias = None if attention_mask is None else _bias_of(attention_mask, q, int(k.shape[2]), q.dtype)
     rate = float(self._dropout) if training is True else 0.0
-    seed = _SEEDS.setdefault(id(self), len(_SEEDS) + 1)
-    out = flash_attention(q, k, v, bias, dropout=rate, seed=seed)
+    out = flash_attention(q, k, v, bias, dropout=rate, seed=layer_seed(self))
     return tf.transpose(out, [0, 2, 1, 3]), None
 
 
