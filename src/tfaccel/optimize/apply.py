@@ -323,17 +323,15 @@ def _apply_xla_options(s: Settings, initialized: bool) -> Applied:
         status = _set_env(ENV_XLA, flags or None, initialized, f"xla_options={list(options)}")
     _XLA_ADDED[:] = added
     detail = " ".join(XLA_OPTIONS[o] for o in options) or "XLA's defaults"
-    implied = sorted(set(options) - set(s.xla_options))
-    if implied:
-        detail += f" ({', '.join(implied)}: for {', '.join(_implied_by(s, implied))})"
-    return Applied("xla_options", list(options), status, detail)
-
-
-def _implied_by(s: Settings, options: list[str]) -> list[str]:
-    """The knobs of `s` that imply any of `options` (IMPLIED_XLA_OPTIONS)."""
-    return [
-        k for k, opts in IMPLIED_XLA_OPTIONS.items() if getattr(s, k) and set(opts) & set(options)
+    # the options a knob added (IMPLIED_XLA_OPTIONS) beyond those asked for, and why
+    notes = [
+        f"{', '.join(added)}: for {knob}"
+        for knob, opts in IMPLIED_XLA_OPTIONS.items()
+        if getattr(s, knob) and (added := [o for o in opts if o not in s.xla_options])
     ]
+    if notes:
+        detail += f" ({'; '.join(notes)})"
+    return Applied("xla_options", list(options), status, detail)
 
 
 def set_xla_options(options: Iterable[str]) -> Applied:
@@ -469,11 +467,7 @@ def _apply_attention(s: Settings, cc: str | None) -> list[Applied]:
         if attention.current_attention() == "keras":
             return []
         return [Applied("attention", "keras", "applied", attention.set_attention("keras"))]
-    try:
-        ok = cc is not None and float(cc) >= attention.MIN_CAPABILITY
-    except ValueError:
-        ok = False
-    if not ok:
+    if not attention.flash_capable(cc):
         attention.set_attention("keras")
         where = f"compute capability {cc}" if cc else "no GPU"
         return [

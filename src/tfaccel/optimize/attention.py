@@ -33,6 +33,7 @@ from typing import Any
 
 from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
+from tfaccel.hardware import capability_at_least
 from tfaccel.optimize.settings import ATTENTIONS
 
 # (backward, dropout, bias) -> cuDNN's custom call, as XLA and JAX name them.
@@ -62,6 +63,11 @@ _BWD_DOTS = {
 MASKED = -float(2 << 40)
 # Flash attention: Ampere (8.0) and newer.
 MIN_CAPABILITY = 8.0
+
+
+def flash_capable(compute_capability: str | None) -> bool:
+    """Does a GPU of this compute capability run cuDNN's flash attention?"""
+    return capability_at_least(compute_capability, MIN_CAPABILITY)
 
 
 def backend_config(

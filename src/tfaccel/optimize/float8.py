@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfaccel.errors import InputError
+from tfaccel.hardware import capability_at_least
 
 # FP8 tensor cores: Ada (8.9) and Hopper (9.0) and later.
 FP8_CAPABILITY = 8.9
@@ -37,10 +38,7 @@ MIN_DIM = 8
 
 def fp8_capable(compute_capability: str | None) -> bool:
     """Does a GPU of this compute capability have FP8 tensor cores?"""
-    try:
-        return compute_capability is not None and float(compute_capability) >= FP8_CAPABILITY
-    except ValueError:
-        return False
+    return capability_at_least(compute_capability, FP8_CAPABILITY)
 
 
 def _kernel(layer: Any) -> Any:
