@@ -121,15 +121,19 @@ add tune-gpt2 "$(tune_cmd gpt2 32 128)"
 # mask side by side in one process; then the GPU test of the masks.
 add dropout-micro "$PY $B/dropout_rng.py --out dropout-rng.json --micro-batch 256"
 add pytest-dropout "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_dropout.py -rs"
+# KerasHub BERT-base, one trial: the tune's best settings plus every knob under its
+# threshold (BERTKNOBS), with the JSON members in $1 on top, its output to $2.
+BERTXLA='"xla_options": ["cublaslt", "cudnn_layer_norm"], "dropout": "philox16"'
+BERTKNOBS="\"precision\": \"mixed_bfloat16\", \"xla\": \"jit\", \"batch_size\": 2048, $BERTXLA"
+bert_trial() {  # extra-settings out
+  echo "$PY -m tfaccel.tune.trial '{\"workload\": \"bert_hub\", \"steps\": {\"warmup\": 10, \
+\"windows\": 5, \"window\": 20, \"window_s\": 3.0}, \"settings\": {$BERTKNOBS, $1}}' > $2"
+}
 # FP8 matrix products (tfaccel.optimize.float8): the GPU test that XLA forms an FP8 GEMM,
 # then BERT-base with every knob measured so far, float8 among them, one trial (lease I,
 # by hand: 4,608 seq/s, 2.48x the same lease's Keras defaults).
 add pytest-float8 "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_float8.py -rs"
-BERTF8='{"workload": "bert_hub", "steps": {"warmup": 10, "windows": 5, "window": 20,
-  "window_s": 3.0}, "settings": {"precision": "mixed_bfloat16", "xla": "jit",
-  "batch_size": 2048, "xla_options": ["cublaslt", "cudnn_layer_norm"],
-  "dropout": "philox16", "float8": true, "steps_per_execution": 25}}'
-add bert-float8 "$PY -m tfaccel.tune.trial '$BERTF8' > bert-float8.out"
+add bert-float8 "$(bert_trial '"float8": true, "steps_per_execution": 25' bert-float8.out)"
 # cuDNN's flash attention from TensorFlow through XlaCustomCallV2 (XLA no longer rewrites
 # attention into it; tfaccel.optimize.attention): does it compile and match, with a bias,
 # with dropout; how fast at BERT-base's attention shapes, forward and backward, against
@@ -138,19 +142,14 @@ add bert-float8 "$PY -m tfaccel.tune.trial '$BERTF8' > bert-float8.out"
 # best settings plus the knobs under its threshold.
 add cudnn-attention "$PY $B/cudnn_attention_probe.py --out cudnn-attention.json --batch 256"
 add pytest-attention "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_attention.py -rs"
-BERTATT='{"workload": "bert_hub", "steps": {"warmup": 10, "windows": 5, "window": 20,
-  "window_s": 3.0}, "settings": {"precision": "mixed_bfloat16", "xla": "jit",
-  "batch_size": 2048, "xla_options": ["cublaslt", "cudnn_layer_norm"],
-  "dropout": "philox16", "attention": "ATT"}}'
-add bert-attention "$PY -m tfaccel.tune.trial '${BERTATT/ATT/keras}' > bert-attention-keras.out; \
-  $PY -m tfaccel.tune.trial '${BERTATT/ATT/cudnn}' > bert-attention-cudnn.out"
+add bert-attention "$(bert_trial '"attention": "keras"' bert-attention-keras.out); \
+  $(bert_trial '"attention": "cudnn"' bert-attention-cudnn.out)"
 # Where float8's time goes: BERT-base at batch 512 with every knob, float8 on and off,
 # profiled, and the two traces side by side (FP8 GEMMs against the passes they add).
-BERTALL='"xla_options": ["cublaslt", "cudnn_layer_norm"], "dropout": "philox16"'
 for f in true false; do
   add "profile-bert-f8-$f" "$TF profile --start 20 --steps 10 --logdir prof-bert-f8-$f \
     --format json --html profile-bert-f8-$f.html -- $PY $B/profile_r50.py --workload bert_hub \
-    --config tuned --settings '{$BERTALL, \"float8\": $f}' > profile-bert-f8-$f.json"
+    --config tuned --settings '{$BERTXLA, \"float8\": $f}' > profile-bert-f8-$f.json"
 done
 add profile-bert-f8-diff "$TF profile diff prof-bert-f8-false prof-bert-f8-true --format json \
   > profile-bert-f8-diff.json"
