@@ -10,6 +10,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,15 +55,21 @@ def _inputs() -> tuple[tf.Tensor, tf.Tensor]:
     return x, mask
 
 
-def _train_hlo(model: keras.Model, training: bool = True) -> str:
-    def step(x: tf.Tensor, mask: tf.Tensor) -> list[tf.Tensor]:
+def _grad_hlo(model: keras.Model, forward: Any, *inputs: Any) -> str:
+    """XLA's HLO (before optimization) of the gradient of sum(forward(*inputs)) with
+    respect to `model`'s weights, under jit_compile."""
+
+    def step(*inputs: Any) -> list[tf.Tensor]:
         with tf.GradientTape() as tape:
-            out = model([x, mask], training=training)
-            loss = tf.reduce_sum(tf.cast(out, tf.float32))
+            loss = tf.reduce_sum(tf.cast(forward(*inputs), tf.float32))
         return tape.gradient(loss, model.trainable_variables)  # type: ignore[no-any-return]
 
     f = tf.function(step, jit_compile=True)
-    return str(f.experimental_get_compiler_ir(*_inputs())(stage="hlo"))
+    return str(f.experimental_get_compiler_ir(*inputs)(stage="hlo"))
+
+
+def _train_hlo(model: keras.Model, training: bool = True) -> str:
+    return _grad_hlo(model, lambda x, m: model([x, m], training=training), *_inputs())
 
 
 def _configs(hlo: str) -> list[dict[str, object]]:
@@ -106,13 +113,7 @@ def test_kerashub_bert_reaches_cudnns_calls(cudnn: None) -> None:
         "padding_mask": tf.sequence_mask([16, 10], 16),
     }
 
-    def step(x: dict[str, tf.Tensor]) -> list[tf.Tensor]:
-        with tf.GradientTape() as tape:
-            out = bb(x, training=True)["sequence_output"]
-            loss = tf.reduce_sum(tf.cast(out, tf.float32))
-        return tape.gradient(loss, bb.trainable_variables)  # type: ignore[no-any-return]
-
-    hlo = str(tf.function(step, jit_compile=True).experimental_get_compiler_ir(x)(stage="hlo"))
+    hlo = _grad_hlo(bb, lambda x: bb(x, training=True)["sequence_output"], x)
     targets = re.findall(r'custom_call_target="([^"]+)"', hlo)
     assert targets.count("__cudnn$fmhaScaleBiasSoftmaxDropout") == 2
     assert targets.count("__cudnn$fmhaScaleBiasSoftmaxDropoutBackward") == 2
