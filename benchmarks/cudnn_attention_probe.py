@@ -12,7 +12,8 @@ only one XlaCustomCallV2 gives), and checks each variant against attention writt
 in TensorFlow:
 - softmax: out, dq, dk, dv against the reference (bf16 inputs, float32 reference);
 - bias: an additive [B, 1, T, S] mask (BERT's padding mask as a bias);
-- dropout 0.1: whether it runs, and whether two calls draw different masks;
+- dropout 0.1: whether it runs, whether two calls draw different masks, and whether
+  the backward call drops what the forward call dropped (<out, dO> = <v, dv>);
 - timing at BERT-base's attention shapes (batch x 12 heads x 128 x 64), forward and
   backward, cuDNN against XLA's own kernels (with and without dropout);
 Each variant's error is recorded, not raised: a compile error is a finding too.
@@ -103,8 +104,21 @@ def check(bias: bool, batch: int = 4) -> dict[str, Any]:
     return {f"{n}_max_rel_err": _max_rel_err(x, y) for n, x, y in pairs}
 
 
+def _adjoint_gap(out: Any, d_out: Any, v: Any, dv: Any) -> float:
+    """|<out, dO> - <v, dv>| / |<out, dO>|: out = A v for the dropped-out probabilities
+    A, so dv = A^T dO and the gap is rounding only if the backward call dropped what the
+    forward call dropped."""
+    import tensorflow as tf
+
+    a, d, b, db = (tf.cast(x, tf.float32) for x in (out, d_out, v, dv))
+    lhs, rhs = float(tf.reduce_sum(a * d)), float(tf.reduce_sum(b * db))
+    return abs(lhs - rhs) / (abs(lhs) + 1e-30)
+
+
 def check_dropout(batch: int = 4) -> dict[str, Any]:
-    """Dropout 0.1 inside cuDNN's kernel: it runs; do two calls draw different masks?"""
+    """Dropout 0.1 inside cuDNN's kernel: it runs; do two executions of one compiled
+    function draw different masks; does the backward call use the forward call's mask
+    (the adjoint gap, against the same gap without dropout)?"""
     import tensorflow as tf
 
     q, k, v, d_out, _ = _inputs(batch, 12, 128, 64)
@@ -119,6 +133,8 @@ def check_dropout(batch: int = 4) -> dict[str, Any]:
     return {
         "two_calls_differ": bool(tf.reduce_any(first[0] != second[0])),
         "out_rel_diff_to_no_dropout": _max_rel_err(first[0], no_drop[0]),
+        "adjoint_gap": [_adjoint_gap(r[0], d_out, v, r[3]) for r in (first, second)],
+        "adjoint_gap_no_dropout": _adjoint_gap(no_drop[0], d_out, v, no_drop[3]),
     }
 
 

@@ -231,3 +231,47 @@ def test_cudnn_attention_matches_keras_on_the_gpu() -> None:
     for a, b in zip(ours, own, strict=True):
         scale = float(np.abs(b).max()) or 1.0
         assert float(np.abs(a - b).max()) / scale < 0.05
+
+
+def _adjoint_gaps(dropout: float, runs: int) -> list[tuple[float, tf.Tensor]]:
+    """`runs` executions of one compiled step of cuDNN's attention at BERT-base's head
+    shapes, each (|<out, dO> - <v, dv>| / |<out, dO>|, out). out = A v for the dropped-out
+    probabilities A, so dv = A^T dO: the two inner products agree only if the backward
+    call applies the forward call's mask."""
+    g = tf.random.Generator.from_seed(3)
+    q, k, v, d_out = (tf.cast(g.normal((4, 12, 128, 64)), tf.bfloat16) for _ in range(4))
+
+    @tf.function(jit_compile=True)
+    def step(q: tf.Tensor, k: tf.Tensor, v: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            out = attention.flash_attention(q, k, v, dropout=dropout, seed=7)
+        return out, tape.gradient(out, v, output_gradients=d_out)
+
+    found = []
+    for _ in range(runs):
+        out, dv = step(q, k, v)
+        f32 = [tf.cast(x, tf.float32) for x in (out, d_out, v, dv)]
+        lhs, rhs = float(tf.reduce_sum(f32[0] * f32[1])), float(tf.reduce_sum(f32[2] * f32[3]))
+        found.append((abs(lhs - rhs) / abs(lhs), out))
+    return found
+
+
+@pytest.mark.gpu
+def test_cudnn_dropout_draws_a_new_mask_each_step_and_its_backward_uses_it() -> None:
+    """Dropout inside cuDNN's kernels: the seed is fixed in the compiled program, so XLA
+    must advance cuDNN's random offset at each execution (else every step drops the
+    same entries), and the backward call must drop what the forward call dropped
+    (else the gradients are of another function). Without dropout, the same identity
+    holds to bf16 rounding: the yardstick."""
+    from tfaccel.hardware.nvml import driver_info
+
+    cc = getattr(driver_info().gpus[0], "compute_capability", None)
+    if not attention.flash_capable(cc):
+        pytest.skip(f"compute capability {cc}: no flash attention")
+    [(plain, _)] = _adjoint_gaps(0.0, 1)
+    (gap, first), (gap2, second) = _adjoint_gaps(0.1, 2)
+    assert plain < 0.01
+    for g in (gap, gap2):
+        assert g < 0.02, f"the backward drops other entries: {g:.1%} (no dropout: {plain:.2%})"
+    assert bool(tf.reduce_any(first != second)), "two executions drew the same mask"

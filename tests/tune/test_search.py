@@ -304,7 +304,7 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         on_trial=lambda st, r, s: stages.append(st) if r is None else None,
     )
     t.run()
-    assert stages[-7:] == [
+    assert stages[-8:] == [
         "input_cast",
         "xla_options",
         "xla_options",
@@ -312,6 +312,7 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         "prefetch",
         "dropout",
         "float8",
+        "attention",
     ]
 
 
@@ -614,7 +615,9 @@ def test_dropout_masks_are_tried_under_xla_behind_the_guard(
 ) -> None:
     trials = DropoutTrials(drift)
     res = tuner(tmp_path, trials).run()
-    tried = [s for s in trials.calls if s.dropout != "keras" and not s.float8]
+    tried = [
+        s for s in trials.calls if s.dropout != "keras" and not s.float8 and s.attention == "keras"
+    ]
     assert all(s.xla == "jit" and s.precision == "mixed_bfloat16" for s in tried)
     assert res.best_settings is not None and res.best_settings.dropout == kept
     notes = [d.text for d in res.decisions if d.stage == "dropout"]
@@ -672,7 +675,7 @@ def test_float8_is_tried_on_fp8_tensor_cores_behind_the_guard(
 ) -> None:
     trials = Float8Trials(drift)
     res = tuner(tmp_path, trials).run()
-    tried = [s for s in trials.calls if s.float8]
+    tried = [s for s in trials.calls if s.float8 and s.attention == "keras"]
     assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
     assert res.best_settings is not None and res.best_settings.float8 is kept
     if kept:
@@ -689,6 +692,77 @@ def test_float8_is_not_tried_without_fp8_tensor_cores_or_on_convolutions(
     trials = Float8Trials(gemm_share=share)
     tuner(tmp_path, trials, Hardware(1, cc)).run()
     assert not any(s.float8 for s in trials.calls)
+
+
+class AttentionTrials(FakeTrials):
+    """cuDNN's flash attention `gain` faster where a call fits (`calls`); the baseline
+    reports `layers` attention layers; `drift` moves the losses."""
+
+    def __init__(
+        self, gain: float = 1.12, drift: float = 0.0, layers: int | None = 12, calls: int = 12
+    ) -> None:
+        super().__init__()
+        self.gain, self.drift, self.layers, self.calls_traced = gain, drift, layers, calls
+
+    def __call__(self, w: str, s: Settings, st: StepPlan, t: float) -> TrialResult:
+        r = super().__call__(w, s, st, t)
+        extra = {**r.extra, "attention_layers": self.layers} if s.xla == "off" else r.extra
+        if s.attention != "cudnn":
+            return dataclasses.replace(r, extra=extra)
+        gain = self.gain if self.calls_traced else 1.0
+        rate = (r.samples_per_s or 0) * gain
+        losses = tuple(x * (1 + self.drift) for x in r.losses)
+        extra = {**extra, "cudnn_attention_calls": self.calls_traced}
+        return dataclasses.replace(
+            r, samples_per_s=rate, windows=(rate, rate), losses=losses, extra=extra
+        )
+
+
+@pytest.mark.parametrize(("drift", "kept"), [(0.01, "cudnn"), (0.5, "keras")])
+def test_cudnn_attention_is_tried_under_xla_in_16_bit_behind_the_guard(
+    tmp_path: Path, drift: float, kept: str
+) -> None:
+    trials = AttentionTrials(drift=drift)
+    res = tuner(tmp_path, trials).run()
+    tried = [s for s in trials.calls if s.attention == "cudnn"]
+    assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
+    assert res.best_settings is not None and res.best_settings.attention == kept
+    if kept == "cudnn":
+        assert [d.text for d in res.decisions if d.stage == "attention"] == ["cudnn: +12% kept"]
+    else:
+        guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+        assert any("attention=cudnn" in g and "rejected" in g for g in guard)
+
+
+@pytest.mark.parametrize(
+    ("hw", "layers", "precisions", "why"),
+    [
+        (Hardware(0, None), 12, None, None),  # the CPU
+        (Hardware(1, "7.5"), 12, None, None),  # no flash attention before 8.0
+        (H200, 12, ("float32", "tf32"), None),  # no 16-bit heads
+        (H200, 0, None, "no multi-head attention"),
+    ],
+)
+def test_cudnn_attention_is_not_tried_where_it_cannot_run(
+    tmp_path: Path,
+    hw: Hardware,
+    layers: int,
+    precisions: tuple[str, ...] | None,
+    why: str | None,
+) -> None:
+    trials = AttentionTrials(layers=layers)
+    res = tuner(tmp_path, trials, hw, precisions).run()
+    assert not any(s.attention == "cudnn" for s in trials.calls)
+    notes = [d.text for d in res.decisions if d.stage == "attention"]
+    assert notes == ([f"not tried: the model has {why}"] if why else [])
+
+
+def test_a_cudnn_attention_trial_where_no_call_fitted_says_so(tmp_path: Path) -> None:
+    res = tuner(tmp_path, AttentionTrials(calls=0)).run()
+    notes = [d.text for d in res.decisions if d.stage == "attention"]
+    assert notes[0] == "cudnn: +0% (threshold 3%)"
+    assert "no attention call fitted" in notes[1] and "Keras' own ran" in notes[1]
+    assert res.best_settings is not None and res.best_settings.attention == "keras"
 
 
 def test_confirmation_runs_defaults_and_best_back_to_back(tmp_path: Path) -> None:

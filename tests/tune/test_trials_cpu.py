@@ -67,14 +67,15 @@ def encoder():
 """
 
 
-def test_trials_report_dropout_layers_and_train_with_tfaccels_masks_and_float8(
+def test_trials_report_dropout_and_attention_layers_and_train_with_each_knob(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A model with dropout (two layers, and the attention's own) and matrix products,
-    trained under XLA with Keras' masks, philox16's, and float8 products: every trial
-    trains (finite losses); the trials count the dropout layers and the layers in
-    float8 (the attention's four projections and two Dense layers, not the 4-class
-    head)."""
+    trained under XLA with Keras' masks, philox16's, float8 products, and
+    attention="cudnn" (Keras' own without a GPU): every trial trains (finite losses);
+    the trials count the dropout and attention layers, the layers in float8 (the
+    attention's four projections and two Dense layers, not the 4-class head) and the
+    attention calls traced through cuDNN."""
     _user_module(tmp_path, monkeypatch, "enc", ENCODER)
     base = Settings(precision="mixed_bfloat16", xla="jit", batch_size=8)
     runs = {
@@ -83,15 +84,20 @@ def test_trials_report_dropout_layers_and_train_with_tfaccels_masks_and_float8(
             ("keras", base),
             ("philox16", base.replace(dropout="philox16")),
             ("float8", base.replace(float8=True)),
+            ("attention", base.replace(attention="cudnn")),
         )
     }
     for name, r in runs.items():
         assert r.status == "ok", (name, r.error, r.traceback)
         assert r.losses and all(x == x for x in r.losses), name
         assert r.extra["dropout_layers"] == 2
+        assert r.extra["attention_layers"] == 1
     assert runs["philox16"].label.endswith("dropout=philox16")
     assert runs["float8"].extra["float8_layers"] == 6
     assert "float8_layers" not in runs["keras"].extra
+    # No GPU: configure keeps Keras' attention, and the trial says none went to cuDNN.
+    assert runs["attention"].extra["cudnn_attention_calls"] == 0
+    assert "cudnn_attention_calls" not in runs["keras"].extra
 
 
 def test_a_slow_trial_times_shorter_windows() -> None:

@@ -226,6 +226,14 @@ def _bias_of(mask: Any, q_heads: Any, kv_len: int, dtype: Any) -> Any:
 
 
 _KERAS: dict[str, Callable[..., Any]] = {}
+# Calls traced through cuDNN since the process began (a trial reports it: a tune's
+# attention=cudnn trial where no call fitted ran Keras' attention, and says so).
+_TRACED = {"cudnn": 0}
+
+
+def cudnn_calls() -> int:
+    """How many MultiHeadAttention calls were traced through cuDNN in this process."""
+    return _TRACED["cudnn"]
 
 
 def layer_seed(layer: Any) -> int:
@@ -286,6 +294,7 @@ def _cudnn_compute_attention(  # type: ignore[no-untyped-def]
             use_causal_mask,
         )
     tf = import_tensorflow()
+    _TRACED["cudnn"] += 1
     q, k, v = (tf.transpose(x, [0, 2, 1, 3]) for x in (query, key, value))  # -> BNTH
     bias = None if attention_mask is None else _bias_of(attention_mask, q, int(k.shape[2]), q.dtype)
     rate = float(self._dropout) if training is True else 0.0

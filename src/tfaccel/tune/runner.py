@@ -181,7 +181,9 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "forward_flops_per_sample",
                 "gemm_flop_share",
                 "dropout_layers",
+                "attention_layers",
                 "float8_layers",
+                "cudnn_attention_calls",
                 "checkpointing",
             )
             if k in payload

@@ -11,8 +11,9 @@ Stages, each measured, each decision needing a gain larger than the noise:
 5. 16-bit input transfers (GPU, 16-bit precision);
 6. the larger batch once more, if the ladder stopped within the noise;
 7. the allocator and device prefetch (GPU only): they rarely pay, so a time budget
-   cuts them first; then dropout's masks (under XLA, models with dropout) and FP8
-   matrix products (FP8 tensor cores, under XLA);
+   cuts them first; then dropout's masks (under XLA, models with dropout), FP8
+   matrix products (FP8 tensor cores, under XLA) and cuDNN's flash attention (under
+   XLA, 16-bit, models with multi-head attention);
 8. the knobs that each gained too little alone, together.
 """
 
@@ -58,6 +59,13 @@ class Hardware:
         from tfaccel.optimize.float8 import fp8_capable
 
         return bool(self.gpus) and fp8_capable(self.compute_capability)
+
+    @property
+    def flash_attention(self) -> bool:
+        """cuDNN's flash attention: compute capability 8.0+."""
+        from tfaccel.optimize.attention import flash_capable
+
+        return bool(self.gpus) and flash_capable(self.compute_capability)
 
     @property
     def precisions(self) -> list[str]:
@@ -286,8 +294,9 @@ class Tuner:
         jit = n - (1 if "tf32" in self.precisions else 0)  # strict float32 under XLA: skipped
         again = 1 if batches else 0  # the larger batch once more, after the other knobs
         together = 1 if self.hw.gpus else 0  # the knobs that each fell short, together
-        # dropout's masks (two kinds at most), FP8 matrix products (FP8 tensor cores)
-        late = 2 + (1 if self.hw.float8 else 0)
+        # dropout's masks (two kinds at most), FP8 matrix products (FP8 tensor cores),
+        # cuDNN's flash attention (8.0+)
+        late = 2 + (1 if self.hw.float8 else 0) + (1 if self.hw.flash_attention else 0)
         confirm = 2 * self.opt.confirm
         return 2 + (n - 1) + jit + batches + spe + gpu_stage + again + late + together + confirm
 
@@ -650,6 +659,25 @@ class Tuner:
         # XLA, for models of matrix products; the guard holds them to the 16-bit losses.
         if self.hw.float8 and best_s.xla != "off" and _gemm_model(res.baseline):
             knob_trial("float8", True, guard=True)
+        # cuDNN's flash attention for Keras' MultiHeadAttention (tfaccel.optimize.attention),
+        # under XLA with 16-bit heads; last, as the newest knob, so that a journal of
+        # earlier leases replays the others first. Its dropout is cuDNN's own random
+        # stream and its softmax sums in another order: the guard holds it.
+        sixteen_bit = input_cast_dtype("compute", resolved) is not None
+        if self.hw.flash_attention and best_s.xla != "off" and sixteen_bit:
+            layers = res.baseline.extra.get("attention_layers") if res.baseline else None
+            if layers == 0:
+                self.decide("attention", "not tried: the model has no multi-head attention")
+            else:
+                before = len(res.trials)
+                knob_trial("attention", "cudnn", guard=True)
+                tried = res.trials[before:]
+                if tried and tried[-1].ok and tried[-1].extra.get("cudnn_attention_calls") == 0:
+                    self.decide(
+                        "attention",
+                        "cudnn: no attention call fitted cuDNN's flash attention (16-bit "
+                        "heads of 8-128 in steps of 8, no causal flag): Keras' own ran",
+                    )
         # Stage 8: the knobs that each gained less than the threshold, together. Two
         # gains of 2 % are each within the noise floor, but their sum need not be; the
         # combination is held to the same threshold (and to the guard if one of them

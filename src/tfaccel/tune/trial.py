@@ -176,8 +176,10 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     return {
         "forward_flops_per_sample": flops,
         "gemm_flop_share": gemm_share,
-        "dropout_layers": _dropout_layers(model),
+        "dropout_layers": _count_layers(model, "Dropout"),
+        "attention_layers": _count_layers(model, "MultiHeadAttention"),
         **({"float8_layers": len(report.float8_layers)} if settings.float8 else {}),
+        **({"cudnn_attention_calls": _cudnn_calls()} if settings.attention == "cudnn" else {}),
         "status": "ok",
         "precision": report.precision,
         "compile_s": max(0.0, first_end - start - steady_step * spe),
@@ -202,16 +204,24 @@ def _checkpointing(report: Any) -> dict[str, Any]:
     return {"checkpointing": how}
 
 
-def _dropout_layers(model: Any) -> int | None:
-    """How many dropout layers with a rate above 0 the model holds, nested ones
-    (a MultiHeadAttention's) included; None if the model cannot say."""
+def _count_layers(model: Any, kind: str) -> int | None:
+    """How many layers of Keras' `kind` the model holds, nested ones (a
+    MultiHeadAttention's dropout, KerasHub's attention subclasses) included; dropout
+    layers only with a rate above 0. None if the model cannot say."""
     import keras
 
+    cls = getattr(keras.layers, kind)
     try:
         layers = model._flatten_layers(include_self=False, recursive=True)
-        return sum(1 for x in layers if isinstance(x, keras.layers.Dropout) and x.rate > 0)
+        return sum(1 for x in layers if isinstance(x, cls) and getattr(x, "rate", 1) > 0)
     except Exception:
         return None
+
+
+def _cudnn_calls() -> int:
+    from tfaccel.optimize.attention import cudnn_calls
+
+    return cudnn_calls()
 
 
 def _flops(model: Any) -> tuple[int | None, float | None]:
