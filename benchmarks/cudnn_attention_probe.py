@@ -1,6 +1,11 @@
 """Can TensorFlow reach cuDNN's flash attention through XLA? A feasibility probe.
 
     python benchmarks/cudnn_attention_probe.py --out cudnn-attention.json [--batch 256]
+        [--no-dropout]
+
+With TF_XLA_FLAGS="--tf_xla_use_device_api_for_xla_launch=true
+--tf_xla_enable_device_api_for_gpu=true" TensorFlow runs XLA through PjRt, the only path
+where cuDNN's dropout does not crash (tfaccel.optimize.attention).
 
 XLA deleted its pattern rewriter for cuDNN's fused attention in 2025 (openxla/xla#22225);
 frameworks now emit the custom call themselves, as JAX's `dot_product_attention` does
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -138,7 +144,7 @@ def check_dropout(batch: int = 4) -> dict[str, Any]:
     }
 
 
-def timing(batch: int, repeats: int = 20) -> dict[str, Any]:
+def timing(batch: int, repeats: int = 20, dropout: bool = True) -> dict[str, Any]:
     """Forward and backward, ms per call, at BERT-base's attention shapes."""
     import tensorflow as tf
 
@@ -156,6 +162,8 @@ def timing(batch: int, repeats: int = 20) -> dict[str, Any]:
             cudnn_attention(0.1), q, k, v, bias, d_out
         ),
     }
+    if not dropout:
+        fns = {k: f for k, f in fns.items() if not k.endswith("dropout")}
     out: dict[str, Any] = {}
     for name, fn in fns.items():
         try:
@@ -178,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="the JSON to write")
     ap.add_argument("--batch", type=int, default=256, help="batch of the timing (BERT: 2048/8)")
+    ap.add_argument(
+        "--no-dropout",
+        action="store_true",
+        help="leave out cuDNN's dropout, which crashes TensorFlow's own XLA path "
+        "(TF 2.21; see tfaccel.optimize.attention)",
+    )
     args = ap.parse_args(argv)
     if args.out.exists():
         print(f"error: {args.out} exists; choose another --out", file=sys.stderr)
@@ -187,13 +201,18 @@ def main(argv: list[str] | None = None) -> int:
     if not tf.config.list_physical_devices("GPU"):
         print("error: cuDNN's attention needs a GPU that TensorFlow sees", file=sys.stderr)
         return 2
-    result: dict[str, Any] = {"schema": "tfaccel.cudnn-attention-probe/1"}
+    result: dict[str, Any] = {
+        "schema": "tfaccel.cudnn-attention-probe/1",
+        "tf_xla_flags": os.environ.get("TF_XLA_FLAGS", ""),
+    }
     steps = {
         "softmax": lambda: check(bias=False),
         "bias": lambda: check(bias=True),
         "dropout": check_dropout,
-        "timing": lambda: timing(args.batch),
+        "timing": lambda: timing(args.batch, dropout=not args.no_dropout),
     }
+    if args.no_dropout:
+        del steps["dropout"]
     for name, step in steps.items():
         try:
             result[name] = step()

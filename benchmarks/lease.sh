@@ -144,6 +144,20 @@ add cudnn-attention "$PY $B/cudnn_attention_probe.py --out cudnn-attention.json 
 add pytest-attention "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_attention.py -rs"
 add bert-attention "$(bert_trial '"attention": "keras"' bert-attention-keras.out); \
   $(bert_trial '"attention": "cudnn"' bert-attention-cudnn.out)"
+# cuDNN's dropout crashed TensorFlow's own XLA path (lease J, a segmentation fault at the
+# first execution). The probe again without it (cuDNN's attention against XLA's, timed),
+# and with TensorFlow's XLA through PjRt, where XLA is given the device count that
+# cuDNN's dropout offsets need; then BERT-base with cuDNN's attention and Keras' own,
+# both through PjRt, one trial each, in the tune's best settings and the knobs under its
+# threshold at 25 steps an execution (the attention one only if the probe's dropout ran).
+PJRT="--tf_xla_use_device_api_for_xla_launch=true --tf_xla_enable_device_api_for_gpu=true"
+add cudnn-attention-nodrop "$PY $B/cudnn_attention_probe.py --out cudnn-attention-nodrop.json \
+  --batch 256 --no-dropout"
+add cudnn-attention-pjrt "TF_XLA_FLAGS='$PJRT' $PY $B/cudnn_attention_probe.py \
+  --out cudnn-attention-pjrt.json --batch 256"
+add bert-pjrt-cudnn "grep -q '\"two_calls_differ\": true' cudnn-attention-pjrt.log && \
+  TF_XLA_FLAGS='$PJRT' $(bert_trial '"attention": "cudnn", "steps_per_execution": 25' bert-pjrt-cudnn.out)"
+add bert-pjrt-keras "TF_XLA_FLAGS='$PJRT' $(bert_trial '"steps_per_execution": 25' bert-pjrt-keras.out)"
 # Where float8's time goes: BERT-base at batch 512 with every knob, float8 on and off,
 # profiled, and the two traces side by side (FP8 GEMMs against the passes they add).
 for f in true false; do

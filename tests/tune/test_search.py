@@ -653,6 +653,65 @@ def test_a_near_miss_of_an_earlier_best_is_tried_again_on_a_later_one(tmp_path: 
     ]
 
 
+class TrajectoryTrials(FakeTrials):
+    """Losses that fall with the step, one per execution; steps_per_execution 25 gains
+    1 % and philox16 2.5 % (another stream: its losses drift away, by `drift` at step
+    100), each under the 3 % threshold alone, together above it."""
+
+    def __init__(self, drift: float = 0.0) -> None:
+        super().__init__()
+        self.drift = drift
+
+    def __call__(self, w: str, s: Settings, st: StepPlan, t: float) -> TrialResult:
+        r = super().__call__(w, s, st, t)
+        spe = s.steps_per_execution
+        rate = (r.samples_per_s or 0) / (1.2 if spe >= 10 else 1.0)
+        rate *= (1.01 if spe == 25 else 1.0) * (1.025 if s.dropout == "philox16" else 1.0)
+        drift = self.drift if s.dropout == "philox16" else 0.0
+        steps = [(i + 1) * spe - 1 for i in range(20)]
+        losses = tuple((1 + drift * i / 100) * 2.0 / (1 + 0.2 * i) for i in steps)
+        return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate), losses=losses)
+
+
+@pytest.mark.parametrize(("drift", "kept"), [(0.02, True), (0.5, False)])
+def test_the_guard_compares_losses_of_the_same_steps(
+    tmp_path: Path, drift: float, kept: bool
+) -> None:
+    """Stage 8 joins steps_per_execution 25 with philox16: the guard holds the trial to
+    the best's settings at 25 steps an execution (measured in stage 4), whose losses end
+    the same steps, not to the best's losses of steps 0-19, which are higher. A drift
+    that steps 0-19 hid shows at steps 24-499."""
+    trials = TrajectoryTrials(drift)
+    res = tuner(tmp_path, trials).run()
+    together = [d.text for d in res.decisions if d.stage == "together"]
+    assert res.best_settings is not None
+    if kept:
+        assert len(together) == 1 and together[0].endswith("kept"), res.decisions
+        assert res.best_settings.steps_per_execution == 25
+        assert res.best_settings.dropout == "philox16"
+    else:
+        guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+        assert any("spe=25" in g and "philox16" in g and "rejected" in g for g in guard)
+        assert res.best_settings.steps_per_execution == 1
+    # The reference was stage 4's trial: no trial ran for the guard alone.
+    assert not any(d.stage == "guard reference" for d in res.decisions)
+    assert len(trials.calls) == len(set(trials.calls))
+
+
+def test_loss_steps_follow_steps_per_execution() -> None:
+    from tfaccel.tune.search import loss_steps, mean_loss_gap
+
+    def r(spe: int, losses: tuple[float, ...]) -> TrialResult:
+        return TrialResult("k", "l", {"steps_per_execution": spe}, "ok", losses=losses)
+
+    assert loss_steps(r(1, (1.0, 1.0, 1.0))) == [0, 1, 2]
+    assert loss_steps(r(10, (1.0, 1.0))) == [9, 19]
+    # steps 9 and 19 of the 1-step run against the two executions of 10
+    one = r(1, tuple(float(i) for i in range(20)))
+    assert mean_loss_gap(r(10, (9.0, 19.0)), one) == 0.0
+    assert mean_loss_gap(r(25, (1.0,)), r(1, (1.0,) * 20)) is None  # no step in common
+
+
 class Float8Trials(FakeTrials):
     """FP8 products 25 % faster; with `drift` their losses move that far."""
 
@@ -696,17 +755,25 @@ def test_float8_is_not_tried_without_fp8_tensor_cores_or_on_convolutions(
 
 class AttentionTrials(FakeTrials):
     """cuDNN's flash attention `gain` faster where a call fits (`calls`); the baseline
-    reports `layers` attention layers; `drift` moves the losses."""
+    reports `layers` attention layers, `dropping` of them with dropout; `drift` moves
+    the losses."""
 
     def __init__(
-        self, gain: float = 1.12, drift: float = 0.0, layers: int | None = 12, calls: int = 12
+        self,
+        gain: float = 1.12,
+        drift: float = 0.0,
+        layers: int | None = 12,
+        calls: int = 12,
+        dropping: int = 0,
     ) -> None:
         super().__init__()
         self.gain, self.drift, self.layers, self.calls_traced = gain, drift, layers, calls
+        self.dropping = dropping  # how many of the layers have attention dropout
 
     def __call__(self, w: str, s: Settings, st: StepPlan, t: float) -> TrialResult:
         r = super().__call__(w, s, st, t)
-        extra = {**r.extra, "attention_layers": self.layers} if s.xla == "off" else r.extra
+        counts = {"attention_layers": self.layers, "attention_dropout_layers": self.dropping}
+        extra = {**r.extra, **counts} if s.xla == "off" else r.extra
         if s.attention != "cudnn":
             return dataclasses.replace(r, extra=extra)
         gain = self.gain if self.calls_traced else 1.0
@@ -755,6 +822,47 @@ def test_cudnn_attention_is_not_tried_where_it_cannot_run(
     assert not any(s.attention == "cudnn" for s in trials.calls)
     notes = [d.text for d in res.decisions if d.stage == "attention"]
     assert notes == ([f"not tried: the model has {why}"] if why else [])
+
+
+@pytest.mark.parametrize("pjrt", [False, True])
+def test_cudnn_attention_with_dropout_in_every_layer_needs_pjrt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pjrt: bool
+) -> None:
+    """BERT: dropout in each attention layer, which cuDNN runs only through PjRt (on
+    TensorFlow's own XLA path it crashes); one layer without dropout is worth a trial."""
+    from tfaccel.optimize.attention import PJRT_FLAGS
+
+    monkeypatch.setenv("TF_XLA_FLAGS", " ".join(PJRT_FLAGS) if pjrt else "")
+    trials = AttentionTrials(dropping=12)
+    res = tuner(tmp_path, trials).run()
+    tried = [s for s in trials.calls if s.attention == "cudnn"]
+    notes = [d.text for d in res.decisions if d.stage == "attention"]
+    if pjrt:
+        assert len(tried) == 1 and notes == ["cudnn: +12% kept"]
+    else:
+        assert not tried
+        assert notes and "each of the model's 12 attention layers has dropout" in notes[0]
+    some = AttentionTrials(dropping=11)
+    (tmp_path / "some").mkdir()
+    tuner(tmp_path / "some", some).run()
+    assert any(s.attention == "cudnn" for s in some.calls)
+
+
+def test_skipped_knobs_are_left_as_they_are(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    trials = AttentionTrials()
+    skip = ("attention", "steps_per_execution", "dropout")
+    opts = TuneOptions(batch_size=64, steps=STEPS, skip=skip)
+    res = Tuner("w", H200, opts, j, trial_fn=trials).run()
+    assert all(s.attention == "keras" and s.dropout == "keras" for s in trials.calls)
+    assert {s.steps_per_execution for s in trials.calls} == {1}
+    notes = [(d.stage, d.text) for d in res.decisions if d.text == "not tried: --skip"]
+    assert notes == [
+        ("steps_per_execution", "not tried: --skip"),
+        ("dropout", "not tried: --skip"),
+        ("attention", "not tried: --skip"),
+    ]
 
 
 def test_a_cudnn_attention_trial_where_no_call_fitted_says_so(tmp_path: Path) -> None:

@@ -92,6 +92,7 @@ def test_trials_report_dropout_and_attention_layers_and_train_with_each_knob(
         assert r.losses and all(x == x for x in r.losses), name
         assert r.extra["dropout_layers"] == 2
         assert r.extra["attention_layers"] == 1
+        assert r.extra["attention_dropout_layers"] == 1
     assert runs["philox16"].label.endswith("dropout=philox16")
     assert runs["float8"].extra["float8_layers"] == 6
     assert "float8_layers" not in runs["keras"].extra
@@ -250,6 +251,8 @@ def test_tune_keeps_an_earlier_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         (["tune", "tiny", "--confirm", "-1"], "--confirm must not be negative"),
         (["tune", "tiny", "--precisions", "fp8"], "Unknown precision in --precisions"),
         (["tune", "tiny", "--precisions", "bfloat16"], "bfloat16 (weights in bf16) is for"),
+        (["tune", "tiny", "--skip", "float8,float9"], "Unknown knob in --skip"),
+        (["tune", "tiny", "--skip", ","], "Unknown knob in --skip"),
         (["tune", "tiny", "--journal", "/nonexistent/j.jsonl"], "/nonexistent does not exist"),
         (["tune", "tiny", "--output", "/nonexistent/t.json"], "/nonexistent does not exist"),
     ],

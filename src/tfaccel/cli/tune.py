@@ -25,7 +25,7 @@ from tfaccel.render.tune import trial_line, tune_plot, tune_text
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.output import check_writable, result_json, write_settings
 from tfaccel.tune.runner import StepPlan, TrialResult, label_of
-from tfaccel.tune.search import AGAIN, Hardware, TuneOptions, Tuner
+from tfaccel.tune.search import AGAIN, SKIPPABLE, Hardware, TuneOptions, Tuner
 
 
 def _hardware() -> Hardware:
@@ -82,6 +82,13 @@ def tune(
         help="Comma-separated precisions to try (float32, tf32, mixed_bfloat16, "
         "mixed_float16); default: what the GPU runs best (bf16 rather than fp16 on "
         "capability >= 8.0).",
+    ),
+    skip: str = typer.Option(
+        None,
+        "--skip",
+        help="Comma-separated knobs the search leaves as they are ("
+        + ", ".join(SKIPPABLE)
+        + "): knobs you know do not apply save their trials.",
     ),
     time_budget: float = typer.Option(
         None,
@@ -169,12 +176,22 @@ def tune(
                 if "bfloat16" in chosen
                 else None,
             )
+    skipped: tuple[str, ...] = ()
+    if skip:
+        skipped = tuple(k.strip() for k in skip.split(",") if k.strip())
+        if not skipped or set(skipped) - set(SKIPPABLE):
+            raise InputError(
+                "Unknown knob in --skip",
+                expected="a comma-separated list of " + ", ".join(SKIPPABLE),
+                received=skip,
+            )
     options = TuneOptions(
         batch_size=batch,
         max_batch=max_batch,
         steps=StepPlan(warmup, windows, window, window_seconds or None),
         timeout_s=timeout,
         precisions=chosen,
+        skip=skipped,
         time_budget_s=time_budget * 60 if time_budget else None,
         confirm=confirm,
         xla_cache_dir=str(journal.with_name(journal.name + ".xla-cache")) if hw.gpus else None,

@@ -13,14 +13,21 @@ operands and results all have XLA's default layouts.
 `configure(attention="cudnn")` patches `MultiHeadAttention._compute_attention`; a call
 goes through cuDNN when it is traced for XLA (`jit_compile`), with 16-bit heads of size
 8-128 in steps of 8, no scores asked for and no causal flag. Its boolean mask becomes an
-additive bias, its dropout (training only) cuDNN's own, another random stream: `tune`
-would hold it to the accuracy guard. Every other call, and every call outside XLA, runs
-Keras' own code. `configure.reset()` restores it.
+additive bias. Every other call, and every call outside XLA, runs Keras' own code.
+`configure.reset()` restores it.
 
-Not yet run on a GPU: benchmarks/cudnn_attention_probe.py checks that XLA compiles the
-calls, that they match written-out attention, whether cuDNN's dropout draws a new mask
-each step (the seed is fixed in the compiled program; XLA must advance cuDNN's offset),
-and what BERT-base gains. Until then, dropout through it is for measuring speed only.
+Dropout: a training call whose layer has dropout runs Keras' own attention. cuDNN can
+drop out inside its kernel, but on TensorFlow's own XLA path (TF 2.21) the first
+execution of such a call crashes the process (a segmentation fault: XLA keeps cuDNN's
+random offset per local device, and TensorFlow's runs give it no device count). Only
+where TensorFlow runs XLA through PjRt (`PJRT_FLAGS` in TF_XLA_FLAGS) does the dropout
+go to cuDNN, another random stream, which `tune` holds to the accuracy guard. So for
+BERT training (dropout 0.1 in every attention layer) nothing changes; for inference and
+models without attention dropout, the scores stay on chip.
+
+Checked on an H200 (lease J, benchmarks/cudnn_attention_probe.py): XLA compiles the
+forward and backward calls, with and without the bias, and they match attention
+written out in float32 within bf16 rounding (largest relative error 0.45 %).
 """
 
 from __future__ import annotations
@@ -231,6 +238,24 @@ _KERAS: dict[str, Callable[..., Any]] = {}
 _TRACED = {"cudnn": 0}
 
 
+# TF_XLA_FLAGS that run TensorFlow's XLA functions through PjRt on the GPU.
+PJRT_FLAGS = (
+    "--tf_xla_use_device_api_for_xla_launch=true",
+    "--tf_xla_enable_device_api_for_gpu=true",
+)
+
+
+def cudnn_dropout_ok() -> bool:
+    """May a training call's dropout go through cuDNN? Only where TensorFlow runs XLA
+    through PjRt (`PJRT_FLAGS` in TF_XLA_FLAGS): on TensorFlow's own path, TF 2.21's
+    XLA gives cuDNN's dropout no per-device random offset and the process crashes
+    (a segmentation fault at the first execution, H200, lease J)."""
+    import os
+
+    flags = os.environ.get("TF_XLA_FLAGS", "").split()
+    return all(f in flags for f in PJRT_FLAGS)
+
+
 def cudnn_calls() -> int:
     """How many MultiHeadAttention calls were traced through cuDNN in this process."""
     return _TRACED["cudnn"]
@@ -277,8 +302,10 @@ def _cudnn_compute_attention(  # type: ignore[no-untyped-def]
     """MultiHeadAttention._compute_attention through cuDNN where it can (see the module's
     docstring); Keras' own everywhere else."""
     keras_own = _KERAS["_compute_attention"]
+    dropping = training is True and float(self._dropout) > 0.0
     if (
-        return_attention_scores
+        (dropping and not cudnn_dropout_ok())  # see the module's docstring
+        or return_attention_scores
         or use_causal_mask
         or not fits(query, key, value)
         or not in_xla_context()
@@ -297,7 +324,7 @@ def _cudnn_compute_attention(  # type: ignore[no-untyped-def]
     _TRACED["cudnn"] += 1
     q, k, v = (tf.transpose(x, [0, 2, 1, 3]) for x in (query, key, value))  # -> BNTH
     bias = None if attention_mask is None else _bias_of(attention_mask, q, int(k.shape[2]), q.dtype)
-    rate = float(self._dropout) if training is True else 0.0
+    rate = float(self._dropout) if dropping else 0.0
     out = flash_attention(q, k, v, bias, dropout=rate, seed=layer_seed(self))
     return tf.transpose(out, [0, 2, 1, 3]), None
 

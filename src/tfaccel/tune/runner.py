@@ -182,6 +182,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "gemm_flop_share",
                 "dropout_layers",
                 "attention_layers",
+                "attention_dropout_layers",
                 "float8_layers",
                 "cudnn_attention_calls",
                 "checkpointing",

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tfaccel.bench.timer import NOISE_FLOOR, noise_threshold
+from tfaccel.optimize.attention import cudnn_dropout_ok
 from tfaccel.optimize.settings import Settings, input_cast_dtype
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.runner import (
@@ -103,6 +104,7 @@ class TuneOptions:
     loss_rtol: float = 0.10  # accuracy guard: mean loss within 10 % of float32's
     spe_choices: tuple[int, ...] = (1, 10, 25)
     precisions: tuple[str, ...] | None = None  # None: the hardware's default_precisions
+    skip: tuple[str, ...] = ()  # knobs (SKIPPABLE) the search leaves as they are
     xla_cache_dir: str | None = None  # XLA autotuning results shared by the trials
     # No new trial starts when it would likely end past this many seconds of tuning
     # (the mean trial time so far); the best so far is the result, the journal resumes.
@@ -111,6 +113,19 @@ class TuneOptions:
     # more, back to back in fresh processes, so that the speedup compares two runs of the
     # same hour (a resumed journal may hold runs of another day).
     confirm: int = 0
+
+
+# The knobs of stages 4-7 that `TuneOptions.skip` (`tune --skip`) can leave alone.
+SKIPPABLE = (
+    "steps_per_execution",
+    "input_cast",
+    "xla_options",
+    "allocator",
+    "prefetch",
+    "dropout",
+    "float8",
+    "attention",
+)
 
 
 class _NearMiss(NamedTuple):
@@ -124,6 +139,7 @@ class _NearMiss(NamedTuple):
     then: Any  # the knob's value in that best
 
 
+SKIPPED = "not tried: --skip"
 # The stage of a journal's trial of another machine, measured again here.
 AGAIN = "again, here"
 
@@ -206,13 +222,22 @@ def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool
     return gain > threshold, gain, threshold
 
 
+def loss_steps(r: TrialResult) -> list[int]:
+    """The training step each of the trial's losses ends: a trial records one loss per
+    execution, and an execution of steps_per_execution N ends at step N-1, 2N-1, ..."""
+    spe = int(r.settings.get("steps_per_execution") or 1)
+    return [(i + 1) * spe - 1 for i in range(len(r.losses))]
+
+
 def _mean_losses(a: TrialResult, b: TrialResult) -> tuple[float, float, float] | None:
     """(mean of a's losses, mean of b's, |difference| / |b's|) over the steps both
-    recorded; None if they share none."""
-    n = min(len(a.losses), len(b.losses))
-    if n == 0:
+    recorded; None if they share none (one execution of 25 steps against 1 step: the
+    losses at steps 24, 49, ... against 0, 1, ... compare nothing)."""
+    at_b = dict(zip(loss_steps(b), b.losses, strict=True))
+    pairs = [(x, at_b[i]) for i, x in zip(loss_steps(a), a.losses, strict=True) if i in at_b]
+    if not pairs:
         return None
-    ma, mb = sum(a.losses[:n]) / n, sum(b.losses[:n]) / n
+    ma, mb = (sum(p[k] for p in pairs) / len(pairs) for k in (0, 1))
     return ma, mb, abs(ma - mb) / max(abs(mb), 1e-12)
 
 
@@ -231,11 +256,11 @@ def loss_close(candidate: TrialResult, reference: TrialResult, rtol: float) -> t
         return False, "the loss became NaN or infinite"
     means = _mean_losses(candidate, reference)
     if means is None:
-        return True, "no float32 trajectory to compare with"
+        return True, "no reference losses at the same steps to compare with"
     a, b, rel = means
     if rel > rtol:
-        return False, f"mean loss {a:.4g} vs 32-bit {b:.4g} ({rel:.1%} > {rtol:.1%})"
-    return True, f"mean loss {a:.4g} vs 32-bit {b:.4g} ({rel:.1%})"
+        return False, f"mean loss {a:.4g} vs {b:.4g} of {reference.label} ({rel:.1%} > {rtol:.1%})"
+    return True, f"mean loss {a:.4g} vs {b:.4g} of {reference.label} ({rel:.1%})"
 
 
 class Tuner:
@@ -353,6 +378,16 @@ class Tuner:
             elif j.here(new.key):
                 best = self._again(best)
         return (*beats(new, best, self.opt.noise_floor), new, best)
+
+    def _guard_reference(self, s: Settings, best: TrialResult, best_s: Settings) -> TrialResult:
+        """What the accuracy guard holds a trial of `s` to: the best run, or, where `s`
+        runs another steps_per_execution (stage 8), the best's settings at that one
+        (from the journal, or measured), so that the losses compared end the same steps."""
+        spe = s.steps_per_execution
+        if spe == best_s.steps_per_execution:
+            return best
+        ref = self.trial(best_s.replace(steps_per_execution=spe), "guard reference")
+        return ref if ref.ok else best
 
     def _same_machine_figures(self) -> None:
         """The best's and Keras defaults' figures of one machine (this one first) where the
@@ -582,7 +617,7 @@ class Tuner:
             nonlocal best, best_s
             r = self.trial(s, stage)
             if guard and r.ok:
-                ok, why = loss_close(r, best, rtol)
+                ok, why = loss_close(r, self._guard_reference(s, best, best_s), rtol)
                 if not ok:
                     self.decide("accuracy guard", f"{r.label} rejected: {why}")
                     return None
@@ -598,6 +633,10 @@ class Tuner:
             rejected it."""
             s = best_s.replace(**{knob: value})
             if s == best_s:
+                return True
+            if knob in self.opt.skip:
+                if not any(d.stage == knob and d.text == SKIPPED for d in res.decisions):
+                    self.decide(knob, SKIPPED)
                 return True
             shown = ",".join(value) if isinstance(value, tuple) else value
             shown = "on" if shown is True else shown
@@ -665,9 +704,18 @@ class Tuner:
         # stream and its softmax sums in another order: the guard holds it.
         sixteen_bit = input_cast_dtype("compute", resolved) is not None
         if self.hw.flash_attention and best_s.xla != "off" and sixteen_bit:
-            layers = res.baseline.extra.get("attention_layers") if res.baseline else None
+            extra = res.baseline.extra if res.baseline else {}
+            layers = extra.get("attention_layers")
+            dropping = extra.get("attention_dropout_layers")
             if layers == 0:
                 self.decide("attention", "not tried: the model has no multi-head attention")
+            elif layers and dropping == layers and not cudnn_dropout_ok():
+                self.decide(
+                    "attention",
+                    f"not tried: each of the model's {layers} attention layers has dropout, "
+                    "which cuDNN's attention runs only where TensorFlow's XLA goes through "
+                    "PjRt (TensorFlow's own path crashes on it): Keras' own would run",
+                )
             else:
                 before = len(res.trials)
                 knob_trial("attention", "cudnn", guard=True)

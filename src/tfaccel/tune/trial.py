@@ -176,8 +176,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     return {
         "forward_flops_per_sample": flops,
         "gemm_flop_share": gemm_share,
-        "dropout_layers": _count_layers(model, "Dropout"),
+        "dropout_layers": _count_layers(model, "Dropout", "rate"),
         "attention_layers": _count_layers(model, "MultiHeadAttention"),
+        "attention_dropout_layers": _count_layers(model, "MultiHeadAttention", "_dropout"),
         **({"float8_layers": len(report.float8_layers)} if settings.float8 else {}),
         **({"cudnn_attention_calls": _cudnn_calls()} if settings.attention == "cudnn" else {}),
         "status": "ok",
@@ -204,16 +205,21 @@ def _checkpointing(report: Any) -> dict[str, Any]:
     return {"checkpointing": how}
 
 
-def _count_layers(model: Any, kind: str) -> int | None:
+def _count_layers(model: Any, kind: str, rate: str | None = None) -> int | None:
     """How many layers of Keras' `kind` the model holds, nested ones (a
-    MultiHeadAttention's dropout, KerasHub's attention subclasses) included; dropout
-    layers only with a rate above 0. None if the model cannot say."""
+    MultiHeadAttention's dropout, KerasHub's attention subclasses) included; with
+    `rate`, only those whose attribute of that name is above 0. None if the model
+    cannot say."""
     import keras
 
     cls = getattr(keras.layers, kind)
     try:
         layers = model._flatten_layers(include_self=False, recursive=True)
-        return sum(1 for x in layers if isinstance(x, cls) and getattr(x, "rate", 1) > 0)
+        return sum(
+            1
+            for x in layers
+            if isinstance(x, cls) and (rate is None or float(getattr(x, rate, 0) or 0) > 0)
+        )
     except Exception:
         return None
 
