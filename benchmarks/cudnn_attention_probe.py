@@ -3,9 +3,11 @@
     python benchmarks/cudnn_attention_probe.py --out cudnn-attention.json [--batch 256]
         [--no-dropout]
 
-With TF_XLA_FLAGS="--tf_xla_use_device_api_for_xla_launch=true
---tf_xla_enable_device_api_for_gpu=true" TensorFlow runs XLA through PjRt, the only path
-where cuDNN's dropout does not crash (tfaccel.optimize.attention).
+With TF 2.21 the dropout step crashes the process (a segmentation fault at the first
+execution, H200, leases J and K), on TensorFlow's own XLA path and through PjRt
+(TF_XLA_FLAGS="--tf_xla_use_device_api_for_xla_launch=true
+--tf_xla_enable_device_api_for_gpu=true") alike: --no-dropout leaves it out, so that the
+timing runs (results/cudnn-attention-h200-lease-k.json).
 
 XLA deleted its pattern rewriter for cuDNN's fused attention in 2025 (openxla/xla#22225);
 frameworks now emit the custom call themselves, as JAX's `dot_product_attention` does
@@ -189,8 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-dropout",
         action="store_true",
-        help="leave out cuDNN's dropout, which crashes TensorFlow's own XLA path "
-        "(TF 2.21; see tfaccel.optimize.attention)",
+        help="leave out cuDNN's dropout, which crashes TF 2.21 (see tfaccel.optimize.attention)",
     )
     args = ap.parse_args(argv)
     if args.out.exists():

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tfaccel.bench.timer import NOISE_FLOOR, noise_threshold
-from tfaccel.optimize.attention import cudnn_dropout_ok
 from tfaccel.optimize.settings import Settings, input_cast_dtype
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.runner import (
@@ -379,6 +378,16 @@ class Tuner:
                 best = self._again(best)
         return (*beats(new, best, self.opt.noise_floor), new, best)
 
+    def _model_count(self, key: str) -> int | None:
+        """A count of the model's layers that trials report (`dropout_layers`, ...): the
+        baseline's, else the first trial's that has it (a journal's baseline may be of a
+        version that did not count it yet); None if none does."""
+        res = self.result
+        for t in (res.baseline, *res.trials):
+            if t is not None and t.extra.get(key) is not None:
+                return int(t.extra[key])
+        return None
+
     def _guard_reference(self, s: Settings, best: TrialResult, best_s: Settings) -> TrialResult:
         """What the accuracy guard holds a trial of `s` to: the best run, or, where `s`
         runs another steps_per_execution (stage 8), the best's settings at that one
@@ -689,7 +698,7 @@ class Tuner:
         # is tried. BERT-base on the H200: +1.0 % and +0.7 %; a 1-layer BERT on a 2-core
         # CPU: x2 and +4 %.
         if best_s.xla != "off":
-            layers = res.baseline.extra.get("dropout_layers") if res.baseline else None
+            layers = self._model_count("dropout_layers")
             if layers == 0:
                 self.decide("dropout", "not tried: the model has no dropout layer")
             elif not knob_trial("dropout", "philox16", guard=True):
@@ -699,22 +708,22 @@ class Tuner:
         if self.hw.float8 and best_s.xla != "off" and _gemm_model(res.baseline):
             knob_trial("float8", True, guard=True)
         # cuDNN's flash attention for Keras' MultiHeadAttention (tfaccel.optimize.attention),
-        # under XLA with 16-bit heads; last, as the newest knob, so that a journal of
-        # earlier leases replays the others first. Its dropout is cuDNN's own random
-        # stream and its softmax sums in another order: the guard holds it.
+        # under XLA with 16-bit heads, for layers without dropout (training calls with
+        # dropout stay on Keras'); last, as the newest knob, so that a journal of earlier
+        # leases replays the others first. Its softmax sums in another order: the guard
+        # holds it.
         sixteen_bit = input_cast_dtype("compute", resolved) is not None
         if self.hw.flash_attention and best_s.xla != "off" and sixteen_bit:
-            extra = res.baseline.extra if res.baseline else {}
-            layers = extra.get("attention_layers")
-            dropping = extra.get("attention_dropout_layers")
+            layers = self._model_count("attention_layers")
+            dropping = self._model_count("attention_dropout_layers")
             if layers == 0:
                 self.decide("attention", "not tried: the model has no multi-head attention")
-            elif layers and dropping == layers and not cudnn_dropout_ok():
+            elif layers and dropping == layers:
                 self.decide(
                     "attention",
                     f"not tried: each of the model's {layers} attention layers has dropout, "
-                    "which cuDNN's attention runs only where TensorFlow's XLA goes through "
-                    "PjRt (TensorFlow's own path crashes on it): Keras' own would run",
+                    "whose training calls stay on Keras' attention (cuDNN's dropout crashes "
+                    "TF 2.21)",
                 )
             else:
                 before = len(res.trials)
