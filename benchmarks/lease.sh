@@ -137,13 +137,12 @@ add bert-float8 "$(bert_trial '"float8": true, "steps_per_execution": 25' bert-f
 # cuDNN's flash attention from TensorFlow through XlaCustomCallV2 (XLA no longer rewrites
 # attention into it; tfaccel.optimize.attention): does it compile and match, with a bias,
 # with dropout; how fast at BERT-base's attention shapes, forward and backward, against
-# XLA's own kernels. Then its GPU test, then KerasHub BERT-base training with
-# configure(attention="cudnn") against Keras' attention, back to back, in the tune's
-# best settings plus the knobs under its threshold.
+# XLA's own kernels (lease J: it compiles and matches; its dropout crashes). Then its GPU
+# tests. (Lease J's queue also held BERT-base training with attention="cudnn" against
+# Keras' attention; since then training calls with dropout, all of BERT's, keep Keras'
+# attention, so that pair would time one thing twice and is gone.)
 add cudnn-attention "$PY $B/cudnn_attention_probe.py --out cudnn-attention.json --batch 256"
 add pytest-attention "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_attention.py -rs"
-add bert-attention "$(bert_trial '"attention": "keras"' bert-attention-keras.out); \
-  $(bert_trial '"attention": "cudnn"' bert-attention-cudnn.out)"
 # cuDNN's dropout crashed TensorFlow's own XLA path (lease J, a segmentation fault at the
 # first execution). The probe again without it (cuDNN's attention against XLA's, timed:
 # 1.68 ms against 1.63 ms, lease K), and with TensorFlow's XLA through PjRt, in case that
@@ -159,6 +158,13 @@ add cudnn-attention-pjrt "TF_XLA_FLAGS='$PJRT' $PY $B/cudnn_attention_probe.py \
 add bert-pjrt-cudnn "grep -q '\"two_calls_differ\": true' cudnn-attention-pjrt.log && \
   TF_XLA_FLAGS='$PJRT' $(bert_trial '"attention": "cudnn", "steps_per_execution": 25' bert-pjrt-cudnn.out)"
 add bert-pjrt-keras "TF_XLA_FLAGS='$PJRT' $(bert_trial '"steps_per_execution": 25' bert-pjrt-keras.out)"
+# Where BERT's attention core spends its time: Keras' own (BERT's training: dropout 0.1),
+# with philox16's masks, without dropout, and through cuDNN, timed and traced kernel by
+# kernel at batch 256; then the first two again with XLA's Triton GEMMs off.
+add attention-kernels "$PY $B/attention_kernels.py --out attention-kernels.json --batch 256 \
+  --trace-dir prof-attention-kernels && XLA_FLAGS=--xla_gpu_enable_triton_gemm=false \
+  $PY $B/attention_kernels.py --out attention-kernels-cublas.json --batch 256 \
+  --variants keras_drop,keras_nodrop"
 # Where float8's time goes: BERT-base at batch 512 with every knob, float8 on and off,
 # profiled, and the two traces side by side (FP8 GEMMs against the passes they add).
 for f in true false; do

@@ -1,8 +1,8 @@
 """tfaccel.optimize.attention: Keras' MultiHeadAttention through cuDNN's flash attention.
 
 The CPU cannot run cuDNN's custom calls, so these tests check what reaches XLA: the
-calls, their backend config, and where Keras' own attention stays. The GPU test checks
-the numbers against Keras' attention."""
+calls, their backend config, and where Keras' own attention stays. The GPU tests check
+the numbers against Keras' attention, and watch cuDNN's dropout crash TF 2.21."""
 
 from __future__ import annotations
 
