@@ -3,11 +3,11 @@
     python benchmarks/attention_kernels.py --out attention-kernels.json [--batch 256]
         [--variants keras_drop,keras_nodrop,...] [--trace-dir prof-attention]
 
-BERT-base's attention core is about a third of its training step on the H200: at
-batch 256 the probe (cudnn_attention_probe.py) timed QK^T, the softmax and the product
-with V, forward and backward, at 1.63 ms a layer (12 layers, a 60-70 ms step), by an
-estimate of their FLOPs and bytes 3-4 times what they need at the GPU's rates; cuDNN's
-flash attention was no faster (1.68 ms).
+At batch 256 on the H200 the probe (cudnn_attention_probe.py) timed attention's core,
+QK^T, the softmax (in float32 there) and the product with V, forward and backward, at
+1.63 ms a layer: for BERT-base's 12 layers up to a third of a 60-70 ms training step,
+and by an estimate of its FLOPs and bytes 3-4 times what they need at the GPU's rates.
+cuDNN's flash attention was no faster (1.68 ms).
 This script times Keras' own `MultiHeadAttention._compute_attention` (what KerasHub's
 BERT runs, bf16, the padding mask, the gradients of Q, K and V) in one process, then
 traces a few calls of each variant with TensorFlow's profiler and lists the kernels
