@@ -130,6 +130,23 @@ def test_kerashub_bert_reaches_cudnns_calls(cudnn: None) -> None:
     assert targets(bert, training=False) == both
 
 
+def test_a_tensor_training_flag_keeps_keras_attention_where_it_drops_out(cudnn: None) -> None:
+    """training as a tensor may be true: a layer with dropout keeps Keras' attention."""
+    mha = keras.layers.MultiHeadAttention(2, 16, dropout=0.1)
+    x = tf.zeros((2, 8, 32))
+    mha(x, x)
+    q = tf.cast(tf.random.stateless_normal((2, 8, 2, 16), seed=(1, 2)), tf.bfloat16)
+
+    def hlo(training: Any) -> str:
+        f = tf.function(
+            lambda q: mha._compute_attention(q, q, q, training=training)[0], jit_compile=True
+        )
+        return str(f.experimental_get_compiler_ir(q)(stage="hlo"))
+
+    assert "__cudnn$fmha" not in hlo(tf.constant(True))
+    assert "__cudnn$fmhaSoftmax" in hlo(False)
+
+
 def test_flash_attention_emits_cudnns_dropout_when_asked(cudnn: None) -> None:
     """flash_attention's own dropout (the probe's and the GPU test's): the forward and
     backward calls carry the rate and the seed."""

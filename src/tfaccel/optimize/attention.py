@@ -282,7 +282,9 @@ def _cudnn_compute_attention(  # type: ignore[no-untyped-def]
     docstring); Keras' own everywhere else."""
     keras_own = _KERAS["_compute_attention"]
     if (
-        (training is True and float(self._dropout) > 0.0)  # see the module's docstring
+        # Dropout: see the module's docstring. A training flag that is a tensor may be
+        # true, so it keeps Keras' attention too.
+        (training is not None and training is not False and float(self._dropout) > 0.0)
         or return_attention_scores
         or use_causal_mask
         or not fits(query, key, value)
