@@ -78,6 +78,24 @@ def int_list(text: str | None, flag: str, example: str) -> list[int] | None:
         ) from exc
 
 
+def name_list(
+    text: str, flag: str, what: str, known: list[str], hint: str | None = None
+) -> tuple[str, ...]:
+    """'a, b' -> ("a", "b"), each one of `known`; an empty list or another name is an
+    InputError for `flag` ("Unknown {what} in {flag}", with `hint` if given)."""
+    from tfaccel.errors import InputError
+
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not names or set(names) - set(known):
+        raise InputError(
+            f"Unknown {what} in {flag}",
+            expected="a comma-separated list of " + ", ".join(known),
+            received=text,
+            hint=hint,
+        )
+    return names
+
+
 def require_positive(*flags: tuple[str, int | None]) -> None:
     """An InputError for the first (flag, value) whose value is given and below 1."""
     from tfaccel.errors import InputError

@@ -13,6 +13,7 @@ from tfaccel.cli._common import (
     FORMAT_OPTION,
     WORKLOAD_HELP,
     handle_errors,
+    name_list,
     require_positive,
     stderr_console,
     stdout_console,
@@ -163,28 +164,13 @@ def tune(
     hw = _hardware()
     chosen: tuple[str, ...] | None = None
     if precisions:
-        chosen = tuple(p.strip() for p in precisions.split(",") if p.strip())
         # bfloat16 stores the weights in bf16: for inference, not for the training
         # steps a tune times (mixed_bfloat16 keeps float32 master weights).
-        known = set(PRECISIONS) - {"auto", "bfloat16"}
-        if not chosen or set(chosen) - known:
-            raise InputError(
-                "Unknown precision in --precisions",
-                expected="a comma-separated list of " + ", ".join(sorted(known)),
-                received=precisions,
-                hint="bfloat16 (weights in bf16) is for inference; tune trains: use mixed_bfloat16"
-                if "bfloat16" in chosen
-                else None,
-            )
-    skipped: tuple[str, ...] = ()
-    if skip:
-        skipped = tuple(k.strip() for k in skip.split(",") if k.strip())
-        if not skipped or set(skipped) - set(SKIPPABLE):
-            raise InputError(
-                "Unknown knob in --skip",
-                expected="a comma-separated list of " + ", ".join(SKIPPABLE),
-                received=skip,
-            )
+        known = sorted(set(PRECISIONS) - {"auto", "bfloat16"})
+        bf16 = "bfloat16" in (p.strip() for p in precisions.split(","))
+        hint = "bfloat16 (weights in bf16) is for inference; tune trains: use mixed_bfloat16"
+        chosen = name_list(precisions, "--precisions", "precision", known, hint if bf16 else None)
+    skipped = name_list(skip, "--skip", "knob", list(SKIPPABLE)) if skip else ()
     options = TuneOptions(
         batch_size=batch,
         max_batch=max_batch,

@@ -726,10 +726,10 @@ class Tuner:
                     "TF 2.21)",
                 )
             else:
-                before = len(res.trials)
+                key = settings_key(self.workload, best_s.replace(attention="cudnn"), self.opt.steps)
                 knob_trial("attention", "cudnn", guard=True)
-                tried = res.trials[before:]
-                if tried and tried[-1].ok and tried[-1].extra.get("cudnn_attention_calls") == 0:
+                tried = [t for t in res.trials if t.key == key and t.ok]
+                if tried and tried[0].extra.get("cudnn_attention_calls") == 0:
                     self.decide(
                         "attention",
                         "cudnn: no attention call fitted cuDNN's flash attention (16-bit "

@@ -91,6 +91,7 @@ def own_executable_cache(options: tuple[str, ...]) -> None:
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
     from tfaccel.optimize import Settings, configure
+    from tfaccel.optimize.attention import cudnn_calls
 
     settings = Settings(**config["settings"])
     own_executable_cache(settings.effective_xla_options)
@@ -176,11 +177,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     return {
         "forward_flops_per_sample": flops,
         "gemm_flop_share": gemm_share,
-        "dropout_layers": _count_layers(model, "Dropout", "rate"),
-        "attention_layers": _count_layers(model, "MultiHeadAttention"),
-        "attention_dropout_layers": _count_layers(model, "MultiHeadAttention", "_dropout"),
+        **_layer_counts(model),
         **({"float8_layers": len(report.float8_layers)} if settings.float8 else {}),
-        **({"cudnn_attention_calls": _cudnn_calls()} if settings.attention == "cudnn" else {}),
+        **({"cudnn_attention_calls": cudnn_calls()} if settings.attention == "cudnn" else {}),
         "status": "ok",
         "precision": report.precision,
         "compile_s": max(0.0, first_end - start - steady_step * spe),
@@ -205,29 +204,26 @@ def _checkpointing(report: Any) -> dict[str, Any]:
     return {"checkpointing": how}
 
 
-def _count_layers(model: Any, kind: str, rate: str | None = None) -> int | None:
-    """How many layers of Keras' `kind` the model holds, nested ones (a
-    MultiHeadAttention's dropout, KerasHub's attention subclasses) included; with
-    `rate`, only those whose attribute of that name is above 0. None if the model
-    cannot say."""
+def _layer_counts(model: Any) -> dict[str, int | None]:
+    """How many dropout layers with a rate above 0, MultiHeadAttention layers, and of
+    those the ones with dropout, the model holds, nested ones (a MultiHeadAttention's
+    dropout, KerasHub's attention subclasses) included; None each if the model cannot
+    say."""
     import keras
 
-    cls = getattr(keras.layers, kind)
+    names = ("dropout_layers", "attention_layers", "attention_dropout_layers")
     try:
-        layers = model._flatten_layers(include_self=False, recursive=True)
-        return sum(
-            1
-            for x in layers
-            if isinstance(x, cls) and (rate is None or float(getattr(x, rate, 0) or 0) > 0)
-        )
+        layers = list(model._flatten_layers(include_self=False, recursive=True))
     except Exception:
-        return None
-
-
-def _cudnn_calls() -> int:
-    from tfaccel.optimize.attention import cudnn_calls
-
-    return cudnn_calls()
+        return dict.fromkeys(names)
+    drop = [x for x in layers if isinstance(x, keras.layers.Dropout)]
+    mha = [x for x in layers if isinstance(x, keras.layers.MultiHeadAttention)]
+    counts = (
+        sum(1 for x in drop if x.rate > 0),
+        len(mha),
+        sum(1 for x in mha if float(x._dropout) > 0),
+    )
+    return dict(zip(names, counts, strict=True))
 
 
 def _flops(model: Any) -> tuple[int | None, float | None]:
