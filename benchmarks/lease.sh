@@ -172,6 +172,16 @@ for f in true false; do
     --format json --html profile-bert-f8-$f.html -- $PY $B/profile_r50.py --workload bert_hub \
     --config tuned --settings '{$BERTXLA, \"float8\": $f}' > profile-bert-f8-$f.json"
 done
+# BERT-base in the tune's best settings (lease K: bf16 + XLA + batch 2048 + cuBLASLt +
+# philox16), profiled kernel by kernel, with XLA's optimized programs dumped beside the
+# trace (the kernels are named after their fusions; only the programs after XLA's
+# passes are kept).
+add profile-bert-best "XLA_FLAGS='--xla_dump_to=prof-bert-best-hlo --xla_dump_hlo_as_text' \
+  $TF profile --start 20 --steps 10 --logdir prof-bert-best --format json \
+  --html profile-bert-best.html -- $PY $B/profile_r50.py --workload bert_hub --config tuned \
+  --batch 2048 --settings '{\"xla_options\": [\"cublaslt\"], \"dropout\": \"philox16\"}' \
+  > profile-bert-best.json; rc=\$?; find prof-bert-best-hlo -type f \
+  ! -name '*after_optimizations.txt' -delete; exit \$rc"
 add profile-bert-f8-diff "$TF profile diff prof-bert-f8-false prof-bert-f8-true --format json \
   > profile-bert-f8-diff.json"
 # BERT-base training with each kind of mask, one child each, in the tune's best settings.

@@ -127,3 +127,18 @@ def test_float8_implies_the_cublas_gemm_option() -> None:
     both = Settings(float8=True, xla_options=["cublaslt", "cublas_gemm"])
     assert both.effective_xla_options == ("cublas_gemm", "cublaslt")
     assert both.xla_options == ("cublas_gemm", "cublaslt")
+
+
+def test_each_xla_option_is_one_flag_and_the_emitters_are_options() -> None:
+    """configure adds and removes its XLA_FLAGS token by token: one flag an option."""
+    from tfaccel.optimize.apply import xla_flags_with
+    from tfaccel.optimize.settings import XLA_EMITTERS, XLA_OPTIONS
+
+    assert all(len(flag.split()) == 1 for flag in XLA_OPTIONS.values())
+    names = [o for opts in XLA_EMITTERS for o in opts]
+    assert set(names) <= set(XLA_OPTIONS)
+    flags, added = xla_flags_with("--xla_dump_to=/tmp/x", tuple(names))
+    assert flags.split() == ["--xla_dump_to=/tmp/x", *added] and len(added) == 3
+    # configure's own flags go when the options change; the user's stay
+    again, _ = xla_flags_with(flags, ("cublaslt",), added)
+    assert again.split() == ["--xla_dump_to=/tmp/x", "--xla_gpu_enable_cublaslt=true"]

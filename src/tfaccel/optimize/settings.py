@@ -54,7 +54,21 @@ XLA_OPTIONS = {
     # the quantization is pure cost. BERT-base training on the H200, bf16 + XLA + batch
     # 2048: float8 4,015 seq/s with Triton GEMMs, 4,568 without (4,507 without float8).
     "cublas_gemm": "--xla_gpu_enable_triton_gemm=false",
+    # XLA's newer emitters, off by default in TF 2.21 (`tune` tries them, "xla_emitters"):
+    # GEMM fusions (a product with the elementwise work around it) through cuDNN's
+    # graph API, as another candidate of XLA's GEMM autotuner.
+    "cudnn_gemm_fusions": "--xla_gpu_cudnn_gemm_fusion_level=2",
+    # Fusions without a product (elementwise, reductions: layer norms, softmax, bias
+    # gradients, dropout) rewritten to Triton's block-level emitter where XLA's cost
+    # model rates it faster than XLA's own ...
+    "block_level_fusions": "--xla_gpu_experimental_enable_fusion_block_level_rewriter=true",
+    # ... and every such fusion autotuned between the two emitters (by default only
+    # reductions and transposes are): longer compiles, each fusion timed.
+    "triton_fusions": "--xla_gpu_experimental_all_fusions_with_triton=true",
 }
+# The XLA options of tune's "xla_emitters" stage, one trial each: cuDNN's GEMM fusions
+# (models of matrix products), then the Triton emitter for the other fusions.
+XLA_EMITTERS = (("cudnn_gemm_fusions",), ("block_level_fusions", "triton_fusions"))
 # The XLA options a knob needs to do what it says: configure adds them.
 IMPLIED_XLA_OPTIONS = {"float8": ("cublas_gemm",)}
 
