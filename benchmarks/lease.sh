@@ -182,6 +182,17 @@ add profile-bert-best "XLA_FLAGS='--xla_dump_to=prof-bert-best-hlo --xla_dump_hl
   --batch 2048 --settings '{\"xla_options\": [\"cublaslt\"], \"dropout\": \"philox16\"}' \
   > profile-bert-best.json; rc=\$?; find prof-bert-best-hlo -type f \
   ! -name '*after_optimizations.txt' -delete; exit \$rc"
+# EinsumDense projections as 2-D GEMMs (tfaccel.optimize.einsum): BERT-base's four
+# attention projections of one layer, forward and backward, Keras' einsum against the
+# flat one side by side (lease L's profile: Keras' per-sequence kernel gradients and
+# their sums took 72 of a 453 ms step); then its GPU test; then the tune's best with it,
+# profiled like profile-bert-best, to see what is left.
+add einsum-projections "$PY $B/einsum_projections.py --out einsum-projections.json --batch 256"
+add pytest-einsum "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_einsum.py -rs"
+add profile-bert-flat "$TF profile --start 20 --steps 10 --logdir prof-bert-flat --format json \
+  --html profile-bert-flat.html -- $PY $B/profile_r50.py --workload bert_hub --config tuned \
+  --batch 2048 --settings '{\"xla_options\": [\"cublaslt\"], \"dropout\": \"philox16\", \
+\"einsum\": \"flat\"}' > profile-bert-flat.json"
 add profile-bert-f8-diff "$TF profile diff prof-bert-f8-false prof-bert-f8-true --format json \
   > profile-bert-f8-diff.json"
 # BERT-base training with each kind of mask, one child each, in the tune's best settings.

@@ -129,16 +129,27 @@ def test_float8_implies_the_cublas_gemm_option() -> None:
     assert both.xla_options == ("cublas_gemm", "cublaslt")
 
 
-def test_each_xla_option_is_one_flag_and_the_emitters_are_options() -> None:
+def test_each_xla_option_is_one_flag() -> None:
     """configure adds and removes its XLA_FLAGS token by token: one flag an option."""
     from tfaccel.optimize.apply import xla_flags_with
-    from tfaccel.optimize.settings import XLA_EMITTERS, XLA_OPTIONS
+    from tfaccel.optimize.settings import XLA_OPTIONS
 
     assert all(len(flag.split()) == 1 for flag in XLA_OPTIONS.values())
-    names = [o for opts in XLA_EMITTERS for o in opts]
-    assert set(names) <= set(XLA_OPTIONS)
-    flags, added = xla_flags_with("--xla_dump_to=/tmp/x", tuple(names))
+    names = ("cudnn_gemm_fusions", "block_level_fusions", "triton_fusions")
+    flags, added = xla_flags_with("--xla_dump_to=/tmp/x", names)
     assert flags.split() == ["--xla_dump_to=/tmp/x", *added] and len(added) == 3
     # configure's own flags go when the options change; the user's stay
     again, _ = xla_flags_with(flags, ("cublaslt",), added)
     assert again.split() == ["--xla_dump_to=/tmp/x", "--xla_gpu_enable_cublaslt=true"]
+
+
+def test_einsum_is_a_later_knob_that_keeps_old_journal_keys() -> None:
+    from tfaccel.tune.runner import StepPlan, label_of, settings_key
+
+    s = Settings(precision="mixed_bfloat16", xla="jit", batch_size=2048)
+    assert settings_key("bert_hub", s, StepPlan()) == settings_key(
+        "bert_hub", s.replace(einsum="keras"), StepPlan()
+    )
+    flat = s.replace(einsum="flat")
+    assert settings_key("bert_hub", flat, StepPlan()) != settings_key("bert_hub", s, StepPlan())
+    assert "einsum=flat" in label_of(flat)

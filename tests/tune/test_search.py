@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tfaccel.optimize.settings import XLA_EMITTERS, Settings
+from tfaccel.optimize.settings import Settings
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.runner import StepPlan, TrialResult, label_of, settings_key
 from tfaccel.tune.search import Hardware, TuneOptions, Tuner, beats, loss_close
@@ -62,10 +62,10 @@ class FakeTrials:
 H200 = Hardware(1, "9.0")
 
 
-def emitters(s: Settings) -> bool:
-    """A trial of the "xla_emitters" stage (later than the other knobs: it carries what
-    they kept)."""
-    return any(o in s.xla_options for opts in XLA_EMITTERS for o in opts)
+def later(s: Settings) -> bool:
+    """A trial of the last stage-7 knob, flat einsums (it carries what the other knobs
+    kept)."""
+    return s.einsum != "keras"
 
 
 def tuner(
@@ -310,7 +310,7 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         on_trial=lambda st, r, s: stages.append(st) if r is None else None,
     )
     t.run()
-    assert stages[-10:] == [
+    assert stages[-9:] == [
         "input_cast",
         "xla_options",
         "xla_options",
@@ -319,8 +319,7 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         "dropout",
         "float8",
         "attention",
-        "xla_emitters",
-        "xla_emitters",
+        "einsum",
     ]
 
 
@@ -626,7 +625,7 @@ def test_dropout_masks_are_tried_under_xla_behind_the_guard(
     tried = [
         s
         for s in trials.calls
-        if s.dropout != "keras" and not s.float8 and s.attention == "keras" and not emitters(s)
+        if s.dropout != "keras" and not s.float8 and s.attention == "keras" and not later(s)
     ]
     assert all(s.xla == "jit" and s.precision == "mixed_bfloat16" for s in tried)
     assert res.best_settings is not None and res.best_settings.dropout == kept
@@ -744,7 +743,7 @@ def test_float8_is_tried_on_fp8_tensor_cores_behind_the_guard(
 ) -> None:
     trials = Float8Trials(drift)
     res = tuner(tmp_path, trials).run()
-    tried = [s for s in trials.calls if s.float8 and s.attention == "keras" and not emitters(s)]
+    tried = [s for s in trials.calls if s.float8 and s.attention == "keras" and not later(s)]
     assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
     assert res.best_settings is not None and res.best_settings.float8 is kept
     if kept:
@@ -801,7 +800,7 @@ def test_cudnn_attention_is_tried_under_xla_in_16_bit_behind_the_guard(
 ) -> None:
     trials = AttentionTrials(drift=drift)
     res = tuner(tmp_path, trials).run()
-    tried = [s for s in trials.calls if s.attention == "cudnn" and not emitters(s)]
+    tried = [s for s in trials.calls if s.attention == "cudnn" and not later(s)]
     assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
     assert res.best_settings is not None and res.best_settings.attention == kept
     if kept == "cudnn":
@@ -1095,67 +1094,63 @@ def test_the_speedup_over_keras_defaults_compares_figures_of_one_machine(
         assert again.speedup(again.keras_defaults) == pytest.approx(want)
 
 
-class EmitterTrials(FakeTrials):
-    """XLA's Triton emitter for fusions without a product: 8 % faster, or NaN losses with
-    `nan`; cuDNN's GEMM fusions change nothing."""
+class EinsumTrials(FakeTrials):
+    """Flat einsums 12 % faster, or NaN losses with `nan`; `layers` EinsumDense layers
+    (None: the trials do not count them)."""
 
-    def __init__(self, nan: bool = False, gemm_share: float | None = None) -> None:
-        super().__init__(gemm_share=gemm_share)
+    def __init__(self, nan: bool = False, layers: int | None = 48) -> None:
+        super().__init__()
         self.nan = nan
+        self.layers = layers
 
     def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
         r = super().__call__(workload, s, steps, timeout)
-        if "block_level_fusions" not in s.xla_options:
+        if self.layers is not None:
+            r = dataclasses.replace(r, extra={**r.extra, "einsum_layers": self.layers})
+        if s.einsum == "keras":
             return r
         if self.nan:
             return dataclasses.replace(r, losses=(6.9, float("nan"), float("nan")))
-        rate = (r.samples_per_s or 0) * 1.08
+        rate = (r.samples_per_s or 0) * 1.12
         return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
 
 
 @pytest.mark.parametrize("nan", [False, True])
-def test_xla_emitters_are_tried_last_behind_the_accuracy_guard(tmp_path: Path, nan: bool) -> None:
-    trials = EmitterTrials(nan)
+def test_flat_einsums_are_tried_last_behind_the_accuracy_guard(tmp_path: Path, nan: bool) -> None:
+    trials = EinsumTrials(nan)
     res = tuner(tmp_path, trials).run()
-    tried = [s.xla_options for s in trials.calls if emitters(s)]
-    assert tried[:2] == [("cudnn_gemm_fusions",), ("block_level_fusions", "triton_fusions")]
-    assert all(s.xla == "jit" for s in trials.calls if emitters(s))
-    notes = [d.text for d in res.decisions if d.stage == "xla_emitters"]
-    assert notes[0] == "cudnn_gemm_fusions: +0% (threshold 3%)"
+    tried = [s for s in trials.calls if s.einsum == "flat"]
+    assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
     assert res.best_settings is not None
     if nan:
         guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
-        assert any("block_level_fusions" in g and "NaN" in g for g in guard)
-        assert res.best_settings.xla_options == ()
+        assert any("einsum=flat" in g and "NaN" in g for g in guard)
+        assert res.best_settings.einsum == "keras"
     else:
-        assert notes[1] == "block_level_fusions,triton_fusions: +8% kept"
-        assert res.best_settings.xla_options == ("block_level_fusions", "triton_fusions")
+        assert [d.text for d in res.decisions if d.stage == "einsum"] == ["flat: +12% kept"]
+        assert res.best_settings.einsum == "flat"
 
 
-@pytest.mark.parametrize(
-    ("hw", "gemm_share", "expected"),
-    [
-        (H200, 0.0, [("block_level_fusions", "triton_fusions")]),  # convolutions
-        (Hardware(1, "7.5"), None, []),  # XLA's Triton emitter needs 8.0+
-        (Hardware(0, None), None, []),  # the CPU
-    ],
-)
-def test_xla_emitters_are_tried_where_they_apply(
-    tmp_path: Path, hw: Hardware, gemm_share: float | None, expected: list[tuple[str, ...]]
+@pytest.mark.parametrize(("hw", "layers"), [(Hardware(0, None), None), (H200, None)])
+def test_flat_einsums_are_tried_on_any_device_unless_the_model_has_none(
+    tmp_path: Path, hw: Hardware, layers: int | None
 ) -> None:
-    trials = EmitterTrials(gemm_share=gemm_share)
+    trials = EinsumTrials(layers=layers)
     tuner(tmp_path, trials, hw).run()
-    assert [s.xla_options for s in trials.calls if emitters(s)] == expected
+    assert any(s.einsum == "flat" for s in trials.calls)  # unknown count: tried
+    none = EinsumTrials(layers=0)
+    (tmp_path / "none").mkdir()
+    res = tuner(tmp_path / "none", none, hw).run()
+    assert not any(s.einsum == "flat" for s in none.calls)
+    notes = [d.text for d in res.decisions if d.stage == "einsum"]
+    assert notes == ["not tried: the model has no EinsumDense layer"]
 
 
-def test_xla_emitters_can_be_skipped(tmp_path: Path) -> None:
+def test_flat_einsums_can_be_skipped(tmp_path: Path) -> None:
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
-    trials = EmitterTrials()
-    opts = TuneOptions(batch_size=64, steps=STEPS, skip=("xla_emitters",))
+    trials = EinsumTrials()
+    opts = TuneOptions(batch_size=64, steps=STEPS, skip=("einsum",))
     res = Tuner("w", H200, opts, j, trial_fn=trials).run()
-    assert not any(emitters(s) for s in trials.calls)
-    notes = [d.text for d in res.decisions if d.stage == "xla_emitters"]
-    assert notes == ["not tried: --skip"]
-    # the other XLA options are still tried
-    assert any(s.xla_options == ("cublaslt",) for s in trials.calls)
+    assert not any(s.einsum == "flat" for s in trials.calls)
+    assert [d.text for d in res.decisions if d.stage == "einsum"] == ["not tried: --skip"]

@@ -494,6 +494,16 @@ def _apply_dropout(s: Settings) -> list[Applied]:
     return [Applied("dropout", s.dropout, "applied", dropout.set_dropout(s.dropout))]
 
 
+def _apply_einsum(s: Settings) -> list[Applied]:
+    """Keras' einsum, or projections as 2-D GEMMs (tfaccel.optimize.einsum). A row only
+    when "flat" is asked for or was in use."""
+    from tfaccel.optimize import einsum
+
+    if s.einsum == "keras" and einsum.current_einsum() == "keras":
+        return []
+    return [Applied("einsum", s.einsum, "applied", einsum.set_einsum(s.einsum))]
+
+
 def apply_settings(settings: Settings) -> ConfigureReport:
     """Apply `settings`; see the module docstring for what changes when."""
     if _LAST.get("settings") == settings and "report" in _LAST:
@@ -589,6 +599,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
         )
     )
     rows.extend(_apply_dropout(s))
+    rows.extend(_apply_einsum(s))
     rows.extend(_apply_attention(s, cc))
     if s.float8:
         rows.append(_float8_row(cc, s.xla))
@@ -682,7 +693,7 @@ class _Configure:
 
     def reset(self) -> None:
         """Restore what configure() changed that can change back (policy, TF32, JIT,
-        dropout, attention)."""
+        dropout, einsum, attention)."""
         import keras
 
         keras.mixed_precision.set_global_policy("float32")
@@ -693,6 +704,10 @@ class _Configure:
 
         if dropout.current_dropout() != "keras":
             dropout.set_dropout("keras")
+        from tfaccel.optimize import einsum
+
+        if einsum.current_einsum() != "keras":
+            einsum.set_einsum("keras")
         from tfaccel.optimize import attention
 
         if attention.current_attention() != "keras":

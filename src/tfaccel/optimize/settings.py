@@ -24,6 +24,8 @@ PREFETCH = ("auto", "device", "off")
 INPUT_CASTS = ("off", "compute")
 # Keras' dropout, or tfaccel's cheaper masks for XLA (tfaccel.optimize.dropout).
 DROPOUTS = ("keras", "mask_once", "philox16")
+# Keras' einsum, or projections' einsums as 2-D GEMMs (tfaccel.optimize.einsum).
+EINSUMS = ("keras", "flat")
 # Keras' attention, or cuDNN's flash attention under XLA (tfaccel.optimize.attention).
 ATTENTIONS = ("keras", "cudnn")
 # XLA's GPU compiler options, by name: the XLA_FLAGS each one adds (set before TensorFlow
@@ -54,21 +56,20 @@ XLA_OPTIONS = {
     # the quantization is pure cost. BERT-base training on the H200, bf16 + XLA + batch
     # 2048: float8 4,015 seq/s with Triton GEMMs, 4,568 without (4,507 without float8).
     "cublas_gemm": "--xla_gpu_enable_triton_gemm=false",
-    # XLA's newer emitters, off by default in TF 2.21 (`tune` tries them, "xla_emitters"):
+    # XLA's newer emitters, off by default in TF 2.21. None paid on BERT-base training
+    # (H200, bf16 + XLA + batch 2048, lease L): `tune` does not try them.
     # GEMM fusions (a product with the elementwise work around it) through cuDNN's
-    # graph API, as another candidate of XLA's GEMM autotuner.
+    # graph API, as another candidate of XLA's GEMM autotuner: -0.4 % (4,283 -> 4,267).
     "cudnn_gemm_fusions": "--xla_gpu_cudnn_gemm_fusion_level=2",
     # Fusions without a product (elementwise, reductions: layer norms, softmax, bias
     # gradients, dropout) rewritten to Triton's block-level emitter where XLA's cost
-    # model rates it faster than XLA's own ...
+    # model rates it faster than XLA's own: -30 % (4,423 -> 3,099 at 25 steps an
+    # execution with cuBLASLt and philox16).
     "block_level_fusions": "--xla_gpu_experimental_enable_fusion_block_level_rewriter=true",
-    # ... and every such fusion autotuned between the two emitters (by default only
-    # reductions and transposes are): longer compiles, each fusion timed.
+    # Every such fusion timed with both emitters (by default only reductions and
+    # transposes are): no change (4,449), longer compiles.
     "triton_fusions": "--xla_gpu_experimental_all_fusions_with_triton=true",
 }
-# The XLA options of tune's "xla_emitters" stage, one trial each: cuDNN's GEMM fusions
-# (models of matrix products), then the Triton emitter for the other fusions.
-XLA_EMITTERS = (("cudnn_gemm_fusions",), ("block_level_fusions", "triton_fusions"))
 # The XLA options a knob needs to do what it says: configure adds them.
 IMPLIED_XLA_OPTIONS = {"float8": ("cublas_gemm",)}
 
@@ -97,6 +98,9 @@ class Settings:
     # keras | mask_once (Keras' masks, computed once under XLA) | philox16 (16-bit
     # random numbers, two per Philox word; another random stream)
     dropout: str = "keras"
+    # keras | flat (EinsumDense projections as one 2-D GEMM: their kernel gradient is one
+    # GEMM, not one per sequence and a sum)
+    einsum: str = "keras"
     # keras | cudnn (MultiHeadAttention through cuDNN's flash attention under XLA, on
     # compute capability 8.0+; not yet measured on a GPU)
     attention: str = "keras"
@@ -121,6 +125,7 @@ class Settings:
         _choice("prefetch", self.prefetch, PREFETCH)
         _choice("input_cast", self.input_cast, INPUT_CASTS)
         _choice("dropout", self.dropout, DROPOUTS)
+        _choice("einsum", self.einsum, EINSUMS)
         _choice("attention", self.attention, ATTENTIONS)
         _choice("strategy", self.strategy, STRATEGIES)
         options = self.xla_options

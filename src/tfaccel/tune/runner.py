@@ -63,7 +63,7 @@ class TrialResult:
         return self.status == "ok" and bool(self.samples_per_s)
 
 
-LATER_KNOBS = ("input_cast", "xla_options", "dropout", "float8", "attention")
+LATER_KNOBS = ("input_cast", "xla_options", "dropout", "float8", "attention", "einsum")
 # Knobs whose trials measured something else in earlier versions: their revision joins
 # the key of a trial that sets them, so a journal's older trials of them are not replayed.
 # float8 2: with XLA's Triton GEMMs off (xla_options cublas_gemm), without which no FP8
@@ -109,6 +109,8 @@ def label_of(s: Settings) -> str:
         parts.append(f"input_cast={s.input_cast}")
     if s.dropout != "keras":
         parts.append(f"dropout={s.dropout}")
+    if s.einsum != "keras":
+        parts.append(f"einsum={s.einsum}")
     if s.float8:
         parts.append("float8")
     if s.attention != "keras":
@@ -183,6 +185,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "dropout_layers",
                 "attention_layers",
                 "attention_dropout_layers",
+                "einsum_layers",
                 "float8_layers",
                 "cudnn_attention_calls",
                 "checkpointing",

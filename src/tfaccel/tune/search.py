@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tfaccel.bench.timer import NOISE_FLOOR, noise_threshold
-from tfaccel.optimize.settings import XLA_EMITTERS, Settings, input_cast_dtype
+from tfaccel.optimize.settings import Settings, input_cast_dtype
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.runner import (
     StepPlan,
@@ -66,11 +66,6 @@ class Hardware:
         from tfaccel.optimize.attention import flash_capable
 
         return bool(self.gpus) and flash_capable(self.compute_capability)
-
-    @property
-    def xla_emitters(self) -> bool:
-        """XLA's Triton emitter and cuDNN's GEMM fusions: compute capability 8.0+."""
-        return bool(self.gpus) and float(self.compute_capability or 0) >= 8.0
 
     @property
     def precisions(self) -> list[str]:
@@ -129,7 +124,7 @@ SKIPPABLE = (
     "dropout",
     "float8",
     "attention",
-    "xla_emitters",
+    "einsum",
 )
 
 
@@ -325,9 +320,8 @@ class Tuner:
         again = 1 if batches else 0  # the larger batch once more, after the other knobs
         together = 1 if self.hw.gpus else 0  # the knobs that each fell short, together
         # dropout's masks (two kinds at most), FP8 matrix products (FP8 tensor cores),
-        # cuDNN's flash attention (8.0+), XLA's newer emitters (8.0+)
-        late = 2 + (1 if self.hw.float8 else 0) + (1 if self.hw.flash_attention else 0)
-        late += len(XLA_EMITTERS) if self.hw.xla_emitters else 0  # XLA's newer emitters
+        # cuDNN's flash attention (8.0+), flat einsums
+        late = 3 + (1 if self.hw.float8 else 0) + (1 if self.hw.flash_attention else 0)
         confirm = 2 * self.opt.confirm
         return 2 + (n - 1) + jit + batches + spe + gpu_stage + again + late + together + confirm
 
@@ -744,17 +738,16 @@ class Tuner:
                         "cudnn: no attention call fitted cuDNN's flash attention (16-bit "
                         "heads of 8-128 in steps of 8, no causal flag): Keras' own ran",
                     )
-        # XLA's newer emitters (settings.XLA_EMITTERS), off by default in TF 2.21: cuDNN's
-        # GEMM fusions (models of matrix products), then Triton's emitter for the fusions
-        # without a product. Each picks other kernels for the same arithmetic (a reduction
-        # may sum in another order): the guard holds them. Last of the single knobs, as
-        # the newest, so that a journal of earlier leases replays the others first.
-        if self.hw.xla_emitters and best_s.xla != "off":
-            for options in XLA_EMITTERS:
-                if options == ("cudnn_gemm_fusions",) and not _gemm_model(res.baseline):
-                    continue
-                opts = tuple(dict.fromkeys((*best_s.xla_options, *options)))
-                knob_trial("xla_options", opts, guard=True, stage="xla_emitters")
+        # EinsumDense projections as 2-D GEMMs (tfaccel.optimize.einsum): Keras computes
+        # each kernel's gradient per sequence and sums them; flattened, it is one GEMM.
+        # BERT-base on the H200: those gradients took 72 of a step's 453 ms. Any device,
+        # with or without XLA. The gradient sums in another order: the guard holds it.
+        # Last of the single knobs, as the newest, so that a journal of earlier leases
+        # replays the others first.
+        if self._model_count("einsum_layers") == 0:
+            self.decide("einsum", "not tried: the model has no EinsumDense layer")
+        else:
+            knob_trial("einsum", "flat", guard=True)
         # Stage 8: the knobs that each gained less than the threshold, together. Two
         # gains of 2 % are each within the noise floor, but their sum need not be; the
         # combination is held to the same threshold (and to the guard if one of them

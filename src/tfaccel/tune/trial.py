@@ -205,13 +205,13 @@ def _checkpointing(report: Any) -> dict[str, Any]:
 
 
 def _layer_counts(model: Any) -> dict[str, int | None]:
-    """How many dropout layers with a rate above 0, MultiHeadAttention layers, and of
-    those the ones with dropout, the model holds, nested ones (a MultiHeadAttention's
-    dropout, KerasHub's attention subclasses) included; None each if the model cannot
-    say."""
+    """How many dropout layers with a rate above 0, MultiHeadAttention layers, of those
+    the ones with dropout, and EinsumDense layers the model holds, nested ones (a
+    MultiHeadAttention's dropout and projections, KerasHub's attention subclasses)
+    included; None each if the model cannot say."""
     import keras
 
-    names = ("dropout_layers", "attention_layers", "attention_dropout_layers")
+    names = ("dropout_layers", "attention_layers", "attention_dropout_layers", "einsum_layers")
     try:
         layers = list(model._flatten_layers(include_self=False, recursive=True))
     except Exception:
@@ -222,6 +222,7 @@ def _layer_counts(model: Any) -> dict[str, int | None]:
         sum(1 for x in drop if x.rate > 0),
         len(mha),
         sum(1 for x in mha if float(x._dropout) > 0),
+        sum(1 for x in layers if isinstance(x, keras.layers.EinsumDense)),
     )
     return dict(zip(names, counts, strict=True))
 

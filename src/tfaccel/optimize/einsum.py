@@ -1,0 +1,158 @@
+"""Projections' einsums as one 2-D matrix product, so their kernel gradient is one GEMM.
+
+Keras 3's TensorFlow backend computes an `EinsumDense` projection such as
+"abc,cde->abde" (the query, key and value of `MultiHeadAttention`, KerasHub's BERT and
+GPT-2) or "abcd,cde->abe" (the attention's output) with `tf.matmul` of the
+[batch, tokens, K] input and the kernel reshaped to [K, N]: a batched product whose
+kernel operand is broadcast over the batch. TensorFlow's gradient of such a product
+computes the kernel's gradient per batch element, a [batch, K, N] tensor, and then sums
+it over the batch. At BERT-base's shapes, batch 2048, that is a 2048 x 768 x 768 tensor
+written and read back for each of the 48 projections of a step, and a batched GEMM whose
+contraction is only 128 tokens long.
+
+Profiled on the H200 (benchmarks/README.md, "Results of lease L"): KerasHub BERT-base,
+bf16 + XLA + batch 2048, 453 ms of GPU time a step; these kernel gradients took 72 ms
+of it (43 ms of batched GEMMs, 29 ms of sums), where one GEMM over all 262,144 tokens
+would take about 20 ms at the rate the same step's 2-D products ran (740 TFLOP/s).
+
+`configure(einsum=...)` chooses, for the process:
+- "keras": Keras' own (the default).
+- "flat": the input reshaped to [batch x tokens, K] first, so the forward product is a
+  2-D GEMM and TensorFlow's gradient of it is one GEMM for the kernel (contraction over
+  every token) and one for the input. The products are the same; the kernel gradient
+  is summed in the GEMM's float32 accumulator over all tokens, instead of rounded to
+  the compute dtype per sequence and then summed. `tune` holds it to the accuracy guard
+  all the same (the sum runs in another order).
+
+Only the equations Keras itself turns into a broadcast product (a projection's: the
+kernel has no batch dimension) with static shapes and floating operands of one dtype
+change; every other call (int8 quantized kernels, attention's batched einsums, dynamic
+shapes) is Keras' own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from math import prod
+from typing import Any
+
+from tfaccel._tf import import_tensorflow
+from tfaccel.errors import InputError
+from tfaccel.optimize.settings import EINSUMS
+
+# Keras' normalized subscripts -> (the kernel's permutation to [contracted..., out...],
+# or None when already so; how many of the input's trailing dimensions are contracted).
+FLAT_EQUATIONS: dict[str, tuple[tuple[int, ...] | None, int]] = {
+    "abc,cd->abd": (None, 1),
+    "abc,dc->abd": ((1, 0), 1),
+    "abc,cde->abde": (None, 1),
+    "abc,dce->abde": ((1, 0, 2), 1),
+    "abc,dec->abde": ((2, 0, 1), 1),
+    "abcd,cde->abe": (None, 2),
+    "abcd,ced->abe": ((0, 2, 1), 2),
+    "abcd,ecd->abe": ((1, 2, 0), 2),
+}
+
+# Keras' own, kept at the first patch so that "keras" restores it.
+_KERAS: dict[str, Callable[..., Any]] = {}
+_WRAPPED: dict[str, Callable[..., Any]] = {}
+
+
+def _keras_numpy() -> Any:
+    """Keras' TensorFlow-backend numpy module (what `keras.ops.einsum` calls)."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        raise InputError(
+            "configure(einsum=...) needs Keras' TensorFlow backend",
+            expected="KERAS_BACKEND=tensorflow",
+            received=f"backend {keras.backend.backend()!r}",
+        )
+    from keras.src.backend.tensorflow import numpy as tf_numpy
+
+    needed = ("einsum", "_normalize_einsum_subscripts", "convert_to_tensor")
+    missing = [n for n in needed if not hasattr(tf_numpy, n)]
+    if missing:
+        raise InputError(
+            "this Keras version's TensorFlow backend has no " + ", ".join(missing),
+            expected="Keras 3 (keras.src.backend.tensorflow.numpy as of 3.0-3.15)",
+            received=f"keras {keras.__version__}",
+            hint="configure(einsum='keras') leaves Keras' einsum as it is",
+        )
+    return tf_numpy
+
+
+def flat_product(subscripts: str, x: Any, y: Any) -> Any | None:
+    """`einsum(subscripts, x, y)` as a 2-D matrix product, or None where the call is not
+    a projection this module flattens (see the module docstring)."""
+    tf = import_tensorflow()
+    plan = FLAT_EQUATIONS.get(subscripts)
+    if plan is None or not (tf.is_tensor(x) and tf.is_tensor(y)):
+        return None
+    if x.dtype != y.dtype or not x.dtype.is_floating:
+        return None
+    perm, contracted = plan
+    tokens = x.shape[1:]
+    if not tokens.is_fully_defined() or not y.shape.is_fully_defined():
+        return None
+    kernel = y if perm is None else tf.transpose(y, perm)
+    dims = [int(d) for d in kernel.shape]
+    k = prod(dims[:contracted])
+    out = dims[contracted:]
+    if [int(d) for d in tokens[-contracted:]] != dims[:contracted]:
+        return None  # shapes that do not contract: Keras' error, not ours
+    flat = tf.matmul(tf.reshape(x, [-1, k]), tf.reshape(kernel, [k, prod(out)]))
+    return tf.reshape(flat, [-1, int(tokens[0]), *out])
+
+
+def flat_einsum(subscripts: Any, *operands: Any, **kwargs: Any) -> Any:
+    """Keras' TensorFlow `einsum`, with projections as 2-D products (`flat_product`)."""
+    keras_einsum = _KERAS["einsum"]
+    if len(operands) == 2 and not kwargs and isinstance(subscripts, str):
+        tf_numpy = _keras_numpy()
+        x, y = (tf_numpy.convert_to_tensor(o) for o in operands)
+        result = flat_product(tf_numpy._normalize_einsum_subscripts(subscripts), x, y)
+        if result is not None:
+            return result
+        return keras_einsum(subscripts, x, y)
+    return keras_einsum(subscripts, *operands, **kwargs)
+
+
+def _implementation(name: str) -> Callable[..., Any]:
+    if name not in EINSUMS:
+        raise InputError("unknown einsum", expected=" | ".join(EINSUMS), received=repr(name))
+    tf_numpy = _keras_numpy()
+    _KERAS.setdefault("einsum", tf_numpy.einsum)
+    if name == "keras":
+        return _KERAS["einsum"]
+    if name not in _WRAPPED:
+        tf = import_tensorflow()
+        _WRAPPED[name] = tf.autograph.experimental.do_not_convert(flat_einsum)
+    return _WRAPPED[name]
+
+
+_DESCRIPTIONS = {
+    "keras": "Keras' einsum",
+    "flat": "projections' einsums as 2-D GEMMs (one GEMM for each kernel gradient)",
+}
+
+
+def set_einsum(name: str) -> str:
+    """Make `keras.ops.einsum` (every `EinsumDense`) use `name`; returns a one-line
+    description. Layers look the function up at each call, so models built before or
+    after alike use it."""
+    fn = _implementation(name)
+    _keras_numpy().einsum = fn
+    return _DESCRIPTIONS[name]
+
+
+def current_einsum() -> str:
+    """The name of the einsum in use ("keras" when tfaccel never changed it)."""
+    try:
+        fn = _keras_numpy().einsum
+    except InputError:
+        return "keras"
+    for name, impl in _WRAPPED.items():
+        if fn is impl:
+            return name
+    return "keras"
