@@ -338,6 +338,10 @@ SIXTEEN_BIT_TYPES = ("bf16", "f16", "f8e4m3fn", "f8e5m2")
 RESULT_TYPE = re.compile(r"=\s*\(?\s*([a-z][a-z0-9]*)\[")
 
 
+# A BatchMatMulV2 gradient's sum over broadcast batch dimensions: "P/MatMul/Sum_1".
+BROADCAST_SUM = re.compile(r"/MatMul/Sum(_1)?$")
+
+
 def _tf_op_type(row: dict[str, Any]) -> str:
     """The TensorFlow op type an XLA op came from ("scope/MatMul:MatMul" -> MatMul)."""
     return str(row.get("tf_op_name") or "").rsplit(":", 1)[-1]
@@ -369,6 +373,25 @@ def _cast_to_16_bit(row: dict[str, Any]) -> bool:
     )
 
 
+def _broadcast_grad_ops(rows: list[dict[str, Any]]) -> set[int]:
+    """The rows (indices) of gradients of batched products with a broadcast operand:
+    TensorFlow's BatchMatMulV2 gradient computes such an operand's gradient per batch
+    element ("P/MatMul_1", or "P/MatMul" for the left one) and sums it over the batch
+    ("P/Sum_1", "P/Sum"). Keras' einsum runs every EinsumDense projection this way
+    (tfaccel.optimize.einsum). A product is counted only with its sum: batched products
+    of equal batches (attention's) have none."""
+    names = [str(r.get("tf_op_name") or "").rsplit(":", 1)[0] for r in rows]
+    picked: set[int] = set()
+    products: set[str] = set()
+    for i, (name, row) in enumerate(zip(names, rows, strict=True)):
+        m = BROADCAST_SUM.search(name)
+        if m and _tf_op_type(row) == "Sum":
+            picked.add(i)
+            products.add(name[: m.start()] + "/MatMul/MatMul" + (m.group(1) or ""))
+    picked.update(i for i, name in enumerate(names) if name in products)
+    return picked
+
+
 def xla_op_facts(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """From XProf's hlo_stats rows (one per XLA op): the share of XLA op time whose
     operands are 16-bit floats (what XProf's own 16-bit figure misses under XLA: it
@@ -379,8 +402,9 @@ def xla_op_facts(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if not total:
         return {}
     by_category: dict[str, float] = {}
-    sixteen = compute = expanded = casts = 0.0
-    for r in rows:
+    sixteen = compute = expanded = casts = broadcast = 0.0
+    broadcast_rows = _broadcast_grad_ops(rows)
+    for i, r in enumerate(rows):
         t = float(r.get("total_self_time") or 0)
         cat = str(r.get("category") or "other")
         by_category[cat] = by_category.get(cat, 0.0) + t
@@ -390,6 +414,8 @@ def xla_op_facts(rows: list[dict[str, Any]]) -> dict[str, Any]:
         types = hlo_operand_types(str(r.get("hlo_op_expression") or ""))
         if any(x in SIXTEEN_BIT_TYPES for x in types):
             sixteen += t
+        if i in broadcast_rows:
+            broadcast += t
         if _expanded_dot(r):
             expanded += t
         elif _cast_to_16_bit(r):
@@ -399,6 +425,7 @@ def xla_op_facts(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "xla_16bit_pct": share(sixteen),
         "xla_expanded_matmul_pct": share(expanded),
         "xla_cast_to_16bit_pct": share(casts),
+        "xla_broadcast_grad_pct": share(broadcast),
         "xla_op_categories_pct": {
             k: 100.0 * v / total for k, v in sorted(by_category.items(), key=lambda kv: -kv[1])
         },
