@@ -177,3 +177,11 @@ def test_configure_applies_einsum_and_reset_restores() -> None:
     assert einsum.current_einsum() == "keras"
     with pytest.raises(InputError, match="einsum"):
         Settings(einsum="fast")
+
+
+def test_the_knobs_patches_know_the_settings_names() -> None:
+    from tfaccel.optimize import dropout
+    from tfaccel.optimize.settings import DROPOUTS, EINSUMS
+
+    assert tuple(einsum._PATCH.kinds) == EINSUMS
+    assert tuple(dropout._PATCH.kinds) == DROPOUTS

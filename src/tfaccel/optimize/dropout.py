@@ -36,37 +36,12 @@ from typing import Any
 
 from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
-from tfaccel.optimize.settings import DROPOUTS
-
-# Keras' own, kept at the first patch so that "keras" restores it.
-_KERAS: dict[str, Callable[..., Any]] = {}
+from tfaccel.optimize._patch import BackendPatch
 
 
 def _keras_random() -> Any:
     """Keras' TensorFlow-backend random module (what `keras.random.dropout` calls)."""
-    import keras
-
-    if keras.backend.backend() != "tensorflow":
-        raise InputError(
-            "configure(dropout=...) needs Keras' TensorFlow backend",
-            expected="KERAS_BACKEND=tensorflow",
-            received=f"backend {keras.backend.backend()!r}",
-        )
-    from keras.src.backend.tensorflow import random as tf_random
-
-    missing = [
-        n
-        for n in ("dropout", "draw_seed", "_cast_seed", "_get_concrete_noise_shape")
-        if not hasattr(tf_random, n)
-    ]
-    if missing:
-        raise InputError(
-            "this Keras version's TensorFlow backend has no " + ", ".join(missing),
-            expected="Keras 3 (keras.src.backend.tensorflow.random as of 3.0-3.15)",
-            received=f"keras {keras.__version__}",
-            hint="configure(dropout='keras') leaves Keras' dropout as it is",
-        )
-    return tf_random
+    return _PATCH.module()
 
 
 def _kept(keep: Any) -> Any:
@@ -178,40 +153,22 @@ _KINDS: dict[str, tuple[Callable[..., Any] | None, str]] = {
     ),
 }
 
-# The patched functions, wrapped once so that AutoGraph leaves them as they are (they
-# are plain TensorFlow ops; converting them would only warn about their imports).
-_WRAPPED: dict[str, Callable[..., Any]] = {}
-
-
-def _implementation(name: str) -> Callable[..., Any]:
-    if name not in DROPOUTS:
-        raise InputError("unknown dropout", expected=" | ".join(DROPOUTS), received=repr(name))
-    tf_random = _keras_random()
-    _KERAS.setdefault("dropout", tf_random.dropout)
-    if name == "keras":
-        return _KERAS["dropout"]
-    if name not in _WRAPPED:
-        tf = import_tensorflow()
-        _WRAPPED[name] = tf.autograph.experimental.do_not_convert(_KINDS[name][0])
-    return _WRAPPED[name]
+_PATCH = BackendPatch(
+    "dropout",
+    "random",
+    "dropout",
+    ("draw_seed", "_cast_seed", "_get_concrete_noise_shape"),
+    _KINDS,
+)
 
 
 def set_dropout(name: str) -> str:
     """Make Keras' dropout (every `keras.layers.Dropout`, KerasHub's attention dropout,
     `keras.random.dropout`) use `name`; returns a one-line description. Layers look the
     function up at each call, so models built before or after alike use it."""
-    fn = _implementation(name)
-    _keras_random().dropout = fn
-    return _KINDS[name][1]
+    return _PATCH.set(name)
 
 
 def current_dropout() -> str:
     """The name of the dropout in use ("keras" when tfaccel never changed it)."""
-    try:
-        fn = _keras_random().dropout
-    except InputError:
-        return "keras"
-    for name, impl in _WRAPPED.items():
-        if fn is impl:
-            return name
-    return "keras"
+    return _PATCH.current()

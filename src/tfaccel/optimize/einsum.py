@@ -32,13 +32,11 @@ shapes) is Keras' own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from math import prod
 from typing import Any
 
 from tfaccel._tf import import_tensorflow
-from tfaccel.errors import InputError
-from tfaccel.optimize.settings import EINSUMS
+from tfaccel.optimize._patch import BackendPatch
 
 # Keras' normalized subscripts -> (the kernel's permutation to [contracted..., out...],
 # or None when already so; how many of the input's trailing dimensions are contracted).
@@ -53,33 +51,10 @@ FLAT_EQUATIONS: dict[str, tuple[tuple[int, ...] | None, int]] = {
     "abcd,ecd->abe": ((1, 2, 0), 2),
 }
 
-# Keras' own, kept at the first patch so that "keras" restores it.
-_KERAS: dict[str, Callable[..., Any]] = {}
-_WRAPPED: dict[str, Callable[..., Any]] = {}
-
 
 def _keras_numpy() -> Any:
     """Keras' TensorFlow-backend numpy module (what `keras.ops.einsum` calls)."""
-    import keras
-
-    if keras.backend.backend() != "tensorflow":
-        raise InputError(
-            "configure(einsum=...) needs Keras' TensorFlow backend",
-            expected="KERAS_BACKEND=tensorflow",
-            received=f"backend {keras.backend.backend()!r}",
-        )
-    from keras.src.backend.tensorflow import numpy as tf_numpy
-
-    needed = ("einsum", "_normalize_einsum_subscripts", "convert_to_tensor")
-    missing = [n for n in needed if not hasattr(tf_numpy, n)]
-    if missing:
-        raise InputError(
-            "this Keras version's TensorFlow backend has no " + ", ".join(missing),
-            expected="Keras 3 (keras.src.backend.tensorflow.numpy as of 3.0-3.15)",
-            received=f"keras {keras.__version__}",
-            hint="configure(einsum='keras') leaves Keras' einsum as it is",
-        )
-    return tf_numpy
+    return _PATCH.module()
 
 
 def flat_product(subscripts: str, x: Any, y: Any) -> Any | None:
@@ -107,7 +82,7 @@ def flat_product(subscripts: str, x: Any, y: Any) -> Any | None:
 
 def flat_einsum(subscripts: Any, *operands: Any, **kwargs: Any) -> Any:
     """Keras' TensorFlow `einsum`, with projections as 2-D products (`flat_product`)."""
-    keras_einsum = _KERAS["einsum"]
+    keras_einsum = _PATCH.keras_own()
     if len(operands) == 2 and not kwargs and isinstance(subscripts, str):
         tf_numpy = _keras_numpy()
         x, y = (tf_numpy.convert_to_tensor(o) for o in operands)
@@ -118,41 +93,28 @@ def flat_einsum(subscripts: Any, *operands: Any, **kwargs: Any) -> Any:
     return keras_einsum(subscripts, *operands, **kwargs)
 
 
-def _implementation(name: str) -> Callable[..., Any]:
-    if name not in EINSUMS:
-        raise InputError("unknown einsum", expected=" | ".join(EINSUMS), received=repr(name))
-    tf_numpy = _keras_numpy()
-    _KERAS.setdefault("einsum", tf_numpy.einsum)
-    if name == "keras":
-        return _KERAS["einsum"]
-    if name not in _WRAPPED:
-        tf = import_tensorflow()
-        _WRAPPED[name] = tf.autograph.experimental.do_not_convert(flat_einsum)
-    return _WRAPPED[name]
-
-
-_DESCRIPTIONS = {
-    "keras": "Keras' einsum",
-    "flat": "projections' einsums as 2-D GEMMs (one GEMM for each kernel gradient)",
-}
+_PATCH = BackendPatch(
+    "einsum",
+    "numpy",
+    "einsum",
+    ("_normalize_einsum_subscripts", "convert_to_tensor"),
+    {
+        "keras": (None, "Keras' einsum"),
+        "flat": (
+            flat_einsum,
+            "projections' einsums as 2-D GEMMs (one GEMM for each kernel gradient)",
+        ),
+    },
+)
 
 
 def set_einsum(name: str) -> str:
     """Make `keras.ops.einsum` (every `EinsumDense`) use `name`; returns a one-line
     description. Layers look the function up at each call, so models built before or
     after alike use it."""
-    fn = _implementation(name)
-    _keras_numpy().einsum = fn
-    return _DESCRIPTIONS[name]
+    return _PATCH.set(name)
 
 
 def current_einsum() -> str:
     """The name of the einsum in use ("keras" when tfaccel never changed it)."""
-    try:
-        fn = _keras_numpy().einsum
-    except InputError:
-        return "keras"
-    for name, impl in _WRAPPED.items():
-        if fn is impl:
-            return name
-    return "keras"
+    return _PATCH.current()
