@@ -185,3 +185,57 @@ def test_the_knobs_patches_know_the_settings_names() -> None:
 
     assert tuple(einsum._PATCH.kinds) == EINSUMS
     assert tuple(dropout._PATCH.kinds) == DROPOUTS
+
+
+def _tiny_gpt2(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """A 2-layer KerasHub GPT-2 (cached attention, EinsumDense projections) under
+    `name`'s einsum: logits of a batch, and greedy tokens from its generate()."""
+    keras_hub = pytest.importorskip("keras_hub")
+    einsum.set_einsum(name)
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=100,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=32,
+    )
+    lm = keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
+    ids = np.random.RandomState(0).randint(1, 100, (2, 16)).astype("int32")
+    logits = lm({"token_ids": ids, "padding_mask": np.ones_like(ids)})
+    lm.compile(sampler="greedy")
+    prompt = {
+        "token_ids": np.where(np.arange(16) < 6, ids, 0).astype("int32"),
+        "padding_mask": np.broadcast_to(np.arange(16) < 6, (2, 16)).astype("int32"),
+    }
+    out = lm.generate(prompt, max_length=16, stop_token_ids=None)
+    return np.asarray(logits), np.asarray(out["token_ids"])
+
+
+def test_kerashub_gpt2_predicts_and_generates_the_same() -> None:
+    """KerasHub's cached attention (a one-token step under XLA in generate) through the
+    flat einsum: the same logits, the same greedy tokens."""
+    logits0, tokens0 = _tiny_gpt2("keras")
+    logits1, tokens1 = _tiny_gpt2("flat")
+    np.testing.assert_allclose(logits1, logits0, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(tokens1, tokens0)
+
+
+def test_float8_layers_train_the_same_with_the_flat_einsum() -> None:
+    """Keras' float8 EinsumDense (quantize-dequantize, its own gradient) under the
+    flat einsum: one training step under XLA, the same loss."""
+
+    def loss(name: str) -> float:
+        einsum.set_einsum(name)
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential(
+            [keras.Input((8, 16)), keras.layers.EinsumDense("abc,cde->abde", (8, 4, 4))]
+        )
+        model.quantize("float8")
+        model.compile("adam", "mse", jit_compile=True)
+        x = np.random.RandomState(1).normal(size=(4, 8, 16)).astype("float32")
+        history = model.fit(x, np.zeros((4, 8, 4, 4), "float32"), epochs=2, verbose=0)
+        return float(history.history["loss"][-1])
+
+    assert loss("flat") == pytest.approx(loss("keras"), rel=1e-6)
