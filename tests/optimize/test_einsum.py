@@ -229,10 +229,9 @@ def test_float8_layers_train_the_same_with_the_flat_einsum() -> None:
     def loss(name: str) -> float:
         einsum.set_einsum(name)
         keras.utils.set_random_seed(0)
-        model = keras.Sequential(
-            [keras.Input((8, 16)), keras.layers.EinsumDense("abc,cde->abde", (8, 4, 4))]
-        )
-        model.quantize("float8")
+        layer = keras.layers.EinsumDense("abc,cde->abde", (8, 4, 4))
+        model = keras.Sequential([keras.Input((8, 16)), layer])
+        layer.quantize("float8")
         model.compile("adam", "mse", jit_compile=True)
         x = np.random.RandomState(1).normal(size=(4, 8, 16)).astype("float32")
         history = model.fit(x, np.zeros((4, 8, 4, 4), "float32"), epochs=2, verbose=0)
