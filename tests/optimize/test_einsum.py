@@ -131,6 +131,32 @@ def test_einsum_dense_trains_the_same_and_its_kernel_gradient_is_one_product(jit
         assert not per_batch.search(hlo1)
 
 
+def test_a_mixed_precision_layer_takes_the_flat_path() -> None:
+    """Under mixed_bfloat16 the kernel reaches einsum as a Keras variable read in bf16
+    (autocast), the input as a bf16 tensor: still one product, no per-sequence kernel
+    gradient in the compiled program."""
+    einsum.set_einsum("flat")
+    layer = keras.layers.EinsumDense(
+        "abc,cde->abde", output_shape=(None, 4, 8), bias_axes="de", dtype="mixed_bfloat16"
+    )
+    x = _t((6, 7, 16), 4)
+    layer(x)
+
+    @tf.function(jit_compile=True)
+    def step(x: tf.Tensor) -> list[tf.Tensor]:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.cast(layer(x), tf.float32))
+        return tape.gradient(loss, layer.trainable_variables)
+
+    grads = step(x)
+    assert [g.dtype for g in grads] == [tf.float32, tf.float32]
+    hlo = step.experimental_get_compiler_ir(x)(stage="hlo")
+    assert not re.search(r"\[6,16,32\]", hlo)
+    einsum.set_einsum("keras")  # the same step traced again with Keras' einsum: it is there
+    keras_step = tf.function(step.python_function, jit_compile=True)
+    assert re.search(r"\[6,16,32\]", keras_step.experimental_get_compiler_ir(x)(stage="hlo"))
+
+
 @pytest.mark.gpu
 def test_flat_einsum_on_the_gpu_at_berts_projection() -> None:
     """On the GPU, bf16 under XLA, BERT-base's query projection at batch 64: outputs and
