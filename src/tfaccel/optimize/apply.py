@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -464,9 +464,7 @@ def _apply_attention(s: Settings, cc: str | None) -> list[Applied]:
     from tfaccel.optimize import attention
 
     if s.attention == "keras":
-        if attention.current_attention() == "keras":
-            return []
-        return [Applied("attention", "keras", "applied", attention.set_attention("keras"))]
+        return _apply_patched("attention", "keras")
     if not attention.flash_capable(cc):
         attention.set_attention("keras")
         where = f"compute capability {cc}" if cc else "no GPU"
@@ -484,24 +482,25 @@ def _apply_attention(s: Settings, cc: str | None) -> list[Applied]:
     return [Applied("attention", "cudnn", "applied", detail)]
 
 
-def _apply_dropout(s: Settings) -> list[Applied]:
-    """Keras' dropout, or tfaccel's masks (tfaccel.optimize.dropout). A row only when
-    tfaccel's are asked for or were in use."""
-    from tfaccel.optimize import dropout
+def _patched_knobs() -> dict[str, tuple[Callable[[str], str], Callable[[], str]]]:
+    """The knobs that replace a Keras function for the process ("keras" restores it):
+    each one's (set, current)."""
+    from tfaccel.optimize import attention, dropout, einsum
 
-    if s.dropout == "keras" and dropout.current_dropout() == "keras":
+    return {
+        "dropout": (dropout.set_dropout, dropout.current_dropout),
+        "einsum": (einsum.set_einsum, einsum.current_einsum),
+        "attention": (attention.set_attention, attention.current_attention),
+    }
+
+
+def _apply_patched(knob: str, value: str) -> list[Applied]:
+    """Keras' function, or tfaccel's replacement (dropout's masks, flat einsums). A row
+    only when the replacement is asked for or was in use."""
+    set_fn, current_fn = _patched_knobs()[knob]
+    if value == "keras" and current_fn() == "keras":
         return []
-    return [Applied("dropout", s.dropout, "applied", dropout.set_dropout(s.dropout))]
-
-
-def _apply_einsum(s: Settings) -> list[Applied]:
-    """Keras' einsum, or projections as 2-D GEMMs (tfaccel.optimize.einsum). A row only
-    when "flat" is asked for or was in use."""
-    from tfaccel.optimize import einsum
-
-    if s.einsum == "keras" and einsum.current_einsum() == "keras":
-        return []
-    return [Applied("einsum", s.einsum, "applied", einsum.set_einsum(s.einsum))]
+    return [Applied(knob, value, "applied", set_fn(value))]
 
 
 def apply_settings(settings: Settings) -> ConfigureReport:
@@ -598,8 +597,8 @@ def apply_settings(settings: Settings) -> ConfigureReport:
             "steps run per call into the compiled function",
         )
     )
-    rows.extend(_apply_dropout(s))
-    rows.extend(_apply_einsum(s))
+    rows.extend(_apply_patched("dropout", s.dropout))
+    rows.extend(_apply_patched("einsum", s.einsum))
     rows.extend(_apply_attention(s, cc))
     if s.float8:
         rows.append(_float8_row(cc, s.xla))
@@ -700,18 +699,9 @@ class _Configure:
         tf = import_tensorflow()
         tf.config.experimental.enable_tensor_float_32_execution(True)
         tf.config.optimizer.set_jit(False)
-        from tfaccel.optimize import dropout
-
-        if dropout.current_dropout() != "keras":
-            dropout.set_dropout("keras")
-        from tfaccel.optimize import einsum
-
-        if einsum.current_einsum() != "keras":
-            einsum.set_einsum("keras")
-        from tfaccel.optimize import attention
-
-        if attention.current_attention() != "keras":
-            attention.set_attention("keras")
+        for set_fn, current_fn in _patched_knobs().values():
+            if current_fn() != "keras":
+                set_fn("keras")
         if not runtime_initialized():
             os.environ.pop(ENV_ALLOCATOR, None)
             os.environ.pop(ENV_UNIFIED, None)
