@@ -35,10 +35,14 @@ class BackendPatch:
         self.needed = needed
         self.kinds = kinds
         self._keras: Callable[..., Any] | None = None
+        self._module: Any = None  # the module, once checked
         self._wrapped: dict[str, Callable[..., Any]] = {}
 
     def module(self) -> Any:
-        """Keras' TensorFlow-backend module, checked for what the replacements use."""
+        """Keras' TensorFlow-backend module, checked (once) for what the replacements
+        use: `flat_einsum` asks for it at every call."""
+        if self._module is not None:
+            return self._module
         import importlib
 
         import keras
@@ -59,6 +63,7 @@ class BackendPatch:
                 received=f"keras {keras.__version__}",
                 hint=f"configure({self.knob}='keras') leaves Keras' {self.attr} as it is",
             )
+        self._module = mod
         return mod
 
     def keras_own(self) -> Callable[..., Any]:
