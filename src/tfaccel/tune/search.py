@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tfaccel.bench.timer import NOISE_FLOOR, noise_threshold
+from tfaccel.hardware import capability_at_least
 from tfaccel.optimize.settings import Settings, input_cast_dtype
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.runner import (
@@ -51,7 +52,7 @@ class Hardware:
     @property
     def cudnn_layer_norm(self) -> bool:
         """cuDNN's fused layer norms, backward pass included: compute capability 9.0+."""
-        return bool(self.gpus) and float(self.compute_capability or 0) >= 9.0
+        return bool(self.gpus) and capability_at_least(self.compute_capability, 9.0)
 
     @property
     def float8(self) -> bool:
