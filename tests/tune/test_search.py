@@ -1094,6 +1094,48 @@ def test_the_speedup_over_keras_defaults_compares_figures_of_one_machine(
         assert again.speedup(again.keras_defaults) == pytest.approx(want)
 
 
+def test_a_speedup_across_two_machines_is_named_as_such(tmp_path: Path) -> None:
+    """Resumed on another machine, the tune's new best is measured here while Keras'
+    defaults and the baseline stay the other machine's figures: the speedups over them
+    compare two machines, and the result, its text and tfaccel.json say so; a
+    confirmation measures the defaults and the best here."""
+    from rich.console import Console
+
+    from tfaccel.render.tune import tune_text
+    from tfaccel.tune.output import settings_document
+
+    path = _journal_without_gpu_knobs(tmp_path, "host-a/boot-1/gpus=all")
+    for confirm in (0, 1):
+        j = Journal(path, machine=f"host-b/boot-{confirm}/gpus=all")
+        j.load("w")
+        opts = TuneOptions(batch_size=64, steps=STEPS, confirm=confirm)
+        res = Tuner("w", H200, opts, j, trial_fn=OtherMachine()).run()
+        assert res.best_settings is not None and "cublaslt" in res.best_settings.xla_options
+        assert res.other_machine == ["baseline", "keras_defaults"]
+        assert settings_document(res)["measured"]["speedups_across_machines"] == [
+            "baseline",
+            "keras_defaults",
+        ]
+        console = Console(record=True, width=200)
+        tune_text(res, console)
+        text = console.export_text()
+        assert "measured on another machine than the best's" in text
+        hint = "--confirm 1 measures both here, back to back" in text
+        assert hint is (confirm == 0)
+        if confirm:
+            assert len(res.confirmations) == 1 and res.confirmed_speedup is not None
+    # Resumed on the first machine with every trial in the journal: one machine, no flag.
+    path2 = tmp_path / "one.jsonl"
+    a = Journal(path2, machine="host-a")
+    a.load("w")
+    first = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), a, trial_fn=FakeTrials())
+    assert first.run().other_machine == []
+    again = Journal(path2, machine="host-a")
+    again.load("w")
+    replay = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), again, trial_fn=FakeTrials())
+    assert replay.run().other_machine == []
+
+
 class EinsumTrials(FakeTrials):
     """Flat einsums 12 % faster, or NaN losses with `nan`; `layers` EinsumDense layers
     (None: the trials do not count them)."""

@@ -69,10 +69,22 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
         console.print(Text("no configuration ran successfully", style="bold red"))
         return
     lines = [f"best: {res.best.label}: {res.best.samples_per_s:,.0f} {unit}/s"]
-    for name, other in (("your baseline", res.baseline), ("Keras defaults", res.keras_defaults)):
+    refs = (
+        ("your baseline", "baseline", res.baseline),
+        ("Keras defaults", "keras_defaults", res.keras_defaults),
+    )
+    for name, field_name, other in refs:
         sp = res.speedup(other)
         if sp is not None and other is not None:
-            lines.append(f"  {sp:.2f}x {name} ({other.samples_per_s:,.0f}/s, {other.label})")
+            where = ""
+            if field_name in res.other_machine:
+                # A resumed journal's figures of two machines: say so, and how to get one.
+                where = ", measured on another machine than the best's" + (
+                    ""
+                    if field_name == "baseline" or res.confirmations
+                    else ": --confirm 1 measures both here, back to back"
+                )
+            lines.append(f"  {sp:.2f}x {name} ({other.samples_per_s:,.0f}/s, {other.label}{where})")
     for i, c in enumerate(res.confirmations, 1):
         a, b = c.keras_defaults, c.best
         if c.speedup is None:

@@ -73,6 +73,17 @@ class Journal:
             return self.results[key]
         return self.again.get((key, machine))
 
+    def machine_of_figure(self, r: TrialResult) -> str | None:
+        """Where this figure was measured: the machine of the journal line it is (its own
+        or one measured again), or this machine for a figure the journal does not hold
+        (one measured in this session and not journaled, as a confirmation)."""
+        if self.results.get(r.key) is r:
+            return self.machine_of.get(r.key)
+        for (key, m), again in self.again.items():
+            if key == r.key and again is r:
+                return m
+        return self.machine
+
     def load(self, workload: str) -> int:
         """Read earlier trials of `workload`; returns how many were found."""
         if not self.path.exists():

@@ -50,6 +50,7 @@ def settings_document(result: TuneResult) -> dict[str, Any]:
             "speedup_over_baseline": result.speedup(result.baseline),
             "speedup_over_keras_defaults": result.speedup(result.keras_defaults),
             "confirmed_speedup_over_keras_defaults": result.confirmed_speedup,
+            "speedups_across_machines": result.other_machine,
             "device": best.device if best else None,
         },
         "load_with": "tfaccel.configure.from_file('tfaccel.json')",

@@ -179,6 +179,9 @@ class TuneResult:
     resumed: int = 0
     wall_s: float = 0.0
     confirmations: list[Confirmation] = field(default_factory=list)
+    # The references ("baseline", "keras_defaults") whose speedup compares the best with
+    # a figure of another machine: a resumed journal had no machine with both.
+    other_machine: list[str] = field(default_factory=list)
 
     @property
     def confirmed_speedup(self) -> float | None:
@@ -402,14 +405,22 @@ class Tuner:
 
     def _same_machine_figures(self) -> None:
         """The best's and Keras defaults' figures of one machine (this one first) where the
-        journal has both, so that the speedup over the defaults compares one machine."""
+        journal has both, so that the speedup over the defaults compares one machine.
+        A speedup that still compares two machines (over the defaults, or over the
+        baseline) is named in `other_machine`."""
         res, j = self.result, self.journal
         best, defaults = res.best, res.keras_defaults
-        if j.machine is None or best is None or defaults is None or not best.ok:
+        if j.machine is None or best is None or not best.ok:
             return
-        pair = j.one_machine(best.key, defaults.key)
-        if pair is not None:
-            res.best, res.keras_defaults = pair
+        if defaults is not None:
+            pair = j.one_machine(best.key, defaults.key)
+            if pair is not None:
+                res.best, res.keras_defaults = pair
+        where = j.machine_of_figure(res.best or best)
+        for name in ("baseline", "keras_defaults"):
+            other = getattr(res, name)
+            if other is not None and other.ok and j.machine_of_figure(other) != where:
+                res.other_machine.append(name)
 
     def _again(self, old: TrialResult) -> TrialResult:
         """A journal's trial of another machine, measured again here (and journaled, so
