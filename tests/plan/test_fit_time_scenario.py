@@ -101,6 +101,14 @@ def test_science_uses_tf32_and_mig() -> None:
     assert "MIG" in values["sharing"]
 
 
+def test_nlp_recommends_flat_einsums_on_any_gpu() -> None:
+    for cc, gpus in (("9.0", 1), ("7.0", 2), (None, 0)):
+        values = {r.setting: r.value for r in plan_scenario("nlp", "GPU", cc, gpus).recommendations}
+        assert values["einsum"] == "tfaccel.configure(einsum='flat')"
+    vision = plan_scenario("vision", "GPU", "9.0", 1).recommendations
+    assert "einsum" not in {r.setting for r in vision}
+
+
 def test_scenario_budget_picks_gpus() -> None:
     s = plan_scenario(
         "vision",
