@@ -412,11 +412,10 @@ class Tuner:
         best, defaults = res.best, res.keras_defaults
         if j.machine is None or best is None or not best.ok:
             return
-        if defaults is not None:
-            pair = j.one_machine(best.key, defaults.key)
-            if pair is not None:
-                res.best, res.keras_defaults = pair
-        where = j.machine_of_figure(res.best or best)
+        if defaults is not None and (pair := j.one_machine(best.key, defaults.key)):
+            best, res.keras_defaults = pair
+            res.best = best
+        where = j.machine_of_figure(best)
         for name in ("baseline", "keras_defaults"):
             other = getattr(res, name)
             if other is not None and other.ok and j.machine_of_figure(other) != where:
