@@ -471,21 +471,36 @@ def test_cublaslt_is_tried_unless_the_model_is_convolutions(
         assert notes and "matrix products are 0% of the forward pass's FLOPs" in notes[0]
 
 
-class LayerNormTrials(FakeTrials):
-    """cuDNN's layer norms 10 % faster; with `nan`, their losses diverge instead."""
+class GuardedKnobTrials(FakeTrials):
+    """A knob that changes the arithmetic: its trials (`applies`) `gain` faster, or,
+    with `nan`, their losses diverge instead."""
+
+    gain = 1.0
 
     def __init__(self, nan: bool = False) -> None:
         super().__init__()
         self.nan = nan
 
+    def applies(self, s: Settings) -> bool:
+        raise NotImplementedError
+
     def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
         r = super().__call__(workload, s, steps, timeout)
-        if "cudnn_layer_norm" not in s.xla_options:
+        if not self.applies(s):
             return r
         if self.nan:
             return dataclasses.replace(r, losses=(6.9, float("nan"), float("nan")))
-        rate = (r.samples_per_s or 0) * 1.1
+        rate = (r.samples_per_s or 0) * self.gain
         return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+
+
+class LayerNormTrials(GuardedKnobTrials):
+    """cuDNN's layer norms 10 % faster; with `nan`, their losses diverge instead."""
+
+    gain = 1.1
+
+    def applies(self, s: Settings) -> bool:
+        return "cudnn_layer_norm" in s.xla_options
 
 
 @pytest.mark.parametrize("nan", [False, True])
@@ -1136,25 +1151,24 @@ def test_a_speedup_across_two_machines_is_named_as_such(tmp_path: Path) -> None:
     assert replay.run().other_machine == []
 
 
-class EinsumTrials(FakeTrials):
+class EinsumTrials(GuardedKnobTrials):
     """Flat einsums 12 % faster, or NaN losses with `nan`; `layers` EinsumDense layers
     (None: the trials do not count them)."""
 
+    gain = 1.12
+
     def __init__(self, nan: bool = False, layers: int | None = 48) -> None:
-        super().__init__()
-        self.nan = nan
+        super().__init__(nan)
         self.layers = layers
+
+    def applies(self, s: Settings) -> bool:
+        return s.einsum != "keras"
 
     def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
         r = super().__call__(workload, s, steps, timeout)
-        if self.layers is not None:
-            r = dataclasses.replace(r, extra={**r.extra, "einsum_layers": self.layers})
-        if s.einsum == "keras":
+        if self.layers is None:
             return r
-        if self.nan:
-            return dataclasses.replace(r, losses=(6.9, float("nan"), float("nan")))
-        rate = (r.samples_per_s or 0) * 1.12
-        return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+        return dataclasses.replace(r, extra={**r.extra, "einsum_layers": self.layers})
 
 
 @pytest.mark.parametrize("nan", [False, True])
