@@ -133,7 +133,7 @@ def bert(
     import os
 
     from tfaccel.optimize.settings import Settings
-    from tfaccel.tune.runner import StepPlan, run_trial
+    from tfaccel.trial.runner import StepPlan, run_trial
 
     os.environ["BENCH_BERT_LAYERS"] = str(layers)
     workload = "bert_hub" if layers == 12 else "benchmarks.dropout_rng:bert_hub_layers"

@@ -70,7 +70,7 @@ add tune-resnet50 "$(tune_cmd resnet50 256 1024)"
 R50CAST='{"workload": "resnet50", "steps": {"warmup": 10, "windows": 5, "window": 20},
   "settings": {"precision": "mixed_bfloat16", "xla": "jit", "batch_size": 512,
   "steps_per_execution": 10, "input_cast": "compute"}}'
-add trial-r50-cast-b512 "$PY -m tfaccel.tune.trial '$R50CAST'"
+add trial-r50-cast-b512 "$PY -m tfaccel.trial.child '$R50CAST'"
 # tfaccel profile's advice, applied: each pair runs in the same lease.
 for c in tuned-prefetch tuned; do add "profile-$c" "$(profile_cmd $c)"; done
 add gpt2-xla-flags "$PY $B/gpt2_xla_flags.py --out gpt2-xla-flags.json \
@@ -126,7 +126,7 @@ add pytest-dropout "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/opti
 BERTXLA='"xla_options": ["cublaslt", "cudnn_layer_norm"], "dropout": "philox16"'
 BERTKNOBS="\"precision\": \"mixed_bfloat16\", \"xla\": \"jit\", \"batch_size\": 2048, $BERTXLA"
 bert_trial() {  # extra-settings out
-  echo "$PY -m tfaccel.tune.trial '{\"workload\": \"bert_hub\", \"steps\": {\"warmup\": 10, \
+  echo "$PY -m tfaccel.trial.child '{\"workload\": \"bert_hub\", \"steps\": {\"warmup\": 10, \
 \"windows\": 5, \"window\": 20, \"window_s\": 3.0}, \"settings\": {$BERTKNOBS, $1}}' > $2"
 }
 # FP8 matrix products (tfaccel.optimize.float8): the GPU test that XLA forms an FP8 GEMM,
@@ -241,11 +241,11 @@ declare -A BERTXLA=([default]="" [cublaslt]="--xla_gpu_enable_cublaslt=true"
   [graphs]="--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,\
 DYNAMIC_SLICE_FUSION,DYNAMIC_SLICE_COPY_FUSION,WHILE,CONDITIONAL --xla_gpu_graph_min_graph_size=1")
 for s in default graphs cublaslt; do
-  add "bert-xla-$s" "XLA_FLAGS='${BERTXLA[$s]}' $PY -m tfaccel.tune.trial '$BERT256' \
+  add "bert-xla-$s" "XLA_FLAGS='${BERTXLA[$s]}' $PY -m tfaccel.trial.child '$BERT256' \
     > bert-xla-$s.out"
 done
 BERT512="${BERT256/\"batch_size\": 256/\"batch_size\": 512}"
-add bert-b512-cublaslt "XLA_FLAGS='${BERTXLA[cublaslt]}' $PY -m tfaccel.tune.trial '$BERT512' \
+add bert-b512-cublaslt "XLA_FLAGS='${BERTXLA[cublaslt]}' $PY -m tfaccel.trial.child '$BERT512' \
   > bert-b512-cublaslt.out"
 add pytest-gpu "$PY -m pytest -q -p no:cacheprovider -m 'gpu or multi_gpu' $REPO/tests -rs"
 # The fused GPT-2 decoding step's GPU test alone (124M, bf16, against KerasHub's logits).

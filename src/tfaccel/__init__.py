@@ -6,7 +6,7 @@ module (`tfaccel._tf` and `tfaccel.hardware.nvml`) and is loaded on first use.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from tfaccel._version import __version__
 
 __all__ = ["__version__", "configure"]
 

@@ -1,6 +1,6 @@
 """The one door to TensorFlow.
 
-No other tfaccel module imports `tensorflow` at top level. Commands that only inspect
+No other tfaccel module imports `tensorflow` (a test checks it). Commands that only inspect
 the installation (doctor, hw) use `tf_spec()` and read files; commands that run
 TensorFlow call `import_tensorflow()`, which fails with a pip hint instead of a
 traceback when TensorFlow is missing.
@@ -40,3 +40,9 @@ def import_tensorflow() -> ModuleType:
             received=f"{type(exc).__name__}: {exc}",
             hint=INSTALL_HINT,
         ) from exc
+
+
+def tf_internal(module: str) -> ModuleType:
+    """A TensorFlow module outside its public API, `tensorflow.<module>`: every use of
+    TensorFlow's internals goes through here, so they are found in one place."""
+    return importlib.import_module(f"tensorflow.{module}")

@@ -153,3 +153,19 @@ def test_plan_reads_the_gpu_tensorflow_would_see(monkeypatch: pytest.MonkeyPatch
 
     with pytest.raises(InputError, match="GPU index 1 does not exist"):
         capacity_from_local(1, nvml)
+
+
+@pytest.mark.parametrize(("cc", "mig"), [((10, 0), True), ((9, 0), True), ((7, 5), False)])
+def test_plan_compares_compute_capabilities_as_numbers(
+    monkeypatch: pytest.MonkeyPatch, cc: tuple[int, int], mig: bool
+) -> None:
+    """"10.0" >= "8.0" is False as text: a Blackwell GPU is MIG-capable all the same."""
+    from tests.fakes import FakeGpu
+
+    real = inventory.read_inventory
+    nvml = FakeNvml([FakeGpu(cc=cc, extra={"nvmlDeviceGetMigMode": (0, 0)})])
+    monkeypatch.setattr(inventory, "read_inventory", lambda: real(nvml))
+    result = runner.invoke(app, ["plan", "--scenario", "science", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    recs = json.loads(result.stdout)["scenario"]["recommendations"]
+    assert any(r["setting"] == "sharing" for r in recs) is mig

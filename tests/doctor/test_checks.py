@@ -232,7 +232,7 @@ def test_platform_traps(fake_tf: tuple[Path, MakeCtx]) -> None:
 
 
 def test_mps_daemon_is_noticed(fake_tf: tuple[Path, MakeCtx], tmp_path: Path) -> None:
-    from tfaccel.doctor.probes import mps_state
+    from tfaccel.hardware.capabilities import mps_state
 
     pipe = tmp_path / "mps"
     pipe.mkdir()

@@ -154,7 +154,7 @@ def test_window_energy_and_throttled_time() -> None:
 
 
 def test_visible_indices_follow_cuda_visible_devices() -> None:
-    from tfaccel.hardware.nvml import visible_indices
+    from tfaccel.hardware.capabilities import visible_indices
 
     uuids = ["GPU-aaaa-1", "GPU-bbbb-2", "GPU-cccc-3"]
     assert visible_indices(uuids, "") == []

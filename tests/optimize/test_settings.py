@@ -144,7 +144,7 @@ def test_each_xla_option_is_one_flag() -> None:
 
 
 def test_einsum_is_a_later_knob_that_keeps_old_journal_keys() -> None:
-    from tfaccel.tune.runner import StepPlan, label_of, settings_key
+    from tfaccel.trial.runner import StepPlan, label_of, settings_key
 
     s = Settings(precision="mixed_bfloat16", xla="jit", batch_size=2048)
     assert settings_key("bert_hub", s, StepPlan()) == settings_key(

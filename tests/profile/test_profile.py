@@ -15,7 +15,7 @@ pytest.importorskip("xprof")
 from tfaccel.cli import app
 from tfaccel.errors import InputError
 from tfaccel.profile.advice import advise, check_gates, diff, parse_gates
-from tfaccel.profile.analyze import ProfileReport, analyze
+from tfaccel.profile.analyze import ProfileReport, StepBreakdown, analyze
 
 FIXTURES = Path(__file__).parent / "fixtures"
 runner = CliRunner()
@@ -91,18 +91,23 @@ def _synthetic(**kw: object) -> ProfileReport:
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
+def _steps(*ms: float) -> tuple[StepBreakdown, ...]:
+    return tuple(StepBreakdown(str(i), t, {}) for i, t in enumerate(ms))
+
+
 def test_diff_calls_a_change_only_beyond_the_noise() -> None:
-    a = _synthetic()  # 100 ms steps, 1 ms standard deviation
+    a = _synthetic(steps=_steps(99, 100, 100, 101))  # 100 ms steps, IQR 1 %
     rows = {r.metric: r for r in diff(a, _synthetic(step_ms_avg=98.0, gpu_utilization_pct=92.0))}
     assert rows["step_ms"].better is None and rows["step_ms"].threshold_pct == 3.0
     assert rows["utilization"].better is None  # +2.2 %
     rows = {r.metric: r for r in diff(a, _synthetic(step_ms_avg=90.0))}
     assert rows["step_ms"].better is True
     # steps that vary by 10 %: a 10 % faster mean is within the noise (twice 10 %)
-    rows = {r.metric: r for r in diff(a, _synthetic(step_ms_avg=90.0, step_ms_std=9.0))}
+    noisy = _steps(80, 85.5, 90, 94.5, 100)  # IQR 10 % of the median
+    rows = {r.metric: r for r in diff(a, _synthetic(step_ms_avg=90.0, steps=noisy))}
     assert rows["step_ms"].better is None and rows["step_ms"].threshold_pct == pytest.approx(20)
-    rows = {r.metric: r for r in diff(a, _synthetic(step_ms_avg=70.0, step_ms_std=9.0))}
-    assert rows["step_ms"].better is True  # 30 % less, beyond twice 9 / 70
+    rows = {r.metric: r for r in diff(a, _synthetic(step_ms_avg=70.0, steps=noisy))}
+    assert rows["step_ms"].better is True  # 30 % less, beyond twice 10 %
     from rich.console import Console
 
     from tfaccel.render.profile import diff_text

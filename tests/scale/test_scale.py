@@ -20,7 +20,7 @@ from tfaccel.optimize.settings import Settings
 from tfaccel.scale import mps
 from tfaccel.scale.runner import gpu_counts, run_scale
 from tfaccel.scale.tfconfig import make, validate
-from tfaccel.tune.runner import StepPlan, TrialResult
+from tfaccel.trial.runner import StepPlan, TrialResult
 
 runner = CliRunner()
 GOOD = {"cluster": {"worker": ["h1:2222", "h2:2222"]}, "task": {"type": "worker", "index": 1}}
@@ -59,7 +59,7 @@ def test_bad_tf_configs_name_the_field(config: object, field: str) -> None:
 
 
 def test_points_use_only_the_gpus_the_user_left_visible() -> None:
-    from tfaccel.scale.runner import visible_devices
+    from tfaccel.hardware.capabilities import visible_devices
 
     assert visible_devices(4, "2,3") == ["2", "3"]
     assert visible_devices(1, "GPU-ab12, GPU-cd34") == ["GPU-ab12"]
@@ -336,7 +336,7 @@ def _free_port() -> int:
 WORKER = """
 import json
 import numpy as np, tensorflow as tf, keras
-from tfaccel.scale.step import DistributedTrainer
+from tfaccel.trial.step import DistributedTrainer
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 with strategy.scope():
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
@@ -389,7 +389,7 @@ import json
 import numpy as np, tensorflow as tf, keras
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from tfaccel.scale.step import DistributedTrainer
+from tfaccel.trial.step import DistributedTrainer
 strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")])
 out = {}
 for policy, scale in (("float32", None), ("mixed_bfloat16", None), ("mixed_float16", 1024.0)):
@@ -441,7 +441,7 @@ import json
 import numpy as np, tensorflow as tf, keras
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from tfaccel.scale.step import DistributedTrainer
+from tfaccel.trial.step import DistributedTrainer
 strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")])
 out = {}
 for fuse in (False, True):
@@ -671,7 +671,7 @@ import json
 import numpy as np, tensorflow as tf, keras
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from tfaccel.scale.step import DistributedTrainer
+from tfaccel.trial.step import DistributedTrainer
 strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")])
 rng = np.random.default_rng(0)
 x = rng.random((128, 8), dtype=np.float32); y = rng.random((128, 4), dtype=np.float32)
@@ -709,7 +709,7 @@ def test_the_step_trains_a_model_with_several_outputs() -> None:
     import keras
     import numpy as np
 
-    from tfaccel.scale.step import DistributedTrainer
+    from tfaccel.trial.step import DistributedTrainer
     from tfaccel.workloads.loss import per_example_loss
 
     losses = {"cls": keras.losses.SparseCategoricalCrossentropy(from_logits=True), "box": "mse"}

@@ -12,7 +12,7 @@ import pytest
 def test_two_gpus_train_with_nccl_and_time_the_gradient_all_reduce() -> None:
     from tfaccel.optimize.settings import Settings
     from tfaccel.scale.runner import run_scale
-    from tfaccel.tune.runner import StepPlan
+    from tfaccel.trial.runner import StepPlan
 
     points = run_scale(
         "tiny",

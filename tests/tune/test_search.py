@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tfaccel.optimize.settings import Settings
+from tfaccel.trial.runner import StepPlan, TrialResult, beats, label_of, settings_key
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.runner import StepPlan, TrialResult, label_of, settings_key
-from tfaccel.tune.search import Hardware, TuneOptions, Tuner, beats, loss_close
+from tfaccel.tune.search import Hardware, TuneOptions, Tuner, loss_close
 
 STEPS = StepPlan(2, 2, 2)
 
@@ -131,7 +131,7 @@ def test_a_knob_revision_keeps_its_old_trials_from_resuming(
     s = Settings(precision="mixed_bfloat16", xla="jit", batch_size=2048, steps_per_execution=1)
     f8 = s.replace(float8=True)
     now = (settings_key("bert_hub", s, StepPlan()), settings_key("bert_hub", f8, StepPlan()))
-    monkeypatch.setattr("tfaccel.tune.runner.KNOB_REVISIONS", {})
+    monkeypatch.setattr("tfaccel.trial.runner.KNOB_REVISIONS", {})
     before = (settings_key("bert_hub", s, StepPlan()), settings_key("bert_hub", f8, StepPlan()))
     assert now[0] == before[0] and now[1] != before[1]
 
@@ -145,7 +145,7 @@ def test_a_workload_revision_keeps_its_old_trials_from_resuming(
 
     s = Settings(precision="float32", xla="off", batch_size=128, steps_per_execution=1)
     now = {w: settings_key(w, s, StepPlan()) for w in ("bert_hub", "gpt2", "resnet50")}
-    monkeypatch.setattr("tfaccel.tune.runner.REVISION", {})
+    monkeypatch.setattr("tfaccel.trial.runner.REVISION", {})
     before = {w: settings_key(w, s, StepPlan()) for w in ("bert_hub", "gpt2", "resnet50")}
     assert now["resnet50"] == before["resnet50"]
     assert now["bert_hub"] != before["bert_hub"] and now["gpt2"] != before["gpt2"]
@@ -251,7 +251,7 @@ def test_interrupted_tune_keeps_finished_trials(tmp_path: Path) -> None:
 
 def test_one_slow_window_does_not_set_the_noise() -> None:
     """The H200 ResNet-50 windows: spe=10 had one slow window (4,608 among ~5,300)."""
-    from tfaccel.tune.runner import spread_of
+    from tfaccel.stats import spread as spread_of
 
     spe10 = (5134.0, 4608.0, 5241.0, 5355.0, 5336.0)
     cast = (5624.0, 5722.0, 5712.0, 5739.0, 5607.0)
@@ -428,7 +428,7 @@ def test_the_guard_allows_the_drift_two_32_bit_runs_already_show(
     journal predates revision 2 of bert_hub, whose keys it would not match.)"""
     import shutil
 
-    monkeypatch.setattr("tfaccel.tune.runner.REVISION", {})
+    monkeypatch.setattr("tfaccel.trial.runner.REVISION", {})
 
     journal = tmp_path / "j.jsonl"
     shutil.copy(Path(__file__).parent / "bert_hub_h200_guard.journal.jsonl", journal)

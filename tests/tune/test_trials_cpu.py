@@ -12,7 +12,7 @@ pytest.importorskip("tensorflow")
 
 from tfaccel.cli import app
 from tfaccel.optimize.settings import Settings
-from tfaccel.tune.runner import StepPlan, run_trial
+from tfaccel.trial.runner import StepPlan, run_trial
 
 SMALL = StepPlan(warmup=2, windows=2, window=3)
 runner = CliRunner()
@@ -112,7 +112,7 @@ def test_a_slow_trial_times_shorter_windows() -> None:
 
 
 def test_window_bounds() -> None:
-    from tfaccel.tune.trial import shrink_window, warmup_step_s
+    from tfaccel.trial.child import shrink_window, warmup_step_s
 
     assert shrink_window(20, 1, step_s=0.5, window_s=3.0) == 6
     assert shrink_window(20, 1, step_s=0.05, window_s=3.0) == 20  # fits: unchanged
@@ -149,9 +149,9 @@ def test_a_model_that_fails_to_build_shows_the_users_frames_once(
     from rich.console import Console
 
     from tfaccel.render.tune import tune_text
-    from tfaccel.tune.runner import TrialResult
+    from tfaccel.trial.child import trial_traceback
+    from tfaccel.trial.runner import TrialResult
     from tfaccel.tune.search import Hardware, TuneResult
-    from tfaccel.tune.trial import trial_traceback
     from tfaccel.workloads import load_workload
 
     _user_module(tmp_path, monkeypatch, "fails_to_build", BUILD_FAILS)
@@ -288,7 +288,7 @@ def test_tune_of_a_model_that_never_runs_exits_5(
 def test_xla_cache_flags_keep_the_users_xla_flags(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tfaccel.tune.runner import xla_cache_env
+    from tfaccel.trial.runner import xla_cache_env
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=2")
     monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
@@ -310,7 +310,7 @@ def test_trials_share_compiled_xla_programs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """TensorFlow accepts the flags, and a second identical trial finds the executable."""
-    from tfaccel.tune.runner import xla_cache_env
+    from tfaccel.trial.runner import xla_cache_env
 
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     monkeypatch.delenv("TF_XLA_FLAGS", raising=False)

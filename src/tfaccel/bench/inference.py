@@ -70,7 +70,7 @@ def conv3d(
     import keras
 
     tf = import_tensorflow()
-    from tfaccel.bench.models import conv3d_flops
+    from tfaccel.workloads.models import conv3d_flops
 
     previous = _policy(precision)
     try:

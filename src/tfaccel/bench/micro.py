@@ -207,7 +207,7 @@ def allreduce(
     n = len(devices)
     strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=cross)
     elems = mib * 2**20 // 4
-    from tfaccel.scale.step import per_replica_values
+    from tfaccel.trial.step import per_replica_values
 
     values = per_replica_values(
         strategy, lambda ctx: tf.ones((elems,)) * float(ctx.replica_id_in_sync_group)

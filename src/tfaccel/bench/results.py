@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfaccel.bench.timer import Measurement, noise_threshold
+from tfaccel.bench.timer import Measurement
 from tfaccel.errors import ConfigFileError
-from tfaccel.render import to_jsonable
+from tfaccel.results import SCHEMAS, to_jsonable
+from tfaccel.stats import noise_threshold
 
-SCHEMA = "tfaccel.bench/1"
+SCHEMA = SCHEMAS["bench"]
 
 
 @dataclass(frozen=True)

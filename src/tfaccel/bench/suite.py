@@ -188,7 +188,7 @@ def model_tflops(
 def workload_benches(workload: str, batch: int, quick: bool = False) -> list[Bench]:
     """Training throughput in float32 and mixed precision, each with and without XLA."""
     from tfaccel.optimize.settings import Settings
-    from tfaccel.tune.runner import StepPlan, run_trial
+    from tfaccel.trial.runner import StepPlan, run_trial
 
     steps = StepPlan(3, 2, 3) if quick else StepPlan(20, 5, 20)
     spec = local_spec()
@@ -234,7 +234,7 @@ PAIR = ("float32", "mixed_bfloat16")
 def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
     """Inference, detection, generation, Conv3D and checkpointing benchmarks by name."""
     from tfaccel.bench import inference
-    from tfaccel.bench.models import yolo_style
+    from tfaccel.workloads.models import yolo_style
 
     spec = local_spec()
     if name == "yolo":
@@ -343,7 +343,7 @@ def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
 def remat_saving(workload: str, batch: int) -> Measurement:
     """Peak GPU memory of a training step with and without gradient checkpointing."""
     from tfaccel.optimize.settings import Settings
-    from tfaccel.tune.runner import StepPlan, run_trial
+    from tfaccel.trial.runner import StepPlan, run_trial
 
     peaks: dict[bool, int | None] = {}
     errors: list[str] = []

@@ -8,22 +8,12 @@ derived, and a spread above 10 % carries a warning.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-NOISY = 0.10  # IQR / median above which a measurement is flagged
-NOISE_FLOOR = 0.03  # the smallest relative change called a gain or a loss
-
-
-def noise_threshold(*spreads: float | None, floor: float = NOISE_FLOOR) -> float:
-    """How far apart two measurements must be to differ beyond their noise: `floor`, or
-    twice the larger relative spread, whichever is more. tune keeps a change, scale's
-    search keeps an option, and bench compare / profile diff call a change better or
-    worse, only past it."""
-    return max(floor, 2 * max((s or 0.0 for s in spreads), default=0.0))
+from tfaccel import stats
 
 
 @dataclass(frozen=True)
@@ -40,19 +30,12 @@ class Measurement:
 
     @property
     def median(self) -> float | None:
-        return statistics.median(self.samples) if self.samples else None
-
-    @property
-    def iqr(self) -> float | None:
-        if len(self.samples) < 4:
-            return (max(self.samples) - min(self.samples)) if self.samples else None
-        q = statistics.quantiles(self.samples, n=4)
-        return q[2] - q[0]
+        return stats.median(self.samples)
 
     @property
     def spread(self) -> float | None:
-        m, i = self.median, self.iqr
-        return i / m if m and i is not None else None
+        """The samples' spread (stats.spread: interquartile range / median)."""
+        return stats.spread(self.samples)
 
     @property
     def percent_of_peak(self) -> float | None:
@@ -62,7 +45,7 @@ class Measurement:
     @property
     def warnings(self) -> tuple[str, ...]:
         out = []
-        if self.spread is not None and self.spread > NOISY:
+        if self.spread is not None and self.spread > stats.NOISY:
             out.append(f"noisy: spread {self.spread:.0%} of the median")
         if self.telemetry.get("throttled"):
             out.append(

@@ -35,7 +35,7 @@ from tfaccel.optimize.apply import set_xla_options
 from tfaccel.optimize.settings import XLA_OPTIONS
 from tfaccel.render import Format, dumps
 from tfaccel.render.bench import bench_html, bench_text, compare_text, measurement_line
-from tfaccel.tune.output import check_writable, write_atomic
+from tfaccel.results import check_writable, write_atomic
 from tfaccel.workloads import BUILTIN
 
 WORKLOAD_BATCH = {"resnet50": 256, "bert": 128, "bert_hub": 128, "tiny": 128}

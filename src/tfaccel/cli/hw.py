@@ -13,6 +13,7 @@ from tfaccel.hardware.inventory import read_inventory
 from tfaccel.hardware.tiers import judge_values
 from tfaccel.render import Format, dumps
 from tfaccel.render.hardware import compare_text, inventory_text, rank_text
+from tfaccel.results import SCHEMAS
 
 
 def _spec_tier(s: specmod.GpuSpec):  # type: ignore[no-untyped-def]
@@ -109,6 +110,6 @@ def hw(
         for g in inv.gpus
     ]
     if fmt is Format.json:
-        write_out(dumps({"inventory": inv, "tiers": tiers}, schema="tfaccel.hw/1"))
+        write_out(dumps({"inventory": inv, "tiers": tiers}, schema=SCHEMAS["hw"]))
     else:
         inventory_text(inv, tiers, console)

@@ -27,7 +27,7 @@ from tfaccel.monitor.power import read_power, reset_power_limit, set_power_limit
 from tfaccel.monitor.sampler import Sampler
 from tfaccel.render import Format, dumps, to_jsonable
 from tfaccel.render.monitor import power_table, snapshot_view, sweep_table
-from tfaccel.tune.output import check_writable
+from tfaccel.results import SCHEMAS, check_writable
 
 
 @handle_errors
@@ -68,7 +68,7 @@ def monitor(
             sample_log.close()
         assert snap is not None
         if fmt is Format.json:
-            write_out(dumps(snap, schema="tfaccel.monitor/1"))
+            write_out(dumps(snap, schema=SCHEMAS["monitor"]))
         else:
             out = stdout_console()
             out.print(snapshot_view(snap, out.width))

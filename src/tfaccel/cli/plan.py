@@ -20,6 +20,7 @@ from tfaccel.plan.scenario import SCENARIOS, plan_scenario
 from tfaccel.plan.timing import time_to_train
 from tfaccel.render import Format, dumps
 from tfaccel.render.plan import PlanReport, plan_text
+from tfaccel.results import SCHEMAS
 
 
 def _duration_hours(text: str) -> float:
@@ -123,13 +124,14 @@ def plan(
         count = 0
         mig = False
         try:
+            from tfaccel.hardware.capabilities import supports
             from tfaccel.hardware.inventory import read_inventory
 
             inv = read_inventory()
             count = len(inv.gpus)
             if inv.gpus:
                 name, cc = inv.gpus[0].name, inv.gpus[0].compute_capability
-                mig = (cc or "") >= "8.0" and inv.gpus[0].mig_enabled is not None
+                mig = supports(cc, "mig") and inv.gpus[0].mig_enabled is not None
         except Exception:
             pass
         report = PlanReport(
@@ -149,6 +151,6 @@ def plan(
             ),
         )
     if fmt is Format.json:
-        write_out(dumps(report, schema="tfaccel.plan/1"))
+        write_out(dumps(report, schema=SCHEMAS["plan"]))
     else:
         plan_text(report, stdout_console())

@@ -19,7 +19,7 @@ from tfaccel.profile.advice import Finding, advise, check_gates, diff, parse_gat
 from tfaccel.profile.analyze import ProfileReport, analyze
 from tfaccel.render import Format, dumps
 from tfaccel.render.profile import diff_text, profile_html, profile_text
-from tfaccel.tune.output import check_writable
+from tfaccel.results import SCHEMAS, check_writable
 
 
 def _cupti_finding(r: ProfileReport) -> Finding | None:
@@ -76,7 +76,7 @@ def _report(
         profile_html(r, findings, html)
     if fmt is Format.json:
         write_out(
-            dumps({"report": r, "findings": findings, "gates": gates}, schema="tfaccel.profile/1")
+            dumps({"report": r, "findings": findings, "gates": gates}, schema=SCHEMAS["profile"])
         )
     else:
         profile_text(r, findings, gates, stdout_console())
@@ -133,9 +133,7 @@ def profile(
         a, b = analyze(logdir_a), analyze(logdir_b)
         rows = diff(a, b)
         if fmt is Format.json:
-            write_out(
-                dumps({"a": a.run, "b": b.run, "rows": rows}, schema="tfaccel.profile-diff/1")
-            )
+            write_out(dumps({"a": a.run, "b": b.run, "rows": rows}, schema=SCHEMAS["profile-diff"]))
         else:
             diff_text(a, b, rows, stdout_console())
         return

@@ -25,6 +25,7 @@ from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings, settings_from_dict
 from tfaccel.render import Format, dumps
 from tfaccel.render.scale import mps_text, point_line, scale_plot, scale_text, tfconfig_text
+from tfaccel.results import SCHEMAS, check_writable, write_atomic
 from tfaccel.scale import mps as mpsmod
 from tfaccel.scale.runner import (
     ScalePoint,
@@ -36,7 +37,6 @@ from tfaccel.scale.runner import (
     tuned_reference,
 )
 from tfaccel.scale.tfconfig import make
-from tfaccel.tune.output import check_writable, write_atomic
 
 TUNED_FILE = "a tfaccel.json written by `tfaccel tune`"
 
@@ -134,7 +134,7 @@ def scale(
     """Throughput and scaling efficiency on 1..N GPUs; or TF_CONFIG for several workers."""
     if engine not in ("auto", "fit"):
         raise InputError("Unknown engine", expected="auto or fit", received=engine)
-    from tfaccel.tune.trial import CROSS_DEVICE_OPS
+    from tfaccel.trial.parallel import CROSS_DEVICE_OPS
 
     if all_reduce not in CROSS_DEVICE_OPS:
         raise InputError(
@@ -178,7 +178,7 @@ def scale(
             expected="tfaccel scale WORKLOAD, or --workers",
             received="no workload",
         )
-    from tfaccel.tune.runner import StepPlan
+    from tfaccel.trial.runner import StepPlan
 
     topology = None
     warnings: tuple[str, ...] = ()
@@ -188,9 +188,8 @@ def scale(
     if cpu_replicas:
         visible = cpu_replicas
     else:
+        from tfaccel.hardware.capabilities import visible_devices, visible_indices
         from tfaccel.hardware.inventory import read_inventory
-        from tfaccel.hardware.nvml import visible_indices
-        from tfaccel.scale.runner import visible_devices
 
         inv = read_inventory()
         # the GPUs CUDA_VISIBLE_DEVICES leaves this process, in its order (NVML sees all)
@@ -273,7 +272,7 @@ def scale(
             finished.append(point)
             if out is not None:
                 report = report_of(finished, complete=False)
-                write_atomic(out, dumps(report, schema="tfaccel.scale/1"))
+                write_atomic(out, dumps(report, schema=SCHEMAS["scale"]))
 
         points = run_scale(
             workload,
@@ -310,11 +309,11 @@ def scale(
             steps_done = tuple(found)
     report = report_of(points, steps_done, best)
     if out is not None:
-        write_atomic(out, dumps(report, schema="tfaccel.scale/1"))
+        write_atomic(out, dumps(report, schema=SCHEMAS["scale"]))
     if plot is not None:
         scale_plot([(f"input {input_mode}", report)], plot)
     if fmt is Format.json:
-        write_out(dumps(report, schema="tfaccel.scale/1"))
+        write_out(dumps(report, schema=SCHEMAS["scale"]))
     else:
         scale_text(report, stdout_console())
         if plot is not None:

@@ -23,9 +23,10 @@ from tfaccel.errors import InputError
 from tfaccel.optimize.settings import PRECISIONS, Settings
 from tfaccel.render import Format
 from tfaccel.render.tune import trial_line, tune_plot, tune_text
+from tfaccel.results import check_writable
+from tfaccel.trial.runner import StepPlan, TrialResult, label_of
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.output import check_writable, result_json, write_settings
-from tfaccel.tune.runner import StepPlan, TrialResult, label_of
+from tfaccel.tune.output import result_json, write_settings
 from tfaccel.tune.search import AGAIN, SKIPPABLE, Hardware, TuneOptions, Tuner
 
 
@@ -38,7 +39,7 @@ def _hardware() -> Hardware:
 
 def hardware_of(info: Any) -> Hardware:
     """The GPUs the trials will see: NVML's, narrowed by CUDA_VISIBLE_DEVICES."""
-    from tfaccel.hardware.nvml import visible_indices
+    from tfaccel.hardware.capabilities import visible_indices
 
     by_index = {g.index: g for g in info.gpus}
     visible = visible_indices([g.uuid for g in info.gpus])

@@ -17,7 +17,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,9 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+
+from tfaccel._child import run_child
+from tfaccel.hardware.capabilities import mps_state
 
 # Every distribution that installs the `tensorflow` import package.
 TF_DISTRIBUTIONS: tuple[str, ...] = (
@@ -165,23 +167,6 @@ _TF_LOG_KEYS = re.compile(
 )
 
 
-def _run_python(
-    code: str, env: Mapping[str, str], timeout_s: float
-) -> subprocess.CompletedProcess[str] | None:
-    """`code` in a child Python with `env`, its output captured; None past the timeout."""
-    try:
-        return subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=dict(env),
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return None
-
-
 def tf_runtime_probe(timeout_s: float = 180.0, env: Mapping[str, str] | None = None) -> TfRuntime:
     """Import TensorFlow in a child process and list the GPUs it sees.
 
@@ -190,21 +175,16 @@ def tf_runtime_probe(timeout_s: float = 180.0, env: Mapping[str, str] | None = N
     """
     child_env = dict(os.environ if env is None else env)
     child_env["TF_CPP_MIN_LOG_LEVEL"] = "0"
-    started = time.perf_counter()
-    proc = _run_python(_TF_PROBE, child_env, timeout_s)
-    if proc is None:
+    proc = run_child(["-c", _TF_PROBE], "TFACCEL_PROBE ", child_env, timeout_s)
+    if proc.timed_out:
         return TfRuntime(True, f"importing TensorFlow took longer than {timeout_s:.0f} s")
-    elapsed = time.perf_counter() - started
+    elapsed = proc.wall_s
     logs = tuple(line.strip() for line in proc.stderr.splitlines() if _TF_LOG_KEYS.search(line))
-    payload = None
-    for line in proc.stdout.splitlines():
-        if line.startswith("TFACCEL_PROBE "):
-            payload = json.loads(line[len("TFACCEL_PROBE ") :])
+    payload = proc.payload
     if payload is None:
-        tail = proc.stderr.strip().splitlines()[-3:]
         return TfRuntime(
             True,
-            f"the TensorFlow probe exited with code {proc.returncode}: " + " | ".join(tail),
+            f"the TensorFlow probe {proc.exit_text()}: " + proc.tail(3, " | "),
             log_lines=logs[-20:],
             seconds=elapsed,
         )
@@ -245,16 +225,15 @@ def xla_flags_probe(env: Mapping[str, str], timeout_s: float = 120.0) -> XlaFlag
     if not any(env.get(v, "").strip() for v in XLA_FLAG_VARIABLES):
         return XlaFlagsProbe(ran=False)
     child_env = {**env, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "0"}
-    proc = _run_python(_XLA_PROBE, child_env, timeout_s)
-    if proc is None:
+    proc = run_child(["-c", _XLA_PROBE], "TFACCEL_XLA_OK", child_env, timeout_s)
+    if proc.timed_out:
         return XlaFlagsProbe(True, False, error=f"no answer within {timeout_s:.0f} s")
     found = _UNKNOWN_FLAG.search(proc.stderr)
     if found:
         return XlaFlagsProbe(True, False, found.group(1), tuple(found.group(2).split()))
     if "TFACCEL_XLA_OK" in proc.stdout:
         return XlaFlagsProbe(True)
-    tail = " | ".join(proc.stderr.strip().splitlines()[-2:])
-    return XlaFlagsProbe(True, False, error=f"exit code {proc.returncode}: {tail}"[:500])
+    return XlaFlagsProbe(True, False, error=f"{proc.exit_text()}: {proc.tail(2, ' | ')}"[:500])
 
 
 def site_directories() -> list[str]:
@@ -381,24 +360,6 @@ def detect_container(root: str = "/") -> str | None:
         if key in cgroup:
             return "kubernetes" if key == "kubepods" else key
     return None
-
-
-def mps_state(env: Mapping[str, str], proc_root: str = "/proc") -> tuple[list[str], list[str]]:
-    """(MPS pipe directories with a control socket, MPS daemon processes running)."""
-    pipes: list[str] = []
-    for d in (env.get("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps", "/var/run/nvidia-mps"):
-        if d and os.path.exists(os.path.join(d, "control")) and d not in pipes:
-            pipes.append(d)
-    procs: list[str] = []
-    try:
-        for pid in os.listdir(proc_root):
-            if pid.isdigit():
-                comm = _read(os.path.join(proc_root, pid, "comm")).strip()
-                if comm.startswith("nvidia-cuda-mps"):
-                    procs.append(f"{comm} (pid {pid})")
-    except OSError:
-        pass
-    return pipes, procs
 
 
 def platform_facts(env: Mapping[str, str]) -> PlatformFacts:

@@ -8,8 +8,7 @@ Tests inject a fake module with the same function names at this boundary.
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType, TracebackType
 from typing import Any
@@ -149,35 +148,3 @@ def driver_info(lib: ModuleType | Any | None = None) -> DriverInfo:
             return DriverInfo(True, None, driver, cuda_version_text(cuda), tuple(gpus))
     except GpuError as exc:
         return DriverInfo(False, str(exc.received or exc.problem), None, None)
-
-
-def visible_indices(
-    uuids: Sequence[str | None], cuda_visible_devices: str | None = None
-) -> list[int]:
-    """NVML indices of the GPUs a CUDA process sees, in CUDA's order.
-
-    `uuids` are NVML's, by NVML index. `cuda_visible_devices` defaults to the
-    environment's CUDA_VISIBLE_DEVICES; entries are indices or (prefixes of) UUIDs, and
-    CUDA stops at the first entry that names no GPU. NVML numbers GPUs by PCI bus, as
-    CUDA does for GPUs of one model (or with CUDA_DEVICE_ORDER=PCI_BUS_ID).
-    """
-    value = (
-        os.environ.get("CUDA_VISIBLE_DEVICES")
-        if cuda_visible_devices is None
-        else cuda_visible_devices
-    )
-    if value is None:
-        return list(range(len(uuids)))
-    out: list[int] = []
-    for token in (t.strip() for t in value.split(",")):
-        if token.lstrip("-").isdigit():
-            i = int(token)
-            if not 0 <= i < len(uuids) or i in out:
-                break
-            out.append(i)
-            continue
-        match = [i for i, u in enumerate(uuids) if u and token and u.startswith(token)]
-        if len(match) != 1 or match[0] in out:
-            break
-        out.append(match[0])
-    return out

@@ -10,6 +10,7 @@ from typing import Any
 
 import keras
 
+from tfaccel._tf import import_tensorflow
 from tfaccel.monitor.alerts import Thresholds
 from tfaccel.monitor.metrics import Snapshot
 from tfaccel.monitor.sampler import Sampler
@@ -115,7 +116,7 @@ class GpuMonitorCallback(keras.callbacks.Callback):
                     stacklevel=2,
                 )
             else:
-                import tensorflow as tf
+                tf = import_tensorflow()
 
                 self._writer = tf.summary.create_file_writer(self.log_dir)
 
@@ -194,7 +195,7 @@ class GpuMonitorCallback(keras.callbacks.Callback):
         if logs is not None:
             logs.update(values)
         if self._writer is not None and values:
-            import tensorflow as tf
+            tf = import_tensorflow()
 
             with self._writer.as_default():
                 for k, v in values.items():

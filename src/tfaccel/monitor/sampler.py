@@ -212,7 +212,7 @@ class Sampler:
         self._nvml.__enter__()
         count = self._nvml.get("nvmlDeviceGetCount", default=0) or 0
         if self._indices is None and self._visible:
-            from tfaccel.hardware.nvml import visible_indices
+            from tfaccel.hardware.capabilities import visible_indices
 
             uuids = []
             for i in range(int(count)):

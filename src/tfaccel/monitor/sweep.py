@@ -14,7 +14,7 @@ def measure_workload(
     from tfaccel.monitor.sampler import Sampler
     from tfaccel.monitor.telemetry import summarize_window
     from tfaccel.optimize.settings import Settings
-    from tfaccel.tune.runner import StepPlan, run_trial
+    from tfaccel.trial.runner import StepPlan, run_trial
 
     settings = Settings(precision="auto", xla="jit", batch_size=batch, steps_per_execution=10)
     with Sampler([gpu], interval_s=0.5) as sampler:

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfaccel._tf import import_tensorflow
+from tfaccel._tf import import_tensorflow, tf_internal
 from tfaccel.errors import InputError
+from tfaccel.hardware.capabilities import auto_precision
 from tfaccel.optimize.settings import (
     IMPLIED_XLA_OPTIONS,
     XLA_OPTIONS,
@@ -232,7 +233,7 @@ def _cast_inputs(tf: Any, dtype: Any) -> Any:
 def runtime_initialized() -> bool:
     """True once TensorFlow's eager context exists (devices can no longer be configured)."""
     try:
-        from tensorflow.python.eager import context
+        context = tf_internal("python.eager.context")
     except ImportError:
         return False
     try:
@@ -245,21 +246,7 @@ def resolve_precision(requested: str, compute_capability: str | None) -> tuple[s
     """(precision, why) for `auto`, by compute capability."""
     if requested != "auto":
         return requested, "as requested"
-    if compute_capability is None:
-        return "float32", "no GPU: 16-bit on the CPU is slower, not faster"
-    cc = float(compute_capability)
-    if cc >= 8.0:
-        return (
-            "mixed_bfloat16",
-            f"compute capability {compute_capability} >= 8.0 has bf16 "
-            "tensor cores (no loss scaling needed)",
-        )
-    if cc >= 7.0:
-        return (
-            "mixed_float16",
-            f"compute capability {compute_capability}: fp16 tensor cores, no bf16",
-        )
-    return "float32", f"compute capability {compute_capability} has no tensor cores"
+    return auto_precision(compute_capability)
 
 
 def unified_memory_limit_mib(total_mib: int, factor: float) -> int:
@@ -418,7 +405,7 @@ def _gpu_total_mib() -> int | None:
 
 def _mps_running() -> bool:
     try:
-        from tfaccel.doctor.probes import mps_state
+        from tfaccel.hardware.capabilities import mps_state
 
         pipes, procs = mps_state(os.environ)
         return bool(pipes or procs)
@@ -653,7 +640,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
                 s.gradient_accumulation_steps,
                 "warning",
                 "Keras' fit fails with accumulation under MirroredStrategy (the optimizer "
-                "all-reduces inside a cond); tfaccel.scale.step.DistributedTrainer "
+                "all-reduces inside a cond); tfaccel.trial.step.DistributedTrainer "
                 "accumulates instead (tfaccel scale does)",
             )
         )

@@ -40,9 +40,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from tfaccel._tf import import_tensorflow
+from tfaccel._tf import import_tensorflow, tf_internal
 from tfaccel.errors import InputError
-from tfaccel.hardware import capability_at_least
+from tfaccel.hardware.capabilities import supports
 from tfaccel.optimize.settings import ATTENTIONS
 
 # (backward, dropout, bias) -> cuDNN's custom call, as XLA and JAX name them.
@@ -70,13 +70,11 @@ _BWD_DOTS = {
 # What a masked score is set to in bf16: cuDNN's workaround value (as JAX uses), not
 # -inf, whose subtraction inside the kernel misbehaves.
 MASKED = -float(2 << 40)
-# Flash attention: Ampere (8.0) and newer.
-MIN_CAPABILITY = 8.0
 
 
 def flash_capable(compute_capability: str | None) -> bool:
     """Does a GPU of this compute capability run cuDNN's flash attention?"""
-    return capability_at_least(compute_capability, MIN_CAPABILITY)
+    return supports(compute_capability, "flash_attention")
 
 
 def backend_config(
@@ -144,7 +142,7 @@ def backend_config(
 def _custom_call(
     operands: list[Any], target: str, config: str, dtypes: list[Any], shapes: list[Any]
 ) -> Any:
-    from tensorflow.compiler.tf2xla.ops import gen_xla_ops
+    gen_xla_ops = tf_internal("compiler.tf2xla.ops.gen_xla_ops")
 
     return gen_xla_ops.xla_custom_call_v2(
         operands=operands,
@@ -201,8 +199,8 @@ def flash_attention(
 
 def in_xla_context() -> bool:
     """Is the current trace compiled by XLA (inside a `jit_compile` function)?"""
-    from tensorflow.python.framework import ops
-    from tensorflow.python.ops import control_flow_util
+    ops = tf_internal("python.framework.ops")
+    control_flow_util = tf_internal("python.ops.control_flow_util")
 
     tf = import_tensorflow()
     if tf.executing_eagerly():

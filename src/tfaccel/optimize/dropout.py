@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tfaccel._tf import import_tensorflow
+from tfaccel._tf import import_tensorflow, tf_internal
 from tfaccel.errors import InputError
 from tfaccel.optimize._patch import BackendPatch
 
@@ -48,7 +48,7 @@ def _kept(keep: Any) -> Any:
     """`keep`, through an XLA optimization barrier: the mask is materialized once and
     read by the forward and backward passes, not recomputed inside each of their
     kernels. Outside XLA the barrier is an identity."""
-    from tensorflow.compiler.tf2xla.ops import gen_xla_ops
+    gen_xla_ops = tf_internal("compiler.tf2xla.ops.gen_xla_ops")
 
     return gen_xla_ops.xla_optimization_barrier([keep])[0]
 

@@ -29,16 +29,14 @@ from __future__ import annotations
 from typing import Any
 
 from tfaccel.errors import InputError
-from tfaccel.hardware import capability_at_least
+from tfaccel.hardware.capabilities import supports
 
-# FP8 tensor cores: Ada (8.9) and Hopper (9.0) and later.
-FP8_CAPABILITY = 8.9
 MIN_DIM = 8
 
 
 def fp8_capable(compute_capability: str | None) -> bool:
     """Does a GPU of this compute capability have FP8 tensor cores?"""
-    return capability_at_least(compute_capability, FP8_CAPABILITY)
+    return supports(compute_capability, "fp8")
 
 
 def _kernel(layer: Any) -> Any:

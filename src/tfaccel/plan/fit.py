@@ -60,8 +60,8 @@ def capacity_from_local(index: int = 0, lib: Any = None) -> Capacity:
     """Free memory of a local GPU (NVML). `index` counts the GPUs TensorFlow would see,
     in CUDA_VISIBLE_DEVICES' order (NVML itself sees every GPU of the machine)."""
     from tfaccel.errors import GpuError
+    from tfaccel.hardware.capabilities import visible_indices
     from tfaccel.hardware.inventory import read_inventory
-    from tfaccel.hardware.nvml import visible_indices
 
     inv = read_inventory(lib)
     visible = visible_indices([g.uuid for g in inv.gpus])

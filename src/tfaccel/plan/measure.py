@@ -8,14 +8,12 @@ out of memory (ResourceExhaustedError, or the process was killed).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tfaccel._child import child_env, emit, is_oom, run_child
+from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
 
 _MARK = "TFACCEL_MEASURE "
@@ -45,40 +43,15 @@ def measure_peak(
             expected="integers >= 1",
             received=f"batch={batch}, steps={steps}",
         )
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
-    cmd = [
-        sys.executable,
-        "-m",
-        "tfaccel.plan.measure",
-        model,
-        precision,
-        str(batch),
-        str(steps),
-        "1" if jit else "0",
-    ]
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return MeasuredPeak(
-            batch,
-            None,
-            False,
-            time.perf_counter() - start,
-            error=f"timed out after {timeout_s:.0f} s",
-        )
-    elapsed = time.perf_counter() - start
-    for line in proc.stdout.splitlines():
-        if line.startswith(_MARK):
-            d = json.loads(line[len(_MARK) :])
-            return MeasuredPeak(batch, d.get("peak"), bool(d.get("oom")), elapsed, d.get("error"))
-    killed = proc.returncode < 0 or proc.returncode == 137
-    tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-    return MeasuredPeak(batch, None, killed, elapsed, error=f"exit code {proc.returncode}: {tail}")
+    args = ["-m", "tfaccel.plan.measure", model, precision, str(batch), str(steps)]
+    out = run_child([*args, "1" if jit else "0"], _MARK, child_env(), timeout_s)
+    if out.timed_out:
+        return MeasuredPeak(batch, None, False, out.wall_s, f"timed out after {timeout_s:.0f} s")
+    d = out.payload
+    if d is not None:
+        return MeasuredPeak(batch, d.get("peak"), bool(d.get("oom")), out.wall_s, d.get("error"))
+    error = f"{out.exit_text()}: {out.tail(3, ' | ')}"
+    return MeasuredPeak(batch, None, out.killed, out.wall_s, error=error)
 
 
 def find_max_batch(
@@ -109,7 +82,8 @@ def _main(argv: list[str]) -> int:
         argv[4] == "1",
     )
     import keras
-    import tensorflow as tf
+
+    tf = import_tensorflow()
 
     from tfaccel.workloads import load_workload
     from tfaccel.workloads.synthetic import rebatched, synthetic_inputs, synthetic_labels
@@ -131,14 +105,11 @@ def _main(argv: list[str]) -> int:
             ds = tf.data.Dataset.from_tensors((x, y)).repeat(steps)
         m.fit(ds, epochs=1, verbose=0)
         out["peak"] = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
-    except tf.errors.ResourceExhaustedError as exc:
-        out = {"oom": True, "error": str(exc).splitlines()[0][:300]}
     except Exception as exc:
-        out = {
-            "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
-            "oom": "out of memory" in str(exc).lower() or "OOM" in str(exc),
-        }
-    print(_MARK + json.dumps(out), flush=True)
+        first = (str(exc).splitlines() or [""])[0][:300]
+        oom = is_oom(exc)
+        out = {"oom": oom, "error": first if oom else f"{type(exc).__name__}: {first}"}
+    emit(_MARK, out)
     return 0
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from tfaccel.errors import InputError
 from tfaccel.hardware import rank as rankmod
 from tfaccel.hardware import specs as specmod
+from tfaccel.hardware.capabilities import supports
 
 SCENARIOS = ("vision", "nlp", "science")
 
@@ -40,9 +41,9 @@ class ScenarioPlan:
     basis: str
 
 
-def _precision(scenario: str, cc: float | None) -> Recommendation:
+def _precision(scenario: str, cc: str | None) -> Recommendation:
     if scenario == "science":
-        if cc is not None and cc >= 8.0:
+        if supports(cc, "tf32"):
             return Recommendation(
                 "precision",
                 "float32 with TF32 on",
@@ -57,11 +58,11 @@ def _precision(scenario: str, cc: float | None) -> Recommendation:
             "mixed_bfloat16 on cc >= 8.0, mixed_float16 on 7.x",
             "no local GPU to read the compute capability from",
         )
-    if cc >= 8.0:
+    if supports(cc, "bf16"):
         return Recommendation(
             "precision", "mixed_bfloat16", "bf16 tensor cores, float32 range, no loss scaling"
         )
-    if cc >= 7.0:
+    if supports(cc, "tensor_cores"):
         return Recommendation(
             "precision",
             "mixed_float16",
@@ -93,8 +94,7 @@ def plan_scenario(
         raise InputError(
             "The time budget must be positive", expected="hours > 0", received=budget_hours
         )
-    cc = float(compute_capability) if compute_capability else None
-    recs = [_precision(scenario, cc)]
+    recs = [_precision(scenario, compute_capability)]
     recs.append(
         Recommendation(
             "XLA",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfaccel.bench.timer import noise_threshold
 from tfaccel.errors import InputError
 from tfaccel.profile.analyze import HIGHER_IS_BETTER, METRIC_GETTERS, ProfileReport
+from tfaccel.stats import noise_threshold
 
 
 @dataclass(frozen=True)
@@ -365,22 +365,16 @@ class DiffRow:
     threshold_pct: float | None = None  # a change within +- this is noise (better None)
 
 
-# For step time and throughput the noise is the step-time variation (std / mean) of the
-# two runs; for the shares and counts only the floor applies.
+# For step time and throughput the noise is the spread of the two runs' step times
+# (stats.spread); for the shares and counts only the floor applies.
 STEP_METRICS = {"step_ms", "samples_per_s"}
-
-
-def _step_cv(r: ProfileReport) -> float:
-    if not r.step_ms_avg or r.step_ms_std is None:
-        return 0.0
-    return r.step_ms_std / r.step_ms_avg
 
 
 def diff(a: ProfileReport, b: ProfileReport) -> list[DiffRow]:
     """Every metric of both runs and its change; better or worse only beyond the noise
-    (bench.timer.noise_threshold, as tune decides), or a change from zero."""
+    (stats.noise_threshold, as tune decides), or a change from zero."""
     rows = []
-    step_noise = 100.0 * noise_threshold(_step_cv(a), _step_cv(b))
+    step_noise = 100.0 * noise_threshold(a.step_spread, b.step_spread)
     for name in METRIC_GETTERS:
         va, vb = a.metric(name), b.metric(name)
         change = 100.0 * (vb - va) / va if va and vb is not None else None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfaccel import stats
 from tfaccel.profile.convert import convert, number, table_rows
 from tfaccel.profile.load import ProfileRun, find_run
 from tfaccel.workloads.flops import GEMM_OPS
@@ -85,6 +86,11 @@ class ProfileReport:
         if not self.samples_per_step or not self.step_ms_avg:
             return None
         return self.samples_per_step / self.step_ms_avg * 1000.0
+
+    @property
+    def step_spread(self) -> float | None:
+        """The step times' spread (stats.spread), None without two timed steps."""
+        return stats.spread(s.total_ms for s in self.steps if s.total_ms > 0)
 
     def metric(self, name: str) -> float | None:
         """Gate/diff metrics by short name."""

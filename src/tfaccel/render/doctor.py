@@ -9,6 +9,7 @@ from rich.text import Text
 
 from tfaccel.doctor.model import DoctorReport, Status
 from tfaccel.render import dumps
+from tfaccel.results import SCHEMAS
 
 _STYLE = {Status.OK: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
 _MARK = {Status.OK: "✔ ok", Status.WARN: "! warn", Status.FAIL: "✘ fail", Status.SKIP: "- skip"}
@@ -55,7 +56,7 @@ def doctor_text(report: DoctorReport, console: Console, verbose: bool = False) -
 
 
 def doctor_json(report: DoctorReport) -> str:
-    return dumps(report, schema="tfaccel.doctor/1", failed=report.failed, verdict=report.verdict)
+    return dumps(report, schema=SCHEMAS["doctor"], failed=report.failed, verdict=report.verdict)
 
 
 def _md_cell(text: str | None) -> str:

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tfaccel.render import pyplot
-from tfaccel.tune.runner import TrialResult
+from tfaccel.trial.runner import TrialResult
 from tfaccel.tune.search import TuneResult
 
 _STATUS = {"ok": "green", "oom": "yellow", "error": "red", "timeout": "red"}

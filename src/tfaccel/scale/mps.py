@@ -41,7 +41,7 @@ def status(
     env: Mapping[str, str] | None = None, proc_root: str = "/proc", nvml_lib: object = None
 ) -> MpsStatus:
     """Read-only: pipe directory, daemon processes, compute mode."""
-    from tfaccel.doctor.probes import mps_state
+    from tfaccel.hardware.capabilities import mps_state
 
     env = dict(os.environ if env is None else env)
     pipe, log = _dirs(env)

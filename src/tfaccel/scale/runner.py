@@ -9,16 +9,16 @@ Efficiency = N-GPU throughput / (N x 1-GPU throughput).
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfaccel.bench.timer import NOISE_FLOOR
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
-from tfaccel.tune.runner import StepPlan, TrialResult, run_trial, xla_cache_env
+from tfaccel.results import SCHEMAS
+from tfaccel.stats import NOISE_FLOOR
+from tfaccel.trial.runner import StepPlan, TrialResult, run_trial, xla_cache_env
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def read_scale_report(path: str | Path) -> ScaleReport:
     from tfaccel.errors import ConfigFileError
 
     data = read_json(Path(path), "a tfaccel scale --format json file")
-    if data.get("schema") != "tfaccel.scale/1" or not isinstance(data.get("points"), list):
+    if data.get("schema") != SCHEMAS["scale"] or not isinstance(data.get("points"), list):
         raise ConfigFileError(
             f"{path} is not a tfaccel scale report",
             expected="schema 'tfaccel.scale/1' with a list of points",
@@ -183,21 +183,6 @@ def gpu_counts(
     if visible and visible not in counts:
         counts.append(visible)
     return counts
-
-
-def visible_devices(count: int, cuda_visible_devices: str | None = None) -> list[str]:
-    """The CUDA_VISIBLE_DEVICES entries of the `count` GPUs this process may use: the
-    user's own (indices or UUIDs, in their order), or 0..count-1 when it is not set. A
-    scaling point on n GPUs takes the first n, so a run never reaches a GPU the user
-    left out (a shared server's other GPUs)."""
-    value = (
-        os.environ.get("CUDA_VISIBLE_DEVICES")
-        if cuda_visible_devices is None
-        else cuda_visible_devices
-    )
-    if value is None:
-        return [str(i) for i in range(count)]
-    return [t.strip() for t in value.split(",") if t.strip()][:count]
 
 
 def _replicas(
@@ -314,7 +299,7 @@ def search_scale(
     the all-reduce implementation (NCCL, hierarchical copy), gradient packing, and
     steps_per_execution. A change is kept only beyond the noise (3 % and twice the
     spread). Returns the steps and the best options."""
-    from tfaccel.tune.search import beats
+    from tfaccel.trial.runner import beats
 
     best_opts: dict[str, Any] = {
         "cross_device_ops": "nccl" if not cpu_replicas else "one-device",

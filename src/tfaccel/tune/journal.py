@@ -23,9 +23,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from tfaccel.errors import ConfigFileError
-from tfaccel.tune.runner import TrialResult
+from tfaccel.results import SCHEMAS
+from tfaccel.trial.runner import TrialResult
 
-SCHEMA = "tfaccel.tune-journal/1"
+SCHEMA = SCHEMAS["tune-journal"]
 
 
 class Journal:

@@ -3,39 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from tfaccel.errors import InputError
-from tfaccel.render import to_jsonable
+from tfaccel.results import SCHEMAS, to_jsonable, write_atomic
 from tfaccel.tune.search import TuneResult
 
-SETTINGS_SCHEMA = "tfaccel.settings/1"
-
-
-def check_writable(path: Path, force: bool, hint: str | None = None) -> None:
-    """Refuse to overwrite a file the user has, unless told to, or to start work whose
-    result could not be written (checked before the work)."""
-    folder = path.parent
-    if not folder.is_dir():
-        raise InputError(
-            f"Cannot write {path}: the folder {folder} does not exist",
-            expected="a path in an existing folder",
-            received=str(path),
-        )
-    if path.is_dir():
-        raise InputError(
-            f"Cannot write {path}: it is a folder", expected="a file path", received=str(path)
-        )
-    if path.exists() and not force:
-        raise InputError(
-            f"{path} already exists",
-            expected="a new output path, or --force to replace it",
-            received=str(path),
-            hint=hint or "give another path, or --force to replace the file",
-        )
+SETTINGS_SCHEMA = SCHEMAS["settings"]
 
 
 def settings_document(result: TuneResult) -> dict[str, Any]:
@@ -57,15 +31,6 @@ def settings_document(result: TuneResult) -> dict[str, Any]:
     }
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file so an interrupted write never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def write_settings(path: Path, result: TuneResult) -> None:
     write_atomic(path, json.dumps(settings_document(result), indent=2) + "\n")
 
@@ -79,4 +44,4 @@ def result_json(result: TuneResult) -> str:
     doc["largest_fitting_batch"] = result.largest_fitting_batch
     from tfaccel.environment import environment
 
-    return json.dumps({"schema": "tfaccel.tune/1", "environment": environment(), **doc}, indent=2)
+    return json.dumps({"schema": SCHEMAS["tune"], "environment": environment(), **doc}, indent=2)

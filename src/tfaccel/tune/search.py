@@ -25,19 +25,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from tfaccel.bench.timer import NOISE_FLOOR, noise_threshold
-from tfaccel.hardware import capability_at_least
+from tfaccel.hardware.capabilities import precisions, supports
 from tfaccel.optimize.settings import Settings, input_cast_dtype
-from tfaccel.tune.journal import Journal
-from tfaccel.tune.runner import (
+from tfaccel.stats import NOISE_FLOOR, noise_threshold
+from tfaccel.trial.runner import (
     StepPlan,
     TrialResult,
+    beats,
     label_of,
     run_trial,
     settings_key,
-    spread_of,
+    trial_noise,
     xla_cache_env,
 )
+from tfaccel.tune.journal import Journal
 
 TrialFn = Callable[[str, Settings, StepPlan, float], TrialResult]
 
@@ -52,33 +53,22 @@ class Hardware:
     @property
     def cudnn_layer_norm(self) -> bool:
         """cuDNN's fused layer norms, backward pass included: compute capability 9.0+."""
-        return bool(self.gpus) and capability_at_least(self.compute_capability, 9.0)
+        return bool(self.gpus) and supports(self.compute_capability, "cudnn_layer_norm")
 
     @property
     def float8(self) -> bool:
         """FP8 tensor cores: compute capability 8.9+."""
-        from tfaccel.optimize.float8 import fp8_capable
-
-        return bool(self.gpus) and fp8_capable(self.compute_capability)
+        return bool(self.gpus) and supports(self.compute_capability, "fp8")
 
     @property
     def flash_attention(self) -> bool:
         """cuDNN's flash attention: compute capability 8.0+."""
-        from tfaccel.optimize.attention import flash_capable
-
-        return bool(self.gpus) and flash_capable(self.compute_capability)
+        return bool(self.gpus) and supports(self.compute_capability, "flash_attention")
 
     @property
     def precisions(self) -> list[str]:
         """Every precision this hardware runs well (16-bit only on tensor cores)."""
-        if not self.gpus or self.compute_capability is None:
-            return ["float32"]  # 16-bit on the CPU is slower; no tensor cores there
-        cc = float(self.compute_capability)
-        if cc >= 8.0:
-            return ["float32", "tf32", "mixed_bfloat16", "mixed_float16"]
-        if cc >= 7.0:
-            return ["float32", "mixed_float16"]
-        return ["float32"]  # no tensor cores before Volta
+        return precisions(self.compute_capability if self.gpus else None)
 
     @property
     def default_precisions(self) -> list[str]:
@@ -206,24 +196,6 @@ class TuneResult:
     def largest_fitting_batch(self) -> int | None:
         ok = [t.settings.get("batch_size") or 0 for t in self.trials if t.ok]
         return max(ok) if ok else None
-
-
-def _noise(r: TrialResult) -> float:
-    """The trial's spread, recomputed from its windows (journals of earlier versions
-    stored the range)."""
-    s = spread_of(r.windows) if r.windows else None
-    return s if s is not None else (r.spread or 0.0)
-
-
-def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool, float, float]:
-    """(new is faster beyond the noise, gain, threshold)."""
-    if not new.ok:
-        return False, 0.0, 0.0
-    if old is None or not old.ok:
-        return True, math.inf, 0.0
-    gain = (new.samples_per_s or 0) / (old.samples_per_s or math.nan) - 1
-    threshold = noise_threshold(_noise(new), _noise(old), floor=floor)
-    return gain > threshold, gain, threshold
 
 
 def loss_steps(r: TrialResult) -> list[int]:
@@ -624,7 +596,7 @@ class Tuner:
         near: list[_NearMiss] = []
 
         def near_miss(knob: str, value: Any, r: TrialResult, gain: float, guard: bool) -> None:
-            bar = noise_threshold(_noise(r), _noise(best), floor=self.opt.noise_floor / 6)
+            bar = noise_threshold(trial_noise(r), trial_noise(best), floor=self.opt.noise_floor / 6)
             if r.ok and gain > bar:
                 near.append(_NearMiss(knob, value, guard, gain, best.key, getattr(best_s, knob)))
 

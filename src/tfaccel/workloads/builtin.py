@@ -194,7 +194,7 @@ def yolo(size: int = 640) -> Workload:
     """
     import keras
 
-    from tfaccel.bench.models import yolo_style
+    from tfaccel.workloads.models import yolo_style
 
     model = yolo_style(input_hw=(size, size))
     return Workload(

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tfaccel._tf import import_tensorflow
+
 
 def _struct(model: Any) -> Any:
     """The model's inputs as a KerasTensor, a list of them, or a dict name -> tensor."""
@@ -66,7 +68,7 @@ def synthetic_inputs(model: Any, batch: int, seed: int = 0) -> Any:
 
 def input_specs(model: Any, batch: int) -> Any:
     """tf.TensorSpec structure matching `synthetic_inputs` (for tracing)."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     from tfaccel.errors import InputError
 
@@ -96,7 +98,7 @@ def input_bytes_per_sample(model: Any, float_bytes: int | None = None, dataset: 
     import numpy as np
 
     if dataset is not None:
-        import tensorflow as tf
+        tf = import_tensorflow()
 
         leaves = tf.nest.flatten(dataset_specs(dataset, 1)[0])
     else:
@@ -142,7 +144,7 @@ def synthetic_labels(wl: Any, batch: int, seed: int = 1) -> Any:
 
 def label_specs(wl: Any, batch: int) -> Any:
     """tf.TensorSpec structure matching `synthetic_labels` (for tracing)."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     return _map_labels(wl, lambda s: tf.TensorSpec([batch, *s.shape], dtype=s.dtype))
 
@@ -150,7 +152,7 @@ def label_specs(wl: Any, batch: int) -> Any:
 def is_batched(dataset: Any) -> bool:
     """Does the dataset yield batches (a leading dimension of unknown size) rather than
     single examples? tfaccel re-batches either to the batch size it measures."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     spec = tf.nest.flatten(dataset.element_spec)[0]
     return bool(spec.shape.rank) and spec.shape[0] is None
@@ -167,7 +169,7 @@ def rebatched(dataset: Any, batch: int) -> Any:
 def dataset_specs(dataset: Any, batch: int) -> tuple[Any, Any]:
     """(inputs, labels) TensorSpec structures of the dataset's elements at `batch`: the
     shapes of the user's own data, for a model that declares no inputs (subclassed)."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     from tfaccel.errors import InputError
 

@@ -33,7 +33,9 @@ if os.environ.get("TFACCEL_PROFILE_LOGDIR"):
                 x = args[0] if args else kwargs.get("x")
                 spec = getattr(x, "element_spec", None)
                 if spec is not None:  # a tf.data.Dataset: its static batch dimension
-                    import tensorflow as tf
+                    from tfaccel._tf import import_tensorflow
+
+                    tf = import_tensorflow()
 
                     first = tf.nest.flatten(spec)[0]
                     dim = first.shape[0] if first.shape.rank else None

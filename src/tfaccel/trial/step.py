@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tfaccel._tf import import_tensorflow
+from tfaccel._tf import import_tensorflow, tf_internal
 from tfaccel.workloads.loss import per_example_loss
 
 
@@ -144,7 +144,8 @@ class DistributedTrainer:
         update context, where reads and writes of mirrored variables (weights, slots,
         the iteration count) resolve to the replica's own copy."""
         import keras
-        from tensorflow.python.distribute import distribute_lib
+
+        distribute_lib = tf_internal("python.distribute.distribute_lib")
 
         tf = self.tf
         # A LossScaleOptimizer applies through its inner optimizer: patch that one.

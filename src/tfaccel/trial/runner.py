@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
-import statistics
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from tfaccel import stats
+from tfaccel._child import child_env, run_child
 from tfaccel.optimize.settings import Settings
-from tfaccel.tune.trial import MARK
+from tfaccel.trial.child import MARK
 from tfaccel.workloads import REVISION
 
 
@@ -45,7 +45,7 @@ class TrialResult:
     settings: dict[str, Any]
     status: str  # ok | oom | error | timeout
     samples_per_s: float | None = None  # median over windows
-    spread: float | None = None  # interquartile range / median over windows (spread_of)
+    spread: float | None = None  # over the windows (stats.spread)
     windows: tuple[float, ...] = ()
     compile_s: float | None = None
     peak_memory_bytes: int | None = None
@@ -61,6 +61,24 @@ class TrialResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok" and bool(self.samples_per_s)
+
+
+def trial_noise(r: TrialResult) -> float:
+    """The trial's spread, recomputed from its windows (journals of earlier versions
+    stored the range)."""
+    s = stats.spread(r.windows) if r.windows else None
+    return s if s is not None else (r.spread or 0.0)
+
+
+def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool, float, float]:
+    """(new is faster beyond the noise, gain, threshold)."""
+    if not new.ok:
+        return False, 0.0, 0.0
+    if old is None or not old.ok:
+        return True, math.inf, 0.0
+    gain = (new.samples_per_s or 0) / (old.samples_per_s or math.nan) - 1
+    threshold = stats.noise_threshold(trial_noise(new), trial_noise(old), floor=floor)
+    return gain > threshold, gain, threshold
 
 
 LATER_KNOBS = ("input_cast", "xla_options", "dropout", "float8", "attention", "einsum")
@@ -120,29 +138,10 @@ def label_of(s: Settings) -> str:
     return " ".join(parts)
 
 
-def spread_of(windows: tuple[float, ...] | list[float]) -> float | None:
-    """The noise of a trial's timed windows: interquartile range / median (as
-    torch.utils.benchmark reports), so one slow window (a hiccup of the host) does not
-    set the noise of the trial; (max - min) / median with fewer than 4 windows.
-
-    On the H200, ResNet-50's spe=10 windows were 5134, 4608, 5241, 5355, 5336: a 14 %
-    range made every later gain under 29 % look like noise; the IQR is 3.9 %."""
-    xs = sorted(windows)
-    if len(xs) < 2:
-        return None
-    median = statistics.median(xs)
-    if not median:
-        return None
-    if len(xs) < 4:
-        return (xs[-1] - xs[0]) / median
-    q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
-    return (q3 - q1) / median
-
-
 def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: float) -> TrialResult:
     windows = tuple(float(x) for x in payload.get("window_samples_per_s") or ())
-    median = statistics.median(windows) if windows else None
-    spread = spread_of(windows)
+    median = stats.median(windows)
+    spread = stats.spread(windows)
     status = payload.get("status", "error")
     if status == "ok" and not windows:
         status, payload = (
@@ -235,42 +234,15 @@ def run_trial(
         "seed": seed,
         **(extra or {}),
     }
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
-    env.update(env_overrides or {})
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "tfaccel.tune.trial", json.dumps(config)],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return TrialResult(
-            key,
-            label_of(settings),
-            settings.to_dict(),
-            "timeout",
-            error=f"killed after {timeout_s:.0f} s",
-            wall_s=timeout_s,
-        )
-    wall = time.perf_counter() - start
-    for line in proc.stdout.splitlines():
-        if line.startswith(MARK):
-            return summarize(key, settings, json.loads(line[len(MARK) :]), wall)
-    killed = proc.returncode in (-9, 137)
-    tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-    return TrialResult(
-        key,
-        label_of(settings),
-        settings.to_dict(),
-        "oom" if killed else "error",
-        error=f"trial process exited with code {proc.returncode}"
-        + (" (killed: out of memory?)" if killed else ""),
-        traceback=tail,
-        wall_s=wall,
+    env = child_env(overrides=env_overrides)
+    out = run_child(["-m", "tfaccel.trial.child", json.dumps(config)], MARK, env, timeout_s)
+    if out.payload is not None:
+        return summarize(key, settings, out.payload, out.wall_s)
+    failed = partial(TrialResult, key, label_of(settings), settings.to_dict(), wall_s=out.wall_s)
+    if out.timed_out:
+        return failed("timeout", error=f"killed after {timeout_s:.0f} s")
+    return failed(
+        "oom" if out.killed else "error",
+        error=f"trial process {out.exit_text()}",
+        traceback=out.tail(),
     )

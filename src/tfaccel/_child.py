@@ -1,0 +1,136 @@
+"""One protocol for every child process tfaccel starts (trials, plan's tracer and
+peak measurement, doctor's probes).
+
+A child is a fresh Python: TensorFlow's GPU memory is given back only when a process
+ends, an unknown XLA flag or a CUDA crash aborts only the child, and a hang is killed
+at its timeout. The child prints one line, `MARK + json`, with its result; everything
+else it prints is its log. The parent reads that line, or, when there is none, the
+exit code and the end of the child's stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# A process ended by SIGKILL: the kernel's OOM killer, most often (or a user's kill -9).
+_KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """What a child left: its marked payload (None without one), exit code (None when
+    it was killed at the timeout), its output and how long it ran."""
+
+    payload: dict[str, Any] | None
+    returncode: int | None
+    stdout: str
+    stderr: str
+    wall_s: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    @property
+    def killed(self) -> bool:
+        """Ended by SIGKILL (out of memory, most likely), not by its own error."""
+        return self.returncode in _KILLED
+
+    def tail(self, lines: int = 15, sep: str = "\n") -> str:
+        """The last `lines` lines of the child's stderr."""
+        return sep.join(self.stderr.strip().splitlines()[-lines:])
+
+    def exit_text(self) -> str:
+        """'exited with code N', with the likely cause of a kill."""
+        text = f"exited with code {self.returncode}"
+        return text + (" (killed: out of memory?)" if self.killed else "")
+
+
+def child_env(
+    base: Mapping[str, str] | None = None,
+    *,
+    user_code: bool = True,
+    quiet_tf: bool = True,
+    overrides: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of a child: `base` (this process's), TensorFlow's C++ log quiet
+    unless the caller set it, and with `user_code` the current directory first on
+    PYTHONPATH, so a `module:function` entry point of the user's is importable;
+    `overrides` last."""
+    env = dict(os.environ if base is None else base)
+    if quiet_tf:
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if user_code:
+        env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    env.update(overrides or {})
+    return env
+
+
+def run_child(
+    args: Sequence[str],
+    mark: str,
+    env: Mapping[str, str],
+    timeout_s: float,
+) -> ChildResult:
+    """`python ARGS` with `env`; its last `mark` line parsed as JSON."""
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [sys.executable, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=dict(env),
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        return ChildResult(None, None, _text(exc.stdout), _text(exc.stderr), timeout_s)
+    wall = time.perf_counter() - start
+    return ChildResult(_payload(proc.stdout, mark), proc.returncode, proc.stdout, proc.stderr, wall)
+
+
+def _text(out: str | bytes | None) -> str:
+    if isinstance(out, bytes):
+        return out.decode("utf-8", "replace")
+    return out or ""
+
+
+def _payload(stdout: str, mark: str) -> dict[str, Any] | None:
+    found = None
+    for line in stdout.splitlines():
+        if line.startswith(mark):
+            try:
+                found = json.loads(line[len(mark) :])
+            except json.JSONDecodeError:
+                continue
+    return found if isinstance(found, dict) else None
+
+
+def emit(mark: str, payload: Mapping[str, Any]) -> None:
+    """The child's side: print its one result line."""
+    print(mark + json.dumps(dict(payload)), flush=True)
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Did TensorFlow run out of memory? By type (ResourceExhaustedError), and by
+    XLA's status text, which reaches Python inside other error types."""
+    tf = sys.modules.get("tensorflow")
+    errors = getattr(tf, "errors", None)
+    exhausted = getattr(errors, "ResourceExhaustedError", None)
+    if isinstance(exhausted, type) and isinstance(exc, exhausted):
+        return True
+    text = str(exc)
+    return (
+        type(exc).__name__ == "ResourceExhaustedError"
+        or "RESOURCE_EXHAUSTED" in text
+        or "OOM when allocating" in text
+        or "out of memory" in text.lower()
+    )

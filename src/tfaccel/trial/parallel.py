@@ -1,0 +1,189 @@
+"""The data-parallel path of a trial: tfaccel's step (`trial.step`) under a
+MirroredStrategy, XLA per replica and the all-reduce outside it; the same timed
+windows as the `fit` path in `trial.child`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tfaccel._tf import import_tensorflow
+from tfaccel.trial.child import checkpointing, gpu_peak, synthetic_batches
+from tfaccel.workloads.synthetic import rebatched
+
+
+def run_custom(
+    config: dict[str, Any],
+    settings: Any,
+    report: Any,
+    wl_name: str,
+    logical_cpus: int,
+    warmup: int,
+    windows: int,
+    window: int,
+) -> dict[str, Any]:
+    """Data parallelism with tfaccel's step: XLA per replica, all-reduce outside it."""
+    tf = import_tensorflow()
+
+    from tfaccel.trial.step import DistributedTrainer
+    from tfaccel.workloads import load_workload
+
+    cross = cross_device_ops(config.get("cross_device_ops", "auto"), config.get("num_packs", 1))
+    if logical_cpus > 1:
+        strategy = tf.distribute.MirroredStrategy(
+            [d.name for d in tf.config.list_logical_devices("CPU")], cross_device_ops=cross
+        )
+    else:
+        strategy = tf.distribute.MirroredStrategy(cross_device_ops=cross)
+    n = strategy.num_replicas_in_sync
+    per_replica = settings.batch_size or 32
+    global_batch = per_replica * n
+    with strategy.scope(), report.remat_scope():
+        wl = load_workload(wl_name)
+        report.checkpoint(wl.model)  # a Functional graph: by segments
+        optimizer = report.optimizer(wl.optimizer)
+    staged = config.get("input") == "staged"
+    if staged and report.input_dtype is None:
+        raise ValueError(
+            "input='staged' casts the batches to the 16-bit compute dtype on the host "
+            "inside the step; it needs input_cast='compute' and a 16-bit precision"
+        )
+    trainer = DistributedTrainer(
+        wl.model,
+        optimizer,
+        wl.loss,
+        strategy,
+        global_batch,
+        # "auto" is Keras' default, which compiles with XLA on a GPU: so does this step
+        # (tune's file may say "auto" when Keras' defaults won, as for BERT in TF32).
+        jit=settings.xla == "jit" or (settings.xla == "auto" and bool(report.gpus)),
+        steps_per_execution=settings.steps_per_execution,
+        loss_scale=2.0**15 if report.precision == "mixed_float16" else None,
+        host_cast=report.input_dtype if staged else None,
+    )
+    if config.get("input") == "device":
+        if wl.dataset is not None:
+            raise ValueError("input='device' replays synthetic batches; this workload has data")
+        it: Any = _device_batches(strategy, wl, per_replica)
+    else:
+
+        def replica_input(ctx: Any) -> Any:
+            # One pipeline per worker, batched per replica: nothing is split on the host.
+            b = ctx.get_per_replica_batch_size(global_batch)
+            if wl.dataset is None:
+                ds = synthetic_batches(wl.model, wl, b, report, cast=not staged)
+            else:
+                ds = wl.dataset
+                if ctx.num_input_pipelines > 1:
+                    ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+                ds = rebatched(ds, b)
+            return report.dataset(ds, cast=not staged)
+
+        it = trainer.distribute_per_replica(replica_input)
+    spe = settings.steps_per_execution
+    start = time.perf_counter()
+    losses = trainer.run(it, max(1, warmup // spe))
+    first_end = time.perf_counter()
+    timed = []
+    for _ in range(windows):
+        t0 = time.perf_counter()
+        losses += trainer.run(it, max(1, window // spe))
+        steps = max(1, window // spe) * spe
+        timed.append(steps * trainer.samples_per_step / (time.perf_counter() - t0))
+    peak = gpu_peak(report)
+    used = getattr(strategy.extended, "_cross_device_ops", None)
+    from tfaccel.workloads.synthetic import input_bytes_per_sample
+
+    return {
+        "input": config.get("input", "host"),
+        "input_bytes_per_sample": input_bytes_per_sample(
+            wl.model, 2 if report.input_dtype else None, wl.dataset
+        ),
+        "status": "ok",
+        "precision": report.precision,
+        "engine": "tfaccel step",
+        "update": trainer.update_path,
+        "update_error": trainer.update_error,
+        "cross_device_ops": type(used).__name__ if used is not None else "default",
+        "allreduce_ms": allreduce_ms(strategy, wl.model) if n > 1 else None,
+        "replicas": n,
+        "global_batch": global_batch,
+        "compile_s": first_end - start,
+        "window_samples_per_s": timed,
+        "peak_memory_bytes": peak,
+        "losses": losses[:20],
+        "final_loss": losses[-1],
+        "steps": (warmup + windows * window),
+        "device": "GPU" if report.gpus else "CPU",
+        **checkpointing(report),
+    }
+
+
+class _Replay:
+    """An iterator that yields the same per-replica batch, already on each device."""
+
+    def __init__(self, batch: Any) -> None:
+        self.batch = batch
+
+    def __iter__(self) -> _Replay:
+        return self
+
+    def __next__(self) -> Any:
+        return self.batch
+
+
+def _device_batches(strategy: Any, wl: Any, per_replica: int) -> _Replay:
+    """Synthetic batches placed on every replica's device once: no host-to-device copy
+    per step, so a scaling run measures compute and all-reduce alone."""
+    from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
+
+    x = synthetic_inputs(wl.model, per_replica)
+    y = synthetic_labels(wl, per_replica)
+    from tfaccel.trial.step import per_replica_values
+
+    return _Replay(per_replica_values(strategy, lambda ctx: (x, y)))
+
+
+CROSS_DEVICE_OPS = ("auto", "nccl", "hierarchical", "one-device")
+
+
+def cross_device_ops(name: str, num_packs: int = 1) -> Any:
+    """tf.distribute's all-reduce implementation by name (None: TensorFlow chooses)."""
+    tf = import_tensorflow()
+
+    if name == "auto":
+        return None
+    if name == "nccl":
+        return tf.distribute.NcclAllReduce(num_packs=num_packs)
+    if name == "hierarchical":
+        return tf.distribute.HierarchicalCopyAllReduce(num_packs=num_packs)
+    if name == "one-device":
+        return tf.distribute.ReductionToOneDevice()
+    raise ValueError(f"unknown cross-device ops {name!r}; expected one of {CROSS_DEVICE_OPS}")
+
+
+def allreduce_ms(strategy: Any, model: Any, repeats: int = 5) -> float:
+    """Milliseconds for one all-reduce of tensors shaped like the model's gradients,
+    through the strategy's own cross-device ops (with its packing), measured alone."""
+    tf = import_tensorflow()
+
+    specs = [(tuple(v.shape), v.dtype) for v in model.trainable_variables]
+    from tfaccel.trial.step import per_replica_values
+
+    grads = per_replica_values(strategy, lambda ctx: [tf.ones(s, d) for s, d in specs])
+
+    def reduce(gs: Any) -> Any:
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, gs)
+
+    @tf.function
+    def step() -> Any:
+        out = strategy.run(reduce, args=(grads,))
+        return strategy.experimental_local_results(out)[0][0]
+
+    float(tf.reduce_sum(step()))  # warm-up (tracing, NCCL communicator set-up)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        float(tf.reduce_sum(step()))
+        times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[len(times) // 2]

@@ -1,0 +1,160 @@
+"""The layers of src/tfaccel, checked by walking every module's imports (ast).
+
+ground   errors, _version, _deps, _tf, _child, stats, results, data
+hardware hardware/, environment
+engine   optimize/, workloads/ (what a trial applies and runs), then trial/
+commands doctor/ plan/ tune/ bench/ scale/ profile/ monitor/ (one library each)
+render   render/ (nothing else prints)
+cli      cli/, __main__ (flags -> one library call -> render -> exit code)
+
+A module imports only its own layer or lower ones; commands may use each other's
+library where no two of them depend on each other both ways. TensorFlow is imported
+only by `_tf.py`, pynvml only by `hardware/nvml.py`.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "tfaccel"
+
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(("errors", "_version", "_deps", "_tf", "_child", "stats", "results"), 0),
+    "data": 0,
+    "hardware": 1,
+    "environment": 1,
+    "optimize": 2,
+    "workloads": 2,
+    "trial": 3,
+    **dict.fromkeys(("doctor", "plan", "tune", "bench", "scale", "profile", "monitor"), 4),
+    "render": 5,
+    "cli": 6,
+    "__main__": 6,
+}
+# ConfigureReport.summary() renders itself, so `configure()`'s report prints in a
+# notebook without the caller importing render.
+SANCTIONED = {("tfaccel.optimize.apply", "tfaccel.render.configure")}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports, at any depth (lazy imports count too)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(path, node) if node.level else node.module or ""
+            out.add(base)
+            # `from tfaccel import data` imports the module tfaccel.data
+            out.update(f"{base}.{a.name}" for a in node.names if _is_module(f"{base}.{a.name}"))
+    return out
+
+
+def _absolute(path: Path, node: ast.ImportFrom) -> str:
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    package = package[: len(package) - node.level + 1]
+    return ".".join(package + ([node.module] if node.module else []))
+
+
+def _is_module(name: str) -> bool:
+    if not name.startswith("tfaccel."):
+        return False
+    rel = Path(*name.split(".")[1:])
+    return (SRC / rel).with_suffix(".py").exists() or (SRC / rel / "__init__.py").exists()
+
+
+def _unit(module: str) -> str | None:
+    """The layer unit of a tfaccel module: its first name below tfaccel (None: the
+    facade, tfaccel/__init__.py, which loads its names lazily)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _graph() -> dict[str, set[str]]:
+    return {
+        _module_name(p): {m for m in _imports(p) if m == "tfaccel" or m.startswith("tfaccel.")}
+        for p in sorted(SRC.rglob("*.py"))
+    }
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {_unit(m) for m in _graph()} - {None}
+    assert units <= set(LAYERS), f"give these a layer: {sorted(units - set(LAYERS))}"
+
+
+def test_no_lower_layer_imports_a_higher_one() -> None:
+    wrong = []
+    for mod, targets in _graph().items():
+        unit = _unit(mod)
+        if unit is None:
+            continue
+        for target in targets:
+            tunit = _unit(target)
+            if tunit is None or (mod, target) in SANCTIONED:
+                continue
+            if LAYERS[tunit] > LAYERS[unit]:
+                wrong.append(f"{mod} -> {target}")
+    assert not wrong, "imports from a lower layer to a higher one:\n" + "\n".join(sorted(wrong))
+
+
+def test_no_two_units_depend_on_each_other() -> None:
+    deps: dict[str, set[str]] = defaultdict(set)
+    for mod, targets in _graph().items():
+        for target in targets:
+            a, b = _unit(mod), _unit(target)
+            if a and b and a != b and (mod, target) not in SANCTIONED:
+                deps[a].add(b)
+    both = sorted({tuple(sorted((a, b))) for a in deps for b in deps[a] if a in deps.get(b, ())})
+    assert not both, f"two-way dependencies: {both}"
+
+
+def _reaches(path: Path, library: str) -> bool:
+    """Does `path` import `library`, by statement or by a call given its name
+    (importlib.import_module("tensorflow"))?"""
+
+    def named(m: object) -> bool:
+        return isinstance(m, str) and (m == library or m.startswith(library + "."))
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    calls = (
+        n.args[0].value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and _called(n) in ("import_module", "require", "__import__")
+        and n.args
+        and isinstance(n.args[0], ast.Constant)
+    )
+    return any(named(m) for m in _imports(path)) or any(named(m) for m in calls)
+
+
+def _called(call: ast.Call) -> str | None:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+@pytest.mark.parametrize(
+    ("library", "door"), [("tensorflow", "tfaccel._tf"), ("pynvml", "tfaccel.hardware.nvml")]
+)
+def test_one_door_per_library(library: str, door: str) -> None:
+    users = sorted(_module_name(p) for p in SRC.rglob("*.py") if _reaches(p, library))
+    assert users == [door]
+
+
+def test_the_checks_see_a_violation(tmp_path: Path) -> None:
+    """The walk finds lazy, relative and `from package import module` imports."""
+    assert not {m for m in _imports(SRC / "stats.py") if m.startswith("tfaccel")}
+    assert "tfaccel.trial.child" in _imports(SRC / "trial" / "runner.py")
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from tfaccel import results\n    import tensorflow as tf\n")
+    assert {"tfaccel.results", "tensorflow"} <= _imports(probe)

@@ -1,0 +1,40 @@
+"""One spread and one noise rule: tune, bench and profile compute the same figure."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfaccel import stats
+from tfaccel.bench.timer import Measurement
+from tfaccel.optimize.settings import Settings
+from tfaccel.profile.analyze import StepBreakdown
+from tfaccel.trial.runner import summarize
+
+# five timed windows with one slow one (img/s)
+WINDOWS = (5134.0, 4608.0, 5241.0, 5355.0, 5336.0)
+
+
+def test_the_spread_is_the_inclusive_iqr_over_the_median() -> None:
+    assert stats.spread(WINDOWS) == pytest.approx((5336 - 5134) / 5241)  # 3.9 %
+    assert stats.spread((100.0, 104.0)) == pytest.approx(4 / 102)  # few: the range
+    assert stats.spread((100.0,)) is None and stats.spread(()) is None
+    assert stats.spread((0.0, 0.0, 0.0)) is None  # no median to divide by
+
+
+def test_tune_bench_and_profile_share_it() -> None:
+    trial = summarize("k", Settings(), {"status": "ok", "window_samples_per_s": WINDOWS}, 1.0)
+    bench = Measurement("m", "img/s", WINDOWS)
+    # profile's step times: the same numbers as milliseconds
+    from tests.profile.test_profile import _synthetic
+
+    steps = tuple(StepBreakdown(str(i), t, {}) for i, t in enumerate(WINDOWS))
+    profiled = _synthetic(steps=steps)
+    expected = stats.spread(WINDOWS)
+    assert trial.spread == bench.spread == profiled.step_spread == expected
+
+
+def test_noise_threshold_is_the_floor_or_twice_the_larger_spread() -> None:
+    assert stats.noise_threshold() == stats.NOISE_FLOOR
+    assert stats.noise_threshold(0.01, None) == stats.NOISE_FLOOR
+    assert stats.noise_threshold(0.02, 0.05) == pytest.approx(0.10)
+    assert stats.noise_threshold(0.0, floor=0.005) == 0.005
