@@ -159,7 +159,7 @@ def test_plan_reads_the_gpu_tensorflow_would_see(monkeypatch: pytest.MonkeyPatch
 def test_plan_compares_compute_capabilities_as_numbers(
     monkeypatch: pytest.MonkeyPatch, cc: tuple[int, int], mig: bool
 ) -> None:
-    """"10.0" >= "8.0" is False as text: a Blackwell GPU is MIG-capable all the same."""
+    """ "10.0" >= "8.0" is False as text: a Blackwell GPU is MIG-capable all the same."""
     from tests.fakes import FakeGpu
 
     real = inventory.read_inventory
