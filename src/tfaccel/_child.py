@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds parts of its error messages
+_OWN = os.path.dirname(os.path.abspath(__file__))  # tfaccel's package directory
 # A process ended by SIGKILL: the kernel's OOM killer, most often (or a user's kill -9).
 _KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
 
@@ -134,3 +138,29 @@ def is_oom(exc: BaseException) -> bool:
         or "OOM when allocating" in text
         or "out of memory" in text.lower()
     )
+
+
+def user_traceback(exc: BaseException, limit: int = 3000) -> str:
+    """The traceback a user needs: where their code raised. When tfaccel wrapped the
+    error (an entry point that raised while building the model), the wrapped error's
+    own traceback comes first and tfaccel's one-line message after it; tfaccel's frames
+    are left out, and a check of tfaccel's own (its error with no cause) is its message
+    alone. The end is kept when it is long; terminal styling is removed."""
+    from tfaccel.errors import TfaccelError
+
+    cause = exc.__cause__
+    if isinstance(exc, TfaccelError) and cause is None:
+        text = f"{type(exc).__name__}: {exc}\n"
+    elif isinstance(exc, TfaccelError) and cause is not None:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        text = _without_own_frames(cause) + f"{type(exc).__name__}: {first}\n"
+    else:
+        text = _without_own_frames(exc)
+    return ANSI.sub("", text)[-limit:]
+
+
+def _without_own_frames(exc: BaseException) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_OWN)]
+    head = "Traceback (most recent call last):\n" if frames else ""
+    body = "".join(traceback.format_list(frames))
+    return head + body + "".join(traceback.format_exception_only(type(exc), exc))

@@ -19,9 +19,20 @@ runner = CliRunner()
 
 BROKEN = """
 import keras
+def _loss(y, p):
+    raise RuntimeError("the loss broke at run time")
+
 def crashes_in_fit():
     m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    return {"model": m, "loss": _loss}
+
+def unknown_loss():
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
     return {"model": m, "loss": "no_such_loss"}
+
+def raises():
+    import json
+    json.loads("{")
 """
 
 
@@ -130,7 +141,7 @@ def test_a_failing_trial_shows_its_own_traceback(
     _user_module(tmp_path, monkeypatch, "broken_models", BROKEN)
     r = run_trial("broken_models:crashes_in_fit", Settings(batch_size=4), SMALL, 180)
     assert r.status == "error"
-    assert r.error and "no_such_loss" in r.error
+    assert r.error and "the loss broke at run time" in r.error
     assert r.traceback and "Traceback" in r.traceback
 
 
@@ -148,8 +159,8 @@ def test_a_model_that_fails_to_build_shows_the_users_frames_once(
 ) -> None:
     from rich.console import Console
 
+    from tfaccel._child import user_traceback as trial_traceback
     from tfaccel.render.tune import tune_text
-    from tfaccel.trial.child import trial_traceback
     from tfaccel.trial.runner import TrialResult
     from tfaccel.tune.search import Hardware, TuneResult
     from tfaccel.workloads import load_workload
@@ -282,7 +293,27 @@ def test_tune_of_a_model_that_never_runs_exits_5(
         ],
     )
     assert result.exit_code == 5, result.output
-    assert "no_such_loss" in result.output and not (tmp_path / "tfaccel.json").exists()
+    assert "the loss broke" in result.output and not (tmp_path / "tfaccel.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("resnet5O", "did you mean resnet50?"),
+        ("broken_models:unknown_loss", "Unknown loss 'no_such_loss'"),
+        ("broken_models:raises", "JSONDecodeError"),
+        ("broken_models:nothing_here", "has no callable 'nothing_here'"),
+        ("no_such_module:build", "Cannot import module 'no_such_module'"),
+    ],
+)
+def test_a_bad_entry_point_exits_2_before_any_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, message: str
+) -> None:
+    _user_module(tmp_path, monkeypatch, "broken_models", BROKEN)
+    result = runner.invoke(app, ["tune", target])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / "tfaccel-tune.jsonl").exists()  # no journal: nothing ran
 
 
 def test_xla_cache_flags_keep_the_users_xla_flags(

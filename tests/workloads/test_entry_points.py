@@ -21,7 +21,8 @@ def good():
     return keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
 
 def with_dataset():
-    return good(), [1, 2, 3]
+    import numpy as np
+    return good(), (np.zeros((5, 8), "float32"), np.zeros((5, 2), "float32"))
 
 def as_dict():
     return {"model": good(), "loss": "mse", "sample_unit": "rows"}
@@ -109,8 +110,8 @@ def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_the_accepted_return_shapes(user_module: str) -> None:
     assert load_workload(f"{user_module}:good").model.count_params() == 18
-    wl = load_workload(f"{user_module}:with_dataset")
-    assert wl.dataset == [1, 2, 3]
+    wl = load_workload(f"{user_module}:with_dataset")  # read as single examples
+    assert [tuple(t.shape) for t in wl.dataset.element_spec] == [(8,), (2,)]
     wl = load_workload(f"{user_module}:as_dict")
     assert wl.loss == "mse" and wl.sample_unit == "rows"
     wl = load_workload(f"{user_module}:compiled")

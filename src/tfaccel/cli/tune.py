@@ -137,6 +137,9 @@ def tune(
     for path, flag in ((output, "--output other.json"), (plot, "--plot other.png")):
         check_writable(path, force, hint=f"tfaccel tune ... {flag}, or --force")
     check_writable(journal, force=True)  # appended to: only its folder must exist
+    from tfaccel.workloads.check import check_entry_point
+
+    check_entry_point(workload)  # a bad entry point: exit 2 before any trial or journal
     if fresh and journal.exists():
         if not force:
             raise InputError(

@@ -17,35 +17,13 @@ import os
 import re
 import sys
 import time
-import traceback
 from typing import Any
 
-from tfaccel._child import emit, is_oom
+from tfaccel._child import ANSI, emit, is_oom, user_traceback
 from tfaccel._tf import import_tensorflow
 from tfaccel.workloads.synthetic import rebatched
 
 MARK = "TFACCEL_TRIAL "
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds parts of its error messages
-
-
-def trial_traceback(exc: BaseException, limit: int = 3000) -> str:
-    """The traceback a user needs: where their code raised. When tfaccel wrapped the
-    error (an entry point that raised while building the model), the wrapped error's own
-    traceback comes first and tfaccel's one-line message after it; tfaccel's frames
-    are left out, and a check of tfaccel's own (a subclassed model and no dataset) is its
-    message alone. The end is kept when it is long; terminal styling is
-    removed."""
-    from tfaccel.errors import TfaccelError
-
-    cause = exc.__cause__
-    if isinstance(exc, TfaccelError) and cause is None:  # tfaccel's own check: no frames
-        text = f"{type(exc).__name__}: {exc}\n"
-    elif isinstance(exc, TfaccelError):
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        text = "".join(traceback.format_exception(cause)) + f"{type(exc).__name__}: {first}\n"
-    else:
-        text = "".join(traceback.format_exception(exc))
-    return _ANSI.sub("", text)[-limit:]
 
 
 def synthetic_batches(model: Any, wl: Any, batch: int, report: Any, cast: bool = True) -> Any:
@@ -271,8 +249,8 @@ def main(argv: list[str]) -> int:
         text = f"{type(exc).__name__}: {exc}"
         out = {
             "status": "oom" if is_oom(exc) else "error",
-            "error": _ANSI.sub("", text.splitlines()[0])[:500],
-            "traceback": trial_traceback(exc),
+            "error": ANSI.sub("", text.splitlines()[0])[:500],
+            "traceback": user_traceback(exc),
         }
     emit(MARK, out)
     return 0

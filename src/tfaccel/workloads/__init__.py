@@ -4,9 +4,13 @@ The entry-point contract: `module:function` names a callable taking no arguments
 returns one of
 - a `keras.Model` (its inputs must have static shapes except the batch dimension; a
   subclassed model, which declares none, comes with a dataset),
-- a tuple `(model, dataset)` where dataset is a `tf.data.Dataset` of (inputs, labels),
-- a dict with `model` and optionally `dataset`, `loss`, `optimizer`, `sample_unit`,
-  and for synthetic labels `label_shape`, `label_dtype`, `label_classes`.
+- a tuple `(model, data)` or `(model, x, y)`, where data is any form
+  `tfaccel.workloads.inputs` reads: a `tf.data.Dataset` of (inputs, labels) examples
+  or batches, `(x, y)` arrays, a `keras.utils.PyDataset`, a generator;
+- a dict with `model` and optionally `dataset` (data as above), `batched` (whether
+  that data holds batches, where the model cannot tell), `loss`, `optimizer`,
+  `sample_unit`, and for synthetic labels `label_shape`, `label_dtype`,
+  `label_classes`; any other key is refused.
 The model may be compiled or not; a compiled model's loss and optimizer are used.
 Without a dataset, synthetic labels follow the model's outputs and loss: class ids below
 an output's last dimension for a sparse cross-entropy (the default loss), else floats
@@ -75,11 +79,15 @@ REVISION: dict[str, int] = {"bert": 2, "bert_hub": 2, "gpt2": 2}
 
 def _import_callable(spec: str) -> Callable[[], Any]:
     if ":" not in spec:
+        import difflib
+
+        close = difflib.get_close_matches(spec, BUILTIN, 1, cutoff=0.6)
         raise InputError(
             "A model entry point must name a module and a function",
             expected="'module:function' (e.g. 'train:build') or a built-in workload: "
             + ", ".join(BUILTIN),
             received=repr(spec),
+            hint=f"did you mean {close[0]}?" if close else None,
         )
     module_name, _, attr = spec.partition(":")
     if str(Path.cwd()) not in sys.path:
@@ -152,11 +160,14 @@ def load_workload(spec: str) -> Workload:
     extras: dict[str, Any] = {}
     dataset = None
     if isinstance(result, dict):
+        _check_keys(spec, result)
         extras = dict(result)
         model = extras.pop("model", None)
         dataset = extras.pop("dataset", None)
     elif isinstance(result, tuple) and len(result) == 2:
         model, dataset = result
+    elif isinstance(result, tuple) and len(result) == 3:  # (model, x, y)
+        model, dataset = result[0], result[1:]
     else:
         model = result
     if not isinstance(model, keras.Model):
@@ -167,6 +178,10 @@ def load_workload(spec: str) -> Workload:
             if not isinstance(result, (dict, tuple))
             else f"{type(result).__name__} holding {type(model).__name__}",
         )
+    if dataset is not None:
+        from tfaccel.workloads.inputs import as_examples
+
+        dataset = as_examples(dataset, model, extras.pop("batched", None))
     wl = Workload(name=spec, model=model, dataset=dataset)
     if getattr(model, "compiled", False) and getattr(model, "optimizer", None) is not None:
         wl.optimizer = model.optimizer
@@ -192,6 +207,23 @@ def load_workload(spec: str) -> Workload:
 
 
 LABEL_KEYS = ("label_shape", "label_dtype", "label_classes")
+# What the dict an entry point returns may hold.
+ENTRY_KEYS = ("model", "dataset", "loss", "optimizer", "sample_unit", "batched", *LABEL_KEYS)
+
+
+def _check_keys(spec: str, result: dict[str, Any]) -> None:
+    """A misspelled key ("optimiser") would be ignored silently: refuse it."""
+    unknown = [k for k in result if k not in ENTRY_KEYS]
+    if unknown:
+        import difflib
+
+        close = [m for k in unknown for m in difflib.get_close_matches(str(k), ENTRY_KEYS, 1)]
+        raise InputError(
+            f"The entry point {spec!r} returned a dict with unknown keys",
+            expected="keys among " + ", ".join(ENTRY_KEYS),
+            received=", ".join(map(repr, unknown)),
+            hint=f"did you mean {', '.join(close)}?" if close else None,
+        )
 
 
 def _declared_inputs(model: Any) -> bool:

@@ -149,20 +149,9 @@ def label_specs(wl: Any, batch: int) -> Any:
     return _map_labels(wl, lambda s: tf.TensorSpec([batch, *s.shape], dtype=s.dtype))
 
 
-def is_batched(dataset: Any) -> bool:
-    """Does the dataset yield batches (a leading dimension of unknown size) rather than
-    single examples? tfaccel re-batches either to the batch size it measures."""
-    tf = import_tensorflow()
-
-    spec = tf.nest.flatten(dataset.element_spec)[0]
-    return bool(spec.shape.rank) and spec.shape[0] is None
-
-
 def rebatched(dataset: Any, batch: int) -> Any:
-    """The user's dataset (of examples, or of batches, unbatched first) repeated and
-    batched at `batch`, as tfaccel measures it."""
-    if is_batched(dataset):
-        dataset = dataset.unbatch()
+    """The user's examples (`Workload.dataset`, see workloads.inputs) repeated and
+    batched at `batch`, as tfaccel measures them."""
     return dataset.repeat().batch(batch, drop_remainder=True)
 
 
@@ -180,10 +169,9 @@ def dataset_specs(dataset: Any, batch: int) -> tuple[Any, Any]:
             expected="a tf.data.Dataset of (inputs, labels)",
             received=repr(element)[:200],
         )
-    drop = 1 if is_batched(dataset) else 0
 
     def at_batch(spec: Any) -> Any:
-        dims = list(spec.shape)[drop:]
+        dims = list(spec.shape)
         if any(d is None for d in dims):
             raise InputError(
                 "The dataset has an element of unknown shape",

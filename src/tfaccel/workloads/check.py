@@ -1,0 +1,122 @@
+"""Check a user's entry point before any trial: in a child on the CPU, in seconds.
+
+    python -m tfaccel.workloads.check 'module:function'
+
+The child imports the module, builds the workload (`load_workload`), reads one batch
+of its data and calls the model on it (or on synthetic inputs), so that a typo, an
+import error, a model that does not build or data that does not fit the model ends
+the command with exit 2 before a trial, a journal or a GPU is touched. The GPU stays
+hidden from the child: TensorFlow would reserve its memory.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tfaccel._child import child_env, emit, run_child, user_traceback
+from tfaccel.errors import InputError
+from tfaccel.workloads import BUILTIN, _import_callable
+
+MARK = "TFACCEL_CHECK "
+
+
+def check_entry_point(spec: str, timeout_s: float = 300.0) -> None:
+    """Raise InputError when `spec` is no workload tfaccel can run (built-ins pass)."""
+    if spec in BUILTIN:
+        return
+    if ":" not in spec:
+        _import_callable(spec)  # raises, with the built-in names and a close match
+    env = child_env(overrides={"CUDA_VISIBLE_DEVICES": ""})
+    out = run_child(["-m", "tfaccel.workloads.check", spec], MARK, env, timeout_s)
+    if out.timed_out:
+        raise InputError(
+            f"Building {spec!r} took longer than {timeout_s:.0f} s",
+            expected="an entry point that builds its model and data in time",
+            received="timeout",
+        )
+    payload = out.payload
+    if payload is None:
+        raise InputError(
+            f"Checking the entry point {spec!r} failed",
+            expected="a module that imports and a model that builds",
+            received=f"the check {out.exit_text()}: {out.tail(3, ' | ')}",
+        )
+    if payload.get("error"):
+        raise InputError(
+            payload["error"],
+            expected=payload.get("expected"),
+            received=payload.get("received"),
+            hint=payload.get("traceback"),
+        )
+
+
+def _sample(wl: Any) -> Any:
+    """Two examples of the workload's inputs: its own data's, or synthetic ones."""
+    if wl.dataset is not None:
+        from tfaccel.workloads.synthetic import rebatched
+
+        return next(iter(rebatched(wl.dataset, 2)))[0]
+    from tfaccel.workloads.synthetic import synthetic_inputs
+
+    return synthetic_inputs(wl.model, 2)
+
+
+def _check_names(wl: Any) -> None:
+    """A loss or optimizer named by a string Keras does not know fails at the first
+    trial's `fit`; here it fails at once."""
+    import keras
+
+    losses = wl.loss.values() if isinstance(wl.loss, dict) else wl.loss
+    for name in losses if isinstance(losses, (list, tuple)) else [losses]:
+        _known(name, keras.losses.get, "loss")
+    _known(wl.optimizer, keras.optimizers.get, "optimizer")
+
+
+def _known(name: Any, get: Any, what: str) -> None:
+    if not isinstance(name, str):
+        return
+    try:
+        get(name)
+    except ValueError as exc:
+        raise InputError(
+            f"Unknown {what} {name!r}",
+            expected=f"a {what} Keras knows by name, or a {what} object",
+            received=repr(name),
+        ) from exc
+
+
+def main(argv: list[str]) -> int:
+    from tfaccel.workloads import load_workload
+
+    spec = argv[0]
+    try:
+        wl = load_workload(spec)
+        _check_names(wl)
+        wl.model(_sample(wl), training=False)
+        emit(MARK, {"ok": True, "parameters": int(wl.model.count_params())})
+    except InputError as exc:
+        error = {"error": exc.problem, "expected": exc.expected, "received": exc.received}
+        emit(
+            MARK,
+            {
+                **error,
+                "received": str(exc.received),
+                "traceback": user_traceback(exc) if exc.__cause__ else None,
+            },
+        )
+    except Exception as exc:
+        emit(
+            MARK,
+            {
+                "error": f"The model of {spec!r} cannot be called on its data",
+                "expected": "a model whose inputs match its data (or its declared inputs)",
+                "received": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
+                "traceback": user_traceback(exc),
+            },
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,212 @@
+"""The user's data, in whatever form an entry point returns it, as one dataset of
+single examples that each trial batches at its own batch size.
+
+Accepted: a `tf.data.Dataset` of examples or of batches (static or unknown batch
+dimension), `(x, y)` arrays or tensors (numpy, as `keras.datasets` returns them; x may
+be a tuple or dict), a `keras.utils.PyDataset`, a generator object, or a function that
+returns a fresh iterator. Whether a dataset yields examples or batches is read from
+the model's declared inputs: an element of the same rank as a model input (which
+counts the batch dimension) is a batch, one of a rank less is an example. A model that
+declares no inputs (subclassed) leaves it open where every element dimension is
+static; the entry point then says so with `"batched": True` or `False`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tfaccel._tf import import_tensorflow
+from tfaccel.errors import InputError
+
+FORMS = (
+    "a tf.data.Dataset of (inputs, labels) examples or batches, (x, y) arrays, a "
+    "keras.utils.PyDataset, a generator, or a function returning an iterator"
+)
+
+
+def as_examples(data: Any, model: Any, batched: bool | None = None) -> Any:
+    """`data` as a tf.data.Dataset of single (inputs, labels[, weights]) examples."""
+    tf = import_tensorflow()
+    if isinstance(data, tf.data.Dataset):
+        return _dataset(data, model, batched)
+    if _is_py_dataset(data):
+        return _from_iterator(lambda: _batches_of(data), model, batched=True)
+    if isinstance(data, (tuple, list)) and len(data) in (2, 3):
+        return _from_arrays(tuple(data))
+    if isinstance(data, Iterator):
+        return _from_iterator(_once(data), model, batched, read_once=True)
+    if callable(data):
+        return _from_iterator(lambda: iter(data()), model, batched)
+    raise InputError(
+        "The entry point's data is of a form tfaccel cannot read",
+        expected=FORMS,
+        received=type(data).__name__,
+    )
+
+
+def _dataset(ds: Any, model: Any, batched: bool | None) -> Any:
+    _check_pairs(ds.element_spec)
+    if batched is None:
+        batched = is_batched(ds.element_spec, model)
+    return ds.unbatch() if batched else ds
+
+
+def _check_pairs(element: Any) -> None:
+    if not isinstance(element, tuple) or len(element) not in (2, 3):
+        raise InputError(
+            "The data's elements are not (inputs, labels) pairs",
+            expected="(inputs, labels) or (inputs, labels, sample_weights), as model.fit takes",
+            received=_shapes(element),
+        )
+
+
+def is_batched(element: Any, model: Any) -> bool:
+    """Are these elements (an element_spec, or arrays) batches for `model`? See the
+    module's doc; raises InputError naming the shapes where it cannot tell."""
+    tf = import_tensorflow()
+    x = element[0]
+    shapes = [_shape(t) for t in tf.nest.flatten(x)]
+    declared = _declared_shapes(model)
+    if declared:
+        verdicts = {_verdict(s, m) for s, m in zip(shapes, declared, strict=False)}
+        if len(verdicts) == 1 and None not in verdicts:
+            return verdicts.pop()  # type: ignore[return-value]
+        raise InputError(
+            "The data's inputs do not match the model's, as examples or as batches",
+            expected="inputs of the model's shapes "
+            + ", ".join(str(tuple(t.shape)) for t in model.inputs)
+            + " (batches) or without their first dimension (examples)",
+            received=_shapes(x),
+        )
+    leading = {(_shape(t) or (0,))[0] for t in tf.nest.flatten(element)}
+    if None in leading:
+        return True  # an unknown first dimension: a batch of any size
+    if len(leading) > 1:
+        return False  # inputs and labels of different first sizes: examples
+    raise InputError(
+        "Cannot tell whether the data holds examples or batches: the model declares no "
+        "inputs (a subclassed model) and every element starts with the same size",
+        expected='"batched": True or False in the dict the entry point returns',
+        received=_shapes(element),
+    )
+
+
+def _verdict(shape: tuple[Any, ...], model_shape: tuple[Any, ...]) -> bool | None:
+    """True: a batch of the model's input; False: one example of it; None: neither."""
+
+    def fits(dims: tuple[Any, ...]) -> bool:
+        want = model_shape[1:]
+        return len(dims) == len(want) and all(
+            a is None or b is None or a == b for a, b in zip(dims, want, strict=True)
+        )
+
+    return True if fits(shape[1:]) and shape else False if fits(shape) else None
+
+
+def _declared_shapes(model: Any) -> list[tuple[Any, ...]]:
+    tf = import_tensorflow()
+    try:
+        inputs = model.inputs
+    except (AttributeError, ValueError):  # subclassed: no declared inputs
+        return []
+    if not inputs:
+        return []
+    try:  # a functional model's dict of inputs, in the order tf.nest flattens data
+        structured = model.input
+    except (AttributeError, ValueError):  # Sequential: its list only
+        structured = inputs
+    return [tuple(t.shape) for t in tf.nest.flatten(structured)]
+
+
+def _shape(t: Any) -> tuple[Any, ...]:
+    shape = getattr(t, "shape", None)
+    if shape is None:
+        return ()
+    return tuple(shape.as_list()) if hasattr(shape, "as_list") else tuple(shape)
+
+
+def _shapes(element: Any) -> str:
+    tf = import_tensorflow()
+    try:
+        return str(tf.nest.map_structure(lambda t: _shape(t), element))[:300]
+    except Exception:
+        return repr(element)[:300]
+
+
+def _from_arrays(data: tuple[Any, ...]) -> Any:
+    """Arrays of the whole data set, one row an example (keras.datasets style)."""
+    tf = import_tensorflow()
+    sizes = {(_shape(t) or (None,))[0] for t in tf.nest.flatten(data)}
+    if len(sizes) != 1 or None in sizes:
+        raise InputError(
+            "The (x, y) arrays do not hold the same number of examples",
+            expected="arrays whose first dimensions are equal (one row per example)",
+            received=_shapes(data),
+        )
+    return tf.data.Dataset.from_tensor_slices(data)
+
+
+def _is_py_dataset(data: Any) -> bool:
+    import keras
+
+    py_dataset = getattr(keras.utils, "PyDataset", None)
+    return py_dataset is not None and isinstance(data, py_dataset)
+
+
+def _batches_of(data: Any) -> Iterator[Any]:
+    n = getattr(data, "num_batches", None)
+    indices = range(n) if n is not None else itertools.count()
+    for i in indices:
+        yield data[i]
+
+
+def _once(it: Iterator[Any]) -> Callable[[], Iterator[Any]]:
+    return lambda: it
+
+
+def _from_iterator(
+    make: Callable[[], Iterator[Any]],
+    model: Any,
+    batched: bool | None,
+    read_once: bool = False,
+) -> Any:
+    """A dataset over Python elements; the first one gives the signature. A generator
+    object can be read only once: its elements are kept (`cache`) for the repeats."""
+    tf = import_tensorflow()
+    first_iter = make()
+    try:
+        first = next(first_iter)
+    except StopIteration:
+        raise InputError(
+            "The entry point's data yielded nothing", expected=FORMS, received="no element"
+        ) from None
+    first = tuple(first) if isinstance(first, list) else first
+    _check_pairs(first)
+    if batched is None:
+        batched = is_batched(first, model)
+
+    def spec(a: Any) -> Any:
+        t = tf.convert_to_tensor(a)
+        shape = [None, *t.shape[1:]] if batched else list(t.shape)
+        return tf.TensorSpec(shape, t.dtype)
+
+    signature = tf.nest.map_structure(spec, first)
+    if read_once:
+        rest = first_iter
+
+        def source() -> Iterator[Any]:
+            yield first
+            yield from rest
+
+    else:
+        source = make
+    ds = tf.data.Dataset.from_generator(lambda: _as_tuples(source()), output_signature=signature)
+    ds = ds.unbatch() if batched else ds
+    return ds.cache() if read_once else ds
+
+
+def _as_tuples(it: Iterator[Any]) -> Iterator[Any]:
+    for element in it:
+        yield tuple(element) if isinstance(element, list) else element

@@ -1,0 +1,172 @@
+"""Every form of data an entry point may return, read as single examples and
+re-batched at a trial's batch size (real TensorFlow on the CPU)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("keras")
+
+from tfaccel.errors import InputError
+from tfaccel.workloads import load_workload
+from tfaccel.workloads.synthetic import rebatched
+
+MODULE = """
+import numpy as np
+import keras
+import tensorflow as tf
+
+def model():
+    return keras.Sequential([keras.Input((256,)), keras.layers.Dense(4)])
+
+def xb(n=64):
+    return np.random.rand(n, 256).astype("float32"), np.random.randint(0, 4, n)
+
+def from_tensors():                       # one batch, repeated: a static batch dimension
+    return model(), tf.data.Dataset.from_tensors(xb()).repeat()
+
+def generator_batched():                  # examples from a generator, batched by the user
+    def gen():
+        for _ in range(200):
+            yield np.random.rand(256).astype("float32"), 1
+    sig = (tf.TensorSpec((256,), tf.float32), tf.TensorSpec((), tf.int32))
+    return model(), tf.data.Dataset.from_generator(gen, output_signature=sig).batch(64)
+
+def examples():
+    return model(), tf.data.Dataset.from_tensor_slices(xb(100))
+
+def arrays():                             # keras.datasets style
+    return model(), xb(100)
+
+def triple():
+    x, y = xb(100)
+    return model(), x, y
+
+def two_inputs():
+    a, b = keras.Input((8,), name="a"), keras.Input((3,), name="b")
+    out = keras.layers.Dense(2)(keras.layers.Concatenate()([a, b]))
+    x = {"a": np.ones((16, 8), "float32"), "b": np.ones((16, 3), "float32")}
+    data = tf.data.Dataset.from_tensors((x, np.zeros(16))).repeat()
+    return keras.Model({"a": a, "b": b}, out), data
+
+class Batches(keras.utils.PyDataset):
+    def __len__(self):
+        return 5
+    def __getitem__(self, i):
+        return xb(16)
+
+def py_dataset():
+    return model(), Batches()
+
+def generator_object():                   # a generator of batches, read once
+    return model(), (xb(16) for _ in range(10))
+
+def generator_function():                 # a function returning examples afresh
+    def gen():
+        x, y = xb(50)
+        return zip(x, y)
+    return {"model": model(), "dataset": gen}
+
+class Net(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.d = keras.layers.Dense(4)
+    def call(self, x):
+        return self.d(x)
+
+def subclassed_ambiguous():
+    x, y = xb(64)
+    return Net(), tf.data.Dataset.from_tensors((x, y)).repeat()
+
+def subclassed_said():
+    x, y = xb(64)
+    data = tf.data.Dataset.from_tensors((x, y)).repeat()
+    return {"model": Net(), "dataset": data, "batched": True}
+
+def wrong_shape():
+    return model(), tf.data.Dataset.from_tensors((np.ones((64, 100), "float32"), np.zeros(64)))
+
+def no_labels():
+    return model(), tf.data.Dataset.from_tensor_slices(np.ones((8, 256), "float32"))
+
+def uneven():
+    return model(), (np.ones((10, 256), "float32"), np.zeros(9))
+
+def misspelled():
+    return {"model": model(), "optimiser": "sgd"}
+
+def empty():
+    return model(), iter(())
+"""
+
+
+@pytest.fixture
+def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "user_data.py").write_text(MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    yield "user_data"
+    sys.modules.pop("user_data", None)
+
+
+def _batch_shapes(spec: str, batch: int = 32) -> tuple[object, object]:
+    wl = load_workload(spec)
+    x, y = next(iter(rebatched(wl.dataset, batch)))[:2]
+    shape = {k: tuple(v.shape) for k, v in x.items()} if isinstance(x, dict) else tuple(x.shape)
+    return shape, tuple(y.shape)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "from_tensors",
+        "generator_batched",
+        "examples",
+        "arrays",
+        "triple",
+        "py_dataset",
+        "generator_object",
+        "generator_function",
+        "subclassed_said",
+    ],
+)
+def test_each_form_is_rebatched_to_the_trial_batch(user_module: str, entry: str) -> None:
+    assert _batch_shapes(f"{user_module}:{entry}") == ((32, 256), (32,))
+
+
+def test_dict_inputs_of_batches(user_module: str) -> None:
+    x, y = _batch_shapes(f"{user_module}:two_inputs", 4)
+    assert x == {"a": (4, 8), "b": (4, 3)} and y == (4,)
+
+
+def test_a_dataset_of_batches_trains_at_another_batch_size(user_module: str) -> None:
+    """What failed before: batches batched again (32, 64, 256) against (None, 256)."""
+    wl = load_workload(f"{user_module}:from_tensors")
+    wl.model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    history = wl.model.fit(rebatched(wl.dataset, 32), steps_per_epoch=2, verbose=0)
+    assert np.isfinite(history.history["loss"][-1])
+
+
+@pytest.mark.parametrize(
+    ("entry", "message", "detail"),
+    [
+        ("subclassed_ambiguous", "examples or batches", '"batched": True or False'),
+        ("wrong_shape", "do not match the model's", "(64, 100)"),
+        ("no_labels", "not (inputs, labels) pairs", "(256,)"),
+        ("uneven", "same number of examples", "(9,)"),
+        ("misspelled", "unknown keys", "'optimiser'"),
+        ("empty", "yielded nothing", "no element"),
+    ],
+)
+def test_data_tfaccel_cannot_read_gets_a_clear_error(
+    user_module: str, entry: str, message: str, detail: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        load_workload(f"{user_module}:{entry}")
+    assert message in caught.value.message and detail in str(caught.value)
+    if entry == "misspelled":
+        assert caught.value.hint == "did you mean optimizer?"
