@@ -153,3 +153,13 @@ def test_einsum_is_a_later_knob_that_keeps_old_journal_keys() -> None:
     flat = s.replace(einsum="flat")
     assert settings_key("bert_hub", flat, StepPlan()) != settings_key("bert_hub", s, StepPlan())
     assert "einsum=flat" in label_of(flat)
+
+
+@pytest.mark.parametrize("knob", ["cache_dataset", "gradient_checkpointing", "float8"])
+def test_a_boolean_knob_refuses_a_string(knob: str) -> None:
+    """ "false" in a hand-edited tfaccel.json would otherwise turn the knob on."""
+    from tfaccel.errors import ConfigFileError
+    from tfaccel.optimize.settings import settings_from_dict
+
+    with pytest.raises(ConfigFileError, match=f"{knob} must be true or false"):
+        settings_from_dict({knob: "false"})

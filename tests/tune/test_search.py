@@ -11,7 +11,7 @@ import pytest
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.runner import StepPlan, TrialResult, beats, label_of, settings_key
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.search import Hardware, TuneOptions, Tuner, loss_close
+from tfaccel.tune.search import Hardware, TuneOptions, Tuner, TuneResult, loss_close
 
 STEPS = StepPlan(2, 2, 2)
 
@@ -62,6 +62,12 @@ class FakeTrials:
 H200 = Hardware(1, "9.0")
 
 
+def said(res: TuneResult, stage: str) -> list[str]:
+    """The decisions of `stage`, without the ", against LABEL" that names the best
+    each trial was compared with."""
+    return [d.text.split(", against ")[0] for d in res.decisions if d.stage == stage]
+
+
 def later(s: Settings) -> bool:
     """A trial of the last stage-7 knob, flat einsums (it carries what the other knobs
     kept)."""
@@ -97,8 +103,11 @@ def test_finds_the_fastest_combination(tmp_path: Path) -> None:
     assert any("batch 1024: oom (does not fit)" in d.text for d in res.decisions)
     assert res.compile_s_total > 60
     # Every steps_per_execution trial is explained, the ones that did not pay too.
-    spe = [d.text for d in res.decisions if d.stage == "steps_per_execution"]
+    spe = said(res, "steps_per_execution")
     assert spe == ["10: +20% kept", "25: +0% (threshold 3%)"]
+    # and each names what it was compared with
+    full = [d.text for d in res.decisions if d.stage == "steps_per_execution"]
+    assert full[1].endswith(", against mixed_bfloat16 xla=jit batch=512 spe=10")
 
 
 def test_input_cast_is_tried_on_the_gpu_with_16_bit_only(tmp_path: Path) -> None:
@@ -163,8 +172,11 @@ def test_no_16_bit_trials_without_tensor_cores(tmp_path: Path) -> None:
     assert not any(s.allocator != "default" for s in fake_cpu.calls)  # no GPU-only knobs
     (tmp_path / "asked").mkdir()  # asked for bf16 on the CPU: said why it was not tried
     res = tuner(tmp_path / "asked", FakeTrials(), Hardware(0, None), ("mixed_bfloat16",)).run()
-    said = [d.text for d in res.decisions if d.stage == "precision x XLA"]
-    assert said[0] == "asked for but not tried: mixed_bfloat16: slower on the CPU, not faster"
+    precision_notes = said(res, "precision x XLA")
+    assert (
+        precision_notes[0]
+        == "asked for but not tried: mixed_bfloat16: slower on the CPU, not faster"
+    )
 
 
 def test_accuracy_guard_rejects_a_nan_loss(tmp_path: Path) -> None:
@@ -440,7 +452,7 @@ def test_the_guard_allows_the_drift_two_32_bit_runs_already_show(
 
     opts = TuneOptions(batch_size=128, max_batch=512)
     res = Tuner("bert_hub", H200, opts, j, trial_fn=not_measured).run()
-    guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+    guard = said(res, "accuracy guard")
     assert guard and guard[0].startswith("tolerance 14.6%")
     assert not any("rejected" in t for t in guard)
     assert res.best is not None and res.best.label == "mixed_bfloat16 xla=jit batch=128 spe=1"
@@ -466,7 +478,7 @@ def test_cublaslt_is_tried_unless_the_model_is_convolutions(
     t = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=trials)
     t.run()
     assert any(s.xla_options == ("cublaslt",) for s in trials.calls) is tried
-    notes = [d.text for d in t.result.decisions if d.stage == "xla_options"]
+    notes = said(t.result, "xla_options")
     if not tried:
         assert notes and "matrix products are 0% of the forward pass's FLOPs" in notes[0]
 
@@ -513,8 +525,8 @@ def test_cudnn_layer_norm_is_tried_on_hopper_behind_the_accuracy_guard(
     # one trial of its own; once kept, the later knobs' trials carry it
     assert tried and tried[0].precision == "mixed_bfloat16" and (len(tried) == 1) is nan
     assert ("cudnn_layer_norm" in res.best_settings.xla_options) is not nan
-    guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
-    notes = [d.text for d in res.decisions if d.stage == "xla_options"]
+    guard = said(res, "accuracy guard")
+    notes = said(res, "xla_options")
     if nan:
         assert any("cudnn_layer_norm" in t and "NaN" in t for t in guard)
     else:
@@ -567,9 +579,9 @@ def test_knobs_that_each_fall_short_are_tried_together(
     assert len(both) == 1  # one trial of the two together, after the others
     assert trials.calls[-1] == both[0]
     assert (res.best_settings == both[0]) is kept
-    notes = [d.text for d in res.decisions if d.stage == "together"]
+    notes = said(res, "together")
     if diverge:
-        guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+        guard = said(res, "accuracy guard")
         assert any("cublaslt,cudnn_layer_norm" in t and "rejected" in t for t in guard)
         assert not notes
     else:
@@ -644,14 +656,14 @@ def test_dropout_masks_are_tried_under_xla_behind_the_guard(
     ]
     assert all(s.xla == "jit" and s.precision == "mixed_bfloat16" for s in tried)
     assert res.best_settings is not None and res.best_settings.dropout == kept
-    notes = [d.text for d in res.decisions if d.stage == "dropout"]
+    notes = said(res, "dropout")
     if kept == "philox16":
         # Keras' masks computed once save a part of what philox16 saves: not tried
         assert [s.dropout for s in tried] == ["philox16"]
         assert notes == ["philox16: +10% kept"]
     else:
         assert [s.dropout for s in tried] == ["philox16", "mask_once"]
-        guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+        guard = said(res, "accuracy guard")
         assert any("dropout=philox16" in g and "rejected" in g for g in guard)
         assert notes == ["mask_once: +2% (threshold 3%)"]
 
@@ -670,7 +682,7 @@ def test_a_near_miss_of_an_earlier_best_is_tried_again_on_a_later_one(tmp_path: 
     res = tuner(tmp_path, trials).run()
     last = trials.calls[-1]
     assert last.dropout == "philox16" and "cublaslt" in last.xla_options
-    notes = [d.text for d in res.decisions if d.stage == "together"]
+    notes = said(res, "together")
     assert notes == [
         "xla_options=cublaslt (+2.0%), under the threshold on an earlier best: on this one: "
         "+2.0% (threshold 3%)"
@@ -707,14 +719,14 @@ def test_the_guard_compares_losses_of_the_same_steps(
     that steps 0-19 hid shows at steps 24-499."""
     trials = TrajectoryTrials(drift)
     res = tuner(tmp_path, trials).run()
-    together = [d.text for d in res.decisions if d.stage == "together"]
+    together = said(res, "together")
     assert res.best_settings is not None
     if kept:
         assert len(together) == 1 and together[0].endswith("kept"), res.decisions
         assert res.best_settings.steps_per_execution == 25
         assert res.best_settings.dropout == "philox16"
     else:
-        guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+        guard = said(res, "accuracy guard")
         assert any("spe=25" in g and "philox16" in g and "rejected" in g for g in guard)
         assert res.best_settings.steps_per_execution == 1
     # The reference was stage 4's trial: no trial ran for the guard alone.
@@ -762,9 +774,9 @@ def test_float8_is_tried_on_fp8_tensor_cores_behind_the_guard(
     assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
     assert res.best_settings is not None and res.best_settings.float8 is kept
     if kept:
-        assert [d.text for d in res.decisions if d.stage == "float8"] == ["on: +25% kept"]
+        assert said(res, "float8") == ["on: +25% kept"]
     else:
-        guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+        guard = said(res, "accuracy guard")
         assert any("float8" in g and "rejected" in g for g in guard)
 
 
@@ -819,9 +831,9 @@ def test_cudnn_attention_is_tried_under_xla_in_16_bit_behind_the_guard(
     assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
     assert res.best_settings is not None and res.best_settings.attention == kept
     if kept == "cudnn":
-        assert [d.text for d in res.decisions if d.stage == "attention"] == ["cudnn: +12% kept"]
+        assert said(res, "attention") == ["cudnn: +12% kept"]
     else:
-        guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+        guard = said(res, "accuracy guard")
         assert any("attention=cudnn" in g and "rejected" in g for g in guard)
 
 
@@ -844,7 +856,7 @@ def test_cudnn_attention_is_not_tried_where_it_cannot_run(
     trials = AttentionTrials(layers=layers)
     res = tuner(tmp_path, trials, hw, precisions).run()
     assert not any(s.attention == "cudnn" for s in trials.calls)
-    notes = [d.text for d in res.decisions if d.stage == "attention"]
+    notes = said(res, "attention")
     assert notes == ([f"not tried: the model has {why}"] if why else [])
 
 
@@ -856,7 +868,7 @@ def test_cudnn_attention_is_not_tried_where_every_attention_layer_drops_out(
     trials = AttentionTrials(dropping=12)
     res = tuner(tmp_path, trials).run()
     assert not any(s.attention == "cudnn" for s in trials.calls)
-    notes = [d.text for d in res.decisions if d.stage == "attention"]
+    notes = said(res, "attention")
     assert notes and "each of the model's 12 attention layers has dropout" in notes[0]
     some = AttentionTrials(dropping=11)
     (tmp_path / "some").mkdir()
@@ -901,7 +913,7 @@ def test_skipped_knobs_are_left_as_they_are(tmp_path: Path) -> None:
 
 def test_a_cudnn_attention_trial_where_no_call_fitted_says_so(tmp_path: Path) -> None:
     res = tuner(tmp_path, AttentionTrials(calls=0)).run()
-    notes = [d.text for d in res.decisions if d.stage == "attention"]
+    notes = said(res, "attention")
     assert notes[0] == "cudnn: +0% (threshold 3%)"
     assert "no attention call fitted" in notes[1] and "Keras' own ran" in notes[1]
     assert res.best_settings is not None and res.best_settings.attention == "keras"
@@ -1016,10 +1028,10 @@ def test_a_resume_on_another_machine_measures_its_reference_again(
     best_before = trials.calls[1]
     assert best_before == trials.calls[0].replace(xla_options=())
     assert res.best_settings is not None and "cublaslt" in res.best_settings.xla_options
-    again = [d.text for d in res.decisions if d.stage == "resume"]
+    again = said(res, "resume")
     assert len(again) == 1 and "measured again on this machine" in again[0]
     assert "xla_options" in [d.stage for d in res.decisions]
-    assert next(d.text for d in res.decisions if d.stage == "xla_options") == "cublaslt: +4% kept"
+    assert said(res, "xla_options")[0] == "cublaslt: +4% kept"
     # The journal keeps the other machine's figure and adds this one's.
     key = settings_key("w", best_before, STEPS)
     j2 = Journal(path, machine=here)
@@ -1051,7 +1063,7 @@ def test_measuring_again_keeps_to_the_time_budget(tmp_path: Path) -> None:
     opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=150.0)
     res = Tuner("w", H200, opts, j, trial_fn=trials, clock=lambda: now[0]).run()
     assert len(trials.calls) == 1 and trials.calls[0].xla_options == ("cublaslt",)
-    notes = [d.text for d in res.decisions if d.stage == "resume"]
+    notes = said(res, "resume")
     assert len(notes) == 1 and "its earlier figure is used" in notes[0]
     budget = next(d.text for d in res.decisions if d.stage == "time budget")
     assert "trial(s) not run" in budget and "2.5-minute budget" in budget
@@ -1179,11 +1191,11 @@ def test_flat_einsums_are_tried_last_behind_the_accuracy_guard(tmp_path: Path, n
     assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
     assert res.best_settings is not None
     if nan:
-        guard = [d.text for d in res.decisions if d.stage == "accuracy guard"]
+        guard = said(res, "accuracy guard")
         assert any("einsum=flat" in g and "NaN" in g for g in guard)
         assert res.best_settings.einsum == "keras"
     else:
-        assert [d.text for d in res.decisions if d.stage == "einsum"] == ["flat: +12% kept"]
+        assert said(res, "einsum") == ["flat: +12% kept"]
         assert res.best_settings.einsum == "flat"
 
 
@@ -1198,7 +1210,7 @@ def test_flat_einsums_are_tried_on_any_device_unless_the_model_has_none(
     (tmp_path / "none").mkdir()
     res = tuner(tmp_path / "none", none, hw).run()
     assert not any(s.einsum == "flat" for s in none.calls)
-    notes = [d.text for d in res.decisions if d.stage == "einsum"]
+    notes = said(res, "einsum")
     assert notes == ["not tried: the model has no EinsumDense layer"]
 
 
@@ -1209,4 +1221,76 @@ def test_flat_einsums_can_be_skipped(tmp_path: Path) -> None:
     opts = TuneOptions(batch_size=64, steps=STEPS, skip=("einsum",))
     res = Tuner("w", H200, opts, j, trial_fn=trials).run()
     assert not any(s.einsum == "flat" for s in trials.calls)
-    assert [d.text for d in res.decisions if d.stage == "einsum"] == ["not tried: --skip"]
+    assert said(res, "einsum") == ["not tried: --skip"]
+
+
+class XlaDefaults(FakeTrials):
+    """Keras' defaults compile with XLA, as they do on a GPU."""
+
+    def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        r = super().__call__(workload, s, steps, timeout)
+        return dataclasses.replace(r, extra={**r.extra, "jit_compile": s.xla != "off"})
+
+
+def test_sixteen_bit_xla_and_the_batch_ladder_come_right_after_the_defaults(
+    tmp_path: Path,
+) -> None:
+    """Best first: what wins on tensor-core GPUs is measured before what rarely does."""
+    fake = XlaDefaults()
+    res = tuner(tmp_path, fake).run()
+    order = [(s.precision, s.xla, s.batch_size) for s in fake.calls[:8]]
+    assert order[:3] == [
+        ("float32", "off", 64),  # the baseline
+        ("tf32", "auto", 64),  # Keras' defaults
+        ("mixed_bfloat16", "jit", 64),  # 16-bit + XLA next
+    ]
+    assert order[3:6] == [("mixed_bfloat16", "jit", b) for b in (128, 256, 512)]  # the ladder
+    no_xla = [i for i, s in enumerate(fake.calls) if s.xla == "off" and i > 0]
+    assert no_xla and min(no_xla) > 6  # without XLA: after the ladder, at the best's batch
+    assert all(fake.calls[i].batch_size == 512 for i in no_xla)
+    # the time the best so far first reached 1.5x Keras' defaults is reported
+    assert res.time_to(1.5) is not None and res.best_so_far[0][1] < res.best_so_far[-1][1]
+
+
+def test_a_time_budget_keeps_the_largest_win_first(tmp_path: Path) -> None:
+    now = [0.0]
+
+    class Timed(XlaDefaults):
+        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
+            now[0] += 60.0
+            return super().__call__(*a)  # type: ignore[arg-type]
+
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=4 * 60.0)
+    res = Tuner("w", H200, opts, j, trial_fn=Timed(), clock=lambda: now[0]).run()
+    assert len(res.trials) == 4  # baseline, defaults, bf16 + XLA, batch 128
+    assert res.best_settings is not None and res.best_settings.precision == "mixed_bfloat16"
+    assert res.speedup(res.keras_defaults) is not None
+    assert res.speedup(res.keras_defaults) > 2  # type: ignore[operator]
+
+
+class DefaultsWin(FakeTrials):
+    """A machine where nothing beats Keras' defaults beyond the noise: the baseline is
+    as fast as the defaults within it, and every other setting is slower."""
+
+    def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        r = super().__call__(workload, s, steps, timeout)
+        rate = (
+            1000.0
+            if s.xla == "auto"
+            else 990.0
+            if s == Settings(precision="float32", xla="off", batch_size=64, steps_per_execution=1)
+            else 500.0
+        )
+        return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+
+
+def test_the_answer_is_never_below_keras_defaults(tmp_path: Path) -> None:
+    res = tuner(tmp_path, DefaultsWin(), Hardware(0, None)).run()
+    assert res.best is res.keras_defaults
+    assert res.best_settings is not None and res.best_settings.xla == "auto"
+    assert res.speedup(res.keras_defaults) == 1.0
+    answer = said(res, "answer")
+    assert len(answer) == 1 and answer[0].startswith("Keras' defaults: the fastest trial")
+    assert "nothing to change" in answer[0]

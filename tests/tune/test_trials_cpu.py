@@ -226,14 +226,19 @@ def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert {json.loads(x)["machine"] for x in lines} == {machine_id()}
     baseline = json.loads(lines[0])["result"]
     assert baseline["extra"]["gemm_flop_share"] == pytest.approx(0.0858, abs=1e-3)
-    # A second run refuses to overwrite tfaccel.json ...
-    again = runner.invoke(app, args)
-    assert again.exit_code == 2 and "tfaccel.json already exists" in again.output
-    # ... and with --force resumes entirely from the journal.
-    again = runner.invoke(app, [*args, "--force", "--format", "json"])
-    assert again.exit_code == 0
+    # The same command again resumes entirely from the journal and replaces the files
+    # this tune wrote ...
+    again = runner.invoke(app, [*args, "--format", "json"])
+    assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["resumed"] == len(lines)
     assert len((tmp_path / "tfaccel-tune.jsonl").read_text().splitlines()) == len(lines)
+    # ... but not a file of the user's, nor another workload's settings, without --force.
+    (tmp_path / "mine.json").write_text('{"my": "notes"}')
+    refused = runner.invoke(app, [*args, "--output", "mine.json"])
+    assert refused.exit_code == 2 and "mine.json already exists" in refused.output
+    assert (tmp_path / "mine.json").read_text() == '{"my": "notes"}'
+    other = runner.invoke(app, ["tune", "resnet50", "--output", "tfaccel.json"])
+    assert other.exit_code == 2 and "tfaccel.json already exists" in other.output
     # The settings load back into configure().
     import tfaccel
 

@@ -26,7 +26,7 @@ from tfaccel.render.tune import trial_line, tune_plot, tune_text
 from tfaccel.results import check_writable
 from tfaccel.trial.runner import StepPlan, TrialResult, label_of
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.output import result_json, write_settings
+from tfaccel.tune.output import own_outputs, result_json, write_settings
 from tfaccel.tune.search import AGAIN, SKIPPABLE, Hardware, TuneOptions, Tuner
 
 
@@ -134,8 +134,10 @@ def tune(
     if max_batch < batch:
         raise InputError("--max-batch is below --batch", expected=f">= {batch}", received=max_batch)
     plot = plot or output.with_name(f"{output.stem}-tune.png")
+    own = own_outputs(output, workload)  # what this same tune wrote before: replaced
     for path, flag in ((output, "--output other.json"), (plot, "--plot other.png")):
-        check_writable(path, force, hint=f"tfaccel tune ... {flag}, or --force")
+        ours = path.resolve() in own
+        check_writable(path, force or ours, hint=f"tfaccel tune ... {flag}, or --force")
     check_writable(journal, force=True)  # appended to: only its folder must exist
     from tfaccel.workloads.check import check_entry_point
 
@@ -210,7 +212,7 @@ def tune(
         task = progress.add_task("starting", total=tuner.estimated_trials())
         result = tuner.run()
     if result.best_settings is not None and result.best is not None and result.best.ok:
-        write_settings(output, result)
+        write_settings(output, result, plot)
         tune_plot(result, plot)
     if fmt is Format.json:
         write_out(result_json(result))

@@ -152,12 +152,13 @@ class Settings:
                 expected="1 < unified_oversubscription <= 8 (x the GPU's memory)",
                 received=f"unified_oversubscription={self.unified_oversubscription}",
             )
-        if not isinstance(self.float8, bool):
-            raise InputError(
-                "float8 must be true or false",
-                expected="a boolean",
-                received=f"float8={self.float8!r}",
-            )
+        for name in ("float8", "gradient_checkpointing", "cache_dataset", "deterministic_data"):
+            if not isinstance(getattr(self, name), bool):  # "false" would read as true
+                raise InputError(
+                    f"{name} must be true or false",
+                    expected="a boolean",
+                    received=f"{name}={getattr(self, name)!r}",
+                )
         for name in ("steps_per_execution", "gradient_accumulation_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -69,6 +69,11 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
         console.print(Text("no configuration ran successfully", style="bold red"))
         return
     lines = [f"best: {res.best.label}: {res.best.samples_per_s:,.0f} {unit}/s"]
+    if res.best is res.keras_defaults:
+        lines[0] += " (Keras' defaults: no setting beat them beyond the noise)"
+    reached = res.time_to(1.5)
+    if reached is not None and res.best is not res.keras_defaults:
+        lines.append(f"  the best so far passed 1.5x Keras defaults {reached:.0f} s into the tune")
     refs = (
         ("your baseline", "baseline", res.baseline),
         ("Keras defaults", "keras_defaults", res.keras_defaults),

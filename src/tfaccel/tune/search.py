@@ -172,6 +172,17 @@ class TuneResult:
     # The references ("baseline", "keras_defaults") whose speedup compares the best with
     # a figure of another machine: a resumed journal had no machine with both.
     other_machine: list[str] = field(default_factory=list)
+    # (seconds into the tune, samples/s) each time the best so far improved
+    best_so_far: list[tuple[float, float]] = field(default_factory=list)
+
+    def time_to(self, speedup: float) -> float | None:
+        """Seconds into the tune at which the best so far first reached `speedup` x
+        Keras' defaults (None: never, or no defaults measured)."""
+        d = self.keras_defaults
+        if d is None or not d.ok or not d.samples_per_s:
+            return None
+        target = speedup * d.samples_per_s
+        return next((t for t, v in self.best_so_far if v >= target), None)
 
     @property
     def confirmed_speedup(self) -> float | None:
@@ -452,27 +463,50 @@ class Tuner:
     def decide(self, stage: str, text: str) -> None:
         self.result.decisions.append(Decision(stage, text))
 
+    # -- the search, stage by stage over one state (_State) ---------------------------
+
     def run(self) -> TuneResult:
+        """Measure the references, then each stage in turn (best-first: the likeliest
+        large wins come first, so that a time budget cuts the least likely ones), and
+        settle the answer: never below Keras' defaults."""
         start = self._start = self.clock()
         res = self.result
         res.resumed = len(self.journal.results)
-        base = self.base
-        res.baseline = self.trial(base, "baseline")
-        if self.hw.gpus and res.baseline.ok and res.baseline.device == "CPU":
-            # The commonest set-up failure: NVML sees the GPU, TensorFlow cannot use it
-            # (a CPU build, or CUDA libraries it cannot load). Tuning GPU settings on
-            # the CPU would measure nothing the user wants.
-            from tfaccel.errors import GpuError
+        st = self._references()
+        if st is not None:
+            for stage in self._stages():
+                stage(st)
+            self._settle(st)
+            self._confirm(st)
+        self._note_budget()
+        res.wall_s = self.clock() - start
+        return res
 
-            raise GpuError(
-                f"NVML sees {self.hw.gpus} GPU(s), but TensorFlow in the trials runs on the CPU",
-                expected="a TensorFlow that can use the GPU (a CUDA build with its libraries)",
-                received=f"the baseline trial ran on the CPU ({res.baseline.label})",
-                hint="tfaccel doctor says why and how to fix it; to tune for the CPU on "
-                "purpose: CUDA_VISIBLE_DEVICES= tfaccel tune ...",
-            )
-        default_precision = "tf32" if "tf32" in self.hw.precisions else "float32"
-        defaults_s = base.replace(xla="auto", precision=default_precision)
+    def _stages(self) -> list[Callable[[_State], None]]:
+        return [
+            self._xla_precisions,
+            self._batch_ladder,
+            self._no_xla_precisions,
+            self._steps_per_execution,
+            self._input_cast,
+            self._batch_again,
+            self._gemm_options,
+            self._memory_knobs,
+            self._dropout,
+            self._float8,
+            self._attention,
+            self._einsum,
+            self._together,
+        ]
+
+    def _references(self) -> _State | None:
+        """The baseline (float32, no XLA: also the accuracy guard's first reference and
+        the FLOP count) and Keras' defaults; the state the stages start from, or None
+        when neither ran."""
+        res = self.result
+        res.baseline = self.trial(self.base, "baseline")
+        self._check_device(res.baseline)
+        defaults_s = self.base.replace(xla="auto", precision=self._default_precision)
         res.keras_defaults = self.trial(defaults_s, "keras defaults")
         if not res.baseline.ok and not res.keras_defaults.ok:
             self.decide(
@@ -480,38 +514,61 @@ class Tuner:
                 f"the baseline failed ({res.baseline.status}: "
                 f"{res.baseline.error}); nothing to tune",
             )
-            res.wall_s = self.clock() - start
-            return res
-        # Stage 2: precision x XLA.
+            return None
         # Start from the baseline; Keras' defaults replace it only beyond the noise.
         best = res.baseline if res.baseline.ok else res.keras_defaults
-        was_baseline = best is res.baseline
-        win, gain, thr, _, best = self.compare(res.keras_defaults, best)
-        if was_baseline and win:
-            self.decide("keras defaults", f"{gain:+.0%} over the baseline (threshold {thr:.0%})")
-            best = res.keras_defaults
-        best_s = Settings(**best.settings)
-        # The accuracy guard compares a 16-bit run with the 32-bit run of the same XLA
-        # mode: XLA alone changes the early trajectory (other kernels, other rounding),
-        # by as much as 20 % on BERT with random labels, which is not precision's doing.
-        reference: dict[str, TrialResult] = {}
-        # How far two 32-bit runs that differ only in their kernels (the baseline and
-        # Keras' defaults: XLA, TF32) already drift apart early on: a 16-bit run is held
-        # to that, or to loss_rtol if larger. BERT on random labels, H200: 14.6 %, and
-        # bf16 + XLA 12.8 % from the TF32 XLA run, which a fixed 10 % rejected.
+        st = _State(best, Settings(**best.settings), defaults_s, self._guard_tolerance())
+        self._improved(st, best, st.best_s)
+        if best is res.baseline:
+            win, gain, thr, _, best = self.compare(res.keras_defaults, best)
+            if win:
+                self.decide(
+                    "keras defaults", f"{gain:+.0%} over the baseline (threshold {thr:.0%})"
+                )
+                self._improved(st, res.keras_defaults, defaults_s)
+        self._note_precisions()
+        return st
+
+    @property
+    def _default_precision(self) -> str:
+        """Keras' default float32 runs as TF32 on GPUs that have it."""
+        return "tf32" if "tf32" in self.hw.precisions else "float32"
+
+    def _check_device(self, baseline: TrialResult) -> None:
+        """The commonest set-up failure: NVML sees the GPU, TensorFlow cannot use it (a
+        CPU build, or CUDA libraries it cannot load). Tuning GPU settings on the CPU
+        would measure nothing the user wants."""
+        if self.hw.gpus and baseline.ok and baseline.device == "CPU":
+            from tfaccel.errors import GpuError
+
+            raise GpuError(
+                f"NVML sees {self.hw.gpus} GPU(s), but TensorFlow in the trials runs on the CPU",
+                expected="a TensorFlow that can use the GPU (a CUDA build with its libraries)",
+                received=f"the baseline trial ran on the CPU ({baseline.label})",
+                hint="tfaccel doctor says why and how to fix it; to tune for the CPU on "
+                "purpose: CUDA_VISIBLE_DEVICES= tfaccel tune ...",
+            )
+
+    def _guard_tolerance(self) -> float:
+        """The accuracy guard's tolerance: loss_rtol, or how far two 32-bit runs that
+        differ only in their kernels (the baseline and Keras' defaults: XLA, TF32)
+        already drift apart early on, if larger (at most 3 x loss_rtol). BERT on random
+        labels drifted 14.6 % that way, and bf16 + XLA 12.8 % from the TF32 XLA run,
+        which a fixed 10 % rejected."""
+        res = self.result
         rtol = self.opt.loss_rtol
-        drift = (
-            mean_loss_gap(res.keras_defaults, res.baseline)
-            if res.baseline.ok and res.keras_defaults.ok
-            else None
-        )
+        both = res.baseline and res.baseline.ok and res.keras_defaults and res.keras_defaults.ok
+        drift = mean_loss_gap(res.keras_defaults, res.baseline) if both else None  # type: ignore[arg-type]
         if drift is not None and drift > rtol:
-            rtol = min(drift, 3 * self.opt.loss_rtol)  # not without bound: 30 % at most
+            rtol = min(drift, 3 * self.opt.loss_rtol)
             self.decide(
                 "accuracy guard",
                 f"tolerance {rtol:.1%}: the two 32-bit runs (baseline and Keras defaults) "
                 f"already differ by that much in mean loss",
             )
+        return rtol
+
+    def _note_precisions(self) -> None:
         skipped = [p for p in self.hw.precisions if p not in self.precisions]
         if skipped:
             self.decide("precision x XLA", "not tried: " + ", ".join(skipped))
@@ -527,48 +584,73 @@ class Tuner:
                 "precision x XLA",
                 f"asked for but not tried: {', '.join(lacking)}: slower {where}, not faster",
             )
-        for xla in ("off", "jit"):
-            for precision in self.precisions:
-                s = base.replace(precision=precision, xla=xla)
-                if xla == "jit" and precision == "float32" and "tf32" in self.precisions:
-                    # TF32 is what the GPU runs by default; strict float32 under XLA would
-                    # only be slower. The TF32 XLA run is the loss reference there.
+
+    def _improved(self, st: _State, r: TrialResult, s: Settings) -> None:
+        """`r` (of settings `s`) is the best so far: noted with the time it was found."""
+        st.best, st.best_s = r, s
+        if r.ok and r.samples_per_s:
+            self.result.best_so_far.append((self.clock() - (self._start or 0.0), r.samples_per_s))
+
+    def _precisions_at(self, st: _State, xla: str, base: Settings) -> None:
+        """Each precision under `xla`, on `base`: the 32-bit one first (the guard's
+        reference for the 16-bit ones of the same XLA mode: XLA alone changes the early
+        trajectory, by as much as 20 % on BERT with random labels)."""
+        res = self.result
+        for precision in self.precisions:
+            if precision == "float32" and "tf32" in self.precisions:
+                # TF32 is what the GPU runs by default; strict float32 would only be slower.
+                continue
+            s = base.replace(precision=precision, xla=xla)
+            defaults = res.keras_defaults
+            if (
+                xla == "jit"
+                and s == st.defaults.replace(xla="jit")
+                and defaults is not None
+                and defaults.ok
+                and defaults.extra.get("jit_compile") is True
+            ):
+                r = defaults  # Keras' defaults already resolved to XLA at this precision
+            elif s == self.base and res.baseline is not None:
+                r = res.baseline
+            else:
+                r = self.trial(s, "precision x XLA")
+            if precision in ("float32", "tf32"):
+                if not r.ok:
+                    self.decide("precision x XLA", f"{r.label}: {r.status} ({r.error})")
                     continue
-                if (
-                    xla == "jit"
-                    and precision == default_precision
-                    and res.keras_defaults.ok
-                    and res.keras_defaults.extra.get("jit_compile") is True
-                ):
-                    # Keras' defaults already resolved to XLA at this precision.
-                    r = res.keras_defaults
-                else:
-                    r = self.trial(s, "precision x XLA")
-                if precision in ("float32", "tf32"):
-                    if r.ok:
-                        reference.setdefault(xla, r)
-                    else:
-                        self.decide("precision x XLA", f"{r.label}: {r.status} ({r.error})")
-                        continue
-                elif r.ok:
-                    ref = reference.get(xla) or res.baseline
-                    ok, why = loss_close(r, ref, rtol)
-                    if not ok:
-                        self.decide("accuracy guard", f"{r.label} rejected: {why}")
-                        continue
-                win, gain, thr, r, best = self.compare(r, best)
-                if win:
-                    self.decide(
-                        "precision x XLA",
-                        f"{r.label}: {r.samples_per_s:,.0f}/s, "
-                        f"{gain:+.0%} over {best.label} (noise threshold {thr:.0%})",
-                    )
-                    best, best_s = r, s
-        # Stage 3: batch size.
-        b = best_s.batch_size or self.opt.batch_size
-        stopped_by_noise = False
+                st.reference.setdefault(xla, r)
+            elif r.ok:
+                ref = st.reference.get(xla) or res.baseline
+                ok, why = loss_close(r, ref, st.rtol) if ref else (True, "")
+                if not ok:
+                    self.decide("accuracy guard", f"{r.label} rejected: {why}")
+                    continue
+            if r is st.best or not r.ok:
+                continue
+            win, gain, thr, r, best = self.compare(r, st.best)
+            verdict = "kept" if win else f"within the noise threshold {thr:.0%}"
+            self.decide(
+                "precision x XLA",
+                f"{r.label}: {r.samples_per_s:,.0f}/s, {gain:+.0%} vs {best.label}: {verdict}",
+            )
+            if win:
+                self._improved(st, r, s)
+
+    def _xla_precisions(self, st: _State) -> None:
+        """Stage 1: each precision under XLA, 16-bit + XLA first among the trials: the
+        largest win on every tensor-core GPU workload measured."""
+        self._precisions_at(st, "jit", self.base)
+
+    def _no_xla_precisions(self, st: _State) -> None:
+        """Stage 3: each precision without XLA, on the best so far (for models XLA
+        slows down or cannot compile): after the batch ladder, as the least likely."""
+        self._precisions_at(st, "off", st.best_s.replace(xla="off"))
+
+    def _batch_ladder(self, st: _State) -> None:
+        """Stage 2: double the batch while it fits and gains beyond the noise."""
+        b = st.best_s.batch_size or self.opt.batch_size
         while b * 2 <= self.opt.max_batch:
-            s = best_s.replace(batch_size=b * 2)
+            s = st.best_s.replace(batch_size=b * 2)
             r = self.trial(s, "batch size")
             if not r.ok:
                 self.decide(
@@ -577,212 +659,256 @@ class Tuner:
                     + (" (does not fit)" if r.status == "oom" else f" ({r.error})"),
                 )
                 break
-            win, gain, thr, r, best = self.compare(r, best)
+            win, gain, thr, r, _ = self.compare(r, st.best)
             if not win:
                 self.decide(
                     "batch size",
-                    f"batch {b * 2}: {gain:+.0%}, within the noise threshold {thr:.0%}: stop",
+                    f"batch {b * 2}: {gain:+.0%} vs batch {b}, within the noise threshold "
+                    f"{thr:.0%}: stop",
                 )
-                stopped_by_noise = True
+                st.stopped_by_noise = True
                 break
             self.decide("batch size", f"batch {b * 2}: {gain:+.0%} over batch {b}")
-            best, best_s, b = r, s, b * 2
-        ladder_end = best_s
-        # Knob values whose gain was real but under the threshold (knob, value, guarded,
-        # gain): stage 8 tries them together. Real: beyond twice the two trials' spread
-        # and 0.5 %. The trial together is held to the full threshold, so the bar only
-        # has to keep out what did nothing; BERT-base on the H200 gained 0.6 % from
-        # steps_per_execution 25, 2.4 % from cuBLASLt, 1.3 % from float8 (lease I).
-        near: list[_NearMiss] = []
+            self._improved(st, r, s)
+            b *= 2
+        st.ladder_end = st.best_s
 
-        def near_miss(knob: str, value: Any, r: TrialResult, gain: float, guard: bool) -> None:
-            bar = noise_threshold(trial_noise(r), trial_noise(best), floor=self.opt.noise_floor / 6)
-            if r.ok and gain > bar:
-                near.append(_NearMiss(knob, value, guard, gain, best.key, getattr(best_s, knob)))
+    def _near_miss(
+        self, st: _State, knob: str, value: Any, r: TrialResult, gain: float, guard: bool
+    ) -> None:
+        """Remember a gain that was real but under the threshold, for stage `together`:
+        real means beyond twice the two trials' spread and 0.5 %."""
+        floor = self.opt.noise_floor / 6
+        bar = noise_threshold(trial_noise(r), trial_noise(st.best), floor=floor)
+        if r.ok and gain > bar:
+            then = getattr(st.best_s, knob)
+            st.near.append(_NearMiss(knob, value, guard, gain, st.best.key, then))
 
-        def attempt(
-            s: Settings, stage: str, what: Any, guard: bool = False, places: int = 0
-        ) -> tuple[TrialResult, bool, float] | None:
-            """A trial of `s` against the best so far, kept if it wins; None if the
-            accuracy guard rejected it. `guard`: `s` changes the arithmetic (a rewrite of
-            XLA's), so its losses must stay finite and within the guard's tolerance of
-            the best run's, as for a precision."""
-            nonlocal best, best_s
-            r = self.trial(s, stage)
-            if guard and r.ok:
-                ok, why = loss_close(r, self._guard_reference(s, best, best_s), rtol)
-                if not ok:
-                    self.decide("accuracy guard", f"{r.label} rejected: {why}")
-                    return None
-            win, gain, thr, r, best = self.compare(r, best)
-            self.decide(stage, _verdict(what, r, win, gain, thr, places))
-            if win:
-                best, best_s = r, s
-            return r, win, gain
+    def _attempt(
+        self, st: _State, s: Settings, stage: str, what: Any, guard: bool = False, places: int = 0
+    ) -> tuple[TrialResult, bool, float] | None:
+        """A trial of `s` against the best so far, kept if it wins; None if the accuracy
+        guard rejected it. `guard`: `s` changes the arithmetic (a rewrite of XLA's), so
+        its losses must stay finite and within the guard's tolerance of the best run's,
+        as for a precision."""
+        r = self.trial(s, stage)
+        if guard and r.ok:
+            ok, why = loss_close(r, self._guard_reference(s, st.best, st.best_s), st.rtol)
+            if not ok:
+                self.decide("accuracy guard", f"{r.label} rejected: {why}")
+                return None
+        win, gain, thr, r, best = self.compare(r, st.best)
+        self.decide(stage, _verdict(what, r, win, gain, thr, best.label, places))
+        if win:
+            self._improved(st, r, s)
+        return r, win, gain
 
-        def knob_trial(knob: str, value: Any, guard: bool = False, stage: str = "") -> bool:
-            """One knob's trial against the best so far (see `attempt`); a gain under
-            the threshold is remembered for stage 8. False if the accuracy guard
-            rejected it. `stage`: the name its decisions and `--skip` know it by, if
-            not the knob's."""
-            stage = stage or knob
-            s = best_s.replace(**{knob: value})
-            if s == best_s:
-                return True
-            if stage in self.opt.skip:
-                if not any(d.stage == stage and d.text == SKIPPED for d in res.decisions):
-                    self.decide(stage, SKIPPED)
-                return True
-            shown = ",".join(value) if isinstance(value, tuple) else value
-            shown = "on" if shown is True else shown
-            out = attempt(s, stage, shown, guard)
-            if out is not None and not out[1]:
-                near_miss(knob, value, out[0], out[2], guard)
-            return out is not None
+    def _knob(
+        self, st: _State, knob: str, value: Any, guard: bool = False, stage: str = ""
+    ) -> bool:
+        """One knob's trial against the best so far (see `_attempt`); a gain under the
+        threshold is remembered for stage `together`. False if the accuracy guard
+        rejected it. `stage`: the name its decisions and `--skip` know it by, if not the
+        knob's."""
+        stage = stage or knob
+        s = st.best_s.replace(**{knob: value})
+        if s == st.best_s:
+            return True
+        if stage in self.opt.skip:
+            if not any(d.stage == stage and d.text == SKIPPED for d in self.result.decisions):
+                self.decide(stage, SKIPPED)
+            return True
+        shown = ",".join(value) if isinstance(value, tuple) else value
+        shown = "on" if shown is True else shown
+        out = self._attempt(st, s, stage, shown, guard)
+        if out is not None and not out[1]:
+            self._near_miss(st, knob, value, out[0], out[2], guard)
+        return out is not None
 
-        # Stage 4: steps per execution.
+    def _steps_per_execution(self, st: _State) -> None:
         for spe in self.opt.spe_choices:
-            knob_trial("steps_per_execution", spe)
+            self._knob(st, "steps_per_execution", spe)
 
-        # Stage 5: 16-bit input transfers (GPU, 16-bit precision): on the H200 this was
-        # worth +9 % to ResNet-50, whose float32 batch copy took 31 % of the step.
-        resolved = best.precision if best_s.precision == "auto" else best_s.precision
-        if self.hw.gpus and input_cast_dtype("compute", resolved):
-            knob_trial("input_cast", "compute")
-        # Stage 6: the larger batch once more. With fewer launches and fewer bytes per
-        # sample (steps_per_execution, input_cast) a batch that did not pay may pay now.
-        b = best_s.batch_size or self.opt.batch_size
-        if stopped_by_noise and b * 2 <= self.opt.max_batch and best_s != ladder_end:
-            s = best_s.replace(batch_size=b * 2)
-            attempt(s, "batch size, again", f"batch {b * 2} with the settings above")
-        # Stage 7: the GPU knobs that rarely pay (H200: the allocator -4 % and +2 %,
-        # device prefetch slower), last, so that a time budget cuts them first.
+    def _resolved_precision(self, st: _State) -> str:
+        return st.best.precision or "" if st.best_s.precision == "auto" else st.best_s.precision
+
+    def _input_cast(self, st: _State) -> None:
+        """16-bit input transfers (GPU, 16-bit precision): for models whose float32
+        batch copy is a large part of the step."""
+        if self.hw.gpus and input_cast_dtype("compute", self._resolved_precision(st)):
+            self._knob(st, "input_cast", "compute")
+
+    def _batch_again(self, st: _State) -> None:
+        """The larger batch once more: with fewer launches and fewer bytes per sample
+        (steps_per_execution, input_cast) a batch that did not pay may pay now."""
+        b = st.best_s.batch_size or self.opt.batch_size
+        if st.stopped_by_noise and b * 2 <= self.opt.max_batch and st.best_s != st.ladder_end:
+            s = st.best_s.replace(batch_size=b * 2)
+            self._attempt(st, s, "batch size, again", f"batch {b * 2} with the settings above")
+
+    def _gemm_options(self, st: _State) -> None:
+        """cuBLASLt epilogues, and cuDNN's layer norms (9.0+), under XLA. cuBLASLt runs
+        only matrix products, so a model of convolutions skips it."""
+        res = self.result
+        if not self.hw.gpus or st.best_s.xla == "off":
+            return
+        if not _gemm_model(res.baseline):
+            share = res.baseline.extra["gemm_flop_share"] if res.baseline else 0.0
+            self.decide(
+                "xla_options",
+                f"cublaslt not tried: matrix products are {share:.0%} of the forward "
+                "pass's FLOPs (convolutions the rest), and cuBLASLt runs only those",
+            )
+            return
+        self._knob(st, "xla_options", ("cublaslt", *st.best_s.xla_options))
+        if self.hw.cudnn_layer_norm:
+            opts = (*st.best_s.xla_options, "cudnn_layer_norm")
+            self._knob(st, "xla_options", opts, guard=True)
+
+    def _memory_knobs(self, st: _State) -> None:
+        """The GPU knobs that rarely pay (the allocator, device prefetch), late, so
+        that a time budget cuts them first."""
         if self.hw.gpus:
-            # cuBLASLt epilogues: BERT-base on the H200 +1.8 %. It changes GEMMs only, so
-            # a model of convolutions (ResNet-50: 99.95 % of its product FLOPs) skips it.
-            if best_s.xla != "off":
-                if not _gemm_model(res.baseline):
-                    share = res.baseline.extra["gemm_flop_share"]
-                    self.decide(
-                        "xla_options",
-                        f"cublaslt not tried: matrix products are {share:.0%} of the forward "
-                        "pass's FLOPs (convolutions the rest), and cuBLASLt runs only those",
-                    )
-                else:
-                    knob_trial("xla_options", ("cublaslt", *best_s.xla_options))
-                    # Transformers' layer norms through cuDNN.
-                    if self.hw.cudnn_layer_norm:
-                        opts = (*best_s.xla_options, "cudnn_layer_norm")
-                        knob_trial("xla_options", opts, guard=True)
-            knob_trial("allocator", "cuda_malloc_async")
+            self._knob(st, "allocator", "cuda_malloc_async")
             if self.hw.gpus == 1:
-                knob_trial("prefetch", "device")
-        # Dropout's masks under XLA (tfaccel.optimize.dropout), after the other knobs so
-        # that a journal of earlier leases replays them first. "philox16" draws another
-        # random stream, so it is held to the accuracy guard; only if the guard rejects
-        # it, "mask_once" (Keras' own masks, computed once: a part of philox16's saving)
-        # is tried. BERT-base on the H200: +1.0 % and +0.7 %; a 1-layer BERT on a 2-core
-        # CPU: x2 and +4 %.
-        if best_s.xla != "off":
-            layers = self._model_count("dropout_layers")
-            if layers == 0:
-                self.decide("dropout", "not tried: the model has no dropout layer")
-            elif not knob_trial("dropout", "philox16", guard=True):
-                knob_trial("dropout", "mask_once")
-        # FP8 matrix products (Keras' float8 quantization), on FP8 tensor cores under
-        # XLA, for models of matrix products; the guard holds them to the 16-bit losses.
-        if self.hw.float8 and best_s.xla != "off" and _gemm_model(res.baseline):
-            knob_trial("float8", True, guard=True)
-        # cuDNN's flash attention for Keras' MultiHeadAttention (tfaccel.optimize.attention),
-        # under XLA with 16-bit heads, for layers without dropout (training calls with
-        # dropout stay on Keras'); last, as the newest knob, so that a journal of earlier
-        # leases replays the others first. Its softmax sums in another order: the guard
-        # holds it.
-        sixteen_bit = input_cast_dtype("compute", resolved) is not None
-        if self.hw.flash_attention and best_s.xla != "off" and sixteen_bit:
-            layers = self._model_count("attention_layers")
-            dropping = self._model_count("attention_dropout_layers")
-            if layers == 0:
-                self.decide("attention", "not tried: the model has no multi-head attention")
-            elif layers and dropping == layers:
-                self.decide(
-                    "attention",
-                    f"not tried: each of the model's {layers} attention layers has dropout, "
-                    "whose training calls stay on Keras' attention (cuDNN's dropout crashes "
-                    "TF 2.21)",
-                )
-            else:
-                key = settings_key(self.workload, best_s.replace(attention="cudnn"), self.opt.steps)
-                knob_trial("attention", "cudnn", guard=True)
-                tried = [t for t in res.trials if t.key == key and t.ok]
-                if tried and tried[0].extra.get("cudnn_attention_calls") == 0:
-                    self.decide(
-                        "attention",
-                        "cudnn: no attention call fitted cuDNN's flash attention (16-bit "
-                        "heads of 8-128 in steps of 8, no causal flag): Keras' own ran",
-                    )
-        # EinsumDense projections as 2-D GEMMs (tfaccel.optimize.einsum): Keras computes
-        # each kernel's gradient per sequence and sums them; flattened, it is one GEMM.
-        # BERT-base on the H200: those gradients took 72 of a step's 453 ms. Any device,
-        # with or without XLA. The gradient sums in another order: the guard holds it.
-        # Last of the single knobs, as the newest, so that a journal of earlier leases
-        # replays the others first.
+                self._knob(st, "prefetch", "device")
+
+    def _dropout(self, st: _State) -> None:
+        """Dropout's masks under XLA (tfaccel.optimize.dropout). "philox16" draws another
+        random stream, so the guard holds it; only if the guard rejects it, "mask_once"
+        (Keras' own masks, computed once: a part of philox16's saving) is tried."""
+        if st.best_s.xla == "off":
+            return
+        if self._model_count("dropout_layers") == 0:
+            self.decide("dropout", "not tried: the model has no dropout layer")
+        elif not self._knob(st, "dropout", "philox16", guard=True):
+            self._knob(st, "dropout", "mask_once")
+
+    def _float8(self, st: _State) -> None:
+        """FP8 matrix products (Keras' float8 quantization) on FP8 tensor cores under
+        XLA, for models of matrix products; the guard holds them to the 16-bit losses."""
+        if self.hw.float8 and st.best_s.xla != "off" and _gemm_model(self.result.baseline):
+            self._knob(st, "float8", True, guard=True)
+
+    def _attention(self, st: _State) -> None:
+        """cuDNN's flash attention for Keras' MultiHeadAttention, under XLA with 16-bit
+        heads, for layers without dropout (training calls with dropout stay on Keras'
+        attention). Its softmax sums in another order: the guard holds it."""
+        sixteen_bit = input_cast_dtype("compute", self._resolved_precision(st)) is not None
+        if not (self.hw.flash_attention and st.best_s.xla != "off" and sixteen_bit):
+            return
+        layers = self._model_count("attention_layers")
+        dropping = self._model_count("attention_dropout_layers")
+        if layers == 0:
+            self.decide("attention", "not tried: the model has no multi-head attention")
+            return
+        if layers and dropping == layers:
+            self.decide(
+                "attention",
+                f"not tried: each of the model's {layers} attention layers has dropout, "
+                "whose training calls stay on Keras' attention (cuDNN's dropout crashes "
+                "TF 2.21)",
+            )
+            return
+        key = settings_key(self.workload, st.best_s.replace(attention="cudnn"), self.opt.steps)
+        self._knob(st, "attention", "cudnn", guard=True)
+        tried = [t for t in self.result.trials if t.key == key and t.ok]
+        if tried and tried[0].extra.get("cudnn_attention_calls") == 0:
+            self.decide(
+                "attention",
+                "cudnn: no attention call fitted cuDNN's flash attention (16-bit "
+                "heads of 8-128 in steps of 8, no causal flag): Keras' own ran",
+            )
+
+    def _einsum(self, st: _State) -> None:
+        """EinsumDense projections as 2-D GEMMs (tfaccel.optimize.einsum): Keras computes
+        each kernel's gradient per sequence and sums them; flattened, it is one GEMM.
+        The gradient sums in another order: the guard holds it."""
         if self._model_count("einsum_layers") == 0:
             self.decide("einsum", "not tried: the model has no EinsumDense layer")
         else:
-            knob_trial("einsum", "flat", guard=True)
-        # Stage 8: the knobs that each gained less than the threshold, together. Two
-        # gains of 2 % are each within the noise floor, but their sum need not be; the
-        # combination is held to the same threshold (and to the guard if one of them
-        # changes the arithmetic), so noise alone does not get in. A single one is tried
-        # again when a later knob won: its gain was measured on another best.
-        # A near miss of a knob that a later trial set another way (mask_once, then
-        # philox16 kept) is left out: that knob is decided.
-        near = [n for n in near if n.knob == "xla_options" or getattr(best_s, n.knob) == n.then]
-        if len(near) >= 2 or (near and near[0].best_key != best.key):
-            s = best_s
-            for n in sorted(near, key=lambda n: n.gain):  # the larger gain wins
-                value = n.value
-                if n.knob == "xla_options":
-                    value = tuple(dict.fromkeys((*s.xla_options, *value)))
-                s = s.replace(**{n.knob: value})
-            parts = ", ".join(
-                f"{n.knob}={','.join(n.value) if isinstance(n.value, tuple) else n.value} "
-                f"({n.gain:+.1%})"
-                for n in near
+            self._knob(st, "einsum", "flat", guard=True)
+
+    def _together(self, st: _State) -> None:
+        """The knobs that each gained less than the threshold, together. Two gains of 2 %
+        are each within the noise floor, but their sum need not be; the combination is
+        held to the same threshold (and to the guard if one of them changes the
+        arithmetic). A single one is tried again when a later knob won: its gain was
+        measured on another best. A near miss of a knob that a later trial set another
+        way (mask_once, then philox16 kept) is left out: that knob is decided."""
+        near = [
+            n for n in st.near if n.knob == "xla_options" or getattr(st.best_s, n.knob) == n.then
+        ]
+        if not (len(near) >= 2 or (near and near[0].best_key != st.best.key)):
+            return
+        s = st.best_s
+        for n in sorted(near, key=lambda n: n.gain):  # the larger gain wins
+            value = n.value
+            if n.knob == "xla_options":
+                value = tuple(dict.fromkeys((*s.xla_options, *value)))
+            s = s.replace(**{n.knob: value})
+        parts = ", ".join(
+            f"{n.knob}={','.join(n.value) if isinstance(n.value, tuple) else n.value} "
+            f"({n.gain:+.1%})"
+            for n in near
+        )
+        if s != st.best_s:
+            what = (
+                f"{parts}, each under the threshold alone: together"
+                if len(near) > 1
+                else f"{parts}, under the threshold on an earlier best: on this one"
             )
-            if s != best_s:
-                what = (
-                    f"{parts}, each under the threshold alone: together"
-                    if len(near) > 1
-                    else f"{parts}, under the threshold on an earlier best: on this one"
+            self._attempt(st, s, "together", what, any(n.guard for n in near), places=1)
+
+    def _settle(self, st: _State) -> None:
+        """The answer: the best, unless it does not beat Keras' defaults beyond the
+        noise; then the answer is Keras' defaults, and the decision says so."""
+        res = self.result
+        defaults = res.keras_defaults
+        if defaults is not None and defaults.ok and st.best is not defaults and st.best.ok:
+            # figures of one machine where the journal has them; nothing measured again
+            pair = self.journal.one_machine(st.best.key, defaults.key)
+            best, against = pair if self.journal.machine and pair else (st.best, defaults)
+            win, gain, thr = beats(best, against, self.opt.noise_floor)
+            if not win:
+                self.decide(
+                    "answer",
+                    f"Keras' defaults: the fastest trial ({st.best.label}, {gain:+.1%} vs "
+                    f"{against.label}) is within the noise threshold {thr:.0%} of them, so "
+                    "there is nothing to change",
                 )
-                attempt(s, "together", what, any(n.guard for n in near), places=1)
-        res.best, res.best_settings = best, best_s
+                st.best, st.best_s = defaults, st.defaults
+        res.best, res.best_settings = st.best, st.best_s
         self._same_machine_figures()
-        # Confirmation: Keras' defaults and the best once more, back to back.
-        if (
+
+    def _confirm(self, st: _State) -> None:
+        """Keras' defaults and the best once more, back to back (TuneOptions.confirm)."""
+        res = self.result
+        if not (
             self.opt.confirm
-            and best.ok
+            and st.best.ok
             and res.keras_defaults is not None
             and res.keras_defaults.ok
-            and best_s != defaults_s
+            and st.best_s != st.defaults
         ):
-            for i in range(self.opt.confirm):
-                if self._over_budget():
-                    self._skipped += 2 * (self.opt.confirm - i)
-                    break
-                pair = (self.measure(defaults_s, "confirm"), self.measure(best_s, "confirm"))
-                res.confirmations.append(Confirmation(*pair))
-            sp = res.confirmed_speedup
-            if res.confirmations:
-                self.decide(
-                    "confirm",
-                    f"{len(res.confirmations)} round(s) of Keras defaults and the best, "
-                    "back to back: "
-                    + (f"{sp:.2f}x" if sp is not None else "no round where both finished")
-                    + f" (the search's runs: {res.speedup(res.keras_defaults) or 0:.2f}x)",
-                )
+            return
+        for i in range(self.opt.confirm):
+            if self._over_budget():
+                self._skipped += 2 * (self.opt.confirm - i)
+                break
+            pair = (self.measure(st.defaults, "confirm"), self.measure(st.best_s, "confirm"))
+            res.confirmations.append(Confirmation(*pair))
+        sp = res.confirmed_speedup
+        if res.confirmations:
+            self.decide(
+                "confirm",
+                f"{len(res.confirmations)} round(s) of Keras defaults and the best, "
+                "back to back: "
+                + (f"{sp:.2f}x" if sp is not None else "no round where both finished")
+                + f" (the search's runs: {res.speedup(res.keras_defaults) or 0:.2f}x)",
+            )
+
+    def _note_budget(self) -> None:
         if self._skipped:
             budget = (self.opt.time_budget_s or 0) / 60
             self.decide(
@@ -791,8 +917,22 @@ class Tuner:
                 + "-minute budget was "
                 "reached. Run the same command again to go on from the journal",
             )
-        res.wall_s = self.clock() - start
-        return res
+
+
+@dataclass
+class _State:
+    """What the stages of one search carry: the best so far and its settings, Keras'
+    defaults' settings, the accuracy guard's tolerance and 32-bit references (one per
+    XLA mode), the near misses, and where the batch ladder ended."""
+
+    best: TrialResult
+    best_s: Settings
+    defaults: Settings
+    rtol: float
+    reference: dict[str, TrialResult] = field(default_factory=dict)
+    near: list[_NearMiss] = field(default_factory=list)
+    stopped_by_noise: bool = False
+    ladder_end: Settings | None = None
 
 
 def _gemm_model(baseline: TrialResult | None) -> bool:
@@ -803,9 +943,11 @@ def _gemm_model(baseline: TrialResult | None) -> bool:
 
 
 def _verdict(
-    value: Any, r: TrialResult, win: bool, gain: float, thr: float, places: int = 0
+    value: Any, r: TrialResult, win: bool, gain: float, thr: float, against: str, places: int = 0
 ) -> str:
-    """A trial of one knob's value (or of what `value` names), in a decision's words."""
+    """A trial of one knob's value (or of what `value` names), in a decision's words,
+    naming what it was compared with."""
     if not r.ok:
         return f"{value}: {r.status} ({r.error})"
-    return f"{value}: {gain:+.{places}%} " + ("kept" if win else f"(threshold {thr:.0%})")
+    verdict = "kept" if win else f"(threshold {thr:.0%})"
+    return f"{value}: {gain:+.{places}%} {verdict}, against {against}"
