@@ -11,12 +11,14 @@ one JSON line; an out-of-memory error is a result ("oom"), not a crash.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from tfaccel._child import ANSI, emit, is_oom, user_traceback
@@ -69,40 +71,62 @@ def own_executable_cache(options: tuple[str, ...]) -> None:
     )
 
 
-def run(config: dict[str, Any]) -> dict[str, Any]:
-    from tfaccel.optimize import Settings, configure
-    from tfaccel.optimize.attention import cudnn_calls
+@dataclass(frozen=True)
+class Plan:
+    """A trial's steps: warm-up, then `windows` timed windows of `window` steps (whole
+    executions of steps_per_execution), shortened to about `window_s` seconds each
+    where the warm-up shows slow steps."""
 
-    settings = Settings(**config["settings"])
-    own_executable_cache(settings.effective_xla_options)
-    steps = config["steps"]
-    warmup, windows, window = int(steps["warmup"]), int(steps["windows"]), int(steps["window"])
-    spe = settings.steps_per_execution
-    # Windows must be whole executions.
-    window = max(spe, (window + spe - 1) // spe * spe)
-    warmup = max(spe, (warmup + spe - 1) // spe * spe)
-    total = warmup + windows * window
-    logical_cpus = int(config.get("logical_cpus", 0))
-    if logical_cpus > 1:  # CPU-only tests of multi-replica code: split the CPU
+    warmup: int
+    windows: int
+    window: int
+    spe: int
+    window_s: float | None = None
+
+    @classmethod
+    def of(cls, steps: dict[str, Any], spe: int) -> Plan:
+        whole = lambda n: max(spe, (int(n) + spe - 1) // spe * spe)  # noqa: E731
+        window_s = steps.get("window_s")
+        return cls(
+            whole(steps["warmup"]),
+            int(steps["windows"]),
+            whole(steps["window"]),
+            spe,
+            float(window_s) if window_s else None,
+        )
+
+    @property
+    def total(self) -> int:
+        return self.warmup + self.windows * self.window
+
+
+def _split_cpu(logical_cpus: int) -> None:
+    """CPU-only tests of multi-replica code: the CPU as `logical_cpus` devices."""
+    if logical_cpus > 1:
         tf = import_tensorflow()
-
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus
         )
-    report = configure(settings)
 
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    """One trial of a workload: configure, build, compile, and a timed `fit`."""
     import keras
 
-    tf = import_tensorflow()
-
+    from tfaccel.optimize import Settings, configure
     from tfaccel.workloads import load_workload
 
+    settings = Settings(**config["settings"])
+    own_executable_cache(settings.effective_xla_options)
+    plan = Plan.of(config["steps"], settings.steps_per_execution)
+    logical_cpus = int(config.get("logical_cpus", 0))
+    _split_cpu(logical_cpus)
+    report = configure(settings)
     keras.utils.set_random_seed(int(config.get("seed", 0)))
-    engine = config.get("engine", "auto")
     replicas = logical_cpus if logical_cpus > 1 else report.gpus
     mirrored = settings.strategy == "mirrored" or (settings.strategy == "auto" and replicas > 1)
-    if mirrored and engine != "fit":
+    if mirrored and config.get("engine", "auto") != "fit":
         from tfaccel.trial.parallel import run_custom
 
         return run_custom(
@@ -111,72 +135,108 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             report,
             wl_name=config["workload"],
             logical_cpus=logical_cpus,
-            warmup=warmup,
-            windows=windows,
-            window=window,
+            warmup=plan.warmup,
+            windows=plan.windows,
+            window=plan.window,
         )
     with report.strategy_scope(), report.remat_scope():
         wl = load_workload(config["workload"])
-        model = wl.model
-        report.compile(model, optimizer=wl.optimizer, loss=wl.loss)
+        report.compile(wl.model, optimizer=wl.optimizer, loss=wl.loss)
     batch = settings.batch_size or 32
     ds = (
-        synthetic_batches(model, wl, batch, report)
+        synthetic_batches(wl.model, wl, batch, report)
         if wl.dataset is None
         else rebatched(wl.dataset, batch)
     )
-    ds = report.dataset(ds)
-    marks: list[tuple[int, float, float]] = []
-    window_s = steps.get("window_s")
-    plan = {"window": window, "total": total}
+    fit = wl.model.fit
+    return timed_fit(fit, wl.model, report.dataset(ds), report, plan, batch, config)
+
+
+def timed_fit(
+    fit: Any,
+    model: Any,
+    ds: Any,
+    report: Any,
+    plan: Plan,
+    batch: int,
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    """`fit(ds, ...)` for `plan`'s steps with a clock callback; the trial's payload:
+    throughput per timed window, the time to the first step apart (tracing and XLA
+    compilation), the losses, peak memory and the model's layer counts."""
+    marks, plan = _fit_marks(fit, ds, plan)
+    # marks[i] ends step marks[i][0] (the last step of its execution).
+    first_end = marks[0][1]
+    ends = {b: t for b, t, _, _ in marks}
+    timed: list[float] = []
+    for w in range(plan.windows):
+        a = plan.warmup + w * plan.window - 1
+        b = a + plan.window
+        if a in ends and b in ends and ends[b] > ends[a]:
+            timed.append(plan.window * batch / (ends[b] - ends[a]))
+    steady = (marks[-1][1] - ends.get(plan.warmup - 1, first_end)) / max(
+        1, plan.total - plan.warmup
+    )
+    start = marks[0][1] - marks[0][3]
+    return {
+        **_model_facts(model, report, bool(config.get("count_flops"))),
+        "status": "ok",
+        "precision": report.precision,
+        "compile_s": max(0.0, first_end - start - steady * plan.spe),
+        "window_samples_per_s": timed,
+        "peak_memory_bytes": gpu_peak(report),
+        "losses": [loss for _, _, loss, _ in marks[:20]],
+        "final_loss": marks[-1][2],
+        "steps": plan.total,
+        "window": plan.window,
+        "device": "GPU" if report.gpus else "CPU",
+        "jit_compile": bool(getattr(model, "jit_compile", False)),
+        **checkpointing(report),
+    }
+
+
+def _fit_marks(fit: Any, ds: Any, plan: Plan) -> tuple[list[tuple[int, float, float, float]], Plan]:
+    """Run `fit` and mark each execution's end: (its last step, time, loss, seconds
+    since fit started); the plan, its window shortened where the warm-up was slow."""
+    import keras
+
+    marks: list[tuple[int, float, float, float]] = []
+    state = {"plan": plan}
+    start = time.perf_counter()
 
     class Clock(keras.callbacks.Callback):
         def on_train_batch_end(self, batch_index: int, logs: Any = None) -> None:
             loss = float((logs or {}).get("loss", float("nan")))  # forces a device sync
-            marks.append((batch_index, time.perf_counter(), loss))
-            if batch_index == warmup - 1 and window_s:
-                step_s = warmup_step_s(marks)
+            now = time.perf_counter()
+            marks.append((batch_index, now, loss, now - start))
+            p = state["plan"]
+            if batch_index == p.warmup - 1 and p.window_s:
+                step_s = warmup_step_s([m[:3] for m in marks])
                 if step_s:
-                    plan["window"] = shrink_window(window, spe, step_s, float(window_s))
-                    plan["total"] = warmup + windows * plan["window"]
-            if batch_index + 1 >= plan["total"]:
+                    window = shrink_window(p.window, p.spe, step_s, p.window_s)
+                    state["plan"] = dataclasses.replace(p, window=window)
+            if batch_index + 1 >= state["plan"].total:
                 self.model.stop_training = True
 
-    start = time.perf_counter()
-    model.fit(ds, epochs=1, steps_per_epoch=total, verbose=0, callbacks=[Clock()])
+    fit(ds, epochs=1, steps_per_epoch=plan.total, verbose=0, callbacks=[Clock()])
     if not marks:
         raise RuntimeError("no training step completed")
-    window, total = plan["window"], plan["total"]
-    # marks[i] ends step marks[i][0] (the last step of its execution).
-    first_end = marks[0][1]
-    ends = {b: t for b, t, _ in marks}
-    timed: list[float] = []
-    for w in range(windows):
-        a = warmup + w * window - 1
-        b = a + window
-        if a in ends and b in ends and ends[b] > ends[a]:
-            timed.append(window * batch / (ends[b] - ends[a]))
-    steady_step = (marks[-1][1] - ends.get(warmup - 1, first_end)) / max(1, total - warmup)
-    peak = gpu_peak(report)
-    flops, gemm_share = _flops(model) if config.get("count_flops") else (None, None)
+    return marks, state["plan"]
+
+
+def _model_facts(model: Any, report: Any, count_flops: bool) -> dict[str, Any]:
+    """What a trial reports of the model: its layer counts, FLOPs (on request), the
+    layers in float8 and the attention calls cuDNN ran."""
+    from tfaccel.optimize.attention import cudnn_calls
+
+    settings = report.settings
+    flops, gemm_share = _flops(model) if count_flops else (None, None)
     return {
         "forward_flops_per_sample": flops,
         "gemm_flop_share": gemm_share,
         **_layer_counts(model),
         **({"float8_layers": len(report.float8_layers)} if settings.float8 else {}),
         **({"cudnn_attention_calls": cudnn_calls()} if settings.attention == "cudnn" else {}),
-        "status": "ok",
-        "precision": report.precision,
-        "compile_s": max(0.0, first_end - start - steady_step * spe),
-        "window_samples_per_s": timed,
-        "peak_memory_bytes": peak,
-        "losses": [loss for _, _, loss in marks[:20]],
-        "final_loss": marks[-1][2],
-        "steps": total,
-        "window": window,
-        "device": "GPU" if report.gpus else "CPU",
-        "jit_compile": bool(getattr(model, "jit_compile", False)),
-        **checkpointing(report),
     }
 
 
