@@ -5,7 +5,8 @@ hardware hardware/, environment
 engine   optimize/, workloads/ (what a trial applies and runs), then trial/
 commands doctor/ plan/ tune/ bench/ scale/ profile/ monitor/ (one library each)
 render   render/ (nothing else prints)
-cli      cli/, __main__ (flags -> one library call -> render -> exit code)
+cli      cli/, __main__ (flags -> one library call -> render -> exit code), and
+         _inject/ (the sitecustomize of a user's script)
 
 A module imports only its own layer or lower ones; commands may use each other's
 library where no two of them depend on each other both ways. TensorFlow is imported
@@ -34,6 +35,7 @@ LAYERS: dict[str, int] = {
     "render": 5,
     "cli": 6,
     "__main__": 6,
+    "_inject": 6,  # the sitecustomize a user's script starts with
 }
 # ConfigureReport.summary() renders itself, so `configure()`'s report prints in a
 # notebook without the caller importing render.

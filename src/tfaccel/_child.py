@@ -78,17 +78,40 @@ def child_env(
     return env
 
 
+INJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_inject")
+
+
+def hooked_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a user's own script under tfaccel: tfaccel's sitecustomize
+    (`_inject`) first on PYTHONPATH (it chains to the environment's own), and tfaccel
+    importable from the script's interpreter."""
+    env = dict(os.environ if base is None else base)
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([INJECT, package_root, env.get("PYTHONPATH", "")])
+    return env
+
+
 def run_child(
     args: Sequence[str],
     mark: str,
     env: Mapping[str, str],
     timeout_s: float,
 ) -> ChildResult:
-    """`python ARGS` with `env`; its last `mark` line parsed as JSON."""
+    """`python ARGS` (this interpreter) with `env`; its last `mark` line parsed as JSON."""
+    return run_command([sys.executable, *args], mark, env, timeout_s)
+
+
+def run_command(
+    argv: Sequence[str],
+    mark: str,
+    env: Mapping[str, str],
+    timeout_s: float,
+) -> ChildResult:
+    """`argv` with `env`, its output captured; its last `mark` line parsed as JSON."""
     start = time.perf_counter()
     try:
         proc = subprocess.run(
-            [sys.executable, *args],
+            list(argv),
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -358,7 +358,7 @@ def test_trials_share_compiled_xla_programs(
 
 
 def test_tune_counts_only_the_gpus_its_trials_see(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfaccel.cli.tune import hardware_of
+    from tfaccel.tune import hardware_of
     from tfaccel.hardware.nvml import DriverInfo, GpuBrief
 
     two = DriverInfo(

@@ -11,6 +11,7 @@ from tfaccel.cli import hw as hw_cmd
 from tfaccel.cli import monitor as monitor_cmd
 from tfaccel.cli import plan as plan_cmd
 from tfaccel.cli import profile as profile_cmd
+from tfaccel.cli import run as run_cmd
 from tfaccel.cli import scale as scale_cmd
 from tfaccel.cli import tune as tune_cmd
 
@@ -43,6 +44,7 @@ app.command("doctor")(doctor_cmd.doctor)
 app.command("hw")(hw_cmd.hw)
 app.command("plan")(plan_cmd.plan)
 app.command("tune")(tune_cmd.tune)
+app.command("run")(run_cmd.run)
 app.command("monitor")(monitor_cmd.monitor)
 app.command("bench")(bench_cmd.bench)
 app.command("scale")(scale_cmd.scale)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from tfaccel import tune as tune_lib
 from tfaccel.cli._common import (
     FORMAT_OPTION,
     WORKLOAD_HELP,
@@ -19,41 +20,33 @@ from tfaccel.cli._common import (
     stdout_console,
     write_out,
 )
-from tfaccel.errors import InputError
+from tfaccel.errors import ExitCode, InputError
 from tfaccel.optimize.settings import PRECISIONS, Settings
 from tfaccel.render import Format
 from tfaccel.render.tune import trial_line, tune_plot, tune_text
-from tfaccel.results import check_writable
 from tfaccel.trial.runner import StepPlan, TrialResult, label_of
+from tfaccel.trial.script import is_command
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.output import own_outputs, result_json, write_settings
-from tfaccel.tune.search import AGAIN, SKIPPABLE, Hardware, TuneOptions, Tuner
-
-
-def _hardware() -> Hardware:
-    from tfaccel.hardware.nvml import driver_info
-
-    info = driver_info()
-    return hardware_of(info)
-
-
-def hardware_of(info: Any) -> Hardware:
-    """The GPUs the trials will see: NVML's, narrowed by CUDA_VISIBLE_DEVICES."""
-    from tfaccel.hardware.capabilities import visible_indices
-
-    by_index = {g.index: g for g in info.gpus}
-    visible = visible_indices([g.uuid for g in info.gpus])
-    gpus = [by_index[i] for i in visible if i in by_index and not by_index[i].error]
-    return Hardware(len(gpus), gpus[0].compute_capability if gpus else None)
+from tfaccel.tune.output import result_json
+from tfaccel.tune.search import AGAIN, SKIPPABLE, TuneOptions, TuneResult, estimate_trials
 
 
 @handle_errors
 def tune(
-    workload: str = typer.Argument(
-        ...,
-        help=WORKLOAD_HELP,
+    target: list[str] = typer.Argument(
+        None,
+        help=WORKLOAD_HELP + " Or, after --, a training script's command: "
+        "tfaccel tune -- python train.py ARGS (its first model.fit is timed).",
+        show_default=False,
     ),
-    batch: int = typer.Option(32, "--batch", "-b", help="Starting batch size."),
+    batch: int = typer.Option(
+        None,
+        "--batch",
+        "-b",
+        help="Starting batch size; default: a script's own (where its source says it "
+        "with a number), else 32.",
+        show_default=False,
+    ),
     max_batch: int = typer.Option(4096, "--max-batch", help="Largest batch size to try."),
     warmup: int = typer.Option(10, "--warmup", help="Warm-up steps per trial (untimed)."),
     windows: int = typer.Option(5, "--windows", help="Timed windows per trial."),
@@ -110,6 +103,80 @@ def tune(
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Measure which settings make a model fastest here, and write them to tfaccel.json."""
+    options = _options(
+        batch,
+        max_batch,
+        warmup,
+        windows,
+        window,
+        window_seconds,
+        timeout,
+        precisions,
+        skip,
+        time_budget,
+        confirm,
+    )
+    tgt = tune_lib.prepare(_target(target))  # a bad entry point or script: exit 2 now
+    err = stderr_console()
+    for note in tgt.notes:
+        err.print(Text(note, style="dim"))
+    if batch is None and tgt.batch_size:
+        err.print(Text(f"starting at the script's own batch size, {tgt.batch_size}", style="dim"))
+        start = tgt.batch_size
+        options = dataclasses.replace(
+            options, batch_size=start, max_batch=max(options.max_batch, start)
+        )
+    outputs = tune_lib.Outputs(output, plot, journal)
+    tune_lib.check_outputs(tgt, outputs, force, fresh)
+    hw = tune_lib.hardware()
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} trials (estimate)"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+    task = progress.add_task("starting", total=estimate_trials(hw, options))
+
+    def on_trial(stage: str, r: TrialResult | None, settings: Settings) -> None:
+        if r is None:
+            progress.update(task, description=f"{stage}: {label_of(settings)}")
+            if stage == AGAIN:  # a trial of another machine, not in the estimate
+                progress.update(task, total=(progress.tasks[0].total or 0) + 1)
+        else:
+            progress.advance(task)
+            progress.console.print(trial_line(stage, r))
+
+    with progress:
+        result = tune_lib.run(
+            tgt,
+            options,
+            outputs,
+            fresh=fresh,
+            force=force,
+            on_trial=on_trial,
+            on_journal=lambda j: _journal_notes(j, tgt.name, journal),
+            hw=hw,
+        )
+    _render(result, outputs, fmt)
+
+
+def _options(
+    batch: int | None,
+    max_batch: int,
+    warmup: int,
+    windows: int,
+    window: int,
+    window_seconds: float,
+    timeout: float,
+    precisions: str | None,
+    skip: str | None,
+    time_budget: float | None,
+    confirm: int,
+) -> TuneOptions:
+    """The search's options from the flags, every one checked before any work."""
+    batch = 32 if batch is None else batch
     require_positive(
         ("--batch", batch),
         ("--max-batch", max_batch),
@@ -133,41 +200,6 @@ def tune(
         )
     if max_batch < batch:
         raise InputError("--max-batch is below --batch", expected=f">= {batch}", received=max_batch)
-    plot = plot or output.with_name(f"{output.stem}-tune.png")
-    own = own_outputs(output, workload)  # what this same tune wrote before: replaced
-    for path, flag in ((output, "--output other.json"), (plot, "--plot other.png")):
-        ours = path.resolve() in own
-        check_writable(path, force or ours, hint=f"tfaccel tune ... {flag}, or --force")
-    check_writable(journal, force=True)  # appended to: only its folder must exist
-    from tfaccel.workloads.check import check_entry_point
-
-    check_entry_point(workload)  # a bad entry point: exit 2 before any trial or journal
-    if fresh and journal.exists():
-        if not force:
-            raise InputError(
-                f"--fresh would discard {journal}",
-                expected="--fresh --force, or another --journal path",
-                received=str(journal),
-            )
-        journal.unlink()
-    from tfaccel.environment import machine_id
-    from tfaccel.workloads import source_fingerprint
-
-    jr = Journal(journal, fingerprint=source_fingerprint(workload), machine=machine_id())
-    jr.load(workload)
-    if jr.stale:
-        stderr_console().print(
-            Text(
-                f"{jr.stale} trial(s) of {workload} in {journal} were measured on another "
-                "version of its file: they are measured again",
-                style="yellow",
-            )
-        )
-    if jr.retried:
-        stderr_console().print(
-            Text(f"{jr.retried} trial(s) that failed in {journal} are run again", style="dim")
-        )
-    hw = _hardware()
     chosen: tuple[str, ...] | None = None
     if precisions:
         # bfloat16 stores the weights in bf16: for inference, not for the training
@@ -176,57 +208,60 @@ def tune(
         bf16 = "bfloat16" in (p.strip() for p in precisions.split(","))
         hint = "bfloat16 (weights in bf16) is for inference; tune trains: use mixed_bfloat16"
         chosen = name_list(precisions, "--precisions", "precision", known, hint if bf16 else None)
-    skipped = name_list(skip, "--skip", "knob", list(SKIPPABLE)) if skip else ()
-    options = TuneOptions(
+    return TuneOptions(
         batch_size=batch,
         max_batch=max_batch,
         steps=StepPlan(warmup, windows, window, window_seconds or None),
         timeout_s=timeout,
         precisions=chosen,
-        skip=skipped,
+        skip=name_list(skip, "--skip", "knob", list(SKIPPABLE)) if skip else (),
         time_budget_s=time_budget * 60 if time_budget else None,
         confirm=confirm,
-        xla_cache_dir=str(journal.with_name(journal.name + ".xla-cache")) if hw.gpus else None,
-    )
-    err = stderr_console()
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} trials (estimate)"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
     )
 
-    def on_trial(stage: str, r: TrialResult | None, settings: Settings) -> None:
-        if r is None:
-            progress.update(task, description=f"{stage}: {label_of(settings)}")
-            if stage == AGAIN:  # a trial of another machine, not in the estimate
-                progress.update(task, total=(progress.tasks[0].total or 0) + 1)
-        else:
-            progress.advance(task)
-            progress.console.print(trial_line(stage, r))
 
-    tuner = Tuner(workload, hw, options, jr, on_trial=on_trial)
-    with progress:
-        task = progress.add_task("starting", total=tuner.estimated_trials())
-        result = tuner.run()
-    if result.best_settings is not None and result.best is not None and result.best.ok:
-        write_settings(output, result, plot)
-        tune_plot(result, plot)
+def _target(target: list[str] | None) -> str | list[str]:
+    """A workload name, or a script's command (python ..., or a .py file first)."""
+    if not target:
+        raise InputError(
+            "Nothing to tune",
+            expected="a workload (tfaccel tune resnet50, tfaccel tune train:build) or a "
+            "script after -- (tfaccel tune -- python train.py)",
+            received="no arguments",
+        )
+    if len(target) == 1 and not is_command(target):
+        return target[0]
+    return list(target)
+
+
+def _render(result: TuneResult, outputs: tune_lib.Outputs, fmt: Format) -> None:
+    if tune_lib.found(result):
+        tune_plot(result, outputs.plot_path)
     if fmt is Format.json:
         write_out(result_json(result))
     else:
         tune_text(result, stdout_console())
-        if result.best is not None and result.best.ok:
-            err.print(
+        if tune_lib.found(result):
+            stderr_console().print(
                 Text(
-                    f"wrote {output} (load with tfaccel.configure.from_file"
-                    f"('{output}')), {plot}, journal {journal}",
+                    f"wrote {outputs.settings} (load with tfaccel.configure.from_file"
+                    f"('{outputs.settings}')), {outputs.plot_path}, journal {outputs.journal}",
                     style="dim",
                 )
             )
-    if result.best is None or not result.best.ok:
-        from tfaccel.errors import ExitCode
-
+    if not tune_lib.found(result):
         raise typer.Exit(int(ExitCode.RUNTIME))
+
+
+def _journal_notes(jr: Journal, name: str, path: Path) -> None:
+    err = stderr_console()
+    if jr.stale:
+        err.print(
+            Text(
+                f"{jr.stale} trial(s) of {name} in {path} were measured on another "
+                "version of its file: they are measured again",
+                style="yellow",
+            )
+        )
+    if jr.retried:
+        err.print(Text(f"{jr.retried} trial(s) that failed in {path} are run again", style="dim"))

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tfaccel._child import hooked_env
 from tfaccel.errors import InputError, WorkloadError
-
-INJECT = Path(__file__).with_name("inject")
 
 
 def run_profiled(
@@ -32,10 +30,7 @@ def run_profiled(
             expected="tfaccel profile -- python train.py ...",
             received="nothing after --",
         )
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(INJECT), str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")]
-    )
+    env = hooked_env()
     env.update(
         TFACCEL_PROFILE_LOGDIR=str(logdir),
         TFACCEL_PROFILE_START=str(start),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel import stats
-from tfaccel._child import child_env, run_child
+from tfaccel._child import ChildResult, child_env, run_child
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.child import MARK
 from tfaccel.workloads import REVISION
@@ -188,6 +188,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "float8_layers",
                 "cudnn_attention_calls",
                 "checkpointing",
+                "measured",
             )
             if k in payload
         },
@@ -236,11 +237,21 @@ def run_trial(
     }
     env = child_env(overrides=env_overrides)
     out = run_child(["-m", "tfaccel.trial.child", json.dumps(config)], MARK, env, timeout_s)
+    return result_of(key, settings, out, timeout_s)
+
+
+def result_of(
+    key: str, settings: Settings, out: ChildResult, timeout_s: float, silent: str | None = None
+) -> TrialResult:
+    """The trial's result from what its process left: its payload, or why it has none
+    (`silent`: what to say of a process that ended well without one)."""
     if out.payload is not None:
         return summarize(key, settings, out.payload, out.wall_s)
     failed = partial(TrialResult, key, label_of(settings), settings.to_dict(), wall_s=out.wall_s)
     if out.timed_out:
         return failed("timeout", error=f"killed after {timeout_s:.0f} s")
+    if out.returncode == 0 and silent:
+        return failed("error", error=silent, traceback=out.tail())
     return failed(
         "oom" if out.killed else "error",
         error=f"trial process {out.exit_text()}",

@@ -1,1 +1,171 @@
-"""`tfaccel tune`: measure which combination of settings makes a model fastest."""
+"""`tfaccel tune`: measure which combination of settings makes a model fastest.
+
+`run(...)` is the library entry point the command line wires: a built-in workload, a
+`module:function` entry point or a training script's command, tuned with a journal
+that resumes, and the answer written to tfaccel.json with a plot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfaccel.errors import InputError
+from tfaccel.results import check_writable
+from tfaccel.trial.runner import TrialResult
+from tfaccel.tune.search import Hardware, TuneOptions, TuneResult
+
+__all__ = ["Outputs", "Target", "TuneOptions", "TuneResult", "found", "hardware", "prepare", "run"]
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where a tune writes: the settings, the plot and the journal it resumes from."""
+
+    settings: Path = Path("tfaccel.json")
+    plot: Path | None = None  # default: the settings' name with -tune.png
+    journal: Path = Path("tfaccel-tune.jsonl")
+
+    @property
+    def plot_path(self) -> Path:
+        return self.plot or self.settings.with_name(f"{self.settings.stem}-tune.png")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What is tuned: a workload name, or a script (`trial.script.Script`)."""
+
+    name: str
+    runner: Callable[..., TrialResult]
+    fingerprint: str | None
+    notes: tuple[str, ...] = field(default=())
+    batch_size: int | None = None  # what the script trains at, where it says so
+
+
+def hardware() -> Hardware:
+    """The GPUs the trials will see: NVML's, narrowed by CUDA_VISIBLE_DEVICES."""
+    from tfaccel.hardware.nvml import driver_info
+
+    return hardware_of(driver_info())
+
+
+def hardware_of(info: Any) -> Hardware:
+    """`hardware()` from NVML's DriverInfo."""
+    from tfaccel.hardware.capabilities import visible_indices
+
+    by_index = {g.index: g for g in info.gpus}
+    visible = visible_indices([g.uuid for g in info.gpus])
+    gpus = [by_index[i] for i in visible if i in by_index and not by_index[i].error]
+    return Hardware(len(gpus), gpus[0].compute_capability if gpus else None)
+
+
+def prepare(target: str | Sequence[str]) -> Target:
+    """Check what is to be tuned before any trial (InputError: exit 2, in seconds): a
+    workload name or `module:function`, or the command of a training script."""
+    if isinstance(target, str):
+        from tfaccel.trial.runner import run_trial
+        from tfaccel.workloads import source_fingerprint
+        from tfaccel.workloads.check import check_entry_point
+
+        check_entry_point(target)
+        return Target(target, run_trial, source_fingerprint(target))
+    from tfaccel.trial.script import check_script, parse_command, run_script_trial
+
+    script = parse_command(target)
+    facts = check_script(script)
+
+    def runner(_: str, *args: Any, **kwargs: Any) -> TrialResult:
+        return run_script_trial(script, *args, **kwargs)
+
+    fingerprint = _file_fingerprint(script.path)
+    return Target(script.name, runner, fingerprint, facts.notes, facts.batch_size)
+
+
+def _file_fingerprint(path: Path | None) -> str | None:
+    import hashlib
+
+    if path is None:
+        return None
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16] + f" {path.name}"
+
+
+def check_outputs(target: Target, out: Outputs, force: bool, fresh: bool) -> None:
+    """Refuse outputs that cannot be written or that hold the user's files, before any
+    work. The files this same tune wrote before (same workload) are replaced."""
+    from tfaccel.tune.output import own_outputs
+
+    own = own_outputs(out.settings, target.name)
+    for path, flag in ((out.settings, "--output other.json"), (out.plot_path, "--plot other.png")):
+        ours = path.resolve() in own
+        check_writable(path, force or ours, hint=f"tfaccel tune ... {flag}, or --force")
+    check_writable(out.journal, force=True)  # appended to: only its folder must exist
+    if fresh and out.journal.exists() and not force:
+        raise InputError(
+            f"--fresh would discard {out.journal}",
+            expected="--fresh --force, or another --journal path",
+            received=str(out.journal),
+        )
+
+
+def run(
+    target: str | Sequence[str] | Target,
+    options: TuneOptions | None = None,
+    outputs: Outputs | None = None,
+    *,
+    fresh: bool = False,
+    force: bool = False,
+    on_trial: Callable[[str, TrialResult | None, Any], None] | None = None,
+    on_journal: Callable[[Any], None] | None = None,
+    hw: Hardware | None = None,
+) -> TuneResult:
+    """Tune `target` and write its settings file when a trial ran (the plot, at
+    `outputs.plot_path`, is the caller's: `tfaccel.render.tune.tune_plot`).
+
+    Args:
+        target: a built-in workload, 'module:function', or a script's command as a
+            list (["python", "train.py", "--epochs", "3"]); or a prepared Target.
+        options: the search's options (TuneOptions()).
+        outputs: where the settings, plot and journal go (Outputs()).
+        fresh: discard the journal's earlier trials (needs force when it exists).
+        force: replace output files that are not this tune's own.
+        on_trial: called before (result None) and after each trial.
+        on_journal: called with the loaded Journal (to report stale or retried trials).
+        hw: the hardware the trials see (default: read through NVML).
+    """
+    from tfaccel.environment import machine_id
+    from tfaccel.tune.journal import Journal
+    from tfaccel.tune.output import write_settings
+    from tfaccel.tune.search import Tuner
+
+    options = options or TuneOptions()
+    out = outputs or Outputs()
+    tgt = target if isinstance(target, Target) else prepare(target)
+    check_outputs(tgt, out, force, fresh)
+    if fresh and out.journal.exists():
+        out.journal.unlink()
+    journal = Journal(out.journal, fingerprint=tgt.fingerprint, machine=machine_id())
+    journal.load(tgt.name)
+    if on_journal is not None:
+        on_journal(journal)
+    hw = hw or hardware()
+    if hw.gpus and options.xla_cache_dir is None:
+        cache = str(out.journal.with_name(out.journal.name + ".xla-cache"))
+        options = _with(options, xla_cache_dir=cache)
+    tuner = Tuner(tgt.name, hw, options, journal, on_trial=on_trial, runner=tgt.runner)
+    result = tuner.run()
+    if found(result):
+        write_settings(out.settings, result, out.plot_path)
+    return result
+
+
+def found(result: TuneResult) -> bool:
+    """Did the tune find settings that ran (and so wrote tfaccel.json)?"""
+    return result.best_settings is not None and result.best is not None and result.best.ok
+
+
+def _with(options: TuneOptions, **changes: Any) -> TuneOptions:
+    import dataclasses
+
+    return dataclasses.replace(options, **changes)

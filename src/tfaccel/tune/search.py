@@ -250,6 +250,43 @@ def loss_close(candidate: TrialResult, reference: TrialResult, rtol: float) -> t
     return True, f"mean loss {a:.4g} vs {b:.4g} of {reference.label} ({rel:.1%})"
 
 
+def search_precisions(hw: Hardware, opt: TuneOptions) -> list[str]:
+    """The precisions a search tries: the user's choice, where the hardware has it."""
+    if opt.precisions is None:
+        return hw.default_precisions
+    return [p for p in hw.precisions if p in opt.precisions or p == "float32"]
+
+
+def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
+    """At most how many trials a search runs (a progress bar's total).
+
+    The float32/no-XLA trial is the baseline and steps_per_execution=1 is already
+    measured, so those two are not counted; the batch ladder may stop early.
+    """
+    batches = 0
+    b = opt.batch_size
+    while b * 2 <= opt.max_batch:
+        batches += 1
+        b *= 2
+    precisions = search_precisions(hw, opt)
+    # allocator, device prefetch (one GPU), XLA options (cuDNN's layer norms: 9.0+)
+    gpu_stage = (3 if hw.gpus == 1 else 2) if hw.gpus else 0
+    if hw.cudnn_layer_norm:
+        gpu_stage += 1
+    if hw.gpus and any(input_cast_dtype("compute", p) for p in precisions):
+        gpu_stage += 1  # 16-bit input transfers
+    spe = len([c for c in opt.spe_choices if c != 1])
+    n = len(precisions)
+    jit = n - (1 if "tf32" in precisions else 0)  # strict float32 under XLA: skipped
+    again = 1 if batches else 0  # the larger batch once more, after the other knobs
+    together = 1 if hw.gpus else 0  # the knobs that each fell short, together
+    # dropout's masks (two kinds at most), FP8 matrix products (FP8 tensor cores),
+    # cuDNN's flash attention (8.0+), flat einsums
+    late = 3 + (1 if hw.float8 else 0) + (1 if hw.flash_attention else 0)
+    confirm = 2 * opt.confirm
+    return 2 + (n - 1) + jit + batches + spe + gpu_stage + again + late + together + confirm
+
+
 class Tuner:
     def __init__(
         self,
@@ -260,6 +297,7 @@ class Tuner:
         trial_fn: TrialFn | None = None,
         on_trial: Callable[[str, TrialResult | None, Settings], None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        runner: Callable[..., TrialResult] = run_trial,
     ) -> None:
         self.workload = workload
         self.clock = clock
@@ -277,7 +315,7 @@ class Tuner:
         # whether the GEMM-only knobs (cuBLASLt) are worth a trial.
         count = {"count_flops": True}
         self.trial_fn: TrialFn = trial_fn or (
-            lambda w, s, p, t: run_trial(
+            lambda w, s, p, t: runner(
                 w, s, p, t, env_overrides=env, extra=count if s == self.base else None
             )
         )
@@ -285,39 +323,11 @@ class Tuner:
         self.result = TuneResult(workload, hardware)
 
     def estimated_trials(self) -> int:
-        """At most how many trials the search runs (a progress bar's total).
-
-        The float32/no-XLA trial is the baseline and steps_per_execution=1 is already
-        measured, so those two are not counted; the batch ladder may stop early.
-        """
-        batches = 0
-        b = self.opt.batch_size
-        while b * 2 <= self.opt.max_batch:
-            batches += 1
-            b *= 2
-        # allocator, device prefetch (one GPU), XLA options (cuDNN's layer norms: 9.0+)
-        gpu_stage = (3 if self.hw.gpus == 1 else 2) if self.hw.gpus else 0
-        if self.hw.cudnn_layer_norm:
-            gpu_stage += 1
-        if self.hw.gpus and any(input_cast_dtype("compute", p) for p in self.precisions):
-            gpu_stage += 1  # 16-bit input transfers
-        spe = len([c for c in self.opt.spe_choices if c != 1])
-        n = len(self.precisions)
-        jit = n - (1 if "tf32" in self.precisions else 0)  # strict float32 under XLA: skipped
-        again = 1 if batches else 0  # the larger batch once more, after the other knobs
-        together = 1 if self.hw.gpus else 0  # the knobs that each fell short, together
-        # dropout's masks (two kinds at most), FP8 matrix products (FP8 tensor cores),
-        # cuDNN's flash attention (8.0+), flat einsums
-        late = 3 + (1 if self.hw.float8 else 0) + (1 if self.hw.flash_attention else 0)
-        confirm = 2 * self.opt.confirm
-        return 2 + (n - 1) + jit + batches + spe + gpu_stage + again + late + together + confirm
+        return estimate_trials(self.hw, self.opt)
 
     @property
     def precisions(self) -> list[str]:
-        """The precisions this search tries: the user's choice, where the hardware has it."""
-        if self.opt.precisions is None:
-            return self.hw.default_precisions
-        return [p for p in self.hw.precisions if p in self.opt.precisions or p == "float32"]
+        return search_precisions(self.hw, self.opt)
 
     def trial(self, settings: Settings, stage: str) -> TrialResult:
         key = settings_key(self.workload, settings, self.opt.steps)
@@ -628,7 +638,7 @@ class Tuner:
             if r is st.best or not r.ok:
                 continue
             win, gain, thr, r, best = self.compare(r, st.best)
-            verdict = "kept" if win else f"within the noise threshold {thr:.0%}"
+            verdict = "kept" if win else _short(gain, thr)
             self.decide(
                 "precision x XLA",
                 f"{r.label}: {r.samples_per_s:,.0f}/s, {gain:+.0%} vs {best.label}: {verdict}",
@@ -663,8 +673,7 @@ class Tuner:
             if not win:
                 self.decide(
                     "batch size",
-                    f"batch {b * 2}: {gain:+.0%} vs batch {b}, within the noise threshold "
-                    f"{thr:.0%}: stop",
+                    f"batch {b * 2}: {gain:+.0%} vs batch {b}, {_short(gain, thr)}: stop",
                 )
                 st.stopped_by_noise = True
                 break
@@ -940,6 +949,13 @@ def _gemm_model(baseline: TrialResult | None) -> bool:
     unknown? The knobs that speed up GEMMs only (cuBLASLt, float8) need it."""
     share = baseline.extra.get("gemm_flop_share") if baseline else None
     return share is None or share >= 0.5
+
+
+def _short(gain: float, thr: float) -> str:
+    """Why a trial was not kept: slower beyond the noise, or within it."""
+    return (
+        f"slower beyond the noise ({thr:.0%})" if gain < -thr else f"within the noise ({thr:.0%})"
+    )
 
 
 def _verdict(

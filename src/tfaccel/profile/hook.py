@@ -1,0 +1,61 @@
+"""`tfaccel profile -- python train.py`: tfaccel's ProfileCallback added to every
+`keras.Model.fit` call of an unmodified script, with the window from
+TFACCEL_PROFILE_LOGDIR / _START / _STEPS. Installed by tfaccel's sitecustomize
+(`tfaccel/_inject`) when Keras is imported; a failure to hook is said and ignored."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from tfaccel.trial.hook import when_keras_imported
+
+ENV = "TFACCEL_PROFILE_LOGDIR"
+
+
+def install() -> None:
+    when_keras_imported(_patch)
+
+
+def _patch() -> None:
+    try:
+        import keras
+
+        fit = keras.Model.fit
+
+        def fit_with_profile(self: Any, *args: Any, **kwargs: Any) -> Any:
+            from tfaccel.profile.capture import ProfileCallback
+
+            cb = ProfileCallback(
+                os.environ[ENV],
+                int(os.environ.get("TFACCEL_PROFILE_START", "10")),
+                int(os.environ.get("TFACCEL_PROFILE_STEPS", "10")),
+                batch_size=batch_size_of(args, kwargs),
+            )
+            kwargs["callbacks"] = [*list(kwargs.get("callbacks") or []), cb]
+            return fit(self, *args, **kwargs)
+
+        keras.Model.fit = fit_with_profile
+    except Exception as exc:
+        print(f"tfaccel profile: could not hook keras.Model.fit: {exc}", file=sys.stderr)
+
+
+def batch_size_of(args: Any, kwargs: Any) -> int | None:
+    """Samples per batch, where fit's arguments say it (None if they do not)."""
+    try:
+        if kwargs.get("batch_size"):
+            return int(kwargs["batch_size"])
+        x = args[0] if args else kwargs.get("x")
+        spec = getattr(x, "element_spec", None)
+        if spec is not None:  # a tf.data.Dataset: its static batch dimension
+            from tfaccel._tf import import_tensorflow
+
+            first = import_tensorflow().nest.flatten(spec)[0]
+            dim = first.shape[0] if first.shape.rank else None
+            return int(dim) if dim is not None else None
+        if hasattr(x, "shape") or isinstance(x, (list, dict)):
+            return 32  # Keras' default for arrays
+    except Exception:
+        return None
+    return None

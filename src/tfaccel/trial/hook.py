@@ -1,0 +1,259 @@
+"""Settings applied to an unmodified training script, from inside its own process.
+
+`tfaccel tune -- python train.py` and `tfaccel run -- python train.py` start the script
+with tfaccel's `sitecustomize` first on PYTHONPATH, and the settings in the
+environment (`ENV`). When the script imports Keras, this module
+
+- refuses another Keras backend with a clear message (a script may select one in its
+  first lines; tfaccel's settings are TensorFlow's);
+- applies `tfaccel.configure` (before the script builds its model, so the precision
+  policy takes effect);
+- patches `keras.Model.compile` (XLA, steps_per_execution, gradient accumulation,
+  checkpointing, float8) and `keras.Model.fit` (the batch size: numpy inputs get
+  `batch_size`, datasets are re-batched; input_cast and prefetch on datasets).
+
+In "tune" mode the first `fit` call is timed (`trial.child.timed_fit`) on the script's
+data, repeated and re-batched at the trial's batch size, without the script's
+callbacks (they may write the user's files); the payload goes to the parent, and the
+process ends: what the script does after `fit` is not run. In "run" mode the script
+runs as written, with the settings, and the hook says on stderr what was applied.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+ENV = "TFACCEL_SCRIPT"
+MARK = "TFACCEL_TRIAL "
+
+
+def install() -> None:
+    """Apply the settings in `ENV` when the script imports Keras."""
+    config = json.loads(os.environ[ENV])
+    when_keras_imported(lambda: _on_keras(config))
+
+
+def when_keras_imported(fn: Callable[[], None]) -> None:
+    """Call `fn` right after the process first imports `keras` (also through tf.keras),
+    or now if it did: nothing of Keras is imported before the script chose its
+    backend."""
+    if "keras" in sys.modules:
+        fn()
+    else:
+        sys.meta_path.insert(0, _KerasWatcher(fn))
+
+
+class _KerasWatcher(importlib.abc.MetaPathFinder):
+    """Wraps the loader of each spec found for `keras` until one of them executes:
+    TensorFlow asks `find_spec("keras")` to see whether Keras is installed, without
+    importing it, before the script's own import."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn = fn
+        self.busy = False
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "keras" or self.busy:
+            return None
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy = False
+        loader = getattr(spec, "loader", None)
+        if spec is None or loader is None:
+            return spec
+        execute = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            execute(module)
+            self.fn()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _say(text: str) -> None:
+    print(f"tfaccel: {text}", file=sys.stderr, flush=True)
+
+
+def _fail(config: dict[str, Any], error: str, tb: str | None = None) -> None:
+    """In tune mode: the trial's error to the parent, and the process ends. In run
+    mode: said on stderr; the script goes on without tfaccel's settings."""
+    if config.get("mode") == "tune":
+        from tfaccel._child import emit
+
+        emit(MARK, {"status": "error", "error": error, "traceback": tb})
+        _end()
+    _say(f"{error}; the script runs without tfaccel's settings")
+
+
+def _end() -> None:
+    """End the script's process now (after fit, in tune mode), output flushed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _on_keras(config: dict[str, Any]) -> None:
+    import keras
+
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        _fail(
+            config,
+            f"the script runs Keras on its {backend!r} backend (KERAS_BACKEND); tfaccel's "
+            "settings are TensorFlow's, so there is nothing to apply or measure",
+        )
+        return
+    try:
+        from tfaccel.optimize import Settings, configure
+
+        report = configure(Settings(**config["settings"]))
+    except Exception as exc:
+        _fail(config, f"configure failed: {type(exc).__name__}: {exc}", traceback.format_exc())
+        return
+    if config.get("mode") == "run":
+        report.summary(_stderr_console())
+    else:  # trials start from the same weights, so the accuracy guard compares losses
+        keras.utils.set_random_seed(int(config.get("seed", 0)))
+    _patch(keras, report, config)
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _caller() -> str:
+    """file:line of the script's call into Keras (the first frame outside Keras and
+    tfaccel)."""
+    for frame in inspect.stack()[2:]:
+        name = frame.filename
+        if "/keras/" not in name and "/tfaccel/" not in name and "<frozen" not in name:
+            return f"{os.path.basename(name)}:{frame.lineno}"
+    return "?"
+
+
+def _patch(keras: Any, report: Any, config: dict[str, Any]) -> None:
+    compile_ = keras.Model.compile
+    fit = keras.Model.fit
+    calls = {"fit": 0}
+
+    def compile_with_settings(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = inspect.signature(compile_).bind(self, *args, **kwargs).arguments
+        bound.pop("self", None)
+        bound.update(bound.pop("kwargs", {}))
+        report.checkpoint(self)
+        report.quantize(self)
+        if report.settings.gradient_accumulation_steps > 1:
+            bound["optimizer"] = report.optimizer(bound.get("optimizer", "rmsprop"))
+        return compile_(self, **{**bound, **report.compile_kwargs()})
+
+    def fit_with_settings(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls["fit"] += 1
+        where = _caller()
+        if config.get("mode") == "tune":
+            _tuned_fit(fit, self, report, config, where, args, kwargs)
+            _end()
+        return _run_fit(fit, self, report, where, calls["fit"], args, kwargs)
+
+    keras.Model.compile = compile_with_settings
+    keras.Model.fit = fit_with_settings
+
+
+def _fit_arguments(fit: Any, model: Any, args: Any, kwargs: Any) -> dict[str, Any]:
+    bound = inspect.signature(fit).bind(model, *args, **kwargs)
+    bound.apply_defaults()
+    out = dict(bound.arguments)
+    out.pop("self", None)
+    return out
+
+
+def _examples(model: Any, a: dict[str, Any]) -> Any:
+    """fit's data as a dataset of single examples (workloads.inputs)."""
+    from tfaccel.workloads.inputs import as_examples
+
+    x, y, w = a.get("x"), a.get("y"), a.get("sample_weight")
+    if y is None and w is None:
+        return as_examples(x, model)
+    return as_examples((x, y) if w is None else (x, y, w), model)
+
+
+def _tuned_fit(
+    fit: Any,
+    model: Any,
+    report: Any,
+    config: dict[str, Any],
+    where: str,
+    args: Any,
+    kwargs: Any,
+) -> None:
+    """Time the script's fit at the trial's settings; the payload to the parent."""
+    from tfaccel._child import emit, is_oom, user_traceback
+    from tfaccel.trial.child import Plan, timed_fit
+    from tfaccel.workloads.synthetic import rebatched
+
+    try:
+        a = _fit_arguments(fit, model, args, kwargs)
+        batch = report.settings.batch_size or a.get("batch_size") or 32
+        ds = report.dataset(rebatched(_examples(model, a), batch))
+        plan = Plan.of(config["steps"], report.settings.steps_per_execution)
+        out = timed_fit(lambda *p, **k: fit(model, *p, **k), model, ds, report, plan, batch, config)
+        out["measured"] = f"model.fit at {where}"
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        out = {
+            "status": "oom" if is_oom(exc) else "error",
+            "error": text.splitlines()[0][:500] if text else type(exc).__name__,
+            "traceback": user_traceback(exc),
+            "measured": f"model.fit at {where}",
+        }
+    emit(MARK, out)
+
+
+def _run_fit(
+    fit: Any, model: Any, report: Any, where: str, call: int, args: Any, kwargs: Any
+) -> Any:
+    """The script's fit with the settings that apply to its arguments, said on stderr."""
+    a = _fit_arguments(fit, model, args, kwargs)
+    size = report.settings.batch_size
+    x = a.get("x")
+    notes: list[str] = []
+    if _is_dataset(x):
+        try:
+            ds = _examples(model, a).batch(size) if size else x
+            notes.append(f"batch {size} (re-batched)" if size else "batch as the script's")
+            a.update(x=report.dataset(ds), y=None, sample_weight=None)
+            notes.append("tf.data settings applied")
+        except Exception as exc:
+            notes.append(f"the dataset kept as it is ({type(exc).__name__}: {exc})")
+    elif size and _is_array(x):
+        a["batch_size"] = size
+        notes.append(f"batch_size={size}")
+        notes.append("tf.data settings not applicable: numpy inputs")
+    elif size:
+        notes.append(f"batch {size} not applied: the script's {type(x).__name__} makes its batches")
+    _say(f"model.fit call {call} at {where}: " + "; ".join(notes))
+    kw = a.pop("kwargs", {})
+    return fit(model, **a, **kw)
+
+
+def _is_dataset(x: Any) -> bool:
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(x, tf.data.Dataset)
+
+
+def _is_array(x: Any) -> bool:
+    return hasattr(x, "shape") or isinstance(x, (list, tuple, dict))

@@ -1,0 +1,233 @@
+"""A user's own training script, unmodified, as what tune times and run runs.
+
+`tfaccel tune -- python train.py --epochs 3` runs the script once per trial, in a fresh
+process, with tfaccel's hook (`trial.hook`) applying the trial's settings inside it and
+timing its first `model.fit`; `tfaccel run --config tfaccel.json -- python train.py`
+runs it once with the tuned settings. The command is checked before anything runs:
+the interpreter, the script file, its syntax, and a Keras backend other than
+TensorFlow's chosen in the environment or in the script's own lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfaccel._child import child_env, hooked_env, run_command
+from tfaccel.errors import InputError
+from tfaccel.optimize.settings import Settings
+from tfaccel.trial.hook import ENV, MARK
+from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key
+
+_PYTHON = re.compile(r"^python(\d+(\.\d+)*)?(\.exe)?$")
+USAGE = "python SCRIPT.py [ARGS...] or python -m MODULE [ARGS...]"
+NO_FIT = (
+    "the script ended without calling keras.Model.fit: tfaccel times the first fit call "
+    "(a script that trains with a loop of its own cannot be tuned this way)"
+)
+
+
+@dataclass(frozen=True)
+class Script:
+    """A command that runs a Python training script: `argv` as it runs (this
+    interpreter first), `shown` as the user wrote it, and the script's file (None
+    for `-m module`)."""
+
+    argv: tuple[str, ...]
+    shown: tuple[str, ...]
+    path: Path | None
+
+    @property
+    def name(self) -> str:
+        """The script as a workload name (journal keys, reports)."""
+        return "script: " + shlex.join(self.shown)
+
+
+def is_command(args: Sequence[str]) -> bool:
+    """Do `args` start a script (python ..., or a .py file) rather than name a workload?"""
+    first = args[0] if args else ""
+    return first.endswith(".py") or bool(_PYTHON.match(os.path.basename(first)))
+
+
+def parse_command(args: Sequence[str]) -> Script:
+    """The script `args` runs; InputError for anything but a Python script or module."""
+    args = list(args)
+    if not args:
+        raise InputError("No command to run", expected=USAGE, received="nothing after --")
+    if args[0].endswith(".py"):
+        args = ["python", *args]
+    if not _PYTHON.match(os.path.basename(args[0])):
+        raise InputError(
+            "tfaccel runs Python training scripts",
+            expected=USAGE,
+            received=shlex.join(args),
+            hint="tfaccel's settings apply inside the Python process that trains; "
+            "run the script with python directly",
+        )
+    rest = args[1:]
+    while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c"):
+        rest = rest[1:]  # interpreter options (-u, -O, -X ...)
+    if not rest or rest[0] == "-c":
+        raise InputError("No script to run", expected=USAGE, received=shlex.join(args))
+    path = None
+    if rest[0] == "-m":
+        if len(rest) < 2:
+            raise InputError("-m needs a module", expected=USAGE, received=shlex.join(args))
+    else:
+        path = Path(rest[0])
+        if not path.is_file():
+            raise InputError(
+                f"The script {rest[0]} does not exist",
+                expected="a Python file (relative to the current directory)",
+                received=str(path.resolve()),
+            )
+    # This interpreter: it has tfaccel and TensorFlow.
+    return Script((sys.executable, *args[1:]), tuple(args), path)
+
+
+@dataclass(frozen=True)
+class ScriptFacts:
+    """What reading the script (never running it) tells: notes on which `fit` is
+    timed, and the batch size it trains at where its source says so literally."""
+
+    notes: tuple[str, ...] = ()
+    batch_size: int | None = None
+
+
+def check_script(script: Script) -> ScriptFacts:
+    """Refuse, before any trial, what cannot run; what the script's source says."""
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend != "tensorflow":
+        raise InputError(
+            f"KERAS_BACKEND={backend} selects Keras' {backend} backend",
+            expected="the TensorFlow backend: tfaccel's settings are TensorFlow's",
+            received=f"KERAS_BACKEND={backend}",
+            hint="unset KERAS_BACKEND",
+        )
+    if script.path is None:
+        return ScriptFacts()
+    try:
+        tree = ast.parse(script.path.read_bytes(), filename=str(script.path))
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise InputError(
+            f"{script.path} is not valid Python",
+            expected="a script that Python can parse",
+            received=f"line {line}: {exc}" if line else str(exc),
+        ) from exc
+    _refuse_other_backend(script.path, tree)
+    return ScriptFacts(tuple(_fit_notes(script.path, tree)), own_batch_size(tree))
+
+
+def _refuse_other_backend(path: Path, tree: ast.AST) -> None:
+    """`os.environ["KERAS_BACKEND"] = "jax"` (or setdefault / putenv) in the script."""
+    for node in ast.walk(tree):
+        named = _backend_set(node)
+        if named is not None and named != "tensorflow":
+            raise InputError(
+                f"{path.name} selects Keras' {named} backend (line {node.lineno})",  # type: ignore[attr-defined]
+                expected="a script on the TensorFlow backend: tfaccel's settings are TensorFlow's",
+                received=f"KERAS_BACKEND = {named!r}",
+            )
+
+
+def _backend_set(node: ast.AST) -> str | None:
+    """The backend a statement sets through KERAS_BACKEND, if it does."""
+    strings = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant)]
+    if "KERAS_BACKEND" not in strings:
+        return None
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+        return str(node.value.value)
+    if isinstance(node, ast.Call) and len(node.args) == 2:
+        value = node.args[1]
+        return str(value.value) if isinstance(value, ast.Constant) else None
+    return None
+
+
+def _fit_notes(path: Path, tree: ast.AST) -> list[str]:
+    lines = sorted(
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "fit"
+    )
+    if not lines:
+        return [
+            f"{path.name} has no .fit( call of its own: the trials time the first "
+            "keras.Model.fit the script makes (through the modules it imports)"
+        ]
+    if len(lines) > 1:
+        at = ", ".join(map(str, lines))
+        return [f"{path.name} calls fit at lines {at}: each trial times the first call made"]
+    return []
+
+
+def own_batch_size(tree: ast.AST) -> int | None:
+    """The batch size the script trains at, where its source says it with a number:
+    `fit(..., batch_size=128)` or `.batch(64)`, the number written there or assigned
+    to the name written there at the top level (`batch_size = 128`)."""
+    names = {
+        t.id: n.value.value
+        for n in getattr(tree, "body", [])
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+
+    def number(node: ast.AST | None) -> int | None:
+        value = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(node, ast.Name):
+            value = names.get(node.id)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            if n.func.attr == "fit":
+                found = [number(k.value) for k in n.keywords if k.arg == "batch_size"]
+            elif n.func.attr == "batch":
+                found = [number(n.args[0] if n.args else None)]
+            else:
+                continue
+            if found and found[0] and found[0] > 0:
+                return found[0]
+    return None
+
+
+def run_script_trial(
+    script: Script,
+    settings: Settings,
+    steps: StepPlan,
+    timeout_s: float = 600.0,
+    seed: int = 0,
+    extra: dict[str, Any] | None = None,
+    env_overrides: dict[str, str] | None = None,
+) -> TrialResult:
+    """One trial: the script in a fresh process, its first fit timed at `settings`."""
+    key = settings_key(script.name, settings, steps, extra)
+    config = {
+        "mode": "tune",
+        "settings": settings.to_dict(),
+        "steps": steps.__dict__,
+        "seed": seed,
+        **(extra or {}),
+    }
+    overrides = {ENV: json.dumps(config), **(env_overrides or {})}
+    env = child_env(hooked_env(), user_code=False, overrides=overrides)
+    out = run_command(script.argv, MARK, env, timeout_s)
+    return result_of(key, settings, out, timeout_s, silent=NO_FIT)
+
+
+def run_script(script: Script, settings: Settings) -> int:
+    """The script, once, with `settings` applied inside it; its exit code. Its output
+    is its own; tfaccel's notes go to stderr."""
+    env = hooked_env()
+    env[ENV] = json.dumps({"mode": "run", "settings": settings.to_dict()})
+    return subprocess.run(list(script.argv), env=env, check=False).returncode

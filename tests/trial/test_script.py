@@ -1,0 +1,236 @@
+"""Tuning and running unmodified training scripts (real scripts, real TensorFlow on
+the CPU, through the command line)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("tensorflow")
+
+from tfaccel.cli import app
+from tfaccel.errors import InputError
+from tfaccel.optimize.settings import Settings
+from tfaccel.trial.runner import StepPlan
+from tfaccel.trial.script import (
+    check_script,
+    own_batch_size,
+    parse_command,
+    run_script,
+    run_script_trial,
+)
+
+runner = CliRunner()
+SMALL = StepPlan(warmup=2, windows=2, window=3)
+
+# In the style of Keras' "simple MNIST convnet" example: numpy arrays, fit's batch_size.
+NUMPY_SCRIPT = """
+import numpy as np
+import keras
+from keras import layers
+
+batch_size = 64
+x = np.random.rand(512, 12, 12, 1).astype("float32")
+y = keras.utils.to_categorical(np.random.randint(0, 10, 512), 10)
+model = keras.Sequential([
+    keras.Input(shape=(12, 12, 1)),
+    layers.Conv2D(4, 3, activation="relu"),
+    layers.Flatten(),
+    layers.Dropout(0.5),
+    layers.Dense(10, activation="softmax"),
+])
+model.compile(loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
+model.fit(x, y, batch_size=batch_size, epochs=1, validation_split=0.1, verbose=0)
+open("after_fit.txt", "w").write("the script went on after fit")
+"""
+
+# A tf.data pipeline of batches, a callback that writes a file, two fit calls.
+DATASET_SCRIPT = """
+import numpy as np
+import tensorflow as tf
+import keras
+
+x = np.random.rand(256, 16).astype("float32")
+y = np.random.randint(0, 3, 256)
+ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(256).batch(32)
+model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(3)])
+model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+saver = keras.callbacks.ModelCheckpoint("users_model.keras")
+model.fit(ds, epochs=1, callbacks=[saver], verbose=0)
+model.fit(ds, epochs=1, verbose=0)
+"""
+
+NO_FIT = """
+import keras
+print("no training here")
+"""
+
+JAX_LINE = """
+import os
+os.environ["KERAS_BACKEND"] = "jax"
+import keras
+"""
+
+EXITS_3 = NUMPY_SCRIPT + "\nraise SystemExit(3)\n"
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    return tmp_path
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    (folder / name).write_text(text)
+    return folder / name
+
+
+def test_tune_an_unmodified_script_end_to_end(here: Path) -> None:
+    _write(here, "train.py", NUMPY_SCRIPT)
+    args = ["tune", "--max-batch", "128", "--warmup", "2", "--windows", "2", "--window", "3"]
+    result = runner.invoke(app, [*args, "--format", "json", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["workload"] == "script: python train.py"
+    trials = data["trials"]
+    assert trials[0]["settings"]["batch_size"] == 64  # the script's own batch size
+    assert all(t["status"] == "ok" for t in trials), trials
+    assert trials[0]["extra"]["measured"] == "model.fit at train.py:17"
+    assert trials[0]["extra"]["dropout_layers"] == 1
+    assert not (here / "after_fit.txt").exists()  # what follows fit is not run
+    written = json.loads((here / "tfaccel.json").read_text())
+    assert written["workload"] == "script: python train.py"
+    # the same command again resumes from the journal and replaces its own files
+    again = runner.invoke(app, [*args, "--format", "json", "--", "python", "train.py"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["resumed"] == len(trials)
+
+
+def test_a_dataset_script_is_timed_without_its_callbacks(here: Path) -> None:
+    script = parse_command(["python", str(_write(here, "train.py", DATASET_SCRIPT))])
+    facts = check_script(script)
+    assert facts.batch_size == 32
+    assert "calls fit at lines 12, 13: each trial times the first call made" in facts.notes[0]
+    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=16), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert r.extra["measured"] == "model.fit at train.py:12"
+    assert not (here / "users_model.keras").exists()  # the user's checkpoint untouched
+
+
+def test_a_script_that_never_fits_says_so(here: Path) -> None:
+    script = parse_command(["python", str(_write(here, "nofit.py", NO_FIT))])
+    assert "has no .fit( call of its own" in check_script(script).notes[0]
+    r = run_script_trial(script, Settings(batch_size=8), SMALL)
+    assert r.status == "error" and r.error and "without calling keras.Model.fit" in r.error
+
+
+def test_another_keras_backend_is_refused(
+    here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Said in the script: refused before any trial. Chosen some other way: refused
+    inside the script's process when Keras starts (faked here: this machine has no
+    other backend's packages)."""
+    import keras
+
+    from tfaccel.trial import hook
+
+    _write(here, "jax.py", JAX_LINE)
+    result = runner.invoke(app, ["tune", "--", "python", "jax.py"])
+    assert result.exit_code == 2 and "selects Keras' jax backend (line 3)" in result.output
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    sent: list[dict[str, object]] = []
+    monkeypatch.setattr("tfaccel._child.emit", lambda mark, payload: sent.append(payload))
+
+    def ended() -> None:
+        raise SystemExit(0)
+
+    monkeypatch.setattr(hook, "_end", ended)
+    with pytest.raises(SystemExit):
+        hook._on_keras({"mode": "tune", "settings": {}})
+    assert sent[0]["status"] == "error" and "its 'jax' backend" in str(sent[0]["error"])
+    hook._on_keras({"mode": "run", "settings": {}})  # run: said, and the script goes on
+    assert "the script runs without tfaccel's settings" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["bash", "train.sh"], "tfaccel runs Python training scripts"),
+        (["python", "missing.py"], "The script missing.py does not exist"),
+        (["python", "-c", "print(1)"], "No script to run"),
+        (["python", "broken.py"], "broken.py is not valid Python"),
+    ],
+)
+def test_a_bad_command_exits_2_before_any_trial(
+    here: Path, command: list[str], message: str
+) -> None:
+    _write(here, "broken.py", "def f(:\n")
+    result = runner.invoke(app, ["tune", "--", *command])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (here / "tfaccel-tune.jsonl").exists()
+
+
+def test_the_environments_own_sitecustomize_still_runs(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own = here / "site"
+    own.mkdir()
+    _write(own, "sitecustomize.py", "open('site_ran.txt', 'w').write('yes')\n")
+    monkeypatch.setenv("PYTHONPATH", str(own))
+    script = parse_command(["python", str(_write(here, "train.py", NUMPY_SCRIPT))])
+    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=32), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert (here / "site_ran.txt").read_text() == "yes"
+
+
+def test_run_trains_the_script_with_the_settings_and_keeps_its_exit_code(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    script = parse_command(["python", str(_write(here, "train.py", EXITS_3))])
+    settings = Settings(precision="float32", xla="off", batch_size=128)
+    assert run_script(script, settings) == 3
+    err = capfd.readouterr().err
+    assert "model.fit call 1 at train.py:17: batch_size=128" in err
+    assert "tf.data settings not applicable: numpy inputs" in err
+    assert (here / "after_fit.txt").exists()  # run mode runs the whole script
+
+
+def test_run_command_checks_its_config_first(here: Path) -> None:
+    _write(here, "train.py", NUMPY_SCRIPT)
+    missing = runner.invoke(app, ["run", "--config", "nope.json", "--", "python", "train.py"])
+    assert missing.exit_code == 2 and "nope.json does not exist" in missing.output
+    _write(here, "bad.json", '{"precision": "fp7"}')
+    bad = runner.invoke(app, ["run", "--config", "bad.json", "--", "python", "train.py"])
+    assert bad.exit_code == 2 and "Unknown precision" in bad.output
+    assert not (here / "after_fit.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("source", "batch"),
+    [
+        ("model.fit(x, y, batch_size=128)", 128),
+        ("bs = 96\nmodel.fit(x, y, batch_size=bs)", 96),
+        ("ds = ds.batch(64)\nmodel.fit(ds)", 64),
+        ("model.fit(x, y, batch_size=args.batch)", None),
+        ("model.fit(x, y)", None),
+    ],
+)
+def test_the_scripts_own_batch_size_is_read_from_its_source(source: str, batch: int | None) -> None:
+    assert own_batch_size(ast.parse(source)) == batch
+
+
+def test_keras_backend_in_the_environment_is_refused(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    script = parse_command(["python", str(_write(here, "train.py", NUMPY_SCRIPT))])
+    with pytest.raises(InputError, match="KERAS_BACKEND=jax"):
+        check_script(script)
+    assert os.environ["KERAS_BACKEND"] == "jax"
