@@ -293,3 +293,35 @@ def test_gemv_as_gemm_keeps_a_vector_matrix_product_a_gemm_on_the_gpu(tmp_path: 
     kept = run_py(code.format(options='["gemv_as_gemm"]'), tmp_path)
     assert default == {"gemm": False, "reduce": True}
     assert kept["gemm"] is True
+
+
+def test_the_tuned_batch_size_is_applied_to_datasets_and_numpy_inputs(tmp_path: Path) -> None:
+    """tfaccel.json's batch_size: report.dataset re-batches (batches or examples), and
+    report.fit_kwargs() passes it to fit for numpy inputs; the summary lists every knob."""
+    import json
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import tfaccel
+
+    path = tmp_path / "tfaccel.json"
+    settings = {"precision": "float32", "xla": "off", "batch_size": 48}
+    path.write_text(json.dumps({"schema": "tfaccel.settings/1", "settings": settings}))
+    try:
+        report = tfaccel.configure.from_file(path)
+        x, y = np.ones((200, 5), "float32"), np.zeros(200, "int32")
+        batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+        first = next(iter(report.dataset(batches)))
+        assert first[0].shape == (48, 5) and first[1].shape == (48,)
+        model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(2)])
+        one = tf.data.Dataset.from_tensors((x[:8], y[:8])).repeat()  # static batch of 8
+        assert next(iter(report.dataset(one, model=model)))[0].shape == (48, 5)
+        assert report.fit_kwargs() == {"batch_size": 48}
+        knobs = {r.knob for r in report.rows}
+        assert {"float8", "gradient_checkpointing", "gradient_accumulation_steps"} <= knobs
+        data = next(r for r in report.rows if r.knob == "tf.data")
+        assert data.value["batch_size"] == 48 and "re-batches to 48" in data.detail
+    finally:
+        tfaccel.configure.reset()

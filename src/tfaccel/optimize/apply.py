@@ -194,10 +194,19 @@ class ConfigureReport:
         tensors = tf.nest.map_structure(tf.convert_to_tensor, element)
         return _cast_inputs(tf, dtype)(*tensors)
 
-    def dataset(self, ds: Any, cast: bool = True) -> Any:
-        """Apply the tf.data settings: determinism, caching, `input_cast` (unless
-        `cast=False`: a step that casts on the host itself), prefetch (host or device)."""
+    def fit_kwargs(self) -> dict[str, Any]:
+        """Arguments for `model.fit` with numpy inputs: the batch size (a dataset gets
+        it from `dataset()`)."""
+        return {"batch_size": self.settings.batch_size} if self.settings.batch_size else {}
+
+    def dataset(self, ds: Any, cast: bool = True, model: Any = None, batch: bool = True) -> Any:
+        """Apply the tf.data settings: the batch size (re-batched, unless `batch=False`:
+        `model` tells examples from batches where the data's shapes cannot), determinism,
+        caching, `input_cast` (unless `cast=False`: a step that casts on the host
+        itself), prefetch (host or device)."""
         tf = import_tensorflow()
+        if batch and self.settings.batch_size:
+            ds = _rebatched(ds, self.settings.batch_size, model)
         options = tf.data.Options()
         options.deterministic = self.settings.deterministic_data
         options.autotune.enabled = True
@@ -211,6 +220,24 @@ class ConfigureReport:
             return ds.apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
         if self.settings.prefetch != "off":
             return ds.prefetch(tf.data.AUTOTUNE)
+        return ds
+
+
+def _rebatched(ds: Any, size: int, model: Any) -> Any:
+    """`ds` batched at `size`: its batches unbatched first (workloads.inputs tells them
+    from examples). Where it cannot tell, the data's own batches stay, and it says so."""
+    import warnings
+
+    from tfaccel.workloads.inputs import as_examples
+
+    try:
+        return as_examples(ds, model).batch(size)
+    except InputError as exc:
+        warnings.warn(
+            f"batch_size {size} not applied: {exc.message} "
+            "(report.dataset(ds, model=model) tells examples from batches)",
+            stacklevel=3,
+        )
         return ds
 
 
@@ -510,129 +537,135 @@ def apply_settings(settings: Settings) -> ConfigureReport:
         return report
     initialized = runtime_initialized()
     s = settings
-    rows: list[Applied] = []
-    alloc = None if s.allocator == "default" else s.allocator
-    status = _set_env(ENV_ALLOCATOR, alloc, initialized, f"allocator={s.allocator!r}")
-    rows.append(
-        Applied(
-            "allocator",
-            s.allocator,
-            status,
-            "cudaMallocAsync: the driver's stream-ordered pool"
-            if alloc
-            else "TensorFlow's BFC allocator",
-        )
-    )
+    rows = [_apply_allocator(s, initialized)]
     if s.memory != "unified" and os.environ.get(ENV_UNIFIED) == "1" and not initialized:
         os.environ.pop(ENV_UNIFIED, None)
     xla_row = _apply_xla_options(s, initialized)
     tf = import_tensorflow()
-    import keras
-
     gpus = list(tf.config.list_physical_devices("GPU"))
     rows.extend(_apply_memory(tf, s, gpus, initialized, _gpu_total_mib()))
     if gpus and s.memory == "default" and _mps_running():
-        rows.append(
-            Applied(
-                "memory",
-                "default",
-                "warning",
-                "MPS is running: every process "
-                "sharing the GPU would try to take all its memory; use "
-                "memory='growth' or memory='limit' with memory_limit_mib",
-            )
-        )
+        rows.append(Applied("memory", "default", "warning", MPS_WARNING))
     cc = _gpu_capability(tf, gpus)
+    precision, row = _apply_precision(tf, s, cc)
+    rows.append(row)
+    rows.extend(_apply_xla(tf, s, xla_row))
+    rows.extend(_apply_patched("dropout", s.dropout))
+    rows.extend(_apply_patched("einsum", s.einsum))
+    rows.extend(_apply_attention(s, cc))
+    rows.extend(_model_rows(s, cc))
+    rows.append(_data_row(s, precision))
+    report = ConfigureReport(s, precision, len(gpus), tuple(rows), cc)
+    rows.extend(_strategy_rows(report, len(gpus)))
+    report.rows = tuple(rows)
+    _LAST.update(settings=settings, report=report)
+    return report
+
+
+MPS_WARNING = (
+    "MPS is running: every process sharing the GPU would try to take all its memory; "
+    "use memory='growth' or memory='limit' with memory_limit_mib"
+)
+
+
+def _apply_allocator(s: Settings, initialized: bool) -> Applied:
+    alloc = None if s.allocator == "default" else s.allocator
+    status = _set_env(ENV_ALLOCATOR, alloc, initialized, f"allocator={s.allocator!r}")
+    how = (
+        "cudaMallocAsync: the driver's stream-ordered pool"
+        if alloc
+        else "TensorFlow's BFC allocator"
+    )
+    return Applied("allocator", s.allocator, status, how)
+
+
+_PRECISION_NOTES = {
+    "mixed_float16": "; loss scaling: Keras wraps the optimizer in LossScaleOptimizer at compile",
+    "float32": "; TF32 off (strict float32)",
+    "tf32": "; float32 variables and math on TF32 tensor cores",
+    "bfloat16": "; weights in bf16 too: for inference and generation, where the mixed policy "
+    "casts every float32 weight again on each call (train with mixed_bfloat16)",
+}
+
+
+def _apply_precision(tf: Any, s: Settings, cc: str | None) -> tuple[str, Applied]:
+    """Keras' global dtype policy and TF32, for the precision asked (or chosen)."""
+    import keras
+
     precision, why = resolve_precision(s.precision, cc)
     policy = "float32" if precision in ("float32", "tf32") else precision
     keras.mixed_precision.set_global_policy(policy)
     tf.config.experimental.enable_tensor_float_32_execution(precision != "float32")
-    detail = why
-    if precision == "mixed_float16":
-        detail += "; loss scaling: Keras wraps the optimizer in LossScaleOptimizer at compile"
-    if precision == "float32":
-        detail += "; TF32 off (strict float32)"
-    elif precision == "tf32":
-        detail += "; float32 variables and math on TF32 tensor cores"
-    elif precision == "bfloat16":
-        detail += (
-            "; weights in bf16 too: for inference and generation, where the mixed policy "
-            "casts every float32 weight again on each call (train with mixed_bfloat16)"
-        )
-    rows.append(Applied("precision", precision, "applied", detail))
+    return precision, Applied(
+        "precision", precision, "applied", why + _PRECISION_NOTES.get(precision, "")
+    )
+
+
+def _apply_xla(tf: Any, s: Settings, xla_row: Applied) -> list[Applied]:
+    """XLA: TensorFlow's auto-clustering, or compile's jit_compile; XLA's options;
+    steps_per_execution."""
     if s.xla == "autoclustering":
         tf.config.optimizer.set_jit("autoclustering")
-        rows.append(
-            Applied(
-                "xla",
-                "autoclustering",
-                "applied",
-                "TensorFlow clusters ops into XLA kernels inside tf.function graphs",
-            )
-        )
+        how = "TensorFlow clusters ops into XLA kernels inside tf.function graphs"
+        rows = [Applied("xla", "autoclustering", "applied", how)]
     else:
         tf.config.optimizer.set_jit(False)
         jit = {"jit": True, "off": False, "auto": "auto"}[s.xla]
-        rows.append(Applied("xla", s.xla, "at-compile", f"model.compile(jit_compile={jit!r})"))
+        rows = [Applied("xla", s.xla, "at-compile", f"model.compile(jit_compile={jit!r})")]
     if s.effective_xla_options or xla_row.status != "unchanged":
         rows.append(xla_row)
-    rows.append(
-        Applied(
-            "steps_per_execution",
-            s.steps_per_execution,
-            "at-compile",
-            "steps run per call into the compiled function",
-        )
-    )
-    rows.extend(_apply_patched("dropout", s.dropout))
-    rows.extend(_apply_patched("einsum", s.einsum))
-    rows.extend(_apply_attention(s, cc))
-    if s.float8:
-        rows.append(_float8_row(cc, s.xla))
+    how = "steps run per call into the compiled function"
+    rows.append(Applied("steps_per_execution", s.steps_per_execution, "at-compile", how))
+    return rows
+
+
+def _model_rows(s: Settings, cc: str | None) -> list[Applied]:
+    """What applies to the model at compile or build: float8, gradient checkpointing,
+    gradient accumulation; a row each, also when off."""
+    rows = [_float8_row(cc, s.xla) if s.float8 else Applied("float8", False, "unchanged", "off")]
     if s.gradient_checkpointing:
-        rows.append(
-            Applied(
-                "gradient_checkpointing",
-                True,
-                "at-build",
-                "report.compile(model) cuts a Functional graph into segments "
-                "recomputed in the backward pass; a subclassed model: build it inside "
-                "report.remat_scope() (each layer recomputed)",
-            )
+        how = (
+            "report.compile(model) cuts a Functional graph into segments recomputed in the "
+            "backward pass; a subclassed model: build it inside report.remat_scope() (each "
+            "layer recomputed)"
         )
-    if s.gradient_accumulation_steps > 1:
-        rows.append(
-            Applied(
-                "gradient_accumulation_steps",
-                s.gradient_accumulation_steps,
-                "at-compile",
-                "report.optimizer(...) sets the optimizer's gradient_accumulation_steps",
-            )
-        )
+        rows.append(Applied("gradient_checkpointing", True, "at-build", how))
+    else:
+        rows.append(Applied("gradient_checkpointing", False, "unchanged", "off"))
+    steps = s.gradient_accumulation_steps
+    how = "report.optimizer(...) sets the optimizer's gradient_accumulation_steps"
     rows.append(
-        Applied(
-            "tf.data",
-            {
-                "prefetch": s.prefetch,
-                "cache": s.cache_dataset,
-                "deterministic": s.deterministic_data,
-                "input_cast": s.input_cast
-                if s.input_cast == "off" or input_cast_dtype(s.input_cast, precision)
-                else f"{s.input_cast} (no effect: {precision} has no 16-bit compute dtype)",
-            },
-            "at-build",
-            "report.dataset(ds) applies them",
-        )
+        Applied("gradient_accumulation_steps", steps, "at-compile", how)
+        if steps > 1
+        else Applied("gradient_accumulation_steps", 1, "unchanged", "off: one batch per update")
     )
-    report = ConfigureReport(s, precision, len(gpus), tuple(rows), cc)
-    rows.append(
-        Applied(
-            "strategy",
-            report.strategy_name,
-            "at-build",
-            f"{len(gpus)} GPU(s) visible; build inside report.strategy_scope()",
-        )
+    return rows
+
+
+def _data_row(s: Settings, precision: str) -> Applied:
+    cast = s.input_cast
+    if cast != "off" and not input_cast_dtype(cast, precision):
+        cast = f"{cast} (no effect: {precision} has no 16-bit compute dtype)"
+    size = s.batch_size
+    value = {
+        "batch_size": size,
+        "prefetch": s.prefetch,
+        "cache": s.cache_dataset,
+        "deterministic": s.deterministic_data,
+        "input_cast": cast,
+    }
+    how = "report.dataset(ds) applies them" + (
+        f" and re-batches to {size}; numpy inputs: model.fit(x, y, **report.fit_kwargs())"
+        if size
+        else ""
     )
+    return Applied("tf.data", value, "at-build", how)
+
+
+def _strategy_rows(report: ConfigureReport, gpus: int) -> list[Applied]:
+    s = report.settings
+    how = f"{gpus} GPU(s) visible; build inside report.strategy_scope()"
+    rows = [Applied("strategy", report.strategy_name, "at-build", how)]
     if report.strategy_name == "mirrored" and s.gradient_accumulation_steps > 1:
         rows.append(
             Applied(
@@ -644,9 +677,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
                 "accumulates instead (tfaccel scale does)",
             )
         )
-    report.rows = tuple(rows)
-    _LAST.update(settings=settings, report=report)
-    return report
+    return rows
 
 
 class _Configure:

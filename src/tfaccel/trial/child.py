@@ -149,7 +149,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         else rebatched(wl.dataset, batch)
     )
     fit = wl.model.fit
-    return timed_fit(fit, wl.model, report.dataset(ds), report, plan, batch, config)
+    ds = report.dataset(ds, batch=False)  # batched above, at the trial's size
+    return timed_fit(fit, wl.model, ds, report, plan, batch, config)
 
 
 def timed_fit(

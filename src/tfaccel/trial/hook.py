@@ -208,7 +208,7 @@ def _tuned_fit(
     try:
         a = _fit_arguments(fit, model, args, kwargs)
         batch = report.settings.batch_size or a.get("batch_size") or 32
-        ds = report.dataset(rebatched(_examples(model, a), batch))
+        ds = report.dataset(rebatched(_examples(model, a), batch), batch=False)
         plan = Plan.of(config["steps"], report.settings.steps_per_execution)
         out = timed_fit(lambda *p, **k: fit(model, *p, **k), model, ds, report, plan, batch, config)
         out["measured"] = f"model.fit at {where}"
@@ -235,7 +235,7 @@ def _run_fit(
         try:
             ds = _examples(model, a).batch(size) if size else x
             notes.append(f"batch {size} (re-batched)" if size else "batch as the script's")
-            a.update(x=report.dataset(ds), y=None, sample_weight=None)
+            a.update(x=report.dataset(ds, batch=False), y=None, sample_weight=None)
             notes.append("tf.data settings applied")
         except Exception as exc:
             notes.append(f"the dataset kept as it is ({type(exc).__name__}: {exc})")

@@ -77,7 +77,7 @@ def run_custom(
                 if ctx.num_input_pipelines > 1:
                     ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
                 ds = rebatched(ds, b)
-            return report.dataset(ds, cast=not staged)
+            return report.dataset(ds, cast=not staged, batch=False)
 
         it = trainer.distribute_per_replica(replica_input)
     spe = settings.steps_per_execution
