@@ -67,13 +67,16 @@ def child_env(
 ) -> dict[str, str]:
     """The environment of a child: `base` (this process's), TensorFlow's C++ log quiet
     unless the caller set it, and with `user_code` the current directory first on
-    PYTHONPATH, so a `module:function` entry point of the user's is importable;
-    `overrides` last."""
+    PYTHONPATH, so a `module:function` entry point of the user's is importable; without
+    it, not even Python's own current-directory entry (PYTHONSAFEPATH, 3.11+), so a
+    stray `keras.py` there does not shadow Keras. `overrides` last."""
     env = dict(os.environ if base is None else base)
     if quiet_tf:
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if user_code:
         env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
+    else:  # a keras.py or tensorflow.py in the current directory is not imported
+        env["PYTHONSAFEPATH"] = "1"
     env.update(overrides or {})
     return env
 
@@ -117,11 +120,25 @@ def run_command(
             timeout=timeout_s,
             env=dict(env),
             check=False,
+            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
         )
     except subprocess.TimeoutExpired as exc:
         return ChildResult(None, None, _text(exc.stdout), _text(exc.stderr), timeout_s)
     wall = time.perf_counter() - start
     return ChildResult(_payload(proc.stdout, mark), proc.returncode, proc.stdout, proc.stderr, wall)
+
+
+def die_with_parent() -> None:
+    """In the child, before it runs (Linux): the kernel kills it when tfaccel's process
+    dies, even by SIGKILL, so a trial never outlives the tune that started it and keeps
+    holding the GPU's memory."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _text(out: str | bytes | None) -> str:

@@ -50,8 +50,8 @@ def machine_id() -> str:
     """This machine as it is now: host name, boot and the GPUs a child process sees.
 
     Two measurements compare only where this is the same: the same GPU model on another
-    host, or on the same host after a reboot, can run 4-5 % apart (two leases of one
-    H200 kind did, BERT training). A tune journal records it with each trial.
+    host, or on the same host after a reboot, can run a model 4-5 % apart. A tune
+    journal records it with each trial.
     """
     boot = ""
     try:

@@ -29,7 +29,7 @@ SCHEMAS = {
     "scale": "tfaccel.scale/1",
     "settings": "tfaccel.settings/1",
     "tune": "tfaccel.tune/1",
-    "tune-journal": "tfaccel.tune-journal/1",
+    "tune-journal": "tfaccel.tune-journal/2",
 }
 
 

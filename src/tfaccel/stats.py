@@ -29,8 +29,8 @@ def spread(samples: Iterable[float]) -> float | None:
     """Interquartile range / median (inclusive quartiles); (max - min) / median with
     two or three samples; None with fewer, or a zero median.
 
-    On an H200, ResNet-50's windows 5134, 4608, 5241, 5355, 5336 img/s have a 14 %
-    range, which would call every gain under 29 % noise; their IQR is 3.9 %."""
+    Five windows of 5134, 4608, 5241, 5355 and 5336 samples/s have a 14 % range, which
+    would call every gain under 29 % noise; their IQR is 3.9 %."""
     xs = sorted(float(x) for x in samples)
     if len(xs) < 2:
         return None

@@ -335,3 +335,18 @@ def test_xla_flags_it_does_not_know_fail_with_the_flags_to_keep(
     by = rows(run_doctor(make(env=env, xla_flags_override=XlaFlagsProbe(True))).checks)
     assert by["env.xla_flags"].status is Status.OK
     assert rows(run_doctor(make()).checks)["env.xla_flags"].status is Status.OK  # none set
+
+
+def test_a_keras_py_in_the_current_directory_is_named(
+    fake_tf: tuple[Path, MakeCtx], tmp_path: Path
+) -> None:
+    _, make = fake_tf
+    here = tmp_path / "project"
+    here.mkdir()
+    assert rows(run_doctor(make(cwd=str(here))).checks)["env.shadowing"].status is Status.OK
+    (here / "keras.py").write_text("raise ImportError('my own keras.py')\n")
+    (here / "tensorflow").mkdir()
+    (here / "tensorflow" / "__init__.py").write_text("")
+    row = rows(run_doctor(make(cwd=str(here))).checks)["env.shadowing"]
+    assert row.status is Status.FAIL and "keras.py" in row.finding and "tensorflow" in row.finding
+    assert row.fix is not None and row.fix.startswith("rename ")

@@ -121,28 +121,68 @@ def test_input_cast_is_tried_on_the_gpu_with_16_bit_only(tmp_path: Path) -> None
     assert all(s.input_cast == "off" for s in fp32.calls)
 
 
-def test_journal_keys_of_earlier_versions_still_match() -> None:
-    """Adding the input_cast and dropout knobs did not change the key of a trial without
-    them, so a journal written before resumes."""
+def test_a_trials_key_is_every_setting_and_the_plan_but_not_the_window_bound() -> None:
     s = Settings(precision="float32", xla="off", batch_size=256, steps_per_execution=1)
-    assert settings_key("resnet50", s, StepPlan()) == "b4447943747d"
-    assert settings_key("resnet50", s.replace(input_cast="compute"), StepPlan()) != "b4447943747d"
-    assert settings_key("resnet50", s.replace(dropout="philox16"), StepPlan()) != "b4447943747d"
+    key = settings_key("resnet50", s, StepPlan())
+    for change in ({"input_cast": "compute"}, {"dropout": "philox16"}, {"float8": True}):
+        assert settings_key("resnet50", s.replace(**change), StepPlan()) != key
+    assert settings_key("resnet50", s, StepPlan(windows=6)) != key
     # Bounding a window's seconds measures the same thing, faster: the key stays.
-    assert settings_key("resnet50", s, StepPlan(window_s=3.0)) == "b4447943747d"
+    assert settings_key("resnet50", s, StepPlan(window_s=3.0)) == key
 
 
-def test_a_knob_revision_keeps_its_old_trials_from_resuming(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_journal_of_another_version_or_kind_is_refused_before_any_trial(
+    tmp_path: Path,
 ) -> None:
-    """float8 trials of before the Triton flag formed no FP8 GEMM: they get new keys, and
-    trials without float8 keep theirs."""
-    s = Settings(precision="mixed_bfloat16", xla="jit", batch_size=2048, steps_per_execution=1)
-    f8 = s.replace(float8=True)
-    now = (settings_key("bert_hub", s, StepPlan()), settings_key("bert_hub", f8, StepPlan()))
-    monkeypatch.setattr("tfaccel.trial.runner.KNOB_REVISIONS", {})
-    before = (settings_key("bert_hub", s, StepPlan()), settings_key("bert_hub", f8, StepPlan()))
-    assert now[0] == before[0] and now[1] != before[1]
+    from tfaccel.errors import ConfigFileError
+
+    old = tmp_path / "old.jsonl"
+    old.write_text('{"schema": "tfaccel.tune-journal/1", "workload": "w", "result": {}}\n')
+    with pytest.raises(ConfigFileError, match="written by another version of tfaccel") as e:
+        Journal(old).load("w")
+    assert e.value.hint and "--fresh --force" in e.value.hint
+    for text in ('[1, 2]\n{"a": 1}\n', '"x"\n\n', "\x00\x01 garbage\nmore\n"):
+        other = tmp_path / "other.jsonl"
+        other.write_text(text)
+        with pytest.raises(ConfigFileError):
+            Journal(other).load("w")
+
+
+def test_a_torn_last_line_is_skipped_and_the_next_trial_starts_a_line_of_its_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.jsonl"
+    j = Journal(path)
+    j.load("w")
+    r = TrialResult("k1", "l", {}, "ok", samples_per_s=1.0, windows=(1.0, 1.0))
+    j.append("w", r)
+    with path.open("a") as fh:
+        fh.write('{"schema": "tfaccel.tune-jou')  # an interrupted write
+    again = Journal(path)
+    assert again.load("w") == 1
+    again.append("w", dataclasses.replace(r, key="k2"))
+    third = Journal(path)
+    assert third.load("w") == 2  # nothing poisoned: the torn line was cut off
+    assert len(path.read_text().splitlines()) == 2
+
+
+def test_a_trial_killed_at_a_shorter_timeout_runs_again_with_a_longer_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.jsonl"
+    first = Journal(path)
+    first.load("w")
+    slow = FakeTrials()
+    killed = lambda w, s, p, t: TrialResult(  # noqa: E731
+        settings_key(w, s, p), label_of(s), s.to_dict(), "timeout", wall_s=t
+    )
+    opts = TuneOptions(batch_size=64, steps=STEPS, timeout_s=1.0)
+    Tuner("w", H200, opts, first, trial_fn=killed).run()
+    second = Journal(path)
+    second.load("w")
+    longer = TuneOptions(batch_size=64, steps=STEPS, timeout_s=600.0)
+    res = Tuner("w", H200, longer, second, trial_fn=slow).run()
+    assert slow.calls and res.baseline is not None and res.baseline.ok
 
 
 def test_a_workload_revision_keeps_its_old_trials_from_resuming(
@@ -337,7 +377,8 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
 
 def test_noise_rule() -> None:
     def r(rate: float, spread: float) -> TrialResult:
-        return TrialResult("k", "l", {}, "ok", samples_per_s=rate, spread=spread)
+        windows = (rate * (1 - spread / 2), rate, rate * (1 + spread / 2))  # that spread
+        return TrialResult("k", "l", {}, "ok", samples_per_s=rate, windows=windows)
 
     assert beats(r(104, 0.01), r(100, 0.01), 0.03)[0] is True
     assert beats(r(102, 0.01), r(100, 0.01), 0.03)[0] is False  # below the 3 % floor

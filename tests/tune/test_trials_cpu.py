@@ -358,8 +358,8 @@ def test_trials_share_compiled_xla_programs(
 
 
 def test_tune_counts_only_the_gpus_its_trials_see(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfaccel.tune import hardware_of
     from tfaccel.hardware.nvml import DriverInfo, GpuBrief
+    from tfaccel.tune import hardware_of
 
     two = DriverInfo(
         True,
@@ -375,3 +375,13 @@ def test_tune_counts_only_the_gpus_its_trials_see(monkeypatch: pytest.MonkeyPatc
     assert hardware_of(two).gpus == 1  # so the 1-GPU knobs (device prefetch) are tried
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert hardware_of(two).gpus == 2
+
+
+def test_a_builtin_trial_ignores_a_keras_py_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a user's own entry point is imported from the current directory."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "keras.py").write_text("raise ImportError('the project keras.py')\n")
+    r = run_trial("tiny", Settings(precision="float32", xla="off", batch_size=8), SMALL, 180)
+    assert r.ok, (r.error, r.traceback)

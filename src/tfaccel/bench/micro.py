@@ -108,8 +108,8 @@ def host_transfer(
 
             def fn() -> Any:
                 # TF keeps a device copy ("mirror") of a host tensor it copied once, and
-                # copying the same handle again reuses it: the 2026-11-30 H200 lease read
-                # 16,590 GB/s. A fresh CPU identity shares the pinned buffer (no host
+                # copying the same handle again reuses it (a figure far above PCIe's
+                # bandwidth). A fresh CPU identity shares the pinned buffer (no host
                 # copy) but has no mirror, so every call really crosses PCIe.
                 with tf.device("/cpu:0"):
                     fresh = tf.identity(src)

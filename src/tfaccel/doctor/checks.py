@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 from tfaccel import data
 from tfaccel.doctor import probes
@@ -828,6 +829,34 @@ def check_platform(ctx: DoctorContext) -> list[Check]:
     ]
 
 
+SHADOWED = ("tensorflow", "keras", "keras_hub", "numpy")
+
+
+def check_shadowing(ctx: DoctorContext) -> list[Check]:
+    """A tensorflow.py or keras.py (or such a folder) in the current directory is what
+    `import keras` finds first in a script run from here: the real package never loads."""
+    found = [
+        str(path)
+        for name in SHADOWED
+        for path in (Path(ctx.cwd) / f"{name}.py", Path(ctx.cwd) / name)
+        if path.is_file() or (path / "__init__.py").is_file()
+    ]
+    title = "shadowing modules"
+    if not found:
+        return [Check("env.shadowing", title, Status.OK, "no file here hides a package", see="ls")]
+    return [
+        Check(
+            "env.shadowing",
+            title,
+            Status.FAIL,
+            f"{', '.join(found)} hide(s) the package of the same name from scripts run here "
+            "(the current directory comes first on sys.path)",
+            fix="rename " + " ".join(found) + " (and delete __pycache__ beside it)",
+            see="python -c 'import keras; print(keras.__file__)'",
+        )
+    ]
+
+
 def check_visible_devices(ctx: DoctorContext) -> list[Check]:
     title = "CUDA_VISIBLE_DEVICES"
     value = ctx.env.get("CUDA_VISIBLE_DEVICES")
@@ -1185,6 +1214,7 @@ CHECKS: tuple[CheckFn, ...] = (
     check_conda,
     check_platform,
     check_visible_devices,
+    check_shadowing,
     check_xla_flags,
     check_mps,
     check_capability,

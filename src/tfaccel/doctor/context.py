@@ -45,6 +45,7 @@ class DoctorContext:
     """Inputs of the checks. Every field can be injected by tests; the rest is probed."""
 
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    cwd: str = field(default_factory=os.getcwd)
     dist_paths: Sequence[str] | None = None
     nvml_lib: Any = None
     run_tf_probe: bool = True

@@ -175,6 +175,7 @@ def tf_runtime_probe(timeout_s: float = 180.0, env: Mapping[str, str] | None = N
     """
     child_env = dict(os.environ if env is None else env)
     child_env["TF_CPP_MIN_LOG_LEVEL"] = "0"
+    child_env["PYTHONSAFEPATH"] = "1"  # a keras.py here is named by check_shadowing
     proc = run_child(["-c", _TF_PROBE], "TFACCEL_PROBE ", child_env, timeout_s)
     if proc.timed_out:
         return TfRuntime(True, f"importing TensorFlow took longer than {timeout_s:.0f} s")
@@ -225,6 +226,7 @@ def xla_flags_probe(env: Mapping[str, str], timeout_s: float = 120.0) -> XlaFlag
     if not any(env.get(v, "").strip() for v in XLA_FLAG_VARIABLES):
         return XlaFlagsProbe(ran=False)
     child_env = {**env, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "0"}
+    child_env["PYTHONSAFEPATH"] = "1"
     proc = run_child(["-c", _XLA_PROBE], "TFACCEL_XLA_OK", child_env, timeout_s)
     if proc.timed_out:
         return XlaFlagsProbe(True, False, error=f"no answer within {timeout_s:.0f} s")

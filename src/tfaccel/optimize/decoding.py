@@ -7,10 +7,9 @@
 
 The prompt's pass is KerasHub's own; each new token then runs `_fused_decoder_step` on
 the model's weights: one matrix product for query, key and value, key/value caches laid
-out for the attention products and updated in place, one-pass layer norms. On an H200
-(bf16 weights, greedy, lease F) it made GPT-2 124M decode 2,149 tokens/s at batch 1
-against `generate`'s 1,969, and 32,006 at batch 16 against 18,586
-(`benchmarks/results/bench-gpt2-fused-h200.json`).
+out for the attention products and updated in place, one-pass layer norms: fewer and
+larger kernels per token than `generate`'s loop (the measurements page has the
+figures, `tfaccel bench gpt2` reproduces them).
 """
 
 from __future__ import annotations

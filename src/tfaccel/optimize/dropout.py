@@ -6,10 +6,9 @@ into a uniform of the input's dtype and compared with the rate. Under XLA the ra
 bits are computed inside the kernels that use them, for the forward pass and again
 wherever the backward pass needs the mask.
 
-Measured (benchmarks/README.md, "Results of lease H"): KerasHub BERT-base training,
-bf16 + XLA, batch 2048, H200: mask_once +0.7 %, philox16 +1.0 %. On a 2-core CPU
-under XLA the auto-selected path ran 70x slower than Philox asked for by name, and a
-1-layer BERT trained twice as fast with philox16.
+On the CPU under XLA, TensorFlow's auto-selected random path is far slower than Philox
+asked for by name, which philox16 uses; on a GPU the gain is small (the measurements
+page has the figures), so `tune` tries these behind the accuracy guard.
 
 `configure(dropout=...)` replaces Keras' dropout for the process:
 - "keras": Keras' own (the default).

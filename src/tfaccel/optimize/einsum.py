@@ -10,10 +10,9 @@ it over the batch. At BERT-base's shapes, batch 2048, that is a 2048 x 768 x 768
 written and read back for each of the 48 projections of a step, and a batched GEMM whose
 contraction is only 128 tokens long.
 
-Profiled on the H200 (benchmarks/README.md, "Results of lease L"): KerasHub BERT-base,
-bf16 + XLA + batch 2048, 453 ms of GPU time a step; these kernel gradients took 72 ms
-of it (43 ms of batched GEMMs, 29 ms of sums), where one GEMM over all 262,144 tokens
-would take about 20 ms at the rate the same step's 2-D products ran (740 TFLOP/s).
+In a profile of BERT-base training these kernel gradients are a large share of the
+step (`tfaccel profile` reports it as `broadcast_grad`), where one GEMM over all the
+tokens would do the same work at the rate of the step's 2-D products.
 
 `configure(einsum=...)` chooses, for the process:
 - "keras": Keras' own (the default).

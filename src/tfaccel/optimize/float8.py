@@ -13,11 +13,9 @@ the accuracy guard.
 
 float8 implies the XLA option "cublas_gemm" (XLA's Triton GEMM fusions off): with them
 on, XLA (TF 2.21) folds Keras' quantize-dequantize pattern back into a bf16 product and
-no FP8 GEMM is formed (benchmarks/fp8_pattern_probe.py). BERT-base training on the H200
-(bf16, XLA, batch 2048): 4,015 seq/s with Triton GEMMs, 4,565 without, 4,505 without
-float8 (benchmarks/README.md, "Results of lease I"). The gain is small at BERT-base's
-sizes: each quantized product adds passes over its input and output gradient (the
-absolute maxima, the f8 copies) that take back most of what the FP8 GEMM saves.
+no FP8 GEMM is formed. The gain is small at BERT-base's sizes: each quantized product
+adds passes over its input and output gradient (the absolute maxima, the f8 copies) that
+take back most of what the FP8 GEMM saves.
 
 Left out: layers with a kernel dimension under 8 (a classifier's few classes), whose
 products do not run on FP8 tensor cores and would only lose precision, and layers that

@@ -129,9 +129,9 @@ def install() -> bool:
 # `keras.RematScope` recomputes each layer on its own. A layer's input is the previous
 # layer's output, which the forward pass keeps anyway, so a model built from single
 # operations (Conv2D, BatchNormalization, ReLU: ResNet-50) saves nothing that way and
-# pays for the copies: on the H200 ResNet-50's peak at batch 128 went from 13.7 to
-# 18.0 GB with it. What saves memory is to keep only a few tensors of the forward pass,
-# at the boundaries of segments of many layers, and to recompute one segment at a time
+# pays for the copies (ResNet-50's peak grows with it). What saves memory is to keep
+# only a few tensors of the forward pass, at the boundaries of segments of many
+# layers, and to recompute one segment at a time
 # in the backward pass (Chen et al. 2016, "Training deep nets with sublinear memory
 # cost"; torch.utils.checkpoint.checkpoint_sequential does the same for a Sequential).
 

@@ -132,8 +132,6 @@ def plan_scenario(
             )
         )
     if scenario == "nlp":
-        # Measured on an H200 (benchmarks/README.md, leases M and N): KerasHub BERT-base
-        # training, bf16 + XLA + batch 2048, 4,407 -> 4,735 seq/s.
         recs.append(
             Recommendation(
                 "einsum",

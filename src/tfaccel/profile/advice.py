@@ -138,9 +138,8 @@ def advise(r: ProfileReport) -> list[Finding]:
             text += f"; {overlapped:.0f}% of copy time overlaps compute"
         action = "keep tensors on the GPU (no .numpy() inside the step)"
         if r.memcpy_us.get("H2D", 0) > 0.5 * sum(r.memcpy_us.values()):  # input copies
-            # Measured on an H200 (ResNet-50, bf16 + XLA): input_cast='compute' took a
-            # tune trial from 5,241 to 5,712 img/s; prefetch='device' made the step
-            # slower (148 ms against 112 ms), its pageable copy overlapped nothing.
+            # Fewer bytes per copy pays; prefetch='device' made such a step slower (its
+            # pageable copy overlapped nothing): the advice is input_cast.
             action = (
                 "fewer bytes per batch: tfaccel.configure(input_cast='compute') with mixed "
                 "precision sends float inputs in 16-bit (half the bytes); send images as "

@@ -15,7 +15,7 @@ from tfaccel import stats
 from tfaccel._child import ChildResult, child_env, run_child
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.child import MARK
-from tfaccel.workloads import REVISION
+from tfaccel.workloads import BUILTIN, REVISION
 
 
 @dataclass(frozen=True)
@@ -29,13 +29,6 @@ class StepPlan:
     # in the warm-up): slow trials (float32 without XLA, ~0.5 s a step) then time
     # about as long as fast ones. None: always `window` steps.
     window_s: float | None = None
-
-    def key_fields(self) -> dict[str, Any]:
-        """What identifies the plan in a journal key. `window_s` only bounds how long
-        the same measurement takes, so journals written before it existed resume."""
-        fields = dict(self.__dict__)
-        fields.pop("window_s")
-        return fields
 
 
 @dataclass(frozen=True)
@@ -64,10 +57,8 @@ class TrialResult:
 
 
 def trial_noise(r: TrialResult) -> float:
-    """The trial's spread, recomputed from its windows (journals of earlier versions
-    stored the range)."""
-    s = stats.spread(r.windows) if r.windows else None
-    return s if s is not None else (r.spread or 0.0)
+    """The trial's spread over its timed windows (stats.spread; 0 without two)."""
+    return stats.spread(r.windows) or 0.0
 
 
 def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool, float, float]:
@@ -81,35 +72,22 @@ def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool
     return gain > threshold, gain, threshold
 
 
-LATER_KNOBS = ("input_cast", "xla_options", "dropout", "float8", "attention", "einsum")
-# Knobs whose trials measured something else in earlier versions: their revision joins
-# the key of a trial that sets them, so a journal's older trials of them are not replayed.
-# float8 2: with XLA's Triton GEMMs off (xla_options cublas_gemm), without which no FP8
-# GEMM was formed.
-KNOB_REVISIONS = {"float8": 2}
-_DEFAULTS = Settings()
-
-
 def settings_key(
     workload: str, settings: Settings, steps: StepPlan, extra: dict[str, Any] | None = None
 ) -> str:
-    s = settings.to_dict()
-    # Knobs added after the first journals stay out of the key at their defaults: those
-    # journals resume.
-    for knob in LATER_KNOBS:
-        if s[knob] == getattr(_DEFAULTS, knob):
-            del s[knob]
-    # Counting FLOPs (after the timing) does not change what a trial measures.
+    """A trial's identity in the journal: the workload (and its revision), every
+    setting, the step plan and the trial's extras. `window_s` stays out: it bounds how
+    long the same measurement takes, not what it measures; counting FLOPs (after the
+    timing) stays out too."""
+    plan = {k: v for k, v in steps.__dict__.items() if k != "window_s"}
     extra = {k: v for k, v in (extra or {}).items() if k != "count_flops"}
     revision = REVISION.get(workload)
-    knobs = {k: v for k, v in KNOB_REVISIONS.items() if k in s}
     blob = json.dumps(
         {
             "w": workload,
             **({"r": revision} if revision else {}),
-            **({"k": knobs} if knobs else {}),
-            "s": s,
-            "p": steps.key_fields(),
+            "s": settings.to_dict(),
+            "p": plan,
             **({"x": extra} if extra else {}),
         },
         sort_keys=True,
@@ -235,7 +213,7 @@ def run_trial(
         "seed": seed,
         **(extra or {}),
     }
-    env = child_env(overrides=env_overrides)
+    env = child_env(user_code=workload not in BUILTIN, overrides=env_overrides)
     out = run_child(["-m", "tfaccel.trial.child", json.dumps(config)], MARK, env, timeout_s)
     return result_of(key, settings, out, timeout_s)
 

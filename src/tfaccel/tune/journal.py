@@ -6,7 +6,13 @@ file (`tfaccel.workloads.source_fingerprint`): trials measured on another versio
 that file are not replayed but counted in `stale` and measured again. Trials that
 failed with an error are run again too (counted in `retried`): they fail fast, and the
 cause may have been fixed where no fingerprint sees it (another module, the
-environment). Out-of-memory and timed-out trials are data, and are replayed.
+environment). Out-of-memory and timed-out trials are data, and are replayed; a trial
+killed at a shorter `--timeout` than the tune's runs again (the tuner decides, from its
+`wall_s`).
+
+A line an interruption cut short is skipped, and cut off before the next line is
+written, so it never poisons a later resume. A journal of another schema (an earlier
+tfaccel) or of another kind of file is refused before any trial, with the way out.
 
 With `machine` (`tfaccel.environment.machine_id`), each line also says where it was
 measured (`machine_of`). The trials of another machine, or of this one before a
@@ -19,8 +25,9 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Any
 
 from tfaccel.errors import ConfigFileError
 from tfaccel.results import SCHEMAS
@@ -89,43 +96,90 @@ class Journal:
         """Read earlier trials of `workload`; returns how many were found."""
         if not self.path.exists():
             return 0
-        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+        lines = self._lines()
+        for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                if n == len(self.path.read_text(encoding="utf-8").splitlines()):
-                    continue  # a line cut short by an interruption
-                raise ConfigFileError(
-                    f"{self.path} line {n} is not JSON",
-                    expected="one JSON object per line (a tfaccel tune journal)",
-                    received=exc.msg,
-                ) from exc
-            if row.get("schema") != SCHEMA:
-                raise ConfigFileError(
-                    f"{self.path} is not a tfaccel tune journal",
-                    expected=f"lines with schema {SCHEMA!r}",
-                    received=repr(row.get("schema")),
-                )
+            row = self._row(n, line, last=n == len(lines))
+            if row is None:
+                continue
             if row.get("workload") != workload:
                 continue
             if row.get("fingerprint") != self.fingerprint:
                 self.stale += 1
                 continue
-            fields = row["result"]
-            if fields.get("status") == "error":
+            result = self._result(n, row["result"])
+            if result.status == "error":
                 self.retried += 1
                 continue
-            fields["windows"] = tuple(fields.get("windows") or ())
-            fields["losses"] = tuple(fields.get("losses") or ())
-            result = TrialResult(**fields)
             if row.get("again"):
                 self.again[(result.key, row.get("machine"))] = result
                 continue
             self.results[result.key] = result
             self.machine_of[result.key] = row.get("machine")
         return len(self.results)
+
+    def _lines(self) -> list[str]:
+        try:
+            return self.path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigFileError(
+                f"Cannot read the journal {self.path}",
+                expected="a tfaccel tune journal (JSON lines)",
+                received=str(exc),
+                hint="--journal another path, or --fresh --force to start it again",
+            ) from exc
+
+    def _row(self, n: int, line: str, last: bool) -> dict[str, Any] | None:
+        """Line `n` as a journal row; None for a last line an interruption cut short
+        (the next append starts on a line of its own)."""
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if last:
+                return None
+            raise ConfigFileError(
+                f"{self.path} line {n} is not JSON",
+                expected="one JSON object per line (a tfaccel tune journal)",
+                received=exc.msg,
+                hint="--journal another path, or --fresh --force to start it again",
+            ) from exc
+        schema = row.get("schema") if isinstance(row, dict) else None
+        if schema == SCHEMA and isinstance(row.get("result"), dict):
+            return row
+        earlier = isinstance(schema, str) and schema.startswith("tfaccel.tune-journal/")
+        raise ConfigFileError(
+            f"{self.path} was written by another version of tfaccel"
+            if earlier
+            else f"{self.path} is not a tfaccel tune journal",
+            expected=f"lines with schema {SCHEMA!r} and a result",
+            received=repr(schema) if schema else f"line {n}: {line[:80]!r}",
+            hint="--fresh --force starts it again, or --journal another path",
+        )
+
+    def _result(self, n: int, data: dict[str, Any]) -> TrialResult:
+        known = {f.name for f in fields(TrialResult)}
+        try:
+            result = TrialResult(**{k: v for k, v in data.items() if k in known})
+        except TypeError as exc:
+            raise ConfigFileError(
+                f"{self.path} line {n} is not a trial's result",
+                expected="a tfaccel tune journal line",
+                received=str(exc),
+                hint="--fresh --force starts it again, or --journal another path",
+            ) from exc
+        windows, losses = tuple(result.windows or ()), tuple(result.losses or ())
+        return TrialResult(**{**result.__dict__, "windows": windows, "losses": losses})
+
+    def _cut_torn_line(self) -> None:
+        """Cut off a last line that an interrupted write left without its end (load
+        skipped it), so that the next line does not continue it."""
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with self.path.open("r+b") as fh:
+                fh.truncate(data.rfind(b"\n") + 1)
 
     def append(self, workload: str, result: TrialResult) -> None:
         self.results[result.key] = result
@@ -146,6 +200,7 @@ class Journal:
         if again:
             row["again"] = True
         line = json.dumps(row)
+        self._cut_torn_line()
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()

@@ -98,10 +98,7 @@ def bert_hub(
     ffn: int = 3072,
     classes: int = 2,
 ) -> Workload:
-    """KerasHub's BERT architecture (BertTextClassifier), random weights, no download.
-
-    The issue's BERT-base baseline (1,492 seq/s on an H200) was measured with this model.
-    """
+    """KerasHub's BERT architecture (BertTextClassifier), random weights, no download."""
     import keras
 
     from tfaccel._deps import require

@@ -1,0 +1,61 @@
+"""The one child protocol: payload, exit codes, kills, timeouts, and a child that dies
+with its parent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tfaccel._child import child_env, is_oom, run_child
+
+
+def test_payload_exit_codes_and_timeouts() -> None:
+    env = child_env()
+    out = run_child(["-c", "print('noise'); print('M {\"a\": 1}')"], "M ", env, 30)
+    assert out.payload == {"a": 1} and out.returncode == 0 and not out.killed
+    out = run_child(
+        ["-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], "M ", env, 30
+    )
+    assert out.payload is None and out.killed and "out of memory?" in out.exit_text()
+    out = run_child(["-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"], "M ", env, 30)
+    assert out.returncode == 3 and out.tail() == "boom"
+    out = run_child(["-c", "import time; time.sleep(30)"], "M ", env, 0.5)
+    assert out.timed_out and out.payload is None
+
+
+def test_is_oom_by_type_and_by_xlas_text() -> None:
+    assert is_oom(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate"))
+    assert not is_oom(ValueError("shapes do not match"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_child_dies_with_its_parent(tmp_path: Path) -> None:
+    """kill -9 of the parent (a tune) must not leave its trial running."""
+    pid_file = tmp_path / "child.pid"
+    child = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    parent = (
+        "from tfaccel._child import child_env, run_child\n"
+        f"run_child(['-c', {child!r}], 'M ', child_env(), 120)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", parent])
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    pytest.fail("the child outlived its parent")
