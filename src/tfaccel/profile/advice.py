@@ -33,9 +33,8 @@ def _level(value: float, warn: float, fail: float, higher_bad: bool = True) -> s
     return "fail" if value < fail else ("warn" if value < warn else "ok")
 
 
-def advise(r: ProfileReport) -> list[Finding]:
+def _steps(r: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
-    b = r.breakdown_pct
     if not r.steps:
         out.append(
             Finding(
@@ -50,6 +49,12 @@ def advise(r: ProfileReport) -> list[Finding]:
                 None,
             )
         )
+    return out
+
+
+def _input(r: ProfileReport) -> list[Finding]:
+    out: list[Finding] = []
+    b = r.breakdown_pct
     inp = b.get("input")
     if inp is not None:
         lvl = _level(inp, 5, 20)
@@ -74,6 +79,12 @@ def advise(r: ProfileReport) -> list[Finding]:
                 None if lvl == "ok" else f"step time down by up to {inp:.0f}% (the input share)",
             )
         )
+    return out
+
+
+def _launch(r: ProfileReport) -> list[Finding]:
+    out: list[Finding] = []
+    b = r.breakdown_pct
     launch = b.get("kernel_launch")
     if launch is not None and (r.hardware != "CPU_ONLY"):
         lvl = _level(launch, 3, 15)
@@ -92,6 +103,12 @@ def advise(r: ProfileReport) -> list[Finding]:
                 None if lvl == "ok" else f"up to {launch:.0f}% off the step time",
             )
         )
+    return out
+
+
+def _utilization(r: ProfileReport) -> list[Finding]:
+    out: list[Finding] = []
+    inp, launch = r.breakdown_pct.get("input"), r.breakdown_pct.get("kernel_launch")
     if r.gpu_utilization_pct is not None:
         u = r.gpu_utilization_pct
         lvl = _level(u, 75, 50, higher_bad=False)
@@ -120,6 +137,11 @@ def advise(r: ProfileReport) -> list[Finding]:
                 None if lvl == "ok" else "throughput up in proportion to the idle time removed",
             )
         )
+    return out
+
+
+def _memcpy(r: ProfileReport) -> list[Finding]:
+    out: list[Finding] = []
     if r.memcpy_pct is not None:
         lvl = _level(r.memcpy_pct, 5, 20)
         sizes = r.extra.get("memcpy_bytes", {})
@@ -159,6 +181,11 @@ def advise(r: ProfileReport) -> list[Finding]:
                 None if lvl == "ok" else f"up to {r.memcpy_pct:.0f}% of step time back",
             )
         )
+    return out
+
+
+def _launch_latency(r: ProfileReport) -> list[Finding]:
+    out: list[Finding] = []
     if r.launch_latency_us_median is not None:
         v = r.launch_latency_us_median
         lvl = _level(v, 10, 50)
@@ -179,6 +206,11 @@ def advise(r: ProfileReport) -> list[Finding]:
                 None if lvl == "ok" else "the launch queue stops starving the GPU",
             )
         )
+    return out
+
+
+def _small_kernels(r: ProfileReport) -> list[Finding]:
+    out: list[Finding] = []
     if r.kernel_avg_us is not None and r.kernel_avg_us < 10 and (r.kernel_launches or 0) > 1000:
         # Kernels XLA already fused: what is left is launching them one by one.
         compiled = bool(r.extra.get("xla_op_categories_pct"))
@@ -200,6 +232,11 @@ def advise(r: ProfileReport) -> list[Finding]:
                 else "fewer launches, less time between kernels",
             )
         )
+    return out
+
+
+def _sixteen_bit(r: ProfileReport) -> list[Finding]:
+    out: list[Finding] = []
     if r.pct_16bit is not None:
         # Under XLA the share comes from kernel names, and fusions do not name their
         # types: a lower bound. Any 16-bit GEMM or convolution there means mixed
@@ -229,6 +266,11 @@ def advise(r: ProfileReport) -> list[Finding]:
                 else "matmul and convolution time roughly halved on tensor cores",
             )
         )
+    return out
+
+
+def _tensor_cores(r: ProfileReport) -> list[Finding]:
+    out: list[Finding] = []
     if r.tensor_core_eligible_pct is not None and r.tensor_core_used_pct is not None:
         gap = r.tensor_core_eligible_pct - r.tensor_core_used_pct
         lvl = "warn" if gap > 20 else "ok"
@@ -248,6 +290,11 @@ def advise(r: ProfileReport) -> list[Finding]:
                 None,
             )
         )
+    return out
+
+
+def _xla_costs(r: ProfileReport) -> list[Finding]:
+    out: list[Finding] = []
     # Costs read from the XLA ops, each with the setting that removes it (H200 figures).
     xla_costs = (
         (
@@ -297,6 +344,12 @@ def advise(r: ProfileReport) -> list[Finding]:
                 expected if bad else None,
             )
         )
+    return out
+
+
+def _compilation(r: ProfileReport) -> list[Finding]:
+    out: list[Finding] = []
+    b = r.breakdown_pct
     comp = b.get("compilation")
     if comp is not None and comp > 10:
         out.append(
@@ -313,6 +366,27 @@ def advise(r: ProfileReport) -> list[Finding]:
             )
         )
     return out
+
+
+# The rules `advise` applies, in the order of its findings.
+RULES = (
+    _steps,
+    _input,
+    _launch,
+    _utilization,
+    _memcpy,
+    _launch_latency,
+    _small_kernels,
+    _sixteen_bit,
+    _tensor_cores,
+    _xla_costs,
+    _compilation,
+)
+
+
+def advise(r: ProfileReport) -> list[Finding]:
+    """Every rule's findings for the profile `r` (RULES, in order)."""
+    return [f for rule in RULES for f in rule(r)]
 
 
 @dataclass(frozen=True)
