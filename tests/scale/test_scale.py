@@ -237,7 +237,7 @@ def test_an_interrupted_scale_run_keeps_its_points(
         on_point(1, ScalePoint(1, 8, 100.0, 1.0, "tfaccel step", "ok"))  # type: ignore[operator]
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("tfaccel.cli.scale.run_scale", one_point_then_ctrl_c)
+    monkeypatch.setattr("tfaccel.scale.run_scale", one_point_then_ctrl_c)
     out = tmp_path / "scale.json"
     result = runner.invoke(app, ["scale", "tiny", "--cpu-replicas", "2", "--out", str(out)])
     assert result.exit_code == 130
@@ -314,7 +314,7 @@ def test_search_keeps_only_what_beats_the_noise() -> None:
         (["--num-packs", "0"], "--num-packs must be positive"),
         (["--engine", "fit", "--search"], "apply to tfaccel's step"),
         (["--input", "disk"], "Unknown --input"),
-        (["--engine", "fit", "--input", "device"], "applies to tfaccel's step"),
+        (["--engine", "fit", "--input", "device"], "apply to tfaccel's step"),
         (["--input", "staged", "--precision", "float32"], "casts the batches on the host"),
         (["--precision", "bfloat16"], "it is for inference, and scale measures training"),
         (["--windows", "0"], "--windows must be positive"),
@@ -511,7 +511,7 @@ def test_fused_update_matches_keras_per_variable_update(tmp_path: Path) -> None:
 
 
 def test_scale_starts_from_tunes_file_and_options_override_it(tmp_path: Path) -> None:
-    from tfaccel.cli.scale import scale_settings
+    from tfaccel.scale import scale_settings
 
     f = tmp_path / "tfaccel.json"
     tuned = Settings(precision="mixed_bfloat16", xla="jit", batch_size=512, prefetch="device")
@@ -747,3 +747,8 @@ def test_scale_counts_only_the_gpus_cuda_visible_devices_leaves(
     result = runner.invoke(app, ["scale", "tiny", "--gpus", "2"])
     assert result.exit_code == 2
     assert "the 1 visible GPU(s) (GPU 1 NVIDIA H200)" in " ".join(result.output.split())
+
+
+def test_negative_cpu_replicas_are_refused_before_any_work() -> None:
+    result = runner.invoke(app, ["scale", "tiny", "--cpu-replicas", "-1"])
+    assert result.exit_code == 2 and "--cpu-replicas must not be negative" in result.output

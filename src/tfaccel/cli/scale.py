@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import tempfile
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import typer
 
+from tfaccel import scale as scale_lib
 from tfaccel._deps import read_json
 from tfaccel.cli._common import (
     FORMAT_OPTION,
@@ -22,21 +19,13 @@ from tfaccel.cli._common import (
     write_out,
 )
 from tfaccel.errors import InputError
-from tfaccel.optimize.settings import Settings, settings_from_dict
 from tfaccel.render import Format, dumps
 from tfaccel.render.scale import mps_text, point_line, scale_plot, scale_text, tfconfig_text
-from tfaccel.results import SCHEMAS, check_writable, write_atomic
+from tfaccel.results import SCHEMAS, check_writable
 from tfaccel.scale import mps as mpsmod
-from tfaccel.scale.runner import (
-    ScalePoint,
-    ScaleReport,
-    SearchStep,
-    gpu_counts,
-    run_scale,
-    search_scale,
-    tuned_reference,
-)
+from tfaccel.scale.runner import ScalePoint
 from tfaccel.scale.tfconfig import make
+from tfaccel.trial.runner import StepPlan
 
 TUNED_FILE = "a tfaccel.json written by `tfaccel tune`"
 
@@ -132,22 +121,6 @@ def scale(
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Throughput and scaling efficiency on 1..N GPUs; or TF_CONFIG for several workers."""
-    if engine not in ("auto", "fit"):
-        raise InputError("Unknown engine", expected="auto or fit", received=engine)
-    from tfaccel.trial.parallel import CROSS_DEVICE_OPS
-
-    if all_reduce not in CROSS_DEVICE_OPS:
-        raise InputError(
-            "Unknown --all-reduce", expected=" or ".join(CROSS_DEVICE_OPS), received=all_reduce
-        )
-    if input_mode not in ("host", "device", "staged"):
-        raise InputError("Unknown --input", expected="host, device or staged", received=input_mode)
-    if input_mode != "host" and engine == "fit":
-        raise InputError(
-            f"--input {input_mode} applies to tfaccel's step",
-            expected="--engine auto",
-            received="--engine fit",
-        )
     require_positive(
         ("--num-packs", num_packs),
         ("--batch", batch),
@@ -156,21 +129,33 @@ def scale(
         ("--windows", windows),
         ("--window", window),
     )
-    if engine == "fit" and (all_reduce != "auto" or search):
+    if cpu_replicas < 0:
         raise InputError(
-            "--all-reduce and --search apply to tfaccel's step",
-            expected="--engine auto",
-            received="--engine fit",
+            "--cpu-replicas must not be negative",
+            expected="0 (GPUs) or N >= 1",
+            received=cpu_replicas,
         )
+    counts = int_list(gpus, "--gpus", "1,2,4")
+    tuned = read_json(Path(config), TUNED_FILE) if config else None
+    options = scale_lib.ScaleOptions(
+        scale_lib.scale_settings(tuned, batch, precision, xla, spe, input_cast, source=config),
+        counts,
+        engine,  # type: ignore[arg-type]
+        cpu_replicas,
+        all_reduce,
+        num_packs,
+        input_mode,  # type: ignore[arg-type]
+        search,
+        StepPlan(warmup, windows, window),
+        config,
+        tuned,
+    )
+    options.check()
     for path, flag in ((plot, "--plot other.png"), (out, "--out other.json")):
         if path is not None:
             check_writable(path, force, hint=f"tfaccel scale ... {flag}, or --force")
     if workers is not None:
-        cfg = make([w.strip() for w in workers.split(",") if w.strip()], index)
-        if fmt is Format.json:
-            write_out(dumps({"tf_config": cfg.to_json(), "commands": cfg.commands(script)}))
-        else:
-            tfconfig_text(cfg, script, stdout_console())
+        _tf_config(workers, index, script, fmt)
         return
     if workload is None:
         raise InputError(
@@ -178,138 +163,19 @@ def scale(
             expected="tfaccel scale WORKLOAD, or --workers",
             received="no workload",
         )
-    from tfaccel.trial.runner import StepPlan
-
-    topology = None
-    warnings: tuple[str, ...] = ()
-    names: tuple[str, ...] = ()
-    devices: list[str] | None = None
-    listing: list[str] = []
-    if cpu_replicas:
-        visible = cpu_replicas
-    else:
-        from tfaccel.hardware.capabilities import visible_devices, visible_indices
-        from tfaccel.hardware.inventory import read_inventory
-
-        inv = read_inventory()
-        # the GPUs CUDA_VISIBLE_DEVICES leaves this process, in its order (NVML sees all)
-        by_index = {g.index: g for g in inv.gpus}
-        seen = [by_index[i] for i in visible_indices([g.uuid for g in inv.gpus])]
-        visible = len(seen)
-        devices = visible_devices(visible)
-        names = tuple(g.name or "?" for g in seen)
-        listing = [f"GPU {g.index} {g.name or '?'}" for g in seen]
-        topology = inv.topology
-        warnings = tuple(w for g in seen for w in g.warnings) + (
-            topology.warnings if topology else ()
-        )
-        if not visible:
-            raise InputError(
-                "No GPU visible",
-                expected="one or more GPUs, or --cpu-replicas N to exercise the code path",
-                received=f"0 of {len(inv.gpus)} GPU(s) (CUDA_VISIBLE_DEVICES)"
-                if inv.gpus
-                else "0 GPUs",
-            )
-    counts = gpu_counts(visible, int_list(gpus, "--gpus", "1,2,4"), listing)
-    tuned = read_json(Path(config), TUNED_FILE) if config else None
-    settings = scale_settings(tuned, batch, precision, xla, spe, input_cast, source=config)
-    if settings.precision == "bfloat16":
-        raise InputError(
-            "precision bfloat16 stores the weights in bf16: it is for inference, and scale "
-            "measures training",
-            expected="mixed_bfloat16 (bf16 math, float32 weights)",
-            received="precision=bfloat16",
-        )
-    batch = settings.batch_size or 256
-    if input_mode == "staged" and settings.input_cast != "compute":
-        raise InputError(
-            "--input staged casts the batches on the host inside the step",
-            expected="--input-cast compute (or a --config with it)",
-            received=f"input_cast={settings.input_cast}",
-        )
-    run_settings = {
-        "precision": settings.precision,
-        "xla": settings.xla,
-        "spe": settings.steps_per_execution,
-        "input_cast": settings.input_cast,
-        **({"config": config} if config else {}),
-        "all_reduce": all_reduce,
-        "num_packs": num_packs,
-        "input": input_mode,
-    }
-
-    def report_of(
-        points: Sequence[ScalePoint],
-        steps_done: tuple[SearchStep, ...] = (),
-        best: dict[str, object] | None = None,
-        complete: bool = True,
-    ) -> ScaleReport:
-        return ScaleReport(
-            workload,
-            batch,
-            run_settings,
-            tuple(points),
-            topology,
-            warnings,
-            names,
-            steps_done,
-            best,
-            tuned_reference(config, tuned, points) if config and tuned is not None else None,
-            complete,
-        )
-
     err = stderr_console()
-    cache = contextlib.nullcontext(None) if cpu_replicas else tempfile.TemporaryDirectory()
-    finished: list[ScalePoint] = []
-    with err.status("scaling ...") as status, cache as cache_dir:
+    with err.status("scaling ...") as status:
 
         def on_point(n: int, point: ScalePoint | None) -> None:
             if point is None:
                 status.update(f"{n} GPU(s): a fresh process builds, compiles and times ...")
-                return
-            err.print(point_line(point))  # a line per point as it finishes
-            finished.append(point)
-            if out is not None:
-                report = report_of(finished, complete=False)
-                write_atomic(out, dumps(report, schema=SCHEMAS["scale"]))
+            else:
+                err.print(point_line(point))  # a line per point as it finishes
 
-        points = run_scale(
-            workload,
-            counts,
-            settings,
-            StepPlan(warmup, windows, window),
-            engine,
-            cpu_replicas=bool(cpu_replicas),
-            on_point=on_point,
-            cross_device_ops=all_reduce,
-            num_packs=num_packs,
-            input_mode=input_mode,
-            xla_cache_dir=cache_dir,
-            devices=devices,
-        )
-        steps_done: tuple[SearchStep, ...] = ()
-        best: dict[str, object] | None = None
-        if search:
+        def on_step(option: str, value: object) -> None:
+            status.update(f"search at the largest count: {option}={value} ...")
 
-            def on_step(option: str, value: object) -> None:
-                status.update(f"search at {max(counts)} GPU(s): {option}={value} ...")
-
-            found, best = search_scale(
-                workload,
-                max(counts),
-                settings,
-                StepPlan(warmup, windows, window),
-                cpu_replicas=bool(cpu_replicas),
-                on_step=on_step,
-                input_mode=input_mode,
-                xla_cache_dir=cache_dir,
-                devices=devices,
-            )
-            steps_done = tuple(found)
-    report = report_of(points, steps_done, best)
-    if out is not None:
-        write_atomic(out, dumps(report, schema=SCHEMAS["scale"]))
+        report = scale_lib.run(workload, options, out=out, on_point=on_point, on_step=on_step)
     if plot is not None:
         scale_plot([(f"input {input_mode}", report)], plot)
     if fmt is Format.json:
@@ -320,30 +186,12 @@ def scale(
             stdout_console().print(f"wrote {plot}")
 
 
-def scale_settings(
-    tuned: Any,
-    batch: int | None,
-    precision: str | None,
-    xla: str | None,
-    spe: int | None,
-    input_cast: str | None = None,
-    source: str | None = None,
-) -> Settings:
-    """The settings of every point: tune's file (`tuned`, parsed; None: defaults) with
-    the options on top."""
-    base = (
-        settings_from_dict(tuned, source or "tfaccel.json")
-        if tuned is not None
-        else Settings(precision="auto", xla="jit", batch_size=256, steps_per_execution=10)
-    )
-    given = {
-        "batch_size": batch,
-        "precision": precision,
-        "xla": xla,
-        "steps_per_execution": spe,
-        "input_cast": input_cast,
-    }
-    return base.replace(**{k: v for k, v in given.items() if v is not None})
+def _tf_config(workers: str, index: int, script: str, fmt: Format) -> None:
+    cfg = make([w.strip() for w in workers.split(",") if w.strip()], index)
+    if fmt is Format.json:
+        write_out(dumps({"tf_config": cfg.to_json(), "commands": cfg.commands(script)}))
+    else:
+        tfconfig_text(cfg, script, stdout_console())
 
 
 mps_app = typer.Typer(
