@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -163,3 +164,35 @@ def test_a_boolean_knob_refuses_a_string(knob: str) -> None:
 
     with pytest.raises(ConfigFileError, match=f"{knob} must be true or false"):
         settings_from_dict({knob: "false"})
+
+
+def test_one_table_gives_labels_skip_names_choices_and_keras_patches() -> None:
+    from tfaccel.optimize.settings import KERAS_PATCHES, KNOBS, SKIPPABLE, label_of
+
+    s = Settings(precision="mixed_bfloat16", xla="jit", batch_size=512, steps_per_execution=10)
+    assert label_of(s) == "mixed_bfloat16 xla=jit batch=512 spe=10"
+    more = s.replace(
+        einsum="flat", float8=True, xla_options=("cublaslt",), allocator="cuda_malloc_async"
+    )
+    assert label_of(more) == (
+        "mixed_bfloat16 xla=jit batch=512 spe=10 cuda_malloc_async einsum=flat float8 "
+        "xla_options=cublaslt"
+    )
+    assert set(SKIPPABLE) == {
+        "steps_per_execution",
+        "input_cast",
+        "xla_options",
+        "allocator",
+        "prefetch",
+        "dropout",
+        "float8",
+        "attention",
+        "einsum",
+    }
+    assert KERAS_PATCHES == ("dropout", "einsum", "attention")
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    assert {k.name for k in KNOBS} <= fields
+    for knob in KNOBS:
+        if knob.choices:
+            with pytest.raises(InputError, match=f"Unknown {knob.name}"):
+                Settings(**{knob.name: "nonsense"})

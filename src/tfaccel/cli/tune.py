@@ -21,14 +21,14 @@ from tfaccel.cli._common import (
     write_out,
 )
 from tfaccel.errors import ExitCode, InputError
-from tfaccel.optimize.settings import PRECISIONS, Settings
+from tfaccel.optimize.settings import PRECISIONS, SKIPPABLE, Settings
 from tfaccel.render import Format
 from tfaccel.render.tune import trial_line, tune_plot, tune_text
 from tfaccel.trial.runner import StepPlan, TrialResult, label_of
 from tfaccel.trial.script import is_command
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.output import result_json
-from tfaccel.tune.search import AGAIN, SKIPPABLE, TuneOptions, TuneResult, estimate_trials
+from tfaccel.tune.search import AGAIN, TuneOptions, TuneResult, estimate_trials
 
 
 @handle_errors

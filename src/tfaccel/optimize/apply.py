@@ -24,6 +24,7 @@ from tfaccel.errors import InputError
 from tfaccel.hardware.capabilities import auto_precision
 from tfaccel.optimize.settings import (
     IMPLIED_XLA_OPTIONS,
+    KERAS_PATCHES,
     XLA_OPTIONS,
     Settings,
     input_cast_dtype,
@@ -497,15 +498,12 @@ def _apply_attention(s: Settings, cc: str | None) -> list[Applied]:
 
 
 def _patched_knobs() -> dict[str, tuple[Callable[[str], str], Callable[[], str]]]:
-    """The knobs that replace a Keras function for the process ("keras" restores it):
-    each one's (set, current)."""
-    from tfaccel.optimize import attention, dropout, einsum
+    """The knobs that replace a Keras function for the process (KERAS_PATCHES; "keras"
+    restores it): each one's (set, current) from its own module."""
+    import importlib
 
-    return {
-        "dropout": (dropout.set_dropout, dropout.current_dropout),
-        "einsum": (einsum.set_einsum, einsum.current_einsum),
-        "attention": (attention.set_attention, attention.current_attention),
-    }
+    modules = {k: importlib.import_module(f"tfaccel.optimize.{k}") for k in KERAS_PATCHES}
+    return {k: (getattr(m, f"set_{k}"), getattr(m, f"current_{k}")) for k, m in modules.items()}
 
 
 def _apply_patched(knob: str, value: str) -> list[Applied]:

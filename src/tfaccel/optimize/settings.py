@@ -70,6 +70,58 @@ IMPLIED_XLA_OPTIONS = {"float8": ("cublas_gemm",)}
 
 
 @dataclass(frozen=True)
+class Knob:
+    """One knob of `Settings` as the rest of tfaccel knows it: the values it takes
+    (checked when Settings are made), how a trial's label shows it (always, or where it
+    is not `quiet`), whether `tune --skip` can leave it alone, and whether it replaces
+    a Keras function for the process (then `tfaccel.optimize.<name>` has
+    `set_<name>(value)` and `current_<name>()`, and "keras" is Keras' own)."""
+
+    name: str
+    choices: tuple[str, ...] | None = None
+    shown: str | None = None  # "{}" format of its label part; None: not in the label
+    quiet: Any = None  # the value the label leaves out
+    skippable: bool = False
+    replaces_keras: bool = False
+
+
+# Every knob that has choices, a label part, a --skip name or a Keras patch, in the
+# order of a trial's label. A new knob: its field in Settings, its row here, its module.
+KNOBS: tuple[Knob, ...] = (
+    Knob("precision", PRECISIONS, shown="{}"),
+    Knob("xla", XLA_MODES, shown="xla={}"),
+    Knob("batch_size", shown="batch={}"),
+    Knob("steps_per_execution", shown="spe={}", skippable=True),
+    Knob("memory", MEMORY_MODES),
+    Knob("strategy", STRATEGIES),
+    Knob("allocator", ALLOCATORS, shown="{}", quiet="default", skippable=True),
+    Knob("prefetch", PREFETCH, shown="prefetch={}", quiet="auto", skippable=True),
+    Knob("input_cast", INPUT_CASTS, shown="input_cast={}", quiet="off", skippable=True),
+    Knob("dropout", DROPOUTS, "dropout={}", "keras", skippable=True, replaces_keras=True),
+    Knob("einsum", EINSUMS, "einsum={}", "keras", skippable=True, replaces_keras=True),
+    Knob("float8", shown="float8", quiet=False, skippable=True),
+    Knob("attention", ATTENTIONS, "attention={}", "keras", skippable=True, replaces_keras=True),
+    Knob("xla_options", shown="xla_options={}", quiet=(), skippable=True),
+)
+# The knobs `tune --skip` can leave as they are.
+SKIPPABLE = tuple(k.name for k in KNOBS if k.skippable)
+# The knobs that replace a Keras function for the process.
+KERAS_PATCHES = tuple(k.name for k in KNOBS if k.replaces_keras)
+
+
+def label_of(s: Settings) -> str:
+    """A trial's settings in a line: the knobs with a label part, in KNOBS' order."""
+    parts = []
+    for knob in KNOBS:
+        value = getattr(s, knob.name)
+        if knob.shown is None or (knob.quiet is not None and value == knob.quiet):
+            continue
+        shown = ",".join(value) if isinstance(value, tuple) else value
+        parts.append(knob.shown.format(shown))
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
 class Settings:
     """What `tfaccel.configure()` applies. See README.md for each knob's effect."""
 
@@ -113,16 +165,9 @@ class Settings:
         return tuple(sorted({*self.xla_options, *implied}))
 
     def __post_init__(self) -> None:
-        _choice("memory", self.memory, MEMORY_MODES)
-        _choice("allocator", self.allocator, ALLOCATORS)
-        _choice("precision", self.precision, PRECISIONS)
-        _choice("xla", self.xla, XLA_MODES)
-        _choice("prefetch", self.prefetch, PREFETCH)
-        _choice("input_cast", self.input_cast, INPUT_CASTS)
-        _choice("dropout", self.dropout, DROPOUTS)
-        _choice("einsum", self.einsum, EINSUMS)
-        _choice("attention", self.attention, ATTENTIONS)
-        _choice("strategy", self.strategy, STRATEGIES)
+        for knob in KNOBS:
+            if knob.choices is not None:
+                _choice(knob.name, getattr(self, knob.name), knob.choices)
         options = self.xla_options
         if isinstance(options, str) or not isinstance(options, (list, tuple)):
             raise InputError(

@@ -13,7 +13,7 @@ from typing import Any
 
 from tfaccel import stats
 from tfaccel._child import ChildResult, child_env, run_child
-from tfaccel.optimize.settings import Settings
+from tfaccel.optimize.settings import Settings, label_of
 from tfaccel.trial.child import MARK
 from tfaccel.workloads import BUILTIN, REVISION
 
@@ -93,27 +93,6 @@ def settings_key(
         sort_keys=True,
     )
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
-
-
-def label_of(s: Settings) -> str:
-    parts = [s.precision, f"xla={s.xla}", f"batch={s.batch_size}", f"spe={s.steps_per_execution}"]
-    if s.allocator != "default":
-        parts.append(s.allocator)
-    if s.prefetch != "auto":
-        parts.append(f"prefetch={s.prefetch}")
-    if s.input_cast != "off":
-        parts.append(f"input_cast={s.input_cast}")
-    if s.dropout != "keras":
-        parts.append(f"dropout={s.dropout}")
-    if s.einsum != "keras":
-        parts.append(f"einsum={s.einsum}")
-    if s.float8:
-        parts.append("float8")
-    if s.attention != "keras":
-        parts.append(f"attention={s.attention}")
-    if s.xla_options:
-        parts.append("xla_options=" + ",".join(s.xla_options))
-    return " ".join(parts)
 
 
 def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: float) -> TrialResult:

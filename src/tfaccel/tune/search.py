@@ -105,20 +105,6 @@ class TuneOptions:
     confirm: int = 0
 
 
-# The knobs of stages 4-7 that `TuneOptions.skip` (`tune --skip`) can leave alone.
-SKIPPABLE = (
-    "steps_per_execution",
-    "input_cast",
-    "xla_options",
-    "allocator",
-    "prefetch",
-    "dropout",
-    "float8",
-    "attention",
-    "einsum",
-)
-
-
 class _NearMiss(NamedTuple):
     """A knob value whose gain was real but under the threshold (stage 8)."""
 
