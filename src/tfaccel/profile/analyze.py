@@ -505,14 +505,7 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
     kernels = convert(files, "kernel_stats")
     memory = convert(files, "memory_profile")
     steps, ip_props = _steps(ip)
-    ov_props: dict[str, Any] = {}
-    conclusions: list[str] = []
-    for table in overview if isinstance(overview, list) else []:
-        props = table.get("p", {})
-        ov_props.update({k: v for k, v in props.items() if k not in ov_props})
-        for key in ("statement", "input_conclusion", "remark_text"):
-            if props.get(key):
-                conclusions.append(str(props[key]))
+    ov_props, conclusions = _overview(overview)
     hardware = str(ip_props.get("hardware_type") or ov_props.get("hardware_type") or "unknown")
     on_gpu = "GPU" in hardware.upper()
     totals = [s.total_ms for s in steps if s.total_ms > 0]
@@ -539,53 +532,15 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
             breakdown.get(k, 0.0) for k in ("device_compute", "device_to_device", "collectives")
         )
     pct16 = number(ov_props.get("device_compute_16bit_percent")) if on_gpu else None
-    # Memory copies, from the framework op table's device rows.
-    # framework_op_stats holds the same table with and without IDLE: read the first.
-    op_rows = table_rows(ops[0] if isinstance(ops, list) and ops else ops or {})
-    device_rows = [r for r in op_rows if str(r.get("host_or_device", "")).lower() == "device"]
-    rows_for_top = [r for r in (device_rows or op_rows) if str(r.get("type")) != "IDLE"]
-    device_total = sum(float(r.get("total_self_time") or 0) for r in device_rows)
-    memcpy: dict[str, float] = {}
-    for r in device_rows:
-        # XProf's op types: MemcpyHToD, MemcpyDToH, MemcpyDToD (and MemcpyHToH, host-only).
-        kind = MEMCPY_KINDS.get(str(r.get("type", "")).lower())
-        if kind is not None:
-            memcpy[kind] = memcpy.get(kind, 0.0) + float(r.get("total_self_time") or 0)
-    memcpy_pct = 100.0 * sum(memcpy.values()) / device_total if device_total else None
-    total_self = sum(float(r.get("total_self_time") or 0) for r in rows_for_top) or 1.0
-    top_ops = tuple(
-        sorted(
-            (
-                TopItem(
-                    str(r.get("operation")),
-                    str(r.get("type")),
-                    float(r.get("total_self_time") or 0),
-                    int(r.get("occurrences") or 0),
-                    100.0 * float(r.get("total_self_time") or 0) / total_self,
-                )
-                for r in rows_for_top
-            ),
-            key=lambda x: -x.total_us,
-        )[:10]
-    )
+    rows_for_top, memcpy, memcpy_pct, top_ops = _op_table(ops)
     # Kernels and tensor cores.
-    krows = table_rows(kernels) if isinstance(kernels, dict) else []
-    ktotal = sum(float(r.get("total_duration_us") or 0) for r in krows)
-
-    def tc_eligible(r: dict[str, Any]) -> bool:
-        return r.get("is_op_tensor_core_eligible") in (True, "true", "True") or tc_used(r)
-
-    def tc_used(r: dict[str, Any]) -> bool:
-        return r.get("is_kernel_using_tensor_core") in (True, "true", "True") or (
-            uses_tensor_cores(str(r.get("kernel_name") or ""))
-        )
-
-    used = sum(float(r.get("total_duration_us") or 0) for r in krows if tc_used(r))
-    eligible = sum(float(r.get("total_duration_us") or 0) for r in krows if tc_eligible(r))
-    k16 = sum(
-        float(r.get("total_duration_us") or 0)
-        for r in krows
-        if SIXTEEN_BIT_NAME.search(str(r.get("kernel_name") or ""))
+    k = _kernel_table(kernels)
+    ktotal, used, eligible, k16, kcount = (
+        k.total_us,
+        k.used_us,
+        k.eligible_us,
+        k.sixteen_bit_us,
+        k.count,
     )
     if on_gpu and ktotal:
         # XProf counts 16-bit work by TensorFlow op; under XLA the ops it sees are
@@ -601,52 +556,7 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
         elif not pct16 and extra["kernel_16bit_pct"]:
             pct16 = extra["kernel_16bit_pct"]
             extra["pct_16bit_source"] = "kernel names"
-    kcount = sum(int(r.get("occurrences") or 0) for r in krows)
-
-    def tc(r: dict[str, Any]) -> str | None:
-        if tc_used(r):
-            return "used"
-        if r.get("is_op_tensor_core_eligible") in (True, "true", "True"):
-            return "eligible, not used"
-        return None
-
-    top_kernels = tuple(
-        sorted(
-            (
-                TopItem(
-                    str(r.get("kernel_name")),
-                    str(r.get("op_name") or ""),
-                    float(r.get("total_duration_us") or 0),
-                    int(r.get("occurrences") or 0),
-                    100.0 * float(r.get("total_duration_us") or 0) / ktotal if ktotal else None,
-                    tc(r),
-                )
-                for r in krows
-            ),
-            key=lambda x: -x.total_us,
-        )[:10]
-    )
-    # Memory: the device allocator's peak, and what was allocated at the peak, by op.
-    peak = capacity = None
-    at_peak: dict[str, int] = {}
-    per_alloc = memory.get("memoryProfilePerAllocator", {}) if isinstance(memory, dict) else {}
-    if per_alloc:
-        # The device's allocator (GPU_0_bfc), not the pinned host one (gpu_host_bfc).
-        device_alloc = [k for k in per_alloc if re.match(r"gpu_\d+", k, re.IGNORECASE)]
-        name = device_alloc[0] if device_alloc else next(iter(per_alloc))
-        prof = per_alloc[name]
-        summary = prof.get("profileSummary", {})
-        peak = int(number(summary.get("peakStats", {}).get("peakBytesInUse")) or 0) or None
-        capacity = int(number(summary.get("memoryCapacity")) or 0) or None
-        snaps = prof.get("memoryProfileSnapshots", [])
-        for a in prof.get("activeAllocations", []):
-            idx = int(a.get("snapshotIndex", -1))
-            if 0 <= idx < len(snaps):
-                meta = snaps[idx].get("activityMetadata", {})
-                op = meta.get("tfOpName") or "(unknown op)"
-                at_peak[op] = at_peak.get(op, 0) + int(meta.get("allocationBytes") or 0) * int(
-                    a.get("numOccurrences") or 1
-                )
+    peak, capacity, at_peak = _memory(memory)
     gaps: list[float] = []
     launches = None
     if with_trace and on_gpu:
@@ -706,7 +616,7 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
         tensor_core_eligible_pct=100.0 * eligible / ktotal if ktotal else None,
         tensor_core_used_pct=100.0 * used / ktotal if ktotal else None,
         kernel_avg_us=ktotal / kcount if kcount else None,
-        top_kernels=top_kernels,
+        top_kernels=k.top,
         top_ops=top_ops,
         peak_memory_bytes=peak,
         memory_capacity_bytes=capacity,
@@ -730,3 +640,126 @@ def _xla_facts(files: list[Path]) -> dict[str, Any]:
         return xla_op_facts(table_rows(table))
     except (TypeError, ValueError, KeyError):
         return {}
+
+
+def _overview(overview: Any) -> tuple[dict[str, Any], list[str]]:
+    """XProf's overview page: its properties (the first of each) and its conclusions."""
+    ov_props: dict[str, Any] = {}
+    conclusions: list[str] = []
+    for table in overview if isinstance(overview, list) else []:
+        props = table.get("p", {})
+        ov_props.update({k: v for k, v in props.items() if k not in ov_props})
+        for key in ("statement", "input_conclusion", "remark_text"):
+            if props.get(key):
+                conclusions.append(str(props[key]))
+    return ov_props, conclusions
+
+
+def _op_table(
+    ops: Any,
+) -> tuple[list[dict[str, Any]], dict[str, float], float | None, tuple[TopItem, ...]]:
+    """The framework op table's device rows: (rows for the top list, memory copy time
+    by kind, copies' share of device time, the top 10 ops). framework_op_stats holds the
+    same table with and without IDLE: the first is read."""
+    op_rows = table_rows(ops[0] if isinstance(ops, list) and ops else ops or {})
+    device_rows = [r for r in op_rows if str(r.get("host_or_device", "")).lower() == "device"]
+    rows_for_top = [r for r in (device_rows or op_rows) if str(r.get("type")) != "IDLE"]
+    device_total = sum(float(r.get("total_self_time") or 0) for r in device_rows)
+    memcpy: dict[str, float] = {}
+    for r in device_rows:
+        # XProf's op types: MemcpyHToD, MemcpyDToH, MemcpyDToD (and MemcpyHToH, host-only).
+        kind = MEMCPY_KINDS.get(str(r.get("type", "")).lower())
+        if kind is not None:
+            memcpy[kind] = memcpy.get(kind, 0.0) + float(r.get("total_self_time") or 0)
+    memcpy_pct = 100.0 * sum(memcpy.values()) / device_total if device_total else None
+    total_self = sum(float(r.get("total_self_time") or 0) for r in rows_for_top) or 1.0
+    items = (
+        TopItem(
+            str(r.get("operation")),
+            str(r.get("type")),
+            float(r.get("total_self_time") or 0),
+            int(r.get("occurrences") or 0),
+            100.0 * float(r.get("total_self_time") or 0) / total_self,
+        )
+        for r in rows_for_top
+    )
+    return rows_for_top, memcpy, memcpy_pct, tuple(sorted(items, key=lambda x: -x.total_us)[:10])
+
+
+@dataclass(frozen=True)
+class _Kernels:
+    """The kernel table, summed: time in all, with tensor cores, eligible for them and
+    in kernels that name a 16-bit type; launches; the top 10 kernels."""
+
+    total_us: float
+    used_us: float
+    eligible_us: float
+    sixteen_bit_us: float
+    count: int
+    top: tuple[TopItem, ...]
+
+
+def _true(v: Any) -> bool:
+    return v in (True, "true", "True")
+
+
+def _tensor_cores(r: dict[str, Any]) -> str | None:
+    """A kernel's tensor cores: "used", "eligible, not used" or None."""
+    if _true(r.get("is_kernel_using_tensor_core")) or uses_tensor_cores(
+        str(r.get("kernel_name") or "")
+    ):
+        return "used"
+    return "eligible, not used" if _true(r.get("is_op_tensor_core_eligible")) else None
+
+
+def _kernel_table(kernels: Any) -> _Kernels:
+    rows = table_rows(kernels) if isinstance(kernels, dict) else []
+
+    def us(r: dict[str, Any]) -> float:
+        return float(r.get("total_duration_us") or 0)
+
+    total = sum(us(r) for r in rows)
+    tc = [(r, _tensor_cores(r)) for r in rows]
+    top = (
+        TopItem(
+            str(r.get("kernel_name")),
+            str(r.get("op_name") or ""),
+            us(r),
+            int(r.get("occurrences") or 0),
+            100.0 * us(r) / total if total else None,
+            cores,
+        )
+        for r, cores in tc
+    )
+    return _Kernels(
+        total,
+        sum(us(r) for r, cores in tc if cores == "used"),
+        sum(us(r) for r, cores in tc if cores is not None),
+        sum(us(r) for r in rows if SIXTEEN_BIT_NAME.search(str(r.get("kernel_name") or ""))),
+        sum(int(r.get("occurrences") or 0) for r in rows),
+        tuple(sorted(top, key=lambda x: -x.total_us)[:10]),
+    )
+
+
+def _memory(memory: Any) -> tuple[int | None, int | None, dict[str, int]]:
+    """The device allocator's peak and capacity, and what was allocated at the peak, by
+    op (the device's allocator, GPU_0_bfc, not the pinned host one)."""
+    peak = capacity = None
+    at_peak: dict[str, int] = {}
+    per_alloc = memory.get("memoryProfilePerAllocator", {}) if isinstance(memory, dict) else {}
+    if not per_alloc:
+        return peak, capacity, at_peak
+    device_alloc = [k for k in per_alloc if re.match(r"gpu_\d+", k, re.IGNORECASE)]
+    prof = per_alloc[device_alloc[0] if device_alloc else next(iter(per_alloc))]
+    summary = prof.get("profileSummary", {})
+    peak = int(number(summary.get("peakStats", {}).get("peakBytesInUse")) or 0) or None
+    capacity = int(number(summary.get("memoryCapacity")) or 0) or None
+    snaps = prof.get("memoryProfileSnapshots", [])
+    for a in prof.get("activeAllocations", []):
+        idx = int(a.get("snapshotIndex", -1))
+        if 0 <= idx < len(snaps):
+            meta = snaps[idx].get("activityMetadata", {})
+            op = meta.get("tfOpName") or "(unknown op)"
+            size = int(meta.get("allocationBytes") or 0) * int(a.get("numOccurrences") or 1)
+            at_peak[op] = at_peak.get(op, 0) + size
+    return peak, capacity, at_peak
