@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tfaccel import data
 from tfaccel.doctor import probes
-from tfaccel.doctor.context import DoctorContext, version_tuple
+from tfaccel.doctor.context import DoctorContext, LibraryRow, version_tuple
 from tfaccel.doctor.model import Check, Status
 
 PIP_LIST = "pip list 2>/dev/null | grep -iE 'tensorflow|tf-nightly|keras|nvidia'"
@@ -402,174 +402,163 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
             else "this TensorFlow build names no CUDA version"
         )
         return [Check("lib", "CUDA libraries TensorFlow loads", Status.SKIP, why)]
+    all_fix = f"pip install 'tensorflow[and-cuda]{_tf_pin(ctx)}'"
+    rows = ctx.library_rows
+    details = {r.soname: _library_details(r) for r in rows}
+    absent = [r for r in rows if r.resolution.path is None]
+    group = len(absent) >= 3
+    loaded = [_loaded_line(r) for r in rows if _loads(r)]
     out: list[Check] = []
-    tf = ctx.tf_dist
+    if loaded:
+        out.append(
+            Check(
+                "lib.loaded",
+                "CUDA libraries that load",
+                Status.OK,
+                f"{len(loaded)} of {len(rows)} resolve and load: " + "; ".join(loaded),
+                see="TF_CPP_VMODULE=dso_loader=1 python -c 'import tensorflow'",
+                details={"libraries": details},
+            )
+        )
+    if group:
+        out.append(_absent_row(ctx, absent, details, all_fix))
+    for r in rows:
+        if not (group and r.resolution.path is None) and not _loads(r):
+            out.append(_library_failure(ctx, r, details[r.soname], all_fix))
+    out.extend(_renamed_rows(ctx, all_fix))
+    out.extend(_libcuda_rows(ctx))
+    return out
+
+
+def _library_details(row: LibraryRow) -> dict[str, object]:
+    res = row.resolution
+    return {
+        "path": res.path,
+        "realpath": res.realpath,
+        "origin": res.origin,
+        "version": row.version,
+        "provider": row.provider,
+        "shadowed": list(res.shadowed),
+        "wrong_arch": list(res.wrong_arch),
+        "missing": [f"{m.soname} (needed by {m.needed_by})" for m in res.missing],
+        "dlopen_error": row.dlopen_error,
+    }
+
+
+def _loads(row: LibraryRow) -> bool:
+    res = row.resolution
+    return res.path is not None and not res.missing and not row.dlopen_error
+
+
+def _loaded_line(row: LibraryRow) -> str:
+    by = (
+        f" [{row.provider}]"
+        if row.provider
+        else (f" [version {row.version}]" if row.version else "")
+    )
+    return f"{row.soname} <- {row.resolution.path}{by} via {row.resolution.origin}"
+
+
+def _library_failure(
+    ctx: DoctorContext, row: LibraryRow, details: dict[str, object], all_fix: str
+) -> Check:
+    """Why one library does not load: not found, a dependency missing, or dlopen's error."""
     from tfaccel.doctor.probes import requirement_for
 
-    all_fix = f"pip install 'tensorflow[and-cuda]{_tf_pin(ctx)}'"
-    loaded: list[str] = []
-    absent = [r for r in ctx.library_rows if r.resolution.path is None]
-    group_absent = len(absent) >= 3
-    lib_details: dict[str, dict[str, object]] = {}
-    for row in ctx.library_rows:
-        res = row.resolution
-        title = f"{row.soname}"
-        req = requirement_for(tf, row.wheel or "", extra="and-cuda") if tf and row.wheel else None
-        pip_fix = f"pip install '{req.name}{req.specifier}'" if req is not None else all_fix
-        details: dict[str, object] = {
-            "path": res.path,
-            "realpath": res.realpath,
-            "origin": res.origin,
-            "version": row.version,
-            "provider": row.provider,
-            "shadowed": list(res.shadowed),
-            "wrong_arch": list(res.wrong_arch),
-            "missing": [f"{m.soname} (needed by {m.needed_by})" for m in res.missing],
-            "dlopen_error": row.dlopen_error,
-        }
-        lib_details[row.soname] = details
-        if res.path is None:
-            if group_absent:
-                continue
-            skipped = (
-                f"; skipped (wrong architecture): {', '.join(res.wrong_arch)}"
-                if res.wrong_arch
-                else ""
-            )
-            out.append(
-                Check(
-                    f"lib.{row.key}",
-                    title,
-                    Status.FAIL,
-                    f"{row.soname} is not found in {SEARCHED}{skipped}",
-                    fix=pip_fix,
-                    see=f"ldconfig -p | grep {row.soname}",
-                    details=details,
-                )
-            )
-        elif res.missing:
-            miss = "; ".join(f"{m.soname} (needed by {m.needed_by})" for m in res.missing)
-            out.append(
-                Check(
-                    f"lib.{row.key}",
-                    title,
-                    Status.FAIL,
-                    f"{row.soname} exists at {res.path} but cannot load: its dependency "
-                    f"{miss} is missing",
-                    fix=f"install the library that provides {res.missing[0].soname} "
-                    f"(or reinstall: {pip_fix})",
-                    see=f"ldd {res.path} | grep 'not found'",
-                    details=details,
-                )
-            )
-        elif row.dlopen_error:
-            out.append(
-                Check(
-                    f"lib.{row.key}",
-                    title,
-                    Status.FAIL,
-                    f"{row.soname} at {res.path} fails to load: {row.dlopen_error}",
-                    fix=pip_fix,
-                    see=f"ldd {res.path}",
-                    details=details,
-                )
-            )
-        else:
-            by = (
-                f" [{row.provider}]"
-                if row.provider
-                else (f" [version {row.version}]" if row.version else "")
-            )
-            loaded.append(f"{row.soname} <- {res.path}{by} via {res.origin}")
-    if group_absent:
-        names = ", ".join(r.soname for r in absent)
-        out.insert(
-            0,
-            Check(
-                "lib.missing",
-                f"{len(absent)} CUDA libraries",
-                Status.FAIL,
-                f"{len(absent)} of the {len(ctx.library_rows)} CUDA libraries "
-                f"TensorFlow {ctx.tf_version} loads are not found in {SEARCHED}: "
-                f"{names}. The CUDA {ctx.cuda_major} pip wheels are not installed",
-                fix=all_fix,
-                see="pip list | grep -i nvidia",
-                details={"libraries": {r.soname: lib_details[r.soname] for r in absent}},
-            ),
+    res, tf = row.resolution, ctx.tf_dist
+    req = requirement_for(tf, row.wheel or "", extra="and-cuda") if tf and row.wheel else None
+    pip_fix = f"pip install '{req.name}{req.specifier}'" if req is not None else all_fix
+    key = f"lib.{row.key}"
+    if res.path is None:
+        skipped = (
+            f"; skipped (wrong architecture): {', '.join(res.wrong_arch)}" if res.wrong_arch else ""
         )
+        finding = f"{row.soname} is not found in {SEARCHED}{skipped}"
+        see = f"ldconfig -p | grep {row.soname}"
+        return Check(key, row.soname, Status.FAIL, finding, pip_fix, see, details)
+    if res.missing:
+        miss = "; ".join(f"{m.soname} (needed by {m.needed_by})" for m in res.missing)
+        return Check(
+            key,
+            row.soname,
+            Status.FAIL,
+            f"{row.soname} exists at {res.path} but cannot load: its dependency {miss} is missing",
+            fix=f"install the library that provides {res.missing[0].soname} "
+            f"(or reinstall: {pip_fix})",
+            see=f"ldd {res.path} | grep 'not found'",
+            details=details,
+        )
+    finding = f"{row.soname} at {res.path} fails to load: {row.dlopen_error}"
+    return Check(key, row.soname, Status.FAIL, finding, pip_fix, f"ldd {res.path}", details)
+
+
+def _absent_row(
+    ctx: DoctorContext,
+    absent: list[LibraryRow],
+    details: dict[str, dict[str, object]],
+    all_fix: str,
+) -> Check:
+    names = ", ".join(r.soname for r in absent)
+    return Check(
+        "lib.missing",
+        f"{len(absent)} CUDA libraries",
+        Status.FAIL,
+        f"{len(absent)} of the {len(ctx.library_rows)} CUDA libraries "
+        f"TensorFlow {ctx.tf_version} loads are not found in {SEARCHED}: "
+        f"{names}. The CUDA {ctx.cuda_major} pip wheels are not installed",
+        fix=all_fix,
+        see="pip list | grep -i nvidia",
+        details={"libraries": {r.soname: details[r.soname] for r in absent}},
+    )
+
+
+def _renamed_rows(ctx: DoctorContext, all_fix: str) -> list[Check]:
     renamed = [
         r
         for r in ctx.library_rows
         if r.resolution.realpath and _renamed(r.soname, r.resolution.realpath)
     ]
-    if renamed:
-        listing = "; ".join(
-            f"{r.soname} -> {r.resolution.realpath}" + (f" [{r.provider}]" if r.provider else "")
-            for r in renamed
+    if not renamed:
+        return []
+    listing = "; ".join(
+        f"{r.soname} -> {r.resolution.realpath}" + (f" [{r.provider}]" if r.provider else "")
+        for r in renamed
+    )
+    return [
+        Check(
+            "lib.renamed",
+            "CUDA libraries under another version's name",
+            Status.WARN,
+            f"{listing}. A library of another major version is linked in under the name "
+            f"TensorFlow asks for: it loads, but its ABI is not the one TensorFlow "
+            f"{ctx.tf_version} was built against, so some calls may fail or misbehave",
+            fix=all_fix,
+            see="ls -l " + " ".join(r.resolution.path or "" for r in renamed),
         )
-        out.append(
-            Check(
-                "lib.renamed",
-                "CUDA libraries under another version's name",
-                Status.WARN,
-                f"{listing}. A library of another major version is linked in under the name "
-                f"TensorFlow asks for: it loads, but its ABI is not the one TensorFlow "
-                f"{ctx.tf_version} was built against, so some calls may fail or misbehave",
-                fix=all_fix,
-                see="ls -l " + " ".join(r.resolution.path or "" for r in renamed),
-            )
-        )
-    if loaded:
-        out.insert(
-            0,
-            Check(
-                "lib.loaded",
-                "CUDA libraries that load",
-                Status.OK,
-                f"{len(loaded)} of {len(ctx.library_rows)} resolve and load: " + "; ".join(loaded),
-                see="TF_CPP_VMODULE=dso_loader=1 python -c 'import tensorflow'",
-                details={"libraries": lib_details},
-            ),
-        )
+    ]
+
+
+def _libcuda_rows(ctx: DoctorContext) -> list[Check]:
+    """libcuda.so.1, the driver's library (Linux)."""
     drv = ctx.driver_library
-    if ctx.platform.system == "Linux":
-        if drv.path is None:
-            fix = (
-                "update the NVIDIA driver on Windows"
-                if ctx.platform.wsl
-                else "install the NVIDIA driver (it provides libcuda.so.1)"
-            )
-            out.append(
-                Check(
-                    "lib.libcuda",
-                    "libcuda.so.1 (driver API)",
-                    Status.FAIL,
-                    "libcuda.so.1, which the NVIDIA driver installs, is not found",
-                    fix=fix,
-                    see="ldconfig -p | grep libcuda",
-                )
-            )
-        elif drv.missing:
-            out.append(
-                Check(
-                    "lib.libcuda",
-                    "libcuda.so.1 (driver API)",
-                    Status.FAIL,
-                    f"libcuda.so.1 at {drv.path} lacks {drv.missing[0].soname}",
-                    see=f"ldd {drv.path}",
-                )
-            )
-        else:
-            out.append(
-                Check(
-                    "lib.libcuda",
-                    "libcuda.so.1 (driver API)",
-                    Status.OK,
-                    f"{drv.path} (found through {drv.origin})",
-                    see="ldconfig -p | grep libcuda",
-                )
-            )
-    return out
+    title = "libcuda.so.1 (driver API)"
+    if ctx.platform.system != "Linux":
+        return []
+    if drv.path is None:
+        fix = (
+            "update the NVIDIA driver on Windows"
+            if ctx.platform.wsl
+            else "install the NVIDIA driver (it provides libcuda.so.1)"
+        )
+        finding = "libcuda.so.1, which the NVIDIA driver installs, is not found"
+        return [
+            Check("lib.libcuda", title, Status.FAIL, finding, fix, "ldconfig -p | grep libcuda")
+        ]
+    if drv.missing:
+        finding = f"libcuda.so.1 at {drv.path} lacks {drv.missing[0].soname}"
+        return [Check("lib.libcuda", title, Status.FAIL, finding, see=f"ldd {drv.path}")]
+    finding = f"{drv.path} (found through {drv.origin})"
+    return [Check("lib.libcuda", title, Status.OK, finding, see="ldconfig -p | grep libcuda")]
 
 
 def _renamed(soname: str, realpath: str) -> bool:
