@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tfaccel.errors import InputError, TfaccelError
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds parts of its error messages
 _OWN = os.path.dirname(os.path.abspath(__file__))  # tfaccel's package directory
 # A process ended by SIGKILL: the kernel's OOM killer, most often (or a user's kill -9).
@@ -51,6 +53,32 @@ class ChildResult:
     def tail(self, lines: int = 15, sep: str = "\n") -> str:
         """The last `lines` lines of the child's stderr."""
         return sep.join(self.stderr.strip().splitlines()[-lines:])
+
+    def required(self, what: str, timeout_s: float, error: type[TfaccelError]) -> dict[str, Any]:
+        """The payload of a child that must answer: `error` (a TfaccelError type) when it
+        ran past `timeout_s` or wrote none; the child's own error, when it wrote one
+        ({"error", "expected", "received", "kind": "input" for an InputError, "hint"})."""
+        if self.timed_out:
+            raise error(
+                f"{what} took longer than {timeout_s:.0f} s",
+                expected="an answer",
+                received="timeout",
+            )
+        if self.payload is None:
+            raise error(
+                f"{what} failed",
+                expected="its answer on its output",
+                received=f"{self.exit_text()}: {self.tail(3, ' | ')}",
+            )
+        if self.payload.get("error"):
+            cls = InputError if self.payload.get("kind") == "input" else error
+            raise cls(
+                self.payload["error"],
+                expected=self.payload.get("expected"),
+                received=self.payload.get("received"),
+                hint=self.payload.get("hint"),
+            )
+        return self.payload
 
     def exit_text(self) -> str:
         """'exited with code N', with the likely cause of a kill."""

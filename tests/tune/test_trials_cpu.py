@@ -320,6 +320,8 @@ def test_a_bad_entry_point_exits_2_before_any_trial(
     result = runner.invoke(app, ["tune", target])
     assert result.exit_code == 2, result.output
     assert message in result.output
+    if target.endswith(":raises"):  # the user's own traceback, where their code raised
+        assert 'broken_models.py", line' in result.output and "tfaccel/" not in result.output
     assert not (tmp_path / "tfaccel-tune.jsonl").exists()  # no journal: nothing ran
 
 

@@ -36,27 +36,7 @@ def estimate_in_child(
     env = child_env(overrides={"CUDA_VISIBLE_DEVICES": "-1"})
     args = ["-m", "tfaccel.plan.child", model, precision, optimizer or ""]
     out = run_child(args, _MARK, env, timeout_s)
-    if out.timed_out:
-        raise WorkloadError(
-            f"Tracing {model!r} took longer than {timeout_s:.0f} s",
-            expected="a model that builds and traces in time",
-            received="timeout",
-        )
-    payload = out.payload
-    if payload is None:
-        raise WorkloadError(
-            f"The tracing process for {model!r} failed",
-            expected="a JSON estimate on its output",
-            received=f"{out.exit_text()}: {out.tail(5, ' | ')}",
-        )
-    if "error" in payload:
-        cls = InputError if payload.get("kind") == "input" else WorkloadError
-        err = cls(
-            payload["error"], expected=payload.get("expected"), received=payload.get("received")
-        )
-        err.hint = payload.get("traceback_tail")
-        raise err
-    return _from_dict(payload)
+    return _from_dict(out.required(f"Tracing {model!r}", timeout_s, WorkloadError))
 
 
 def _main(argv: list[str]) -> int:
@@ -88,7 +68,7 @@ def _main(argv: list[str]) -> int:
                 "error": f"Tracing {model!r} failed",
                 "expected": "a Keras model whose training step traces",
                 "received": f"{type(exc).__name__}: {exc}",
-                "traceback_tail": " | ".join(tb[-4:]),
+                "hint": " | ".join(tb[-4:]),
                 "kind": "run",
             },
         )

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tfaccel import stats
 from tfaccel._child import ChildResult, child_env, run_child
@@ -31,12 +31,18 @@ class StepPlan:
     window_s: float | None = None
 
 
+# What became of a trial: measured; out of memory (data: the batch does not fit);
+# failed; killed at its timeout; not run (a time budget).
+TrialStatus = Literal["ok", "oom", "error", "timeout", "skipped"]
+STATUSES: tuple[TrialStatus, ...] = ("ok", "oom", "error", "timeout", "skipped")
+
+
 @dataclass(frozen=True)
 class TrialResult:
     key: str
     label: str
     settings: dict[str, Any]
-    status: str  # ok | oom | error | timeout
+    status: TrialStatus
     samples_per_s: float | None = None  # median over windows
     spread: float | None = None  # over the windows (stats.spread)
     windows: tuple[float, ...] = ()
@@ -99,7 +105,9 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
     windows = tuple(float(x) for x in payload.get("window_samples_per_s") or ())
     median = stats.median(windows)
     spread = stats.spread(windows)
-    status = payload.get("status", "error")
+    status: TrialStatus = payload.get("status", "error")
+    if status not in STATUSES:
+        status = "error"
     if status == "ok" and not windows:
         status, payload = (
             "error",

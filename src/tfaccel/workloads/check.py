@@ -29,26 +29,7 @@ def check_entry_point(spec: str, timeout_s: float = 300.0) -> None:
         _import_callable(spec)  # raises, with the built-in names and a close match
     env = child_env(overrides={"CUDA_VISIBLE_DEVICES": ""})
     out = run_child(["-m", "tfaccel.workloads.check", spec], MARK, env, timeout_s)
-    if out.timed_out:
-        raise InputError(
-            f"Building {spec!r} took longer than {timeout_s:.0f} s",
-            expected="an entry point that builds its model and data in time",
-            received="timeout",
-        )
-    payload = out.payload
-    if payload is None:
-        raise InputError(
-            f"Checking the entry point {spec!r} failed",
-            expected="a module that imports and a model that builds",
-            received=f"the check {out.exit_text()}: {out.tail(3, ' | ')}",
-        )
-    if payload.get("error"):
-        raise InputError(
-            payload["error"],
-            expected=payload.get("expected"),
-            received=payload.get("received"),
-            hint=payload.get("traceback"),
-        )
+    out.required(f"Checking the entry point {spec!r}", timeout_s, InputError)
 
 
 def _sample(wl: Any) -> Any:
@@ -96,15 +77,9 @@ def main(argv: list[str]) -> int:
         wl.model(_sample(wl), training=False)
         emit(MARK, {"ok": True, "parameters": int(wl.model.count_params())})
     except InputError as exc:
-        error = {"error": exc.problem, "expected": exc.expected, "received": exc.received}
-        emit(
-            MARK,
-            {
-                **error,
-                "received": str(exc.received),
-                "traceback": user_traceback(exc) if exc.__cause__ else None,
-            },
-        )
+        tb = user_traceback(exc) if exc.__cause__ else None
+        error = {"error": exc.problem, "expected": exc.expected, "received": str(exc.received)}
+        emit(MARK, {**error, "kind": "input", "hint": tb})
     except Exception as exc:
         emit(
             MARK,
@@ -112,7 +87,8 @@ def main(argv: list[str]) -> int:
                 "error": f"The model of {spec!r} cannot be called on its data",
                 "expected": "a model whose inputs match its data (or its declared inputs)",
                 "received": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
-                "traceback": user_traceback(exc),
+                "kind": "input",
+                "hint": user_traceback(exc),
             },
         )
     return 0
