@@ -118,7 +118,9 @@ def hooked_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     importable from the script's interpreter."""
     env = dict(os.environ if base is None else base)
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([INJECT, package_root, env.get("PYTHONPATH", "")])
+    # tfaccel's own root last: the user's PYTHONPATH keeps its order before it
+    paths = [INJECT, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), package_root]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
 
 
