@@ -557,43 +557,12 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
             pct16 = extra["kernel_16bit_pct"]
             extra["pct_16bit_source"] = "kernel names"
     peak, capacity, at_peak = _memory(memory)
-    gaps: list[float] = []
-    launches = None
+    dev = _Device(util, memcpy, memcpy_pct, breakdown)
     if with_trace and on_gpu:
-        try:
-            facts = _trace_facts(convert(files, "trace_viewer"))
-        except Exception:
-            facts = None
-        if facts is not None:
-            # Launch latency: what one CUDA launch call costs the host. How far the
-            # host runs ahead of the GPU (queue delay) and the GPU's idle gaps between
-            # kernels are kept beside it.
-            gaps, launches = facts.launch_call_us, facts.kernels or None
-            if facts.queue_delay_us:
-                extra["queue_delay_us_median"] = statistics.median(facts.queue_delay_us)
-            if facts.kernel_gaps_us:
-                extra["kernel_gap_us_median"] = statistics.median(facts.kernel_gaps_us)
-            if facts.timeline:
-                extra["timeline"] = facts.timeline
-            if facts.window_us and ov_props.get("device_duty_cycle_percent") is None:
-                # Compute utilization: the share of step time some kernel ran. XProf's
-                # "device compute" also counts copies that run with no kernel beside.
-                util = 100.0 * facts.kernel_busy_us / facts.window_us
-            if facts.memcpy_us:
-                # Copies from the device trace (op tables miss the input's copies, which
-                # TensorFlow books under _Recv). The share counts only the copy time no
-                # kernel ran beside: a copy that overlaps compute costs nothing.
-                memcpy = dict(facts.memcpy_us)
-                extra["memcpy_bytes"] = dict(facts.memcpy_bytes)
-                extra["memcpy_overlapped_pct"] = 100.0 * (
-                    1 - facts.memcpy_exposed_us / max(sum(memcpy.values()), 1e-9)
-                )
-                if facts.window_us:
-                    memcpy_pct = 100.0 * facts.memcpy_exposed_us / facts.window_us
-                    # XProf counts those copies as device compute; show them apart.
-                    for st in steps:
-                        _move(st, "device_compute", "memcpy", memcpy_pct / 100.0 * st.total_ms)
-                    breakdown = _breakdown(steps)
+        duty_known = ov_props.get("device_duty_cycle_percent") is not None
+        _with_trace(dev, files, steps, extra, duty_known)
+    util, memcpy, memcpy_pct, breakdown = dev.util, dev.memcpy, dev.memcpy_pct, dev.breakdown
+    gaps, launches = dev.gaps, dev.launches
     if launches is None and kcount:
         launches = kcount
     return ProfileReport(
@@ -763,3 +732,60 @@ def _memory(memory: Any) -> tuple[int | None, int | None, dict[str, int]]:
             size = int(meta.get("allocationBytes") or 0) * int(a.get("numOccurrences") or 1)
             at_peak[op] = at_peak.get(op, 0) + size
     return peak, capacity, at_peak
+
+
+@dataclass
+class _Device:
+    """The device figures that the trace, where it can be read, refines."""
+
+    util: float | None
+    memcpy: dict[str, float]
+    memcpy_pct: float | None
+    breakdown: dict[str, float]
+    gaps: list[float] = field(default_factory=list)
+    launches: int | None = None
+
+
+def _with_trace(
+    dev: _Device,
+    files: list[Any],
+    steps: list[StepBreakdown],
+    extra: dict[str, Any],
+    duty_known: bool,
+) -> None:
+    """What the trace adds: launch latency (what one CUDA launch call costs the host;
+    how far the host runs ahead of the GPU and the GPU's idle gaps between kernels kept
+    beside it), compute utilization where the overview has no duty cycle, and the
+    memory copies no kernel ran beside."""
+    try:
+        facts = _trace_facts(convert(files, "trace_viewer"))
+    except Exception:
+        return
+    if facts is None:
+        return
+    dev.gaps, dev.launches = facts.launch_call_us, facts.kernels or None
+    if facts.queue_delay_us:
+        extra["queue_delay_us_median"] = statistics.median(facts.queue_delay_us)
+    if facts.kernel_gaps_us:
+        extra["kernel_gap_us_median"] = statistics.median(facts.kernel_gaps_us)
+    if facts.timeline:
+        extra["timeline"] = facts.timeline
+    if facts.window_us and not duty_known:
+        # The share of step time some kernel ran. XProf's "device compute" also counts
+        # copies that run with no kernel beside.
+        dev.util = 100.0 * facts.kernel_busy_us / facts.window_us
+    if not facts.memcpy_us:
+        return
+    # Copies from the device trace (op tables miss the input's copies, which TensorFlow
+    # books under _Recv). The share counts only the copy time no kernel ran beside: a
+    # copy that overlaps compute costs nothing.
+    dev.memcpy = dict(facts.memcpy_us)
+    extra["memcpy_bytes"] = dict(facts.memcpy_bytes)
+    exposed = facts.memcpy_exposed_us
+    extra["memcpy_overlapped_pct"] = 100.0 * (1 - exposed / max(sum(dev.memcpy.values()), 1e-9))
+    if facts.window_us:
+        dev.memcpy_pct = 100.0 * exposed / facts.window_us
+        # XProf counts those copies as device compute; show them apart.
+        for st in steps:
+            _move(st, "device_compute", "memcpy", dev.memcpy_pct / 100.0 * st.total_ms)
+        dev.breakdown = _breakdown(steps)
