@@ -27,6 +27,13 @@ def point_line(p: ScalePoint) -> Text:
 
 
 def scale_text(r: ScaleReport, console: Console) -> None:
+    console.print(_points_table(r))
+    _point_notes(r, console)
+    _search_and_reference(r, console)
+    _topology_and_notes(r, console)
+
+
+def _points_table(r: ScaleReport) -> Table:
     # What every point shares (engine, all-reduce, update path) goes under the title;
     # a column only where the points differ.
     shared_fields = {
@@ -71,7 +78,11 @@ def scale_text(r: ScaleReport, console: Console) -> None:
             "" if p.input_gb_s is None else f"{p.input_gb_s:.2g}",
             Text(p.status, style="green" if p.status == "ok" else "red"),
         )
-    console.print(t)
+    return t
+
+
+def _point_notes(r: ScaleReport, console: Console) -> None:
+    """Failed points, fallbacks, and low efficiency with host input."""
     for p in r.points:
         if p.status != "ok":
             console.print(Text(f"! {p.gpus} GPU(s) {p.status}: {p.error or ''}", style="red"))
@@ -96,6 +107,10 @@ def scale_text(r: ScaleReport, console: Console) -> None:
                 style="yellow",
             )
         )
+
+
+def _search_and_reference(r: ScaleReport, console: Console) -> None:
+    """Against the tuned single GPU, and the search at the largest count."""
     ref = r.tuned_reference
     if ref:
         ratios = ", ".join(f"{n} GPU(s) {x:.2f}x" for n, x in ref["ratio"].items())
@@ -117,6 +132,9 @@ def scale_text(r: ScaleReport, console: Console) -> None:
         console.print(st)
         if r.best:
             console.print("best: " + ", ".join(f"{k}={v}" for k, v in r.best.items()), style="bold")
+
+
+def _topology_and_notes(r: ScaleReport, console: Console) -> None:
     if r.topology is not None:
         m = Table(title="topology", title_justify="left", box=None)
         m.add_column("")
