@@ -231,113 +231,137 @@ def workload_benches(workload: str, batch: int, quick: bool = False) -> list[Ben
 PAIR = ("float32", "mixed_bfloat16")
 
 
-def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
-    """Inference, detection, generation, Conv3D and checkpointing benchmarks by name."""
+def _yolo_benches(quick: bool, spec: Any) -> list[Bench]:
     from tfaccel.bench import inference
     from tfaccel.workloads.models import yolo_style
 
-    spec = local_spec()
-    if name == "yolo":
-        hw = (128, 224) if quick else None
-        build = partial(yolo_style, hw) if hw else yolo_style
-        # Does XLA help? Without it at batch 1 beside each run with it.
-        runs = [(b, p, True) for b in ((1,) if quick else (1, 8)) for p in PAIR]
-        runs += [(1, p, False) for p in PAIR]
-        return [
-            (
-                f"yolo batch={b} {p} xla={'on' if x else 'off'}",
-                partial(
-                    inference.forward_throughput,
-                    "yolo-style 4K",
-                    build,
-                    b,
-                    p,
-                    x,
-                    3 if quick else 5,
-                    2 if quick else 10,
-                ),
-            )
-            for b, p, x in runs
-        ]
-    if name == "conv3d":
-        runs3d = [("mixed_bfloat16", True), ("float32", True), ("mixed_bfloat16", False)]
-        size = (1, (8, 16, 16), 8) if quick else (4, (64, 128, 128), 64)
-        return [
-            (
-                f"conv3d {p} xla={'on' if x else 'off'}",
-                partial(
-                    inference.conv3d,
-                    size[0],
-                    size[1],
-                    size[2],
-                    p,
-                    0.5 if quick else 8.0,
-                    spec.peak("bf16" if p != "float32" else "tf32") if spec else None,
-                    x,
-                ),
-            )
-            for p, x in runs3d
-        ]
-    if name == "gpt2":
-        shape: dict[str, Any] = (
-            {"layers": 1, "hidden": 32, "heads": 2, "vocab": 500} if quick else {}
+    hw = (128, 224) if quick else None
+    build = partial(yolo_style, hw) if hw else yolo_style
+    # Does XLA help? Without it at batch 1 beside each run with it.
+    runs = [(b, p, True) for b in ((1,) if quick else (1, 8)) for p in PAIR]
+    runs += [(1, p, False) for p in PAIR]
+    return [
+        (
+            f"yolo batch={b} {p} xla={'on' if x else 'off'}",
+            partial(
+                inference.forward_throughput,
+                "yolo-style 4K",
+                build,
+                b,
+                p,
+                x,
+                3 if quick else 5,
+                2 if quick else 10,
+            ),
         )
-        # bfloat16: the weights in bf16 too, as models are served (the mixed policy
-        # casts each float32 weight again for every token). Without XLA: batch 1.
-        precisions = ("float32", "bfloat16") if quick else ("float32", *PAIR[1:], "bfloat16")
-        batches = (1,) if quick else (1, 16)
-        gen = [(b, p, True, "keras_hub") for b in batches for p in precisions]
-        gen += [(1, p, False, "keras_hub") for p in (("float32",) if quick else PAIR)]
-        # The same greedy decoding with a cache per layer (bench.inference.greedy_decoder),
-        # and with tfaccel's fused decoding step (one QKV product, one-pass layer norms),
-        # in its own greedy loop and in KerasHub's generate (fuse_generation)
-        loops = ("tfaccel", "fused", "fused_generate")
-        gen += [(b, "bfloat16", True, loop) for b in batches for loop in loops]
-        return [
-            (
-                f"gpt2 batch={b} {p} xla={'on' if x else 'off'} loop={loop}",
-                partial(
-                    inference.gpt2_generation,
-                    b,
-                    8 if quick else 32,
-                    8 if quick else 128,
-                    precision=p,
-                    repeats=2 if quick else 3,
-                    xla=x,
-                    loop=loop,
-                    **shape,
-                ),
-            )
-            for b, p, x, loop in gen
-        ]
-    if name == "remat":
-        return [
-            (
-                "resnet50 checkpointing",
-                partial(remat_saving, "tiny" if quick else "resnet50", 16 if quick else 128),
-            )
-        ]
-    if name == "resnet50-inference":
-        from tfaccel.workloads.builtin import resnet50
+        for b, p, x in runs
+    ]
 
-        return [
-            (
-                f"resnet50 inference {p} xla={'on' if x else 'off'}",
-                partial(
-                    inference.forward_throughput,
-                    "resnet50",
-                    lambda: resnet50().model,
-                    8 if quick else 256,
-                    p,
-                    x,
-                    3 if quick else 5,
-                    2 if quick else 10,
-                ),
-            )
-            for x in (True, False)
-            for p in PAIR
-        ]
-    return None
+
+def _conv3d_benches(quick: bool, spec: Any) -> list[Bench]:
+    from tfaccel.bench import inference
+
+    runs3d = [("mixed_bfloat16", True), ("float32", True), ("mixed_bfloat16", False)]
+    size = (1, (8, 16, 16), 8) if quick else (4, (64, 128, 128), 64)
+    return [
+        (
+            f"conv3d {p} xla={'on' if x else 'off'}",
+            partial(
+                inference.conv3d,
+                size[0],
+                size[1],
+                size[2],
+                p,
+                0.5 if quick else 8.0,
+                spec.peak("bf16" if p != "float32" else "tf32") if spec else None,
+                x,
+            ),
+        )
+        for p, x in runs3d
+    ]
+
+
+def _gpt2_benches(quick: bool, spec: Any) -> list[Bench]:
+    from tfaccel.bench import inference
+
+    shape: dict[str, Any] = {"layers": 1, "hidden": 32, "heads": 2, "vocab": 500} if quick else {}
+    # bfloat16: the weights in bf16 too, as models are served (the mixed policy
+    # casts each float32 weight again for every token). Without XLA: batch 1.
+    precisions = ("float32", "bfloat16") if quick else ("float32", *PAIR[1:], "bfloat16")
+    batches = (1,) if quick else (1, 16)
+    gen = [(b, p, True, "keras_hub") for b in batches for p in precisions]
+    gen += [(1, p, False, "keras_hub") for p in (("float32",) if quick else PAIR)]
+    # The same greedy decoding with a cache per layer (bench.inference.greedy_decoder),
+    # and with tfaccel's fused decoding step (one QKV product, one-pass layer norms),
+    # in its own greedy loop and in KerasHub's generate (fuse_generation)
+    loops = ("tfaccel", "fused", "fused_generate")
+    gen += [(b, "bfloat16", True, loop) for b in batches for loop in loops]
+    return [
+        (
+            f"gpt2 batch={b} {p} xla={'on' if x else 'off'} loop={loop}",
+            partial(
+                inference.gpt2_generation,
+                b,
+                8 if quick else 32,
+                8 if quick else 128,
+                precision=p,
+                repeats=2 if quick else 3,
+                xla=x,
+                loop=loop,
+                **shape,
+            ),
+        )
+        for b, p, x, loop in gen
+    ]
+
+
+def _remat_benches(quick: bool, spec: Any) -> list[Bench]:
+    return [
+        (
+            "resnet50 checkpointing",
+            partial(remat_saving, "tiny" if quick else "resnet50", 16 if quick else 128),
+        )
+    ]
+
+
+def _resnet50_inference_benches(quick: bool, spec: Any) -> list[Bench]:
+    from tfaccel.bench import inference
+    from tfaccel.workloads.builtin import resnet50
+
+    return [
+        (
+            f"resnet50 inference {p} xla={'on' if x else 'off'}",
+            partial(
+                inference.forward_throughput,
+                "resnet50",
+                lambda: resnet50().model,
+                8 if quick else 256,
+                p,
+                x,
+                3 if quick else 5,
+                2 if quick else 10,
+            ),
+        )
+        for x in (True, False)
+        for p in PAIR
+    ]
+
+
+# The benchmarks `bench NAME` runs besides the micro ones and the workloads: a builder of
+# (name, function) pairs each, given quick and the local GPU's spec.
+EXTRA: dict[str, Callable[[bool, Any], list[Bench]]] = {
+    "yolo": _yolo_benches,
+    "conv3d": _conv3d_benches,
+    "gpt2": _gpt2_benches,
+    "remat": _remat_benches,
+    "resnet50-inference": _resnet50_inference_benches,
+}
+
+
+def extra_benches(name: str, quick: bool = False) -> list[Bench] | None:
+    """Inference, detection, generation, Conv3D and checkpointing benchmarks by name."""
+    builder = EXTRA.get(name)
+    return builder(quick, local_spec()) if builder else None
 
 
 def remat_saving(workload: str, batch: int) -> Measurement:
