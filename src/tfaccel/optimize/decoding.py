@@ -53,18 +53,45 @@ def _fused_decoder_step(lm: Any, dtype: Any) -> Any:
     tf = import_tensorflow()
     bb = lm.backbone
     blocks = list(bb.transformer_layers)
-    # The attributes of KerasHub's TransformerDecoder (0.32) that the step reads.
-    parts = (
-        "normalize_first",
-        "_cross_attention_layer",
-        "_self_attention_layer",
-        "_self_attention_layer_norm",
-        "_feedforward_layer_norm",
-        "_feedforward_intermediate_dense",
-        "_feedforward_output_dense",
-    )
+    _check_blocks(blocks)
+    emb = bb.token_embedding
+    tied = emb.tie_weights and emb.reverse_dtype is None and emb.logit_soft_cap is None
+
+    def weights() -> dict[str, Any]:
+        return _fused_weights(tf, bb, blocks, dtype)
+
+    def step(
+        w: dict[str, Any], ids: Any, kcaches: tuple[Any, ...], vcaches: tuple[Any, ...], index: Any
+    ) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
+        x = tf.gather(w["tok"], ids) + w["pos"][index]  # [batch, hidden]
+        kout, vout = [], []
+        for block, lw, kc, vc in zip(blocks, w["layers"], kcaches, vcaches, strict=True):
+            x, kc, vc = _fused_block(tf, keras, block, lw, x, kc, vc, index, dtype)
+            kout.append(kc)
+            vout.append(vc)
+        x = _layer_norm(tf, x, w["ln"], bb.layer_norm.epsilon)
+        logits = tf.matmul(x, w["tok"], transpose_b=True) if tied else emb(x, reverse=True)
+        return logits, tuple(kout), tuple(vout)
+
+    return weights, step
+
+
+# The attributes of KerasHub's TransformerDecoder (0.32) that the fused step reads.
+_DECODER_PARTS = (
+    "normalize_first",
+    "_cross_attention_layer",
+    "_self_attention_layer",
+    "_self_attention_layer_norm",
+    "_feedforward_layer_norm",
+    "_feedforward_intermediate_dense",
+    "_feedforward_output_dense",
+)
+
+
+def _check_blocks(blocks: list[Any]) -> None:
+    """Pre-norm, decoder-only KerasHub TransformerDecoder blocks (GPT-2's), or ValueError."""
     for block in blocks:
-        missing = [a for a in parts if not hasattr(block, a)]
+        missing = [a for a in _DECODER_PARTS if not hasattr(block, a)]
         if missing:
             raise ValueError(
                 f"the fused decoder reads KerasHub's TransformerDecoder; {block.name} "
@@ -75,8 +102,11 @@ def _fused_decoder_step(lm: Any, dtype: Any) -> Any:
                 "the fused decoder runs pre-norm decoder-only blocks (GPT-2's); "
                 f"{block.name} is not one"
             )
-    emb = bb.token_embedding
-    tied = emb.tie_weights and emb.reverse_dtype is None and emb.logit_soft_cap is None
+
+
+def _fused_weights(tf: Any, bb: Any, blocks: list[Any], dtype: Any) -> dict[str, Any]:
+    """The model's weights for the fused step, cast to `dtype` once (layer norms' in
+    float32); query, key and value concatenated into one matrix."""
 
     def c(v: Any) -> Any:
         return tf.cast(tf.convert_to_tensor(v), dtype)
@@ -84,67 +114,66 @@ def _fused_decoder_step(lm: Any, dtype: Any) -> Any:
     def f32(v: Any) -> Any:
         return tf.cast(tf.convert_to_tensor(v), tf.float32)
 
-    def weights() -> dict[str, Any]:
-        layers = []
-        for block in blocks:
-            att = block._self_attention_layer
-            d = att._query_dense.kernel.shape[0]
-            dense = (att._query_dense, att._key_dense, att._value_dense)
-            ln1, ln2 = block._self_attention_layer_norm, block._feedforward_layer_norm
-            inner, outer = block._feedforward_intermediate_dense, block._feedforward_output_dense
-            layers.append(
-                {
-                    "ln1": (f32(ln1.gamma), f32(ln1.beta)),
-                    "qkv": c(tf.concat([tf.reshape(x.kernel, [d, -1]) for x in dense], 1)),
-                    "qkv_b": c(tf.concat([tf.reshape(x.bias, [-1]) for x in dense], 0)),
-                    "o": c(tf.reshape(att._output_dense.kernel, [-1, d])),
-                    "o_b": c(att._output_dense.bias),
-                    "ln2": (f32(ln2.gamma), f32(ln2.beta)),
-                    "w1": c(inner.kernel),
-                    "b1": c(inner.bias),
-                    "w2": c(outer.kernel),
-                    "b2": c(outer.bias),
-                }
-            )
-        return {
-            "layers": layers,
-            "pos": c(bb.position_embedding.position_embeddings),
-            "tok": c(emb.embeddings),
-            "ln": (f32(bb.layer_norm.gamma), f32(bb.layer_norm.beta)),
-        }
+    layers = []
+    for block in blocks:
+        att = block._self_attention_layer
+        d = att._query_dense.kernel.shape[0]
+        dense = (att._query_dense, att._key_dense, att._value_dense)
+        ln1, ln2 = block._self_attention_layer_norm, block._feedforward_layer_norm
+        inner, outer = block._feedforward_intermediate_dense, block._feedforward_output_dense
+        layers.append(
+            {
+                "ln1": (f32(ln1.gamma), f32(ln1.beta)),
+                "qkv": c(tf.concat([tf.reshape(x.kernel, [d, -1]) for x in dense], 1)),
+                "qkv_b": c(tf.concat([tf.reshape(x.bias, [-1]) for x in dense], 0)),
+                "o": c(tf.reshape(att._output_dense.kernel, [-1, d])),
+                "o_b": c(att._output_dense.bias),
+                "ln2": (f32(ln2.gamma), f32(ln2.beta)),
+                "w1": c(inner.kernel),
+                "b1": c(inner.bias),
+                "w2": c(outer.kernel),
+                "b2": c(outer.bias),
+            }
+        )
+    return {
+        "layers": layers,
+        "pos": c(bb.position_embedding.position_embeddings),
+        "tok": c(bb.token_embedding.embeddings),
+        "ln": (f32(bb.layer_norm.gamma), f32(bb.layer_norm.beta)),
+    }
 
-    def step(
-        w: dict[str, Any], ids: Any, kcaches: tuple[Any, ...], vcaches: tuple[Any, ...], index: Any
-    ) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
-        x = tf.gather(w["tok"], ids) + w["pos"][index]  # [batch, hidden]
-        batch = tf.shape(x)[0]
-        kout, vout = [], []
-        for block, lw, kc, vc in zip(blocks, w["layers"], kcaches, vcaches, strict=True):
-            att = block._self_attention_layer
-            heads, head_dim = kc.shape[1], kc.shape[3]
-            h = _layer_norm(tf, x, lw["ln1"], block._self_attention_layer_norm.epsilon)
-            qkv = tf.reshape(tf.matmul(h, lw["qkv"]) + lw["qkv_b"], [batch, 3, heads, head_dim])
-            q = qkv[:, 0] * tf.cast(att._inverse_sqrt_key_dim, dtype)
-            at = [0, 0, index, 0]
-            kc = keras.ops.slice_update(kc, at, qkv[:, 1, :, None, :])  # in place under XLA
-            vc = keras.ops.slice_update(vc, at, qkv[:, 2, :, None, :])
-            scores = tf.cast(tf.einsum("bhd,bhld->bhl", q, kc), tf.float32)
-            visible = tf.range(kc.shape[2]) <= index
-            scores = tf.where(visible, scores, tf.float32.min)
-            p = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)
-            o = tf.reshape(tf.einsum("bhl,bhld->bhd", p, vc), [batch, heads * head_dim])
-            x = x + tf.matmul(o, lw["o"]) + lw["o_b"]
-            h = _layer_norm(tf, x, lw["ln2"], block._feedforward_layer_norm.epsilon)
-            inner = block._feedforward_intermediate_dense
-            h = inner.activation(tf.matmul(h, lw["w1"]) + lw["b1"])
-            x = x + tf.matmul(h, lw["w2"]) + lw["b2"]
-            kout.append(kc)
-            vout.append(vc)
-        x = _layer_norm(tf, x, w["ln"], bb.layer_norm.epsilon)
-        logits = tf.matmul(x, w["tok"], transpose_b=True) if tied else emb(x, reverse=True)
-        return logits, tuple(kout), tuple(vout)
 
-    return weights, step
+def _fused_block(
+    tf: Any,
+    keras: Any,
+    block: Any,
+    lw: dict[str, Any],
+    x: Any,
+    kc: Any,
+    vc: Any,
+    index: Any,
+    dtype: Any,
+) -> tuple[Any, Any, Any]:
+    """One decoder block for one token: (its output, the key and value caches)."""
+    batch = tf.shape(x)[0]
+    att = block._self_attention_layer
+    heads, head_dim = kc.shape[1], kc.shape[3]
+    h = _layer_norm(tf, x, lw["ln1"], block._self_attention_layer_norm.epsilon)
+    qkv = tf.reshape(tf.matmul(h, lw["qkv"]) + lw["qkv_b"], [batch, 3, heads, head_dim])
+    q = qkv[:, 0] * tf.cast(att._inverse_sqrt_key_dim, dtype)
+    at = [0, 0, index, 0]
+    kc = keras.ops.slice_update(kc, at, qkv[:, 1, :, None, :])  # in place under XLA
+    vc = keras.ops.slice_update(vc, at, qkv[:, 2, :, None, :])
+    scores = tf.cast(tf.einsum("bhd,bhld->bhl", q, kc), tf.float32)
+    visible = tf.range(kc.shape[2]) <= index
+    scores = tf.where(visible, scores, tf.float32.min)
+    p = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)
+    o = tf.reshape(tf.einsum("bhl,bhld->bhd", p, vc), [batch, heads * head_dim])
+    x = x + tf.matmul(o, lw["o"]) + lw["o_b"]
+    h = _layer_norm(tf, x, lw["ln2"], block._feedforward_layer_norm.epsilon)
+    inner = block._feedforward_intermediate_dense
+    h = inner.activation(tf.matmul(h, lw["w1"]) + lw["b1"])
+    return x + tf.matmul(h, lw["w2"]) + lw["b2"], kc, vc
 
 
 def fused_caches(caches: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
