@@ -116,3 +116,18 @@ def test_python_dash_m_runs_the_cli() -> None:
         [sys.executable, "-m", "tfaccel", "--version"], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0 and proc.stdout.strip() == f"tfaccel {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["tune", "resnet5O", "--format", "json"], 2),
+        (["plan", "--throughput", "5", "--format", "json"], 2),
+        (["scale", "tiny", "--cpu-replicas", "2", "--engine", "warp", "--format", "json"], 2),
+    ],
+)
+def test_a_failing_command_in_json_mode_writes_one_json_error(args: list[str], code: int) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == code
+    data = json.loads(result.stdout)
+    assert data["exit_code"] == code and data["error"]["problem"]

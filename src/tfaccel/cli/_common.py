@@ -40,6 +40,20 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def error_json(exc: TfaccelError) -> str:
+    """The error as the one JSON object a `--format json` command prints on failure."""
+    from tfaccel.results import dumps
+
+    error = {
+        "problem": exc.problem,
+        "expected": exc.expected,
+        "received": None if exc.received is None else str(exc.received),
+        "hint": exc.hint,
+        "kind": type(exc).__name__,
+    }
+    return dumps({"error": error, "exit_code": int(exc.exit_code)})
+
+
 def report_error(exc: TfaccelError) -> None:
     err = stderr_console()
     err.print(f"[bold red]error:[/] {escape(exc.message)}")
@@ -56,6 +70,8 @@ def handle_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except TfaccelError as exc:
             report_error(exc)
+            if kwargs.get("fmt") is Format.json:  # machines read stdout: one JSON object
+                write_out(error_json(exc))
             raise typer.Exit(int(exc.exit_code)) from None
         except KeyboardInterrupt:
             stderr_console().print("[yellow]interrupted[/]")
