@@ -11,6 +11,7 @@ from typing import Any
 from tfaccel.bench.results import BenchReport
 from tfaccel.bench.timer import Measurement, start_gpu_sampler
 from tfaccel.environment import environment
+from tfaccel.errors import InputError
 
 Bench = tuple[str, Callable[[], Measurement | list[Measurement] | None]]
 
@@ -399,3 +400,39 @@ def remat_saving(workload: str, batch: int) -> Measurement:
         (saving,),
         params={"peak_off_bytes": peaks[False], "peak_on_bytes": peaks[True], "how": how},
     )
+
+
+# Workloads' batch sizes when `--batch` is not given.
+WORKLOAD_BATCH = {"resnet50": 256, "bert": 128, "bert_hub": 128, "tiny": 128}
+QUICK_BATCH = 8  # --quick without --batch: a few seconds a step even on a laptop's CPU
+
+
+def select(what: list[str], quick: bool = False, batch: int | None = None) -> list[Bench]:
+    """The benchmarks `tfaccel bench WHAT...` runs: micro, all, an extra one by name
+    (EXTRA), or a workload (built-in or module:function) at `batch` (or its own)."""
+    from tfaccel.workloads import BUILTIN
+
+    def batch_for(workload: str) -> int:
+        return batch or (QUICK_BATCH if quick else WORKLOAD_BATCH.get(workload, 64))
+
+    benches: list[Bench] = []
+    for item in what:
+        if item == "micro":
+            benches += micro_benches(quick)
+        elif item == "all":
+            benches += micro_benches(quick)
+            for w in ("resnet50", "bert_hub"):
+                benches += workload_benches(w, batch_for(w), quick)
+            for extra in ("resnet50-inference", "yolo", "gpt2", "conv3d", "remat"):
+                benches += extra_benches(extra, quick) or []
+        elif (found := extra_benches(item, quick)) is not None:
+            benches += found
+        elif item in BUILTIN or ":" in item:
+            benches += workload_benches(item, batch_for(item), quick)
+        else:
+            raise InputError(
+                f"Unknown benchmark {item!r}",
+                expected="micro, all, compare, or one of " + ", ".join(BUILTIN),
+                received=item,
+            )
+    return benches

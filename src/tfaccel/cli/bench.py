@@ -14,13 +14,7 @@ from tfaccel.bench.results import (
     load_report,
     report_json,
 )
-from tfaccel.bench.suite import (
-    extra_benches,
-    micro_benches,
-    run_suite,
-    share_gpu_memory,
-    workload_benches,
-)
+from tfaccel.bench.suite import run_suite, select, share_gpu_memory
 from tfaccel.bench.timer import Measurement
 from tfaccel.cli._common import (
     FORMAT_OPTION,
@@ -30,7 +24,6 @@ from tfaccel.cli._common import (
     stdout_console,
     write_out,
 )
-from tfaccel.errors import InputError
 from tfaccel.optimize.apply import set_xla_options
 from tfaccel.optimize.settings import XLA_OPTIONS
 from tfaccel.render import Format, dumps
@@ -38,8 +31,6 @@ from tfaccel.render.bench import bench_html, bench_text, compare_text, measureme
 from tfaccel.results import check_writable, write_atomic
 from tfaccel.workloads import BUILTIN
 
-WORKLOAD_BATCH = {"resnet50": 256, "bert": 128, "bert_hub": 128, "tiny": 128}
-QUICK_BATCH = 8  # --quick without --batch: a few seconds a step even on a laptop's CPU
 EXTRAS = ("yolo", "conv3d", "gpt2", "remat", "resnet50-inference")
 
 
@@ -68,24 +59,7 @@ def bench(
 ) -> None:
     """A TensorFlow GPU benchmark suite, against the GPU's peak."""
     if what[0] == "compare":
-        path_a, path_b = operands(
-            what, 2, "compare takes two result files", "tfaccel bench compare A.json B.json"
-        )
-        ra, rb = load_report(path_a), load_report(path_b)
-        rows, env = compare(ra, rb), environment_differences(ra, rb)
-        if fmt is Format.json:
-            write_out(
-                dumps(
-                    {
-                        "a": path_a,
-                        "b": path_b,
-                        "rows": rows,
-                        "environment_differences": {k: list(v) for k, v in env.items()},
-                    }
-                )
-            )
-        else:
-            compare_text(rows, path_a, path_b, stdout_console(), env)
+        _compare(what, fmt)
         return
     for path in (out, html):
         if path is not None:
@@ -93,29 +67,7 @@ def bench(
     if xla_options:
         set_xla_options(x.strip() for x in xla_options.split(",") if x.strip())
 
-    def batch_for(workload: str) -> int:
-        return batch or (QUICK_BATCH if quick else WORKLOAD_BATCH.get(workload, 64))
-
-    benches = []
-    for item in what:
-        if item == "micro":
-            benches += micro_benches(quick)
-        elif item == "all":
-            benches += micro_benches(quick)
-            for w in ("resnet50", "bert_hub"):
-                benches += workload_benches(w, batch_for(w), quick)
-            for extra in ("resnet50-inference", "yolo", "gpt2", "conv3d", "remat"):
-                benches += extra_benches(extra, quick) or []
-        elif (found := extra_benches(item, quick)) is not None:
-            benches += found
-        elif item in BUILTIN or ":" in item:
-            benches += workload_benches(item, batch_for(item), quick)
-        else:
-            raise InputError(
-                f"Unknown benchmark {item!r}",
-                expected="micro, all, compare, or one of " + ", ".join(BUILTIN),
-                received=item,
-            )
+    benches = select(what, quick, batch)
     share_gpu_memory()  # the checkpointing benchmark trains in child processes
     with Progress(
         TextColumn("{task.description}"),
@@ -156,3 +108,17 @@ def bench(
         write_out(report_json(report))
     else:
         bench_text(report, stdout_console())
+
+
+def _compare(what: list[str], fmt: Format) -> None:
+    """`tfaccel bench compare A.json B.json`."""
+    path_a, path_b = operands(
+        what, 2, "compare takes two result files", "tfaccel bench compare A.json B.json"
+    )
+    ra, rb = load_report(path_a), load_report(path_b)
+    rows, env = compare(ra, rb), environment_differences(ra, rb)
+    if fmt is Format.json:
+        diffs = {k: list(v) for k, v in env.items()}
+        write_out(dumps({"a": path_a, "b": path_b, "rows": rows, "environment_differences": diffs}))
+    else:
+        compare_text(rows, path_a, path_b, stdout_console(), env)
