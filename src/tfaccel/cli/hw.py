@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
 from tfaccel.cli._common import FORMAT_OPTION, handle_errors, stdout_console, write_out
 from tfaccel.errors import GpuError, InputError
@@ -12,7 +11,7 @@ from tfaccel.hardware import specs as specmod
 from tfaccel.hardware.inventory import read_inventory
 from tfaccel.hardware.tiers import judge_values
 from tfaccel.render import Format, dumps
-from tfaccel.render.hardware import compare_text, inventory_text, rank_text
+from tfaccel.render.hardware import compare_text, inventory_text, rank_text, spec_list_text
 from tfaccel.results import SCHEMAS
 
 
@@ -37,7 +36,6 @@ def hw(
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """What the GPUs are: NVML inventory, tiers, topology; or spec comparisons and rankings."""
-    console = stdout_console()
     if names and not compare:
         raise InputError(
             "GPU names were given without --compare",
@@ -45,52 +43,54 @@ def hw(
             received=" ".join(names),
         )
     if list_specs:
-        specs = specmod.all_specs()
-        if fmt is Format.json:
-            write_out(dumps({"specs": list(specs)}))
-            return
-        t = Table(title="GPU spec entries", title_justify="left")
-        for col in ("key", "architecture", "memory", "bandwidth", "BF16/FP16 TFLOP/s", "TDP"):
-            t.add_column(col)
-        for s in specs:
-            t.add_row(
-                s.key,
-                f"{s.architecture} ({s.compute_capability})",
-                f"{s.memory_gb:g} GB",
-                f"{s.memory_bandwidth_gbs:,.0f} GB/s",
-                f"{(s.peak('bf16') or s.peak('fp16') or 0):,.1f}",
-                f"{s.tdp_w:g} W",
-            )
-        console.print(t)
-        return
-    if compare:
-        if not names or len(names) < 2:
-            raise InputError(
-                "--compare needs at least two GPU names",
-                expected="tfaccel hw --compare A100-80GB H200",
-                received=" ".join(names or []) or "nothing",
-                hint="tfaccel hw --list-specs",
-            )
-        chosen = [specmod.get_spec(n) for n in names]
-        tiers = [_spec_tier(s) for s in chosen]
-        if fmt is Format.json:
-            write_out(dumps({"specs": chosen, "tiers": tiers}))
-        else:
-            compare_text(chosen, tiers, console)
-        return
-    if rank:
-        rows = rankmod.rank(specmod.all_specs(), rank)
-        local = None
-        try:
-            inv = read_inventory()
-            local = next((g.spec_key for g in inv.gpus if g.spec_key), None)
-        except Exception:
-            pass
-        if fmt is Format.json:
-            write_out(dumps({"workload": rankmod.profile(rank), "rows": rows, "local": local}))
-        else:
-            rank_text(rank, rows, local, console)
-        return
+        _list_specs(fmt)
+    elif compare:
+        _compare(names, fmt)
+    elif rank:
+        _rank(rank, fmt)
+    else:
+        _inventory(fmt)
+
+
+def _list_specs(fmt: Format) -> None:
+    specs = specmod.all_specs()
+    if fmt is Format.json:
+        write_out(dumps({"specs": list(specs)}))
+    else:
+        spec_list_text(specs, stdout_console())
+
+
+def _compare(names: list[str] | None, fmt: Format) -> None:
+    if not names or len(names) < 2:
+        raise InputError(
+            "--compare needs at least two GPU names",
+            expected="tfaccel hw --compare A100-80GB H200",
+            received=" ".join(names or []) or "nothing",
+            hint="tfaccel hw --list-specs",
+        )
+    chosen = [specmod.get_spec(n) for n in names]
+    tiers = [_spec_tier(s) for s in chosen]
+    if fmt is Format.json:
+        write_out(dumps({"specs": chosen, "tiers": tiers}))
+    else:
+        compare_text(chosen, tiers, stdout_console())
+
+
+def _rank(rank: str, fmt: Format) -> None:
+    rows = rankmod.rank(specmod.all_specs(), rank)
+    local = None
+    try:
+        inv = read_inventory()
+        local = next((g.spec_key for g in inv.gpus if g.spec_key), None)
+    except Exception:
+        pass
+    if fmt is Format.json:
+        write_out(dumps({"workload": rankmod.profile(rank), "rows": rows, "local": local}))
+    else:
+        rank_text(rank, rows, local, stdout_console())
+
+
+def _inventory(fmt: Format) -> None:
     try:
         inv = read_inventory()
     except GpuError as exc:
@@ -112,4 +112,4 @@ def hw(
     if fmt is Format.json:
         write_out(dumps({"inventory": inv, "tiers": tiers}, schema=SCHEMAS["hw"]))
     else:
-        inventory_text(inv, tiers, console)
+        inventory_text(inv, tiers, stdout_console())

@@ -329,3 +329,20 @@ def rank_text(workload: str, rows: Sequence[RankRow], local: str | None, console
         "figure with tfaccel bench"
     )
     console.print(t)
+
+
+def spec_list_text(specs: Any, console: Console) -> None:
+    """The GPUs of the spec file, a row each."""
+    t = Table(title="GPU spec entries", title_justify="left")
+    for col in ("key", "architecture", "memory", "bandwidth", "BF16/FP16 TFLOP/s", "TDP"):
+        t.add_column(col)
+    for s in specs:
+        t.add_row(
+            s.key,
+            f"{s.architecture} ({s.compute_capability})",
+            f"{s.memory_gb:g} GB",
+            f"{s.memory_bandwidth_gbs:,.0f} GB/s",
+            f"{(s.peak('bf16') or s.peak('fp16') or 0):,.1f}",
+            f"{s.tdp_w:g} W",
+        )
+    console.print(t)
