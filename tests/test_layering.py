@@ -160,3 +160,26 @@ def test_the_checks_see_a_violation(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("def f():\n    from tfaccel import results\n    import tensorflow as tf\n")
     assert {"tfaccel.results", "tensorflow"} <= _imports(probe)
+
+
+def _bodies() -> list[tuple[str, str, int, bool]]:
+    """(module, function, body lines, is a CLI command) for every function in src/."""
+    out = []
+    for path in SRC.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        commands = {n for n in tree.body if isinstance(n, ast.FunctionDef) and n.decorator_list}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.body[0].lineno + 1  # type: ignore[operator]
+                command = node in commands and _module_name(path).startswith("tfaccel.cli")
+                out.append((_module_name(path), node.name, lines, command))
+    return out
+
+
+def test_functions_are_short_enough_to_read_at_once() -> None:
+    """Under 100 lines a function body; a command's body (after its option
+    declarations) about 60: it validates, calls one library function, renders."""
+    long = [f"{m}.{f}: {n}" for m, f, n, command in _bodies() if n >= 100]
+    assert not long, long
+    commands = [f"{m}.{f}: {n}" for m, f, n, command in _bodies() if command and n > 65]
+    assert not commands, commands

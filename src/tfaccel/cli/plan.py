@@ -14,9 +14,9 @@ from tfaccel.cli._common import (
 )
 from tfaccel.errors import InputError
 from tfaccel.plan.child import estimate_in_child
-from tfaccel.plan.fit import capacity_from_local, capacity_from_spec, plan_fit
-from tfaccel.plan.memory import PRECISIONS
-from tfaccel.plan.scenario import SCENARIOS, plan_scenario
+from tfaccel.plan.fit import FitPlan, capacity_from_local, capacity_from_spec, plan_fit
+from tfaccel.plan.memory import PRECISIONS, MemoryEstimate
+from tfaccel.plan.scenario import SCENARIOS, local_gpu, plan_scenario
 from tfaccel.plan.timing import time_to_train
 from tfaccel.render import Format, dumps
 from tfaccel.render.plan import PlanReport, plan_text
@@ -97,60 +97,54 @@ def plan(
             expected="one of " + ", ".join(PRECISIONS),
             received=f"--precision {precision}",
         )
-    report = PlanReport()
-    err = stderr_console()
-    if model is not None:
-        capacity = capacity_from_spec(gpu) if gpu else capacity_from_local(gpu_index)
-        with err.status(f"tracing {model}'s training step ({precision}) ..."):
-            estimate = estimate_in_child(model, precision, optimizer)
-
-        def alternative(p: str):  # type: ignore[no-untyped-def]
-            with err.status(f"tracing {model} in {p} ..."):
-                return estimate_in_child(model, p, optimizer)
-
-        report = PlanReport(fit=plan_fit(estimate, capacity, batch, margin, alternative))
-    if throughput is not None:
-        if samples is None:
-            raise InputError(
-                "--throughput needs --samples",
-                expected="--samples N (per epoch)",
-                received="no --samples",
-            )
-        report = PlanReport(
-            report.fit, time_to_train(throughput, int(samples), epochs, gpus), report.scenario
+    if throughput is not None and samples is None:
+        raise InputError(
+            "--throughput needs --samples",
+            expected="--samples N (per epoch)",
+            received="no --samples",
         )
+    hours = _duration_hours(budget) if budget else None  # a bad --budget: before any work
+    fit = _fit(model, precision, optimizer, gpu, gpu_index, batch, margin) if model else None
+    time = time_to_train(throughput, int(samples), epochs, gpus) if throughput and samples else None
+    scen = None
     if scenario is not None:
-        name = cc = None
-        count = 0
-        mig = False
-        try:
-            from tfaccel.hardware.capabilities import supports
-            from tfaccel.hardware.inventory import read_inventory
-
-            inv = read_inventory()
-            count = len(inv.gpus)
-            if inv.gpus:
-                name, cc = inv.gpus[0].name, inv.gpus[0].compute_capability
-                mig = supports(cc, "mig") and inv.gpus[0].mig_enabled is not None
-        except Exception:
-            pass
-        report = PlanReport(
-            report.fit,
-            report.time,
-            plan_scenario(
-                scenario,
-                name,
-                cc,
-                count,
-                mig_capable=mig,
-                throughput=throughput,
-                reference_gpu=on,
-                samples=int(samples) if samples else None,
-                epochs=epochs,
-                budget_hours=_duration_hours(budget) if budget else None,
-            ),
+        name, cc, count, mig = local_gpu()
+        scen = plan_scenario(
+            scenario,
+            name,
+            cc,
+            count,
+            mig_capable=mig,
+            throughput=throughput,
+            reference_gpu=on,
+            samples=int(samples) if samples else None,
+            epochs=epochs,
+            budget_hours=hours,
         )
+    report = PlanReport(fit, time, scen)
     if fmt is Format.json:
         write_out(dumps(report, schema=SCHEMAS["plan"]))
     else:
         plan_text(report, stdout_console())
+
+
+def _fit(
+    model: str,
+    precision: str,
+    optimizer: str | None,
+    gpu: str | None,
+    gpu_index: int,
+    batch: int | None,
+    margin: float,
+) -> FitPlan:
+    """Trace the model's training step (a CPU child) and fit it to the GPU's memory."""
+    err = stderr_console()
+    capacity = capacity_from_spec(gpu) if gpu else capacity_from_local(gpu_index)
+    with err.status(f"tracing {model}'s training step ({precision}) ..."):
+        estimate = estimate_in_child(model, precision, optimizer)
+
+    def alternative(p: str) -> MemoryEstimate:
+        with err.status(f"tracing {model} in {p} ..."):
+            return estimate_in_child(model, p, optimizer)
+
+    return plan_fit(estimate, capacity, batch, margin, alternative)

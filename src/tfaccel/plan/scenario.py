@@ -228,3 +228,19 @@ def _candidates(
     if budget_hours and samples and throughput:
         candidates.sort(key=lambda c: (c.gpus_needed or math.inf, -(c.est_samples_per_s)))
     return candidates, basis
+
+
+def local_gpu() -> tuple[str | None, str | None, int, bool]:
+    """(name, compute capability, count, MIG-capable) of this machine's first GPU
+    (None, None, 0, False without one, or when NVML cannot say)."""
+    try:
+        from tfaccel.hardware.inventory import read_inventory
+
+        inv = read_inventory()
+    except Exception:
+        return None, None, 0, False
+    if not inv.gpus:
+        return None, None, 0, False
+    first = inv.gpus[0]
+    cc = first.compute_capability
+    return first.name, cc, len(inv.gpus), supports(cc, "mig") and first.mig_enabled is not None
