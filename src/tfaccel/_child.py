@@ -20,7 +20,7 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from tfaccel.errors import InputError, TfaccelError
 
@@ -89,21 +89,23 @@ class ChildResult:
 def child_env(
     base: Mapping[str, str] | None = None,
     *,
-    user_code: bool = True,
+    paths: Literal["cwd", "safe", "as_is"] = "cwd",
     quiet_tf: bool = True,
     overrides: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment of a child: `base` (this process's), TensorFlow's C++ log quiet
-    unless the caller set it, and with `user_code` the current directory first on
-    PYTHONPATH, so a `module:function` entry point of the user's is importable; without
-    it, not even Python's own current-directory entry (PYTHONSAFEPATH, 3.11+), so a
-    stray `keras.py` there does not shadow Keras. `overrides` last."""
+    unless the caller set it, and its import paths: "cwd" puts the current directory
+    first on PYTHONPATH, so a `module:function` entry point of the user's is
+    importable; "safe" leaves out even Python's own current-directory entry
+    (PYTHONSAFEPATH, 3.11+), so a stray `keras.py` there does not shadow Keras; "as_is"
+    keeps Python's own rules (a user's script imports the modules beside it).
+    `overrides` last."""
     env = dict(os.environ if base is None else base)
     if quiet_tf:
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if user_code:
+    if paths == "cwd":
         env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
-    else:  # a keras.py or tensorflow.py in the current directory is not imported
+    elif paths == "safe":
         env["PYTHONSAFEPATH"] = "1"
     env.update(overrides or {})
     return env

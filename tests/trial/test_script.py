@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,32 @@ def test_a_dataset_script_is_timed_without_its_callbacks(here: Path) -> None:
     assert r.ok, (r.error, r.traceback)
     assert r.extra["measured"] == "model.fit at train.py:12"
     assert not (here / "users_model.keras").exists()  # the user's checkpoint untouched
+
+
+def test_a_script_imports_the_modules_beside_it_from_any_folder(here: Path) -> None:
+    """The way users lay out a project: train.py imports its model from model.py."""
+    project = here / "project"
+    project.mkdir()
+    _write(
+        project,
+        "model.py",
+        "import keras\n\ndef build():\n"
+        + textwrap.indent(
+            "return keras.Sequential([keras.Input((16,)), keras.layers.Dense(3)])\n", "    "
+        ),
+    )
+    _write(
+        project,
+        "train.py",
+        "from model import build\n"
+        + DATASET_SCRIPT.replace(
+            "model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(3)])",
+            "model = build()",
+        ),
+    )
+    script = parse_command(["python", "project/train.py"])  # run from the folder above
+    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=16), SMALL)
+    assert r.ok, (r.error, r.traceback)
 
 
 def test_a_script_that_never_fits_says_so(here: Path) -> None:

@@ -200,7 +200,8 @@ def run_trial(
         "seed": seed,
         **(extra or {}),
     }
-    env = child_env(user_code=workload not in BUILTIN, overrides=env_overrides)
+    # only a user's own entry point is imported from the current directory
+    env = child_env(paths="safe" if workload in BUILTIN else "cwd", overrides=env_overrides)
     out = run_child(["-m", "tfaccel.trial.child", json.dumps(config)], MARK, env, timeout_s)
     return result_of(key, settings, out, timeout_s)
 

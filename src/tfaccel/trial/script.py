@@ -220,7 +220,7 @@ def run_script_trial(
         **(extra or {}),
     }
     overrides = {ENV: json.dumps(config), **(env_overrides or {})}
-    env = child_env(hooked_env(), user_code=False, overrides=overrides)
+    env = child_env(hooked_env(), paths="as_is", overrides=overrides)
     out = run_command(script.argv, MARK, env, timeout_s)
     return result_of(key, settings, out, timeout_s, silent=NO_FIT)
 
