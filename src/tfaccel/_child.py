@@ -10,6 +10,7 @@ exit code and the end of the child's stderr.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -152,7 +153,7 @@ def run_command(
             timeout=timeout_s,
             env=dict(env),
             check=False,
-            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=_die_with_parent(),
         )
     except subprocess.TimeoutExpired as exc:
         return ChildResult(None, None, _text(exc.stdout), _text(exc.stderr), timeout_s)
@@ -160,17 +161,22 @@ def run_command(
     return ChildResult(_payload(proc.stdout, mark), proc.returncode, proc.stdout, proc.stderr, wall)
 
 
-def die_with_parent() -> None:
-    """In the child, before it runs (Linux): the kernel kills it when tfaccel's process
-    dies, even by SIGKILL, so a trial never outlives the tune that started it and keeps
-    holding the GPU's memory."""
+@functools.cache
+def _die_with_parent() -> Callable[[], None] | None:
+    """For the child, to run between fork and exec (Linux): the kernel kills it when
+    tfaccel's process dies, even by SIGKILL, so a trial never outlives the tune that
+    started it and keeps holding the GPU's memory. libc is loaded here, in the parent:
+    the child, forked while other threads (a progress bar) may hold the import lock,
+    must not import anything. None where prctl is not to be had."""
+    if not sys.platform.startswith("linux"):
+        return None
     import ctypes
 
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+    return functools.partial(prctl, 1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _text(out: str | bytes | None) -> str:
@@ -218,8 +224,6 @@ def user_traceback(exc: BaseException, limit: int = 3000) -> str:
     own traceback comes first and tfaccel's one-line message after it; tfaccel's frames
     are left out, and a check of tfaccel's own (its error with no cause) is its message
     alone. The end is kept when it is long; terminal styling is removed."""
-    from tfaccel.errors import TfaccelError
-
     cause = exc.__cause__
     if isinstance(exc, TfaccelError) and cause is None:
         text = f"{type(exc).__name__}: {exc}\n"
