@@ -193,17 +193,18 @@ def run_trial(
 ) -> TrialResult:
     """One trial in a fresh process; a hang is killed at `timeout_s` and recorded."""
     key = settings_key(workload, settings, steps, extra)
-    config = {
-        "workload": workload,
-        "settings": settings.to_dict(),
-        "steps": steps.__dict__,
-        "seed": seed,
-        **(extra or {}),
-    }
+    config = {"workload": workload, **trial_config(settings, steps, seed, extra)}
     # only a user's own entry point is imported from the current directory
     env = child_env(paths="safe" if workload in BUILTIN else "cwd", overrides=env_overrides)
     out = run_child(["-m", "tfaccel.trial.child", json.dumps(config)], MARK, env, timeout_s)
     return result_of(key, settings, out, timeout_s)
+
+
+def trial_config(
+    settings: Settings, steps: StepPlan, seed: int, extra: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What a trial's process is told: the settings, the step plan, the seed, extras."""
+    return {"settings": settings.to_dict(), "steps": steps.__dict__, "seed": seed, **(extra or {})}
 
 
 def result_of(

@@ -26,7 +26,7 @@ from tfaccel._child import child_env, hooked_env, run_command
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.hook import ENV, MARK
-from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key
+from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key, trial_config
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?(\.exe)?$")
 USAGE = "python SCRIPT.py [ARGS...] or python -m MODULE [ARGS...]"
@@ -212,13 +212,7 @@ def run_script_trial(
 ) -> TrialResult:
     """One trial: the script in a fresh process, its first fit timed at `settings`."""
     key = settings_key(script.name, settings, steps, extra)
-    config = {
-        "mode": "tune",
-        "settings": settings.to_dict(),
-        "steps": steps.__dict__,
-        "seed": seed,
-        **(extra or {}),
-    }
+    config = {"mode": "tune", **trial_config(settings, steps, seed, extra)}
     overrides = {ENV: json.dumps(config), **(env_overrides or {})}
     env = child_env(hooked_env(), paths="as_is", overrides=overrides)
     out = run_command(script.argv, MARK, env, timeout_s)
