@@ -261,3 +261,12 @@ def test_keras_backend_in_the_environment_is_refused(
     with pytest.raises(InputError, match="KERAS_BACKEND=jax"):
         check_script(script)
     assert os.environ["KERAS_BACKEND"] == "jax"
+
+
+def test_run_rebatches_a_scripts_dataset(here: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    script = parse_command(["python", str(_write(here, "train.py", DATASET_SCRIPT))])
+    settings = Settings(precision="float32", xla="off", batch_size=64)
+    assert run_script(script, settings) == 0
+    err = capfd.readouterr().err
+    assert "model.fit call 1 at train.py:12: batch 64 (re-batched); tf.data settings applied" in err
+    assert "model.fit call 2 at train.py:13" in err  # run mode runs every fit

@@ -200,14 +200,39 @@ class ConfigureReport:
         it from `dataset()`)."""
         return {"batch_size": self.settings.batch_size} if self.settings.batch_size else {}
 
+    def rebatched(self, ds: Any, model: Any = None) -> Any:
+        """`ds` at the tuned batch size, its batches unbatched first (workloads.inputs
+        tells them from examples; `model` where the data's shapes cannot): InputError
+        where it still cannot tell. Without a batch size, `ds` as it is."""
+        size = self.settings.batch_size
+        if not size:
+            return ds
+        from tfaccel.workloads.inputs import as_examples
+
+        return as_examples(ds, model).batch(size)
+
+    def _rebatched_or_kept(self, ds: Any, model: Any) -> Any:
+        """`rebatched`, or where it cannot tell, the data's own batches, and it says so."""
+        import warnings
+
+        try:
+            return self.rebatched(ds, model)
+        except InputError as exc:
+            warnings.warn(
+                f"batch_size {self.settings.batch_size} not applied: {exc.message} "
+                "(report.dataset(ds, model=model) tells examples from batches)",
+                stacklevel=3,
+            )
+            return ds
+
     def dataset(self, ds: Any, cast: bool = True, model: Any = None, batch: bool = True) -> Any:
         """Apply the tf.data settings: the batch size (re-batched, unless `batch=False`:
         `model` tells examples from batches where the data's shapes cannot), determinism,
         caching, `input_cast` (unless `cast=False`: a step that casts on the host
         itself), prefetch (host or device)."""
         tf = import_tensorflow()
-        if batch and self.settings.batch_size:
-            ds = _rebatched(ds, self.settings.batch_size, model)
+        if batch:
+            ds = self._rebatched_or_kept(ds, model)
         options = tf.data.Options()
         options.deterministic = self.settings.deterministic_data
         options.autotune.enabled = True
@@ -221,24 +246,6 @@ class ConfigureReport:
             return ds.apply(tf.data.experimental.prefetch_to_device("/gpu:0"))
         if self.settings.prefetch != "off":
             return ds.prefetch(tf.data.AUTOTUNE)
-        return ds
-
-
-def _rebatched(ds: Any, size: int, model: Any) -> Any:
-    """`ds` batched at `size`: its batches unbatched first (workloads.inputs tells them
-    from examples). Where it cannot tell, the data's own batches stay, and it says so."""
-    import warnings
-
-    from tfaccel.workloads.inputs import as_examples
-
-    try:
-        return as_examples(ds, model).batch(size)
-    except InputError as exc:
-        warnings.warn(
-            f"batch_size {size} not applied: {exc.message} "
-            "(report.dataset(ds, model=model) tells examples from batches)",
-            stacklevel=3,
-        )
         return ds
 
 

@@ -233,9 +233,9 @@ def _run_fit(
     notes: list[str] = []
     if _is_dataset(x):
         try:
-            ds = _examples(model, a).batch(size) if size else x
+            ds = report.rebatched(x, model)
             notes.append(f"batch {size} (re-batched)" if size else "batch as the script's")
-            a.update(x=report.dataset(ds, batch=False), y=None, sample_weight=None)
+            a.update(x=report.dataset(ds, batch=False))
             notes.append("tf.data settings applied")
         except Exception as exc:
             notes.append(f"the dataset kept as it is ({type(exc).__name__}: {exc})")
