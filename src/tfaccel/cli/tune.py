@@ -126,8 +126,7 @@ def tune(
         options = dataclasses.replace(
             options, batch_size=start, max_batch=max(options.max_batch, start)
         )
-    outputs = tune_lib.Outputs(output, plot, journal)
-    tune_lib.check_outputs(tgt, outputs, force, fresh)
+    outputs = tune_lib.Outputs(output, plot, journal)  # tune_lib.run checks them first
     hw = tune_lib.hardware()
     progress = Progress(
         TextColumn("{task.description}"),

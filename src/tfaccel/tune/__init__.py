@@ -7,6 +7,7 @@ that resumes, and the answer written to tfaccel.json with a plot.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,7 +153,7 @@ def run(
     hw = hw or hardware()
     if hw.gpus and options.xla_cache_dir is None:
         cache = str(out.journal.with_name(out.journal.name + ".xla-cache"))
-        options = _with(options, xla_cache_dir=cache)
+        options = dataclasses.replace(options, xla_cache_dir=cache)
     tuner = Tuner(tgt.name, hw, options, journal, on_trial=on_trial, runner=tgt.runner)
     result = tuner.run()
     if found(result):
@@ -163,9 +164,3 @@ def run(
 def found(result: TuneResult) -> bool:
     """Did the tune find settings that ran (and so wrote tfaccel.json)?"""
     return result.best_settings is not None and result.best is not None and result.best.ok
-
-
-def _with(options: TuneOptions, **changes: Any) -> TuneOptions:
-    import dataclasses
-
-    return dataclasses.replace(options, **changes)
