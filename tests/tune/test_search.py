@@ -5,13 +5,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.runner import StepPlan, TrialResult, beats, label_of, settings_key
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.search import Hardware, TuneOptions, Tuner, TuneResult, loss_close
+from tfaccel.tune.search import (
+    Hardware,
+    TuneOptions,
+    Tuner,
+    TuneResult,
+    estimate_trials,
+    loss_close,
+)
 
 STEPS = StepPlan(2, 2, 2)
 
@@ -20,9 +28,14 @@ class FakeTrials:
     """Throughput model of an H200-like GPU: 16-bit and XLA help, batch helps up to 512."""
 
     def __init__(
-        self, nan_for: str | None = None, oom_above: int = 512, gemm_share: float | None = None
+        self,
+        nan_for: str | None = None,
+        oom_above: int = 512,
+        gemm_share: float | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         self.calls: list[Settings] = []
+        self.extra = extra or {}  # what every trial reports besides
         self.nan_for = nan_for
         self.oom_above = oom_above
         self.gemm_share = gemm_share  # what a baseline trial that counts FLOPs reports
@@ -55,7 +68,7 @@ class FakeTrials:
             compile_s=60.0 if s.xla == "jit" else 1.0,
             losses=losses,
             precision=s.precision,
-            extra={"gemm_flop_share": self.gemm_share} if s.xla == "off" else {},
+            extra=({"gemm_flop_share": self.gemm_share} if s.xla == "off" else {}) | self.extra,
         )
 
 
@@ -373,6 +386,35 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         "attention",
         "einsum",
     ]
+
+
+def test_a_knobs_row_alone_makes_tune_try_it(tmp_path: Path, monkeypatch: Any) -> None:
+    """Adding a knob is its module and its row of KNOBS: the late stage, the --skip
+    names, the layer counts and the progress bar's total follow the row. Here a row
+    that tries `cache_dataset` (a field no stage knows) on models with Dense layers."""
+    import tfaccel.tune.search as search
+    from tfaccel.optimize.settings import Knob, TuneTry
+
+    row = Knob("cache_dataset", tune=TuneTry((True,), needs=("gpu",), layers="Dense layer"))
+    monkeypatch.setattr(search, "LATE_KNOBS", (*search.LATE_KNOBS, row))
+    before = estimate_trials(H200, TuneOptions(batch_size=64, steps=STEPS))
+
+    def run(dense_layers: int | None) -> tuple[list[Settings], TuneResult]:
+        trials = FakeTrials(extra={"cache_dataset_layers": dense_layers})
+        j = Journal(tmp_path / f"j{dense_layers}.jsonl")
+        j.load("w")
+        res = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=trials).run()
+        return trials.calls, res
+
+    calls, _ = run(3)
+    assert calls[-1].cache_dataset is True and not any(s.cache_dataset for s in calls[:-1])
+    calls, res = run(0)
+    assert not any(s.cache_dataset for s in calls)
+    assert ("cache_dataset", "not tried: the model has no Dense layer") in [
+        (d.stage, d.text) for d in res.decisions
+    ]
+    monkeypatch.setattr(search, "LATE_KNOBS", search.LATE_KNOBS[:-1])
+    assert estimate_trials(H200, TuneOptions(batch_size=64, steps=STEPS)) == before - 1
 
 
 def test_noise_rule() -> None:

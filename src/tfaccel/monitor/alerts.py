@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from tfaccel.monitor.metrics import GpuSample, harmful
 
@@ -13,12 +14,16 @@ class Thresholds:
     mem_pct: float = 95.0
 
 
+AlertKind = Literal["temperature", "throttle", "memory", "ecc", "lost"]
+Severity = Literal["warning", "critical"]
+
+
 @dataclass(frozen=True)
 class Alert:
     gpu: int
-    kind: str  # temperature | throttle | memory | ecc | lost
+    kind: AlertKind
     message: str
-    severity: str = "warning"  # warning | critical
+    severity: Severity = "warning"
 
 
 def evaluate(g: GpuSample, t: Thresholds) -> list[Alert]:

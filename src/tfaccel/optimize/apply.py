@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tfaccel._tf import import_tensorflow, tf_internal
 from tfaccel.errors import InputError
@@ -47,13 +47,19 @@ class ConfigureOrderError(InputError):
     """A setting that can no longer change because TensorFlow already started."""
 
 
+# What became of a knob: set now, already so, set when the user's model is compiled or
+# built (report.compile / the precision policy), not applicable here, or set with a
+# warning.
+AppliedStatus = Literal["applied", "unchanged", "at-compile", "at-build", "skipped", "warning"]
+
+
 @dataclass(frozen=True)
 class Applied:
     """One knob: what was asked, what happened."""
 
     knob: str
     value: Any
-    status: str  # applied | unchanged | at-compile | at-build | skipped | warning
+    status: AppliedStatus
     detail: str = ""
 
 
@@ -289,7 +295,7 @@ def unified_memory_limit_mib(total_mib: int, factor: float) -> int:
     return int(total_mib * factor)
 
 
-def _set_env(name: str, value: str | None, initialized: bool, knob: str) -> str:
+def _set_env(name: str, value: str | None, initialized: bool, knob: str) -> AppliedStatus:
     current = os.environ.get(name)
     if current == value:
         return "unchanged"
@@ -339,6 +345,7 @@ def _apply_xla_options(s: Settings, initialized: bool) -> Applied:
     current = os.environ.get(ENV_XLA, "")
     options = s.effective_xla_options
     flags, added = xla_flags_with(current, options, _XLA_ADDED)
+    status: AppliedStatus
     if flags.split() == current.split():
         status = "unchanged"
     else:
@@ -555,9 +562,9 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     precision, row = _apply_precision(tf, s, cc)
     rows.append(row)
     rows.extend(_apply_xla(tf, s, xla_row))
-    rows.extend(_apply_patched("dropout", s.dropout))
-    rows.extend(_apply_patched("einsum", s.einsum))
-    rows.extend(_apply_attention(s, cc))
+    for knob in KERAS_PATCHES:  # attention needs cuDNN's flash attention: its own checks
+        patched = _apply_attention(s, cc) if knob == "attention" else None
+        rows.extend(patched if patched is not None else _apply_patched(knob, getattr(s, knob)))
     rows.extend(_model_rows(s, cc))
     rows.append(_data_row(s, precision))
     report = ConfigureReport(s, precision, len(gpus), tuple(rows), cc)
@@ -648,7 +655,7 @@ def _model_rows(s: Settings, cc: str | None) -> list[Applied]:
 
 
 def _data_row(s: Settings, precision: str) -> Applied:
-    cast = s.input_cast
+    cast: str = s.input_cast
     if cast != "off" and not input_cast_dtype(cast, precision):
         cast = f"{cast} (no effect: {precision} has no 16-bit compute dtype)"
     size = s.batch_size

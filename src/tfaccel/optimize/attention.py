@@ -330,3 +330,23 @@ def current_attention() -> str:
     except InputError:
         return "keras"
     return "cudnn" if mha._compute_attention is _cudnn_compute_attention else "keras"
+
+
+def count_layers(layers: list[Any]) -> int:
+    """How many of `layers` (a model's, nested ones included) are Keras
+    MultiHeadAttention layers (KerasHub's subclasses too), the ones this knob changes."""
+    import keras
+
+    return sum(1 for x in layers if isinstance(x, keras.layers.MultiHeadAttention))
+
+
+def count_dropping_layers(layers: list[Any]) -> int:
+    """How many of those have attention dropout: their training calls stay on Keras'
+    attention (cuDNN's dropout crashes TF 2.21), so they gain nothing."""
+    import keras
+
+    return sum(
+        1
+        for x in layers
+        if isinstance(x, keras.layers.MultiHeadAttention) and float(x._dropout) > 0
+    )

@@ -117,3 +117,11 @@ def set_einsum(name: str) -> str:
 def current_einsum() -> str:
     """The name of the einsum in use ("keras" when tfaccel never changed it)."""
     return _PATCH.current()
+
+
+def count_layers(layers: list[Any]) -> int:
+    """How many of `layers` (a model's, nested ones included) are EinsumDense layers,
+    the ones this knob changes."""
+    import keras
+
+    return sum(1 for x in layers if isinstance(x, keras.layers.EinsumDense))

@@ -11,23 +11,36 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from tfaccel.errors import ConfigFileError, InputError
 
-PRECISIONS = ("auto", "float32", "tf32", "mixed_float16", "mixed_bfloat16", "bfloat16")
-XLA_MODES = ("off", "jit", "auto", "autoclustering")
-MEMORY_MODES = ("default", "growth", "limit", "unified")
-ALLOCATORS = ("default", "cuda_malloc_async")
-STRATEGIES = ("auto", "none", "one_device", "mirrored")
-PREFETCH = ("auto", "device", "off")
-INPUT_CASTS = ("off", "compute")
+# Each knob's choices, as a type (for the fields of Settings and whoever passes them)
+# and as the tuple the checks and the command line list.
+Precision = Literal["auto", "float32", "tf32", "mixed_float16", "mixed_bfloat16", "bfloat16"]
+XlaMode = Literal["off", "jit", "auto", "autoclustering"]
+MemoryMode = Literal["default", "growth", "limit", "unified"]
+Allocator = Literal["default", "cuda_malloc_async"]
+Strategy = Literal["auto", "none", "one_device", "mirrored"]
+Prefetch = Literal["auto", "device", "off"]
+InputCast = Literal["off", "compute"]
 # Keras' dropout, or tfaccel's cheaper masks for XLA (tfaccel.optimize.dropout).
-DROPOUTS = ("keras", "mask_once", "philox16")
+Dropout = Literal["keras", "mask_once", "philox16"]
 # Keras' einsum, or projections' einsums as 2-D GEMMs (tfaccel.optimize.einsum).
-EINSUMS = ("keras", "flat")
+Einsum = Literal["keras", "flat"]
 # Keras' attention, or cuDNN's flash attention under XLA (tfaccel.optimize.attention).
-ATTENTIONS = ("keras", "cudnn")
+Attention = Literal["keras", "cudnn"]
+
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+XLA_MODES: tuple[str, ...] = get_args(XlaMode)
+MEMORY_MODES: tuple[str, ...] = get_args(MemoryMode)
+ALLOCATORS: tuple[str, ...] = get_args(Allocator)
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
+PREFETCH: tuple[str, ...] = get_args(Prefetch)
+INPUT_CASTS: tuple[str, ...] = get_args(InputCast)
+DROPOUTS: tuple[str, ...] = get_args(Dropout)
+EINSUMS: tuple[str, ...] = get_args(Einsum)
+ATTENTIONS: tuple[str, ...] = get_args(Attention)
 # XLA's GPU compiler options, by name: the XLA_FLAGS each one adds (set before TensorFlow
 # starts; XLA reads them once per process).
 XLA_OPTIONS = {
@@ -69,13 +82,35 @@ XLA_OPTIONS = {
 IMPLIED_XLA_OPTIONS = {"float8": ("cublas_gemm",)}
 
 
+# What a late trial of `tune` may need, besides the knob's own layers in the model:
+# GPUs (one GPU), XLA on, a 16-bit compute dtype, a model mostly of matrix products,
+# FP8 tensor cores, cuDNN's flash attention (tfaccel.tune.search decides each).
+Need = Literal["gpu", "one_gpu", "xla", "16bit", "gemm_model", "fp8", "flash_attention"]
+
+
+@dataclass(frozen=True)
+class TuneTry:
+    """How `tune` tries a knob late in its search, on the best settings so far: each
+    value in turn, until one that the accuracy guard did not reject (kept or not),
+    where every need holds. `layers`: what the model must hold for the knob to act,
+    as a note names it ("dropout layer"); `tfaccel.optimize.<knob>.count_layers(layers)`
+    counts them among the model's layers, nested ones included. `guard`: the knob
+    changes the arithmetic, so the guard holds its losses to the best run's."""
+
+    values: tuple[Any, ...]
+    needs: tuple[Need, ...] = ()
+    layers: str | None = None
+    guard: bool = False
+
+
 @dataclass(frozen=True)
 class Knob:
     """One knob of `Settings` as the rest of tfaccel knows it: the values it takes
     (checked when Settings are made), how a trial's label shows it (always, or where it
-    is not `quiet`), whether `tune --skip` can leave it alone, and whether it replaces
+    is not `quiet`), whether `tune --skip` can leave it alone, whether it replaces
     a Keras function for the process (then `tfaccel.optimize.<name>` has
-    `set_<name>(value)` and `current_<name>()`, and "keras" is Keras' own)."""
+    `set_<name>(value)` and `current_<name>()`, and "keras" is Keras' own), and how
+    `tune` tries it late in its search, if it does."""
 
     name: str
     choices: tuple[str, ...] | None = None
@@ -83,10 +118,14 @@ class Knob:
     quiet: Any = None  # the value the label leaves out
     skippable: bool = False
     replaces_keras: bool = False
+    tune: TuneTry | None = None
 
 
-# Every knob that has choices, a label part, a --skip name or a Keras patch, in the
-# order of a trial's label. A new knob: its field in Settings, its row here, its module.
+_XLA_16BIT_ATTENTION: tuple[Need, ...] = ("flash_attention", "xla", "16bit")
+
+# Every knob that has choices, a label part, a --skip name, a Keras patch or a late
+# trial, in the order of a trial's label (and of the late trials). A new knob: its field
+# in Settings, its row here, its module.
 KNOBS: tuple[Knob, ...] = (
     Knob("precision", PRECISIONS, shown="{}"),
     Knob("xla", XLA_MODES, shown="xla={}"),
@@ -94,19 +133,73 @@ KNOBS: tuple[Knob, ...] = (
     Knob("steps_per_execution", shown="spe={}", skippable=True),
     Knob("memory", MEMORY_MODES),
     Knob("strategy", STRATEGIES),
-    Knob("allocator", ALLOCATORS, shown="{}", quiet="default", skippable=True),
-    Knob("prefetch", PREFETCH, shown="prefetch={}", quiet="auto", skippable=True),
+    # The GPU knobs that rarely pay come first among the late trials, so that a time
+    # budget cuts them after the layer rewrites.
+    Knob(
+        "allocator",
+        ALLOCATORS,
+        shown="{}",
+        quiet="default",
+        skippable=True,
+        tune=TuneTry(("cuda_malloc_async",), needs=("gpu",)),
+    ),
+    Knob(
+        "prefetch",
+        PREFETCH,
+        shown="prefetch={}",
+        quiet="auto",
+        skippable=True,
+        tune=TuneTry(("device",), needs=("one_gpu",)),
+    ),
     Knob("input_cast", INPUT_CASTS, shown="input_cast={}", quiet="off", skippable=True),
-    Knob("dropout", DROPOUTS, "dropout={}", "keras", skippable=True, replaces_keras=True),
-    Knob("einsum", EINSUMS, "einsum={}", "keras", skippable=True, replaces_keras=True),
-    Knob("float8", shown="float8", quiet=False, skippable=True),
-    Knob("attention", ATTENTIONS, "attention={}", "keras", skippable=True, replaces_keras=True),
+    # philox16 draws another random stream, so the guard holds it; only if the guard
+    # rejects it, mask_once (Keras' own masks, computed once: part of the saving).
+    Knob(
+        "dropout",
+        DROPOUTS,
+        "dropout={}",
+        "keras",
+        skippable=True,
+        replaces_keras=True,
+        tune=TuneTry(("philox16", "mask_once"), ("xla",), "dropout layer", guard=True),
+    ),
+    Knob(
+        "float8",
+        shown="float8",
+        quiet=False,
+        skippable=True,
+        tune=TuneTry((True,), ("fp8", "xla", "gemm_model"), guard=True),
+    ),
+    # cuDNN's softmax sums in another order: the guard holds it.
+    Knob(
+        "attention",
+        ATTENTIONS,
+        "attention={}",
+        "keras",
+        skippable=True,
+        replaces_keras=True,
+        tune=TuneTry(("cudnn",), _XLA_16BIT_ATTENTION, "multi-head attention", guard=True),
+    ),
+    # The flattened gradient sums in another order: the guard holds it.
+    Knob(
+        "einsum",
+        EINSUMS,
+        "einsum={}",
+        "keras",
+        skippable=True,
+        replaces_keras=True,
+        tune=TuneTry(("flat",), layers="EinsumDense layer", guard=True),
+    ),
     Knob("xla_options", shown="xla_options={}", quiet=(), skippable=True),
 )
 # The knobs `tune --skip` can leave as they are.
 SKIPPABLE = tuple(k.name for k in KNOBS if k.skippable)
 # The knobs that replace a Keras function for the process.
 KERAS_PATCHES = tuple(k.name for k in KNOBS if k.replaces_keras)
+# The knobs `tune` tries late in its search, in this order.
+LATE_KNOBS = tuple(k for k in KNOBS if k.tune is not None)
+# The knobs whose late trial needs their layers in the model: the trials count them.
+LAYER_KNOBS = tuple(k.name for k in LATE_KNOBS if k.tune and k.tune.layers)
 
 
 def label_of(s: Settings) -> str:
@@ -125,37 +218,37 @@ def label_of(s: Settings) -> str:
 class Settings:
     """What `tfaccel.configure()` applies. See README.md for each knob's effect."""
 
-    memory: str = "default"  # default | growth | limit | unified
+    memory: MemoryMode = "default"
     memory_limit_mib: int | None = None  # with memory="limit": per GPU
     unified_oversubscription: float = 1.0  # with memory="unified": x physical memory
-    allocator: str = "default"  # default (BFC) | cuda_malloc_async
+    allocator: Allocator = "default"  # default: the BFC allocator
     # bfloat16: weights too (inference and generation; training wants mixed_bfloat16)
-    precision: str = "auto"  # auto | float32 | tf32 | mixed_float16 | mixed_bfloat16 | bfloat16
-    xla: str = "auto"  # off | jit | auto (Keras' default) | autoclustering
+    precision: Precision = "auto"
+    xla: XlaMode = "auto"  # auto: Keras' default
     xla_options: tuple[str, ...] = ()  # names from XLA_OPTIONS
     steps_per_execution: int = 1
     batch_size: int | None = None  # recorded by tune; used by configure.dataset
     gradient_checkpointing: bool = False
     gradient_accumulation_steps: int = 1
-    prefetch: str = "auto"  # auto (AUTOTUNE on the host) | device | off
+    prefetch: Prefetch = "auto"  # auto: AUTOTUNE on the host
     # compute: floating inputs are cast to the mixed-precision compute dtype on the host,
     # so half the bytes cross PCIe (the model's first layer casts them anyway)
-    input_cast: str = "off"  # off | compute
+    input_cast: InputCast = "off"
     cache_dataset: bool = False
     # keras | mask_once (Keras' masks, computed once under XLA) | philox16 (16-bit
     # random numbers, two per Philox word; another random stream)
-    dropout: str = "keras"
+    dropout: Dropout = "keras"
     # keras | flat (EinsumDense projections as one 2-D GEMM: their kernel gradient is one
     # GEMM, not one per sequence and a sum)
-    einsum: str = "keras"
+    einsum: Einsum = "keras"
     # keras | cudnn (MultiHeadAttention through cuDNN's flash attention under XLA, on
-    # compute capability 8.0+; not yet measured on a GPU)
-    attention: str = "keras"
+    # compute capability 8.0+)
+    attention: Attention = "keras"
     # FP8 matrix products (Keras' quantize("float8") at report.compile): compute
     # capability 8.9+ under XLA
     float8: bool = False
     deterministic_data: bool = True
-    strategy: str = "auto"  # auto | none | one_device | mirrored
+    strategy: Strategy = "auto"
 
     @property
     def effective_xla_options(self) -> tuple[str, ...]:

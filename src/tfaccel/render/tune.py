@@ -9,10 +9,16 @@ from rich.table import Table
 from rich.text import Text
 
 from tfaccel.render import pyplot
-from tfaccel.trial.runner import TrialResult
+from tfaccel.trial.runner import TrialResult, TrialStatus
 from tfaccel.tune.search import TuneResult
 
-_STATUS = {"ok": "green", "oom": "yellow", "error": "red", "timeout": "red"}
+_STATUS: dict[TrialStatus, str] = {
+    "ok": "green",
+    "oom": "yellow",
+    "error": "red",
+    "timeout": "red",
+    "skipped": "dim",
+}
 
 
 def trial_line(stage: str, r: TrialResult) -> Text:

@@ -18,7 +18,7 @@ from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
 from tfaccel.results import SCHEMAS
 from tfaccel.stats import NOISE_FLOOR
-from tfaccel.trial.runner import StepPlan, TrialResult, run_trial, xla_cache_env
+from tfaccel.trial.runner import StepPlan, TrialResult, TrialStatus, run_trial, xla_cache_env
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class ScalePoint:
     samples_per_s: float | None
     efficiency: float | None
     engine: str | None
-    status: str
+    status: TrialStatus
     error: str | None = None
     cross_device_ops: str | None = None  # the all-reduce implementation that ran
     allreduce_ms: float | None = None  # one all-reduce of the gradients, timed alone
@@ -82,7 +82,7 @@ class SearchStep:
     option: str
     value: Any
     samples_per_s: float | None
-    status: str
+    status: TrialStatus
     kept: bool
     note: str
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from tfaccel._child import ANSI, emit, is_oom, user_traceback
 from tfaccel._tf import import_tensorflow
+from tfaccel.optimize.settings import LAYER_KNOBS
 from tfaccel.workloads.synthetic import rebatched
 
 MARK = "TFACCEL_TRIAL "
@@ -251,26 +252,25 @@ def checkpointing(report: Any) -> dict[str, Any]:
 
 
 def _layer_counts(model: Any) -> dict[str, int | None]:
-    """How many dropout layers with a rate above 0, MultiHeadAttention layers, of those
-    the ones with dropout, and EinsumDense layers the model holds, nested ones (a
-    MultiHeadAttention's dropout and projections, KerasHub's attention subclasses)
-    included; None each if the model cannot say."""
-    import keras
+    """For each knob whose late trial needs its layers (LAYER_KNOBS), how many the
+    model holds, nested ones (a MultiHeadAttention's dropout and projections, KerasHub's
+    attention subclasses) included, as `<knob>_layers`; and the attention layers with
+    dropout. None each if the model cannot say."""
+    import importlib
 
-    names = ("dropout_layers", "attention_layers", "attention_dropout_layers", "einsum_layers")
+    from tfaccel.optimize import attention
+
+    names = [f"{k}_layers" for k in LAYER_KNOBS] + ["attention_dropout_layers"]
     try:
         layers = list(model._flatten_layers(include_self=False, recursive=True))
     except Exception:
         return dict.fromkeys(names)
-    drop = [x for x in layers if isinstance(x, keras.layers.Dropout)]
-    mha = [x for x in layers if isinstance(x, keras.layers.MultiHeadAttention)]
-    counts = (
-        sum(1 for x in drop if x.rate > 0),
-        len(mha),
-        sum(1 for x in mha if float(x._dropout) > 0),
-        sum(1 for x in layers if isinstance(x, keras.layers.EinsumDense)),
-    )
-    return dict(zip(names, counts, strict=True))
+    counts: dict[str, int | None] = {
+        f"{k}_layers": importlib.import_module(f"tfaccel.optimize.{k}").count_layers(layers)
+        for k in LAYER_KNOBS
+    }
+    counts["attention_dropout_layers"] = attention.count_dropping_layers(layers)
+    return counts
 
 
 def _flops(model: Any) -> tuple[int | None, float | None]:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from tfaccel import stats
 from tfaccel._child import ChildResult, child_env, run_child
-from tfaccel.optimize.settings import Settings, label_of
+from tfaccel.optimize.settings import LAYER_KNOBS, Settings, label_of
 from tfaccel.trial.child import MARK
 from tfaccel.workloads import BUILTIN, REVISION
 
@@ -146,17 +146,15 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "window",
                 "forward_flops_per_sample",
                 "gemm_flop_share",
-                "dropout_layers",
-                "attention_layers",
                 "attention_dropout_layers",
-                "einsum_layers",
                 "float8_layers",
                 "cudnn_attention_calls",
                 "checkpointing",
                 "measured",
             )
             if k in payload
-        },
+        }
+        | {f"{k}_layers": payload[f"{k}_layers"] for k in LAYER_KNOBS if f"{k}_layers" in payload},
     )
 
 

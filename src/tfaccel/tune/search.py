@@ -1,20 +1,21 @@
 """The search: which settings make this model fastest on this machine.
 
-Stages, each measured, each decision needing a gain larger than the noise:
+Stages, each measured, each decision needing a gain larger than the noise, in the
+order of their expected gain (a time budget cuts the last ones):
 1. the user's baseline (float32, no XLA) and Keras' defaults (jit_compile="auto");
-2. precision x XLA at the starting batch, where the hardware supports the precision
-   (no 16-bit trials without tensor cores); a 16-bit precision is kept only if its loss
-   stays finite and close to the float32 trajectory (the accuracy guard);
+2. each precision under XLA at the starting batch, where the hardware supports the
+   precision (no 16-bit trials without tensor cores); a 16-bit precision is kept only
+   if its loss stays finite and close to the 32-bit trajectory (the accuracy guard);
 3. batch size, doubled until it runs out of memory (an OOM is data, not a failure) or
    stops paying;
-4. steps_per_execution;
-5. 16-bit input transfers (GPU, 16-bit precision);
+4. each precision without XLA (models that XLA slows down or cannot compile);
+5. steps_per_execution, then 16-bit input transfers (GPU, 16-bit precision);
 6. the larger batch once more, if the ladder stopped within the noise;
-7. the allocator and device prefetch (GPU only): they rarely pay, so a time budget
-   cuts them first; then dropout's masks (under XLA, models with dropout), FP8
-   matrix products (FP8 tensor cores, under XLA) and cuDNN's flash attention (under
-   XLA, 16-bit, models with multi-head attention);
-8. the knobs that each gained too little alone, together.
+7. XLA's GEMM options (models of matrix products), then the late knobs, each as its
+   row of `tfaccel.optimize.settings.KNOBS` says (`TuneTry`): the allocator and device
+   prefetch, dropout's masks, flat einsums, FP8 products, cuDNN's flash attention;
+8. the knobs that each gained too little alone, together;
+9. the answer, never below Keras' defaults.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tfaccel.hardware.capabilities import precisions, supports
-from tfaccel.optimize.settings import Settings, input_cast_dtype
+from tfaccel.optimize.settings import LATE_KNOBS, Need, Settings, TuneTry, input_cast_dtype
 from tfaccel.stats import NOISE_FLOOR, noise_threshold
 from tfaccel.trial.runner import (
     StepPlan,
@@ -255,8 +256,8 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
         batches += 1
         b *= 2
     precisions = search_precisions(hw, opt)
-    # allocator, device prefetch (one GPU), XLA options (cuDNN's layer norms: 9.0+)
-    gpu_stage = (3 if hw.gpus == 1 else 2) if hw.gpus else 0
+    # XLA options: cuBLASLt, and cuDNN's layer norms on 9.0+
+    gpu_stage = 1 if hw.gpus else 0
     if hw.cudnn_layer_norm:
         gpu_stage += 1
     if hw.gpus and any(input_cast_dtype("compute", p) for p in precisions):
@@ -266,9 +267,7 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     jit = n - (1 if "tf32" in precisions else 0)  # strict float32 under XLA: skipped
     again = 1 if batches else 0  # the larger batch once more, after the other knobs
     together = 1 if hw.gpus else 0  # the knobs that each fell short, together
-    # dropout's masks (two kinds at most), FP8 matrix products (FP8 tensor cores),
-    # cuDNN's flash attention (8.0+), flat einsums
-    late = 3 + (1 if hw.float8 else 0) + (1 if hw.flash_attention else 0)
+    late = sum(len(k.tune.values) for k in LATE_KNOBS if k.tune and _may_run(k.tune, hw))
     confirm = 2 * opt.confirm
     return 2 + (n - 1) + jit + batches + spe + gpu_stage + again + late + together + confirm
 
@@ -489,11 +488,7 @@ class Tuner:
             self._input_cast,
             self._batch_again,
             self._gemm_options,
-            self._memory_knobs,
-            self._dropout,
-            self._float8,
-            self._attention,
-            self._einsum,
+            self._late_knobs,
             self._together,
         ]
 
@@ -762,53 +757,53 @@ class Tuner:
             opts = (*st.best_s.xla_options, "cudnn_layer_norm")
             self._knob(st, "xla_options", opts, guard=True)
 
-    def _memory_knobs(self, st: _State) -> None:
-        """The GPU knobs that rarely pay (the allocator, device prefetch), late, so
-        that a time budget cuts them first."""
-        if self.hw.gpus:
-            self._knob(st, "allocator", "cuda_malloc_async")
-            if self.hw.gpus == 1:
-                self._knob(st, "prefetch", "device")
+    def _late_knobs(self, st: _State) -> None:
+        """Stage 7: each knob of LATE_KNOBS, as its TuneTry says, where its needs hold
+        and the model holds its layers."""
+        for knob in LATE_KNOBS:
+            t = knob.tune
+            if t is None or not all(self._holds(need, st) for need in t.needs):
+                continue
+            if t.layers and self._model_count(f"{knob.name}_layers") == 0:
+                self.decide(knob.name, f"not tried: the model has no {t.layers}")
+                continue
+            blocked = self._blocked(knob.name)
+            if blocked:
+                self.decide(knob.name, f"not tried: {blocked}")
+                continue
+            for value in t.values:
+                if self._knob(st, knob.name, value, guard=t.guard):
+                    break
+            if knob.name == "attention":
+                self._note_attention_calls(st)
 
-    def _dropout(self, st: _State) -> None:
-        """Dropout's masks under XLA (tfaccel.optimize.dropout). "philox16" draws another
-        random stream, so the guard holds it; only if the guard rejects it, "mask_once"
-        (Keras' own masks, computed once: a part of philox16's saving) is tried."""
-        if st.best_s.xla == "off":
-            return
-        if self._model_count("dropout_layers") == 0:
-            self.decide("dropout", "not tried: the model has no dropout layer")
-        elif not self._knob(st, "dropout", "philox16", guard=True):
-            self._knob(st, "dropout", "mask_once")
+    def _holds(self, need: Need, st: _State) -> bool:
+        """Does a late trial's need (settings.Need) hold on this hardware and best?"""
+        if need == "xla":
+            return st.best_s.xla != "off"
+        if need == "16bit":
+            return input_cast_dtype("compute", self._resolved_precision(st)) is not None
+        if need == "gemm_model":
+            return _gemm_model(self.result.baseline)
+        if need == "one_gpu":
+            return self.hw.gpus == 1
+        hardware = {"gpu": True, "fp8": self.hw.float8, "flash_attention": self.hw.flash_attention}
+        return bool(self.hw.gpus) and hardware[need]
 
-    def _float8(self, st: _State) -> None:
-        """FP8 matrix products (Keras' float8 quantization) on FP8 tensor cores under
-        XLA, for models of matrix products; the guard holds them to the 16-bit losses."""
-        if self.hw.float8 and st.best_s.xla != "off" and _gemm_model(self.result.baseline):
-            self._knob(st, "float8", True, guard=True)
-
-    def _attention(self, st: _State) -> None:
-        """cuDNN's flash attention for Keras' MultiHeadAttention, under XLA with 16-bit
-        heads, for layers without dropout (training calls with dropout stay on Keras'
-        attention). Its softmax sums in another order: the guard holds it."""
-        sixteen_bit = input_cast_dtype("compute", self._resolved_precision(st)) is not None
-        if not (self.hw.flash_attention and st.best_s.xla != "off" and sixteen_bit):
-            return
+    def _blocked(self, knob: str) -> str | None:
+        """Why a knob would gain nothing on this model although it has its layers."""
         layers = self._model_count("attention_layers")
         dropping = self._model_count("attention_dropout_layers")
-        if layers == 0:
-            self.decide("attention", "not tried: the model has no multi-head attention")
-            return
-        if layers and dropping == layers:
-            self.decide(
-                "attention",
-                f"not tried: each of the model's {layers} attention layers has dropout, "
-                "whose training calls stay on Keras' attention (cuDNN's dropout crashes "
-                "TF 2.21)",
+        if knob == "attention" and layers and dropping == layers:
+            return (
+                f"each of the model's {layers} attention layers has dropout, whose "
+                "training calls stay on Keras' attention (cuDNN's dropout crashes TF 2.21)"
             )
-            return
+        return None
+
+    def _note_attention_calls(self, st: _State) -> None:
+        """cuDNN's flash attention kept or not, say when no call could use it."""
         key = settings_key(self.workload, st.best_s.replace(attention="cudnn"), self.opt.steps)
-        self._knob(st, "attention", "cudnn", guard=True)
         tried = [t for t in self.result.trials if t.key == key and t.ok]
         if tried and tried[0].extra.get("cudnn_attention_calls") == 0:
             self.decide(
@@ -816,15 +811,6 @@ class Tuner:
                 "cudnn: no attention call fitted cuDNN's flash attention (16-bit "
                 "heads of 8-128 in steps of 8, no causal flag): Keras' own ran",
             )
-
-    def _einsum(self, st: _State) -> None:
-        """EinsumDense projections as 2-D GEMMs (tfaccel.optimize.einsum): Keras computes
-        each kernel's gradient per sequence and sums them; flattened, it is one GEMM.
-        The gradient sums in another order: the guard holds it."""
-        if self._model_count("einsum_layers") == 0:
-            self.decide("einsum", "not tried: the model has no EinsumDense layer")
-        else:
-            self._knob(st, "einsum", "flat", guard=True)
 
     def _together(self, st: _State) -> None:
         """The knobs that each gained less than the threshold, together. Two gains of 2 %
@@ -930,6 +916,13 @@ class _State:
     near: list[_NearMiss] = field(default_factory=list)
     stopped_by_noise: bool = False
     ladder_end: Settings | None = None
+
+
+def _may_run(t: TuneTry, hw: Hardware) -> bool:
+    """Can a late trial run on this hardware (its other needs known only later)?"""
+    gpus = {"gpu": hw.gpus > 0, "one_gpu": hw.gpus == 1}
+    hardware = {**gpus, "fp8": hw.float8, "flash_attention": hw.flash_attention}
+    return all(hardware.get(need, True) for need in t.needs)
 
 
 def _gemm_model(baseline: TrialResult | None) -> bool:
