@@ -14,9 +14,11 @@ from tfaccel.cli import profile as profile_cmd
 from tfaccel.cli import run as run_cmd
 from tfaccel.cli import scale as scale_cmd
 from tfaccel.cli import tune as tune_cmd
+from tfaccel.cli._common import Commands
 
 app = typer.Typer(
     name="tfaccel",
+    cls=Commands,
     help="Make TensorFlow fast and trouble-free on NVIDIA GPUs.",
     no_args_is_help=True,
     add_completion=False,

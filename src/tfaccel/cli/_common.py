@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from tfaccel.errors import ExitCode, TfaccelError
 from tfaccel.render import Format
@@ -112,13 +114,75 @@ def name_list(
     return names
 
 
-def require_positive(*flags: tuple[str, int | None]) -> None:
-    """An InputError for the first (flag, value) whose value is given and below 1."""
-    from tfaccel.errors import InputError
+def finite(value: float | None) -> float | None:
+    """A float flag's callback: NaN and the infinities are refused (its range, given
+    with typer's min/max, shows in --help)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
 
-    for name, value in flags:
-        if value is not None and value < 1:
-            raise InputError(f"{name} must be positive", expected="an integer >= 1", received=value)
+
+def positive(value: float | None) -> float | None:
+    """A float flag's callback for amounts that must be above zero (seconds, samples)."""
+    if finite(value) is not None and value <= 0:  # type: ignore[operator]
+        raise typer.BadParameter(f"{value} is not above 0")
+    return value
+
+
+def json_requested(argv: Sequence[str]) -> bool:
+    """Does a command line ask for --format json (any spelling the parser accepts)?"""
+    for i, arg in enumerate(argv):
+        if arg in ("--format", "-f") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith("--format="):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith("-f") and len(arg) > 2 and not arg.startswith("--"):
+            value = arg[2:]
+        else:
+            continue
+        if value.lower() == "json":
+            return True
+    return False
+
+
+# The parser's usage error (an unknown flag, a value out of its range): click's, or
+# the copy of click that newer typers carry.
+_UsageError: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError"
+)
+
+
+class Commands(TyperGroup):
+    """tfaccel's command group: a usage error is shown as typer shows it, and under
+    --format json also written as the one JSON error object on stdout, like every
+    other failure."""
+
+    _argv: tuple[str, ...] = ()
+
+    def main(self, args: Sequence[str] | None = None, *rest: Any, **kwargs: Any) -> Any:
+        self._argv = tuple(sys.argv[1:] if args is None else args)
+        return super().main(args, *rest, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _UsageError as exc:
+            if json_requested(self._argv):
+                write_out(usage_error_json(exc))
+            raise
+
+
+def usage_error_json(exc: Exception) -> str:
+    from tfaccel.results import dumps
+
+    error = {
+        "problem": exc.format_message(),  # type: ignore[attr-defined]
+        "expected": None,
+        "received": None,
+        "hint": "tfaccel COMMAND --help lists the flags, their choices and ranges",
+        "kind": "UsageError",
+    }
+    return dumps({"error": error, "exit_code": int(ExitCode.USAGE)})
 
 
 def operands(args: list[str], count: int, problem: str, usage: str) -> list[str]:

@@ -7,12 +7,13 @@ import typer
 from tfaccel.cli._common import (
     FORMAT_OPTION,
     handle_errors,
+    positive,
     stderr_console,
     stdout_console,
     write_out,
 )
 from tfaccel.doctor import DoctorContext, Status, run_doctor
-from tfaccel.errors import ExitCode, InputError
+from tfaccel.errors import ExitCode
 from tfaccel.render import Format
 from tfaccel.render.doctor import doctor_json, doctor_markdown, doctor_text
 
@@ -24,7 +25,10 @@ def doctor(
         False, "--no-import", help="Do not import TensorFlow (skips 'TensorFlow sees the GPU')."
     ),
     timeout: float = typer.Option(
-        180.0, "--timeout", help="Seconds allowed for importing TensorFlow in a child process."
+        180.0,
+        "--timeout",
+        callback=positive,
+        help="Seconds allowed for importing TensorFlow in a child process.",
     ),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too, not only fails."),
     verbose: bool = typer.Option(
@@ -35,12 +39,6 @@ def doctor(
 
     Exit code 0 when no check fails, 1 when one does (or warns, with --strict).
     """
-    if timeout <= 0:
-        raise InputError(
-            "--timeout must be positive",
-            expected="a number of seconds > 0",
-            received=f"{timeout:g}",
-        )
     ctx = DoctorContext(run_tf_probe=not no_import, tf_timeout_s=timeout)
     if fmt is Format.text:
         err = stderr_console()

@@ -12,9 +12,10 @@ from rich.live import Live
 from tfaccel.cli._common import (
     FORMAT_OPTION,
     WORKLOAD_HELP,
+    finite,
     handle_errors,
     int_list,
-    require_positive,
+    positive,
     stderr_console,
     stdout_console,
     write_out,
@@ -32,23 +33,31 @@ from tfaccel.results import SCHEMAS, check_writable
 
 @handle_errors
 def monitor(
-    interval: float = typer.Option(1.0, "--interval", "-i", help="Seconds between samples."),
+    interval: float = typer.Option(
+        1.0, "--interval", "-i", callback=positive, help="Seconds between samples (> 0)."
+    ),
     gpus: str = typer.Option(None, "--gpus", help="GPU indices, e.g. 0,1 (default: all)."),
     once: bool = typer.Option(
         False, "--once", help="Print one snapshot and exit (1 on any alert)."
     ),
     log: Path = typer.Option(None, "--log", help="Append samples to FILE.csv or FILE.jsonl."),
     prometheus: int = typer.Option(
-        None, "--prometheus", help="Serve Prometheus metrics on this port."
+        None, "--prometheus", min=1, max=65535, help="Serve Prometheus metrics on this port."
     ),
     bind: str = typer.Option(
         DEFAULT_ADDR,
         "--bind",
         help="Address for --prometheus (default 127.0.0.1: this machine only).",
     ),
-    temp: float = typer.Option(85.0, "--temp-threshold", help="Temperature alert, C."),
-    mem: float = typer.Option(95.0, "--mem-threshold", help="Memory alert, percent."),
-    duration: float = typer.Option(None, "--duration", help="Stop after this many seconds."),
+    temp: float = typer.Option(
+        85.0, "--temp-threshold", callback=finite, help="Temperature alert, C."
+    ),
+    mem: float = typer.Option(
+        95.0, "--mem-threshold", min=0, max=100, callback=finite, help="Memory alert, percent."
+    ),
+    duration: float = typer.Option(
+        None, "--duration", callback=positive, help="Stop after this many seconds (> 0)."
+    ),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Live GPU health: utilization, memory, temperature, power, clocks, throttle reasons."""
@@ -138,8 +147,8 @@ def _show(fmt: Format) -> None:
 @power_app.command("set")
 @handle_errors
 def power_set(
-    watts: float = typer.Argument(..., help="New limit in watts."),
-    gpu: int = typer.Option(0, "--gpu", help="Which GPU (NVML index)."),
+    watts: float = typer.Argument(..., callback=positive, help="New limit in watts."),
+    gpu: int = typer.Option(0, "--gpu", min=0, help="Which GPU (NVML index)."),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
 ) -> None:
     """Set a GPU's power limit (needs root and --yes; refuses values out of range)."""
@@ -152,7 +161,7 @@ def power_set(
 @power_app.command("reset")
 @handle_errors
 def power_reset(
-    gpu: int = typer.Option(0, "--gpu", help="Which GPU (NVML index)."),
+    gpu: int = typer.Option(0, "--gpu", min=0, help="Which GPU (NVML index)."),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
 ) -> None:
     """Restore a GPU's default power limit (needs root and --yes)."""
@@ -167,8 +176,8 @@ def power_sweep(
         "resnet50", "--workload", help="The workload trained at each limit (" + WORKLOAD_HELP + ")"
     ),
     limits: str = typer.Option(..., "--limits", help="Watts, e.g. 300,400,500,700."),
-    gpu: int = typer.Option(0, "--gpu", help="Which GPU (NVML index)."),
-    batch: int = typer.Option(256, "--batch", help="Batch size of the workload."),
+    gpu: int = typer.Option(0, "--gpu", min=0, help="Which GPU (NVML index)."),
+    batch: int = typer.Option(256, "--batch", min=1, help="Batch size of the workload."),
     yes: bool = typer.Option(False, "--yes", help="Confirm changing the limit."),
     plot: Path = typer.Option(
         Path("tfaccel-power-sweep.png"), "--plot", help="Throughput and samples/J per limit."
@@ -177,7 +186,6 @@ def power_sweep(
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Throughput, samples per joule and temperature at each power limit; restores after."""
-    require_positive(("--batch", batch))
     if fmt is not Format.json:
         check_writable(plot, force, hint="tfaccel power sweep ... --plot other.png, or --force")
     try:

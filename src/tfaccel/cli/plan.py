@@ -7,7 +7,9 @@ import typer
 from tfaccel.cli._common import (
     FORMAT_OPTION,
     WORKLOAD_HELP,
+    finite,
     handle_errors,
+    positive,
     stderr_console,
     stdout_console,
     write_out,
@@ -51,7 +53,7 @@ def plan(
     precision: str = typer.Option(
         "float32", "--precision", "-p", help="One of " + ", ".join(PRECISIONS) + "."
     ),
-    batch: int = typer.Option(None, "--batch", "-b", help="Check this batch size."),
+    batch: int = typer.Option(None, "--batch", "-b", min=1, help="Check this batch size."),
     gpu: str = typer.Option(
         None,
         "--gpu",
@@ -60,21 +62,27 @@ def plan(
     gpu_index: int = typer.Option(
         0,
         "--gpu-index",
+        min=0,
         help="Which local GPU, as TensorFlow numbers them (after CUDA_VISIBLE_DEVICES).",
     ),
-    margin: float = typer.Option(0.10, "--margin", help="Fraction of memory kept free."),
+    margin: float = typer.Option(
+        0.10, "--margin", min=0.0, max=0.9, callback=finite, help="Fraction of memory kept free."
+    ),
     optimizer: str = typer.Option(
         None, "--optimizer", help="Keras optimizer name (default: the model's, else adam)."
     ),
     throughput: float = typer.Option(
         None,
         "--throughput",
+        callback=positive,
         help="Measured samples/s on one GPU (for time to train and the scenario's GPU list).",
     ),
     on: str = typer.Option(None, "--on", help="The GPU --throughput was measured on (spec key)."),
-    samples: float = typer.Option(None, "--samples", help="Samples per epoch (e.g. 1.28e6)."),
-    epochs: float = typer.Option(1.0, "--epochs", help="Epochs to train."),
-    gpus: int = typer.Option(1, "--gpus", help="Also show time on this many GPUs."),
+    samples: float = typer.Option(
+        None, "--samples", callback=positive, help="Samples per epoch (e.g. 1.28e6)."
+    ),
+    epochs: float = typer.Option(1.0, "--epochs", callback=positive, help="Epochs to train (> 0)."),
+    gpus: int = typer.Option(1, "--gpus", min=1, help="Also show time on this many GPUs."),
     scenario: str = typer.Option(
         None,
         "--scenario",

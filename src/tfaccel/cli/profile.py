@@ -96,9 +96,9 @@ def profile(
         Path("tfaccel-profile"), "--logdir", help="Where a capture writes its trace."
     ),
     start: int = typer.Option(
-        10, "--start", help="First training step to profile (skip warm-up and compilation)."
+        10, "--start", min=0, help="First training step to profile (skip warm-up and compilation)."
     ),
-    steps: int = typer.Option(10, "--steps", help="How many steps to profile."),
+    steps: int = typer.Option(10, "--steps", min=1, help="How many steps to profile."),
     run: str = typer.Option(None, "--run", help="Which run in LOGDIR (default: newest)."),
     html: Path = typer.Option(None, "--html", help="Also write an HTML report here."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --html file."),

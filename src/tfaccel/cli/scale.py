@@ -13,7 +13,6 @@ from tfaccel.cli._common import (
     WORKLOAD_HELP,
     handle_errors,
     int_list,
-    require_positive,
     stderr_console,
     stdout_console,
     write_out,
@@ -36,7 +35,7 @@ def scale(
     gpus: str = typer.Option(
         None, "--gpus", help="GPU counts to measure, e.g. 1,2 (default 1, 2, 4, ... all)."
     ),
-    batch: int = typer.Option(None, "--batch", "-b", help="Batch size per replica [256]."),
+    batch: int = typer.Option(None, "--batch", "-b", min=1, help="Batch size per replica [256]."),
     precision: str = typer.Option(
         None,
         "--precision",
@@ -46,6 +45,7 @@ def scale(
     spe: int = typer.Option(
         None,
         "--steps-per-execution",
+        min=1,
         help="Training steps per compiled call (default: 10).",
     ),
     input_cast: str = typer.Option(
@@ -70,13 +70,14 @@ def scale(
         "--workers",
         help="host1:port,host2:port: print the TF_CONFIG for a multi-worker cluster instead.",
     ),
-    index: int = typer.Option(0, "--index", help="This worker's index with --workers."),
+    index: int = typer.Option(0, "--index", min=0, help="This worker's index with --workers."),
     script: str = typer.Option(
         "python train.py", "--script", help="The command each worker runs (with --workers)."
     ),
     cpu_replicas: int = typer.Option(
         0,
         "--cpu-replicas",
+        min=0,
         help="No GPU: split the CPU into this many replicas to exercise the code path.",
     ),
     all_reduce: str = typer.Option(
@@ -85,7 +86,7 @@ def scale(
         help="auto (TensorFlow picks; NCCL on GPUs), nccl, hierarchical or one-device.",
     ),
     num_packs: int = typer.Option(
-        1, "--num-packs", help="Gradient packs per all-reduce (nccl, hierarchical)."
+        1, "--num-packs", min=1, help="Gradient packs per all-reduce (nccl, hierarchical)."
     ),
     input_mode: str = typer.Option(
         "host",
@@ -114,27 +115,13 @@ def scale(
     ),
     force: bool = typer.Option(False, "--force", help="Replace an existing --plot/--out file."),
     warmup: int = typer.Option(
-        20, "--warmup", help="Untimed steps per point (tracing, compilation, autotuning)."
+        20, "--warmup", min=1, help="Untimed steps per point (tracing, compilation, autotuning)."
     ),
-    windows: int = typer.Option(5, "--windows", help="Timed windows per point (median)."),
-    window: int = typer.Option(20, "--window", help="Steps per timed window."),
+    windows: int = typer.Option(5, "--windows", min=1, help="Timed windows per point (median)."),
+    window: int = typer.Option(20, "--window", min=1, help="Steps per timed window."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Throughput and scaling efficiency on 1..N GPUs; or TF_CONFIG for several workers."""
-    require_positive(
-        ("--num-packs", num_packs),
-        ("--batch", batch),
-        ("--steps-per-execution", spe),
-        ("--warmup", warmup),
-        ("--windows", windows),
-        ("--window", window),
-    )
-    if cpu_replicas < 0:
-        raise InputError(
-            "--cpu-replicas must not be negative",
-            expected="0 (GPUs) or N >= 1",
-            received=cpu_replicas,
-        )
     counts = int_list(gpus, "--gpus", "1,2,4")
     tuned = read_json(Path(config), TUNED_FILE) if config else None
     options = scale_lib.ScaleOptions(

@@ -13,9 +13,10 @@ from tfaccel import tune as tune_lib
 from tfaccel.cli._common import (
     FORMAT_OPTION,
     WORKLOAD_HELP,
+    finite,
     handle_errors,
     name_list,
-    require_positive,
+    positive,
     stderr_console,
     stdout_console,
     write_out,
@@ -43,21 +44,26 @@ def tune(
         None,
         "--batch",
         "-b",
+        min=1,
         help="Starting batch size; default: a script's own (where its source says it "
         "with a number), else 32.",
         show_default=False,
     ),
-    max_batch: int = typer.Option(4096, "--max-batch", help="Largest batch size to try."),
-    warmup: int = typer.Option(10, "--warmup", help="Warm-up steps per trial (untimed)."),
-    windows: int = typer.Option(5, "--windows", help="Timed windows per trial."),
-    window: int = typer.Option(20, "--window", help="Steps per timed window."),
+    max_batch: int = typer.Option(4096, "--max-batch", min=1, help="Largest batch size to try."),
+    warmup: int = typer.Option(10, "--warmup", min=1, help="Warm-up steps per trial (untimed)."),
+    windows: int = typer.Option(5, "--windows", min=1, help="Timed windows per trial."),
+    window: int = typer.Option(20, "--window", min=1, help="Steps per timed window."),
     window_seconds: float = typer.Option(
         3.0,
         "--window-seconds",
+        min=0.0,
+        callback=finite,
         help="Fewer steps per window when --window steps would take longer than this "
         "(slow trials, e.g. float32 without XLA); 0: always --window steps.",
     ),
-    timeout: float = typer.Option(600.0, "--timeout", help="Seconds before a trial is killed."),
+    timeout: float = typer.Option(
+        600.0, "--timeout", callback=positive, help="Seconds before a trial is killed (> 0)."
+    ),
     output: Path = typer.Option(
         Path("tfaccel.json"), "--output", "-o", help="Where to write the best settings."
     ),
@@ -88,12 +94,14 @@ def tune(
     time_budget: float = typer.Option(
         None,
         "--time-budget",
+        callback=positive,
         help="Minutes: start no trial that would likely end past it; the best so far is "
         "written, and the same command later resumes from the journal.",
     ),
     confirm: int = typer.Option(
         0,
         "--confirm",
+        min=0,
         help="After the search, run Keras' defaults and the best settings this many more "
         "times each, back to back, and report their speedup (a resumed journal's runs may "
         "be from another day).",
@@ -176,27 +184,6 @@ def _options(
 ) -> TuneOptions:
     """The search's options from the flags, every one checked before any work."""
     batch = 32 if batch is None else batch
-    require_positive(
-        ("--batch", batch),
-        ("--max-batch", max_batch),
-        ("--warmup", warmup),
-        ("--windows", windows),
-        ("--window", window),
-    )
-    if confirm < 0:
-        raise InputError(
-            "--confirm must not be negative", expected="rounds >= 0 (0: off)", received=confirm
-        )
-    if window_seconds < 0:
-        raise InputError(
-            "--window-seconds must not be negative",
-            expected="seconds >= 0 (0: off)",
-            received=window_seconds,
-        )
-    if time_budget is not None and time_budget <= 0:
-        raise InputError(
-            "--time-budget must be positive", expected="minutes > 0", received=time_budget
-        )
     if max_batch < batch:
         raise InputError("--max-batch is below --batch", expected=f">= {batch}", received=max_batch)
     chosen: tuple[str, ...] | None = None
