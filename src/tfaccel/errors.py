@@ -85,3 +85,18 @@ class WorkloadError(TfaccelError):
     """A workload, trial or helper subprocess failed."""
 
     exit_code = ExitCode.RUNTIME
+
+
+class WriteError(TfaccelError):
+    """A file could not be written during the work (the disk filled, the folder turned
+    read-only); the files written before it are whole."""
+
+    exit_code = ExitCode.RUNTIME
+
+    @classmethod
+    def of(cls, exc: OSError) -> WriteError:
+        where = exc.filename or "the output"
+        return cls(
+            f"Cannot write {where}: {exc.strerror or exc}",
+            hint="free some space or give another path; a tune resumes from its journal",
+        )

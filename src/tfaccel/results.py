@@ -6,11 +6,13 @@ absent, and a path that cannot be written is refused before the work starts.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -81,12 +83,65 @@ def check_writable(path: Path, force: bool, hint: str | None = None) -> None:
             received=str(path),
             hint=hint or "give another path, or --force to replace the file",
         )
+    probe_folder(folder)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file so an interrupted write never leaves half a file."""
+# Less free space than this and a result file may not fit: refused before the work.
+MIN_FREE_BYTES = 1 << 20
+
+
+def probe_folder(folder: Path) -> None:
+    """Create, write and remove a small file in `folder`, so that a read-only folder, a
+    missing permission or a full disk shows now, before the work, not after it."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".tfaccel-probe.")
+        try:
+            os.write(fd, b"\0" * 4096)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+        free = shutil.disk_usage(folder).free
+    except OSError as exc:
+        raise InputError(
+            f"Cannot write in {folder}: {exc.strerror or exc}",
+            expected="a folder you can write to, with free space",
+            received=str(folder),
+        ) from None
+    if free < MIN_FREE_BYTES:
+        raise InputError(
+            f"Cannot write in {folder}: only {free // 1024} KiB free",
+            expected=f"at least {MIN_FREE_BYTES >> 20} MiB free",
+            received=str(folder),
+        )
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write through a temporary file so an interrupted or failed write never leaves half
+    a file, nor the temporary one. The file gets the mode the user's umask gives."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def save_figure(fig: Any, path: Path, dpi: int = 120) -> Path:
+    """A matplotlib figure as a PNG at `path`, whole or not at all."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    write_atomic(path, buf.getvalue())
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

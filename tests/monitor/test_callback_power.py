@@ -168,3 +168,25 @@ def test_callback_keeps_keras_batch_hooks_asynchronous(monkeypatch: pytest.Monke
     monkeypatch.setattr(backend, "IS_THREAD_SAFE", True)
     cb = GpuMonitorCallback(interval_s=30, lib=MonitorNvml())
     assert CallbackList([cb])._async_train is True
+
+
+@pytest.mark.parametrize("limits", [[300, 9000], [300, float("nan")], [300, -5], [100, 300]])
+def test_sweep_checks_every_limit_before_setting_the_first(limits: list[float]) -> None:
+    nv = MonitorNvml()
+    measured: list[float] = []
+
+    def measure(watts: float) -> tuple[float, float, float]:
+        measured.append(watts)
+        return 1.0, 1.0, 1.0
+
+    with pytest.raises(InputError, match="outside GPU 0's allowed power range") as caught:
+        sweep(0, limits, measure, yes=True, lib=nv, is_root=True)
+    assert "nothing was changed" in (caught.value.hint or "")
+    assert measured == [] and nv.set_calls == []
+
+
+def test_sweep_of_a_gpu_that_does_not_exist_changes_nothing() -> None:
+    nv = MonitorNvml()
+    with pytest.raises(InputError, match="GPU index 5 does not exist"):
+        sweep(5, [300], lambda w: (1.0, 1.0, 1.0), yes=True, lib=nv, is_root=True)
+    assert nv.set_calls == []

@@ -98,8 +98,32 @@ def test_json_mode_keeps_the_commands_output_off_stdout(
 ) -> None:
     from tfaccel.profile.run import run_profiled
 
-    code = run_profiled(
+    code, why = run_profiled(
         ["python", "-c", "print('epoch 1/1 - loss: 2.3')"], tmp_path / "p", stdout_to_stderr=True
     )
     out, err = capfd.readouterr()
-    assert code == 0 and "loss" not in out and "epoch 1/1 - loss: 2.3" in err
+    assert code == 0 and why is None and "loss" not in out and "epoch 1/1 - loss: 2.3" in err
+
+
+def test_a_failing_capture_never_breaks_the_users_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The script turns its log folder into a file before fit: the profiler cannot write
+    # its trace. The training must still finish, and tfaccel say why there is no profile.
+    script = (
+        "import os, shutil\n"
+        "shutil.rmtree('tfaccel-profile'); open('tfaccel-profile', 'w').write('x')\n"
+        + SCRIPT
+        + "print('training finished')\n"
+    )
+    (tmp_path / "train.py").write_text(script)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        app, ["profile", "--start", "2", "--steps", "3", "--", "python", "train.py"]
+    )
+    text = " ".join(result.output.split())
+    out, err = capfd.readouterr()  # the script's own output, on the real descriptors
+    assert result.exit_code == 5
+    assert "the capture failed: FailedPreconditionError" in text
+    assert "training finished" in out and "Traceback" not in err
+    assert "tfaccel profile: no profile (FailedPreconditionError" in err

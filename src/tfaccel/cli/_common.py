@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import sys
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from tfaccel.errors import ExitCode, TfaccelError
+from tfaccel.errors import ExitCode, TfaccelError, WriteError
 from tfaccel.render import Format
 from tfaccel.workloads import BUILTIN
 
@@ -70,11 +71,13 @@ def handle_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except TfaccelError as exc:
-            report_error(exc)
+        except (TfaccelError, OSError) as exc:
+            error = WriteError.of(exc) if isinstance(exc, OSError) else exc
+            report_error(error)
             if kwargs.get("fmt") is Format.json:  # machines read stdout: one JSON object
-                write_out(error_json(exc))
-            raise typer.Exit(int(exc.exit_code)) from None
+                with contextlib.suppress(OSError):  # stdout itself may be what failed
+                    write_out(error_json(error))
+            raise typer.Exit(int(error.exit_code)) from None
         except KeyboardInterrupt:
             stderr_console().print("[yellow]interrupted[/]")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None

@@ -62,6 +62,8 @@ def monitor(
 ) -> None:
     """Live GPU health: utilization, memory, temperature, power, clocks, throttle reasons."""
     thresholds = Thresholds(temp_c=temp, mem_pct=mem)
+    if log:
+        check_writable(log, force=True)  # appended to, never replaced
     sample_log = SampleLog(log) if log else None
     sampler = Sampler(
         int_list(gpus, "--gpus", "0,1"),

@@ -19,7 +19,7 @@ from tfaccel.profile.advice import Finding, advise, check_gates, diff, parse_gat
 from tfaccel.profile.analyze import ProfileReport, analyze
 from tfaccel.render import Format, dumps
 from tfaccel.render.profile import diff_text, profile_html, profile_text
-from tfaccel.results import SCHEMAS, check_writable
+from tfaccel.results import SCHEMAS, check_writable, probe_folder
 
 
 def _cupti_finding(r: ProfileReport) -> Finding | None:
@@ -140,17 +140,21 @@ def profile(
     from tfaccel.profile.load import run_names
     from tfaccel.profile.run import run_profiled
 
+    logdir.mkdir(parents=True, exist_ok=True)
+    probe_folder(logdir)  # a trace that cannot be written is said now, not after the run
     before = run_names(logdir)
-    code = run_profiled(args, logdir, start, steps, stdout_to_stderr=fmt is not Format.text)
+    code, why = run_profiled(args, logdir, start, steps, stdout_to_stderr=fmt is not Format.text)
     new = sorted(run_names(logdir) - before)
     if not new:  # never analyse an earlier capture as if it were this one
         raise WorkloadError(
             "The command finished without writing a profile",
             expected=f"a Keras fit() that runs past step {start + steps}",
-            received=f"exit code {code}",
+            received=f"exit code {code}" + (f"; the capture failed: {why}" if why else ""),
             hint="lower --start, or use tfaccel.profile.trace() in the script"
-            if code == 0
-            else "the command failed: its own error is printed above",
+            if code == 0 and not why
+            else "the command failed: its own error is printed above"
+            if code != 0
+            else "the capture's error is printed above; the run itself finished",
         )
     _report(analyze(logdir, run or Path(new[-1]).name), fail_under, fail_over, html, fmt)
     if code != 0:

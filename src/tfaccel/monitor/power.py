@@ -7,6 +7,7 @@ the original limit back, even when interrupted or when a step fails.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,6 +120,21 @@ def reset_power_limit(
     return set_power_limit(index, default, yes=yes, lib=lib, is_root=is_root)
 
 
+def check_limits(info: PowerInfo, limits: list[float]) -> None:
+    """An InputError naming the first limit that is not a number of watts within the
+    GPU's allowed range."""
+    lo, hi = info.min_limit_w, info.max_limit_w
+    for watts in limits:
+        finite = math.isfinite(watts) and watts > 0
+        if not finite or (lo is not None and hi is not None and not lo <= watts <= hi):
+            raise InputError(
+                f"{watts:g} W is outside GPU {info.index}'s allowed power range",
+                expected=f"{lo:g} to {hi:g} W" if lo is not None and hi is not None else "> 0 W",
+                received=f"{watts:g} W (of {', '.join(f'{w:g}' for w in limits)})",
+                hint="nothing was changed: every limit is checked before the first is set",
+            )
+
+
 @dataclass(frozen=True)
 class SweepPoint:
     limit_w: float
@@ -160,7 +176,13 @@ def sweep(
             "No power limits to sweep", expected="--limits 300,400,500", received="nothing"
         )
     _check_allowed(yes, is_root)
-    original = read_power(lib)[index].limit_w
+    infos = read_power(lib)
+    if index >= len(infos):
+        raise InputError(
+            f"GPU index {index} does not exist", expected=f"0..{len(infos) - 1}", received=index
+        )
+    check_limits(infos[index], limits)  # all of them, before the first is set
+    original = infos[index].limit_w
     points: list[SweepPoint] = []
     restored, restore_error = False, None
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfaccel.monitor.power import SweepResult
+from tfaccel.results import save_figure
 
 
 def measure_workload(
@@ -57,6 +58,8 @@ def sweep_plot(res: SweepResult, path: Path) -> Path:
     ax2.set_ylabel("samples per joule")
     ax.set_title(f"power sweep, GPU {res.index}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
     return path

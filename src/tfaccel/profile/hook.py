@@ -5,6 +5,7 @@ TFACCEL_PROFILE_LOGDIR / _START / _STEPS. Installed by tfaccel's sitecustomize
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any
@@ -12,6 +13,8 @@ from typing import Any
 from tfaccel.trial.hook import when_keras_imported
 
 ENV = "TFACCEL_PROFILE_LOGDIR"
+# A file where the hook writes why it captured nothing (the parent reads it).
+STATUS_ENV = "TFACCEL_PROFILE_STATUS"
 
 
 def install() -> None:
@@ -25,9 +28,7 @@ def _patch() -> None:
         fit = keras.Model.fit
 
         def fit_with_profile(self: Any, *args: Any, **kwargs: Any) -> Any:
-            from tfaccel.profile.capture import ProfileCallback
-
-            cb = ProfileCallback(
+            cb = guarded_callback()(
                 os.environ[ENV],
                 int(os.environ.get("TFACCEL_PROFILE_START", "10")),
                 int(os.environ.get("TFACCEL_PROFILE_STEPS", "10")),
@@ -39,6 +40,46 @@ def _patch() -> None:
         keras.Model.fit = fit_with_profile
     except Exception as exc:
         print(f"tfaccel profile: could not hook keras.Model.fit: {exc}", file=sys.stderr)
+
+
+def guarded_callback() -> type:
+    """ProfileCallback whose failures (a logdir that cannot be written, a full disk, a
+    profiler error) never reach the user's training: the first one is said on stderr and
+    in the status file, the trace is ended, and the callback does nothing more."""
+    from tfaccel.profile.capture import ProfileCallback, stop
+
+    class Guarded(ProfileCallback):
+        failed = False
+
+        def _guard(self, method: Any, *args: Any) -> None:
+            if self.failed:
+                return
+            try:
+                method(*args)
+            except Exception as exc:
+                self.failed = True
+                with contextlib.suppress(Exception):
+                    stop()
+                say_no_profile(f"{type(exc).__name__}: {exc}")
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            self._guard(super().on_train_batch_begin, batch, logs)
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self._guard(super().on_train_batch_end, batch, logs)
+
+        def on_train_end(self, logs: Any = None) -> None:
+            self._guard(super().on_train_end, logs)
+
+    return Guarded
+
+
+def say_no_profile(reason: str) -> None:
+    print(f"tfaccel profile: no profile ({reason}); the run goes on", file=sys.stderr)
+    status = os.environ.get(STATUS_ENV)
+    if status:
+        with contextlib.suppress(OSError), open(status, "a", encoding="utf-8") as fh:
+            fh.write(reason + "\n")
 
 
 def batch_size_of(args: Any, kwargs: Any) -> int | None:

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from tfaccel._child import hooked_env
 from tfaccel.errors import InputError, WorkloadError
+
+
+class ProfiledRun(NamedTuple):
+    exit_code: int
+    no_profile: str | None  # why the hook captured nothing, if it said so
 
 
 def run_profiled(
@@ -18,8 +25,8 @@ def run_profiled(
     steps: int = 10,
     timeout_s: float | None = None,
     stdout_to_stderr: bool = False,
-) -> int:
-    """Run `command` with tfaccel's fit hook on PYTHONPATH; returns its exit code.
+) -> ProfiledRun:
+    """Run `command` with tfaccel's fit hook on PYTHONPATH.
 
     With `stdout_to_stderr` the command's own output goes to stderr, so that stdout
     carries only tfaccel's report (`--format json`).
@@ -30,15 +37,26 @@ def run_profiled(
             expected="tfaccel profile -- python train.py ...",
             received="nothing after --",
         )
-    env = hooked_env()
-    env.update(
-        TFACCEL_PROFILE_LOGDIR=str(logdir),
-        TFACCEL_PROFILE_START=str(start),
-        TFACCEL_PROFILE_STEPS=str(steps),
-    )
     cmd = list(command)
     if cmd[0] in ("python", "python3"):
         cmd[0] = sys.executable
+    with tempfile.TemporaryDirectory(prefix="tfaccel-profile-") as tmp:
+        status = Path(tmp) / "status"
+        env = hooked_env()
+        env.update(
+            TFACCEL_PROFILE_LOGDIR=str(logdir),
+            TFACCEL_PROFILE_START=str(start),
+            TFACCEL_PROFILE_STEPS=str(steps),
+            TFACCEL_PROFILE_STATUS=str(status),
+        )
+        code = _run(cmd, env, timeout_s, stdout_to_stderr)
+        said = status.read_text(encoding="utf-8").strip() if status.exists() else ""
+    return ProfiledRun(code, said.splitlines()[0] if said else None)
+
+
+def _run(
+    cmd: list[str], env: dict[str, str], timeout_s: float | None, stdout_to_stderr: bool
+) -> int:
     try:
         stdout = 2 if stdout_to_stderr else None  # fd 2: this process's stderr
         return subprocess.run(

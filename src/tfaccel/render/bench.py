@@ -14,6 +14,7 @@ from rich.text import Text
 from tfaccel.bench.results import BenchReport, CompareRow
 from tfaccel.bench.timer import Measurement
 from tfaccel.render import png_base64, pyplot
+from tfaccel.results import write_atomic
 
 
 def _v(x: float | None, fmt: str = "{:,.2f}") -> str:
@@ -150,13 +151,13 @@ def bench_html(r: BenchReport, path: Path) -> Path:
         for m in r.measurements
     )
     env = html.escape(", ".join(f"{k}: {v}" for k, v in r.environment.items()))
-    path.write_text(
+    write_atomic(
+        path,
         f"""<!doctype html><html><head><meta charset="utf-8">
 <title>tfaccel bench {html.escape(r.suite)}</title><style>body{{font-family:system-ui,
 sans-serif;margin:2em}}td,th{{border:1px solid #ccc;padding:3px 8px}}table{{border-collapse:
 collapse}}</style></head><body><h1>tfaccel bench: {html.escape(r.suite)}</h1><p>{env}</p>
 <table><tr><th>benchmark</th><th>median</th><th>unit</th><th>% of peak</th><th>spread</th>
 <th>notes</th></tr>{rows}</table>{"".join(imgs)}</body></html>""",
-        encoding="utf-8",
     )
     return path

@@ -13,6 +13,7 @@ from rich.text import Text
 from tfaccel.profile.advice import DiffRow, Finding, Gate
 from tfaccel.profile.analyze import ProfileReport, TopItem
 from tfaccel.render import png_base64, pyplot
+from tfaccel.results import write_atomic
 
 _SEV = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
@@ -235,5 +236,5 @@ tr.fail td{{background:#fdd}} tr.warn td{{background:#ffd}} tr.ok td{{background
 {rows}</table>{chart}{top(r.top_kernels, "top kernels")}{top(r.top_ops, "top ops")}
 {top(r.top_op_types, "by op type")}
 </body></html>"""
-    path.write_text(doc, encoding="utf-8")
+    write_atomic(path, doc)
     return path

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tfaccel.render import pyplot
+from tfaccel.results import save_figure
 from tfaccel.scale.mps import MpsStatus
 from tfaccel.scale.runner import ScalePoint, ScaleReport, published_for
 from tfaccel.scale.tfconfig import TfConfig
@@ -279,6 +280,8 @@ def scale_plot(series: Sequence[tuple[str, ScaleReport]], path: Path) -> Path:
     workload = series[0][1].workload if series else ""
     fig.suptitle(f"tfaccel scale: {workload}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
     return path

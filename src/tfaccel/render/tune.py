@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tfaccel.render import pyplot
+from tfaccel.results import save_figure
 from tfaccel.trial.runner import TrialResult, TrialStatus
 from tfaccel.tune.search import TuneResult
 
@@ -147,6 +148,8 @@ def tune_plot(res: TuneResult, path: Path, unit: str = "samples") -> Path:
         if not r.ok:
             ax.text(0, i, f" {r.status}", va="center", fontsize=8, color="#d62728")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
     return path
