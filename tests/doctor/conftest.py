@@ -37,9 +37,9 @@ WHEELS: list[tuple[str, str, str, list[tuple[str, str | None]]]] = [
     ),
     ("cufft", "nvidia_cufft_cu12", "11.2.3.61", [("libcufft.so.11", None)]),
     ("curand", "nvidia_curand_cu12", "10.3.6.82", [("libcurand.so.10", None)]),
+    ("nvjitlink", "nvidia_nvjitlink_cu12", "12.5.82", [("libnvJitLink.so.12", None)]),
     ("cusolver", "nvidia_cusolver_cu12", "11.6.3.83", [("libcusolver.so.11", None)]),
     ("cusparse", "nvidia_cusparse_cu12", "12.5.1.3", [("libcusparse.so.12", None)]),
-    ("nvjitlink", "nvidia_nvjitlink_cu12", "12.5.82", [("libnvJitLink.so.12", None)]),
     ("cuda_cupti", "nvidia_cuda_cupti_cu12", "12.5.82", [("libcupti.so.12", None)]),
     ("cudnn", "nvidia_cudnn_cu12", "9.3.0.75", [("libcudnn.so.9", None)]),
     ("nccl", "nvidia_nccl_cu12", "2.27.7", [("libnccl.so.2", None)]),
@@ -52,10 +52,21 @@ TF_REQUIRES = [
 ]
 
 
+def _needs(site: Path, soname: str) -> tuple[list[Path], list[str]]:
+    """The DT_NEEDED and RUNPATH NVIDIA's wheels give a library (the ones that matter)."""
+    if soname == "libcublas.so.12":
+        return [site / "nvidia/cublas/lib/libcublasLt.so.12"], ["$ORIGIN"]
+    if soname in ("libcusparse.so.12", "libcusolver.so.11"):
+        return [site / "nvidia/nvjitlink/lib/libnvJitLink.so.12"], ["$ORIGIN/../../nvjitlink/lib"]
+    return [], []
+
+
 def _build_template(root: Path) -> Path:
     site = root / "site"
     tf = site / "tensorflow"
-    runpath = [f"$ORIGIN/../nvidia/{w}/lib" for w, *_ in WHEELS]
+    # As TensorFlow 2.21's: no folder for cuRAND or nvJitLink (nvJitLink is found
+    # through cuSPARSE's and cuSOLVER's own RUNPATH, as in NVIDIA's wheels).
+    runpath = [f"$ORIGIN/../nvidia/{w}/lib" for w, *_ in WHEELS if w not in ("curand", "nvjitlink")]
     build_lib(tf, "libtensorflow_framework.so.2", runpath=runpath)
     (tf / "python/platform").mkdir(parents=True)
     (tf / "python/platform/build_info.py").write_text(BUILD_INFO)
@@ -67,10 +78,8 @@ def _build_template(root: Path) -> Path:
         lib_dir = site / "nvidia" / folder / "lib"
         records = []
         for soname, real in libs:
-            needs = [lib_dir / "libcublasLt.so.12"] if soname == "libcublas.so.12" else []
-            build_lib(
-                lib_dir, soname, real_name=real, needs=needs, runpath=["$ORIGIN"] if needs else ()
-            )
+            needs, runpath = _needs(site, soname)
+            build_lib(lib_dir, soname, real_name=real, needs=needs, runpath=runpath)
             records.append(f"nvidia/{folder}/lib/{real or soname},,")
         write_dist(site, dist.replace("_", "-"), version)
         (site / f"{dist}-{version}.dist-info" / "RECORD").write_text("\n".join(records) + "\n")

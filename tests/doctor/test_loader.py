@@ -112,15 +112,49 @@ def test_not_found_anywhere(tmp_path: Path) -> None:
     assert res.path is None and not res.ok
 
 
-def test_non_elf_file_is_skipped_like_the_loader_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [(os.urandom(4096), "invalid ELF header"), (b"\x7fELF", "file too short")],
+)
+def test_a_file_that_is_no_library_stops_the_loader_there(
+    tmp_path: Path, content: bytes, why: str
+) -> None:
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad/libnccl.so.2").write_text("text, not ELF")
+    bad = tmp_path / "bad/libnccl.so.2"
+    bad.write_bytes(content)
     good = build_lib(tmp_path / "good", "libnccl.so.2")
-    res = _loader(ld_library_path=[str(tmp_path / "bad"), str(tmp_path / "good")]).resolve(
-        "libnccl.so.2"
+    path = [str(tmp_path / "bad"), str(tmp_path / "good")]
+    res = _loader(ld_library_path=path).resolve("libnccl.so.2")
+    assert res.path == str(bad) and not res.ok
+    assert res.error == f"not a loadable library ({why})"
+    assert res.shadowed == (str(good),)
+    # The real dynamic loader agrees: it stops at the bad file, never reaching the good one.
+    real = ld.probe_dlopen(["libnccl.so.2"], env={**os.environ, "LD_LIBRARY_PATH": ":".join(path)})
+    assert real["libnccl.so.2"] is not None and why in real["libnccl.so.2"]
+
+
+def test_a_dependency_that_is_no_library_is_named(tmp_path: Path) -> None:
+    dep = build_lib(tmp_path / "real", "libdep.so.1")
+    build_lib(tmp_path / "lib", "libtop.so.1", needs=[dep], runpath=["$ORIGIN/../deps"])
+    (tmp_path / "deps").mkdir()
+    (tmp_path / "deps/libdep.so.1").write_bytes(os.urandom(1024))
+    res = _loader(ld_library_path=[str(tmp_path / "lib")]).resolve("libtop.so.1")
+    assert not res.ok and res.error is not None
+    assert f"libdep.so.1 resolves to {tmp_path / 'deps/libdep.so.1'}" in res.error
+
+
+def test_a_dependency_resolves_from_the_object_that_needs_it(tmp_path: Path) -> None:
+    jit = build_lib(tmp_path / "nvjitlink/lib", "libnvJitLink.so.12")
+    sparse = build_lib(
+        tmp_path / "cusparse/lib",
+        "libcusparse.so.12",
+        needs=[jit],
+        runpath=["$ORIGIN/../../nvjitlink/lib"],
     )
-    assert res.path == str(good)
-    assert res.wrong_arch == (str(tmp_path / "bad/libnccl.so.2"),)
+    loader = _loader(ld_cache={}, default_dirs=())
+    assert loader.resolve("libnvJitLink.so.12").path is None  # not on the caller's path
+    res = loader.resolve("libnvJitLink.so.12", needed_by=str(sparse))
+    assert res.ok and res.path == str(jit)
 
 
 def test_parse_ldconfig_keeps_the_right_word_size() -> None:

@@ -325,6 +325,30 @@ def check_driver(ctx: DoctorContext) -> list[Check]:
     if ctx.platform.system == "Darwin":
         return [Check("driver", title, Status.SKIP, "macOS has no NVIDIA CUDA driver")]
     drv = ctx.driver
+    if not drv.available and ctx.platform.nvidia_pci_devices == 0:
+        return [
+            Check(
+                "driver",
+                title,
+                Status.SKIP,
+                "this machine has no NVIDIA GPU (none on its PCI bus), so there is no driver "
+                "to fix: TensorFlow runs on the CPU here",
+                see="lspci | grep -i nvidia",
+            )
+        ]
+    nvml_lib = ctx.loader.resolve("libnvidia-ml.so.1") if not drv.available else None
+    if nvml_lib is not None and nvml_lib.error:
+        return [
+            Check(
+                "driver",
+                title,
+                Status.FAIL,
+                f"NVML cannot start: libnvidia-ml.so.1 resolves first to {nvml_lib.path} "
+                f"(via {nvml_lib.origin}), which is {nvml_lib.error}",
+                fix=f"move {nvml_lib.path} out of the way, or reinstall the NVIDIA driver",
+                see=f"file {nvml_lib.path}",
+            )
+        ]
     if not drv.available:
         fix = (
             "install the NVIDIA driver (Ubuntu: sudo ubuntu-drivers install; others: the "
@@ -447,7 +471,7 @@ def _library_details(row: LibraryRow) -> dict[str, object]:
 
 def _loads(row: LibraryRow) -> bool:
     res = row.resolution
-    return res.path is not None and not res.missing and not row.dlopen_error
+    return res.path is not None and not res.missing and not res.error and not row.dlopen_error
 
 
 def _loaded_line(row: LibraryRow) -> str:
@@ -488,8 +512,29 @@ def _library_failure(
             see=f"ldd {res.path} | grep 'not found'",
             details=details,
         )
+    if res.error and res.path:
+        return _unloadable_file(row, key, details)
     finding = f"{row.soname} at {res.path} fails to load: {row.dlopen_error}"
     return Check(key, row.soname, Status.FAIL, finding, pip_fix, f"ldd {res.path}", details)
+
+
+def _unloadable_file(row: LibraryRow, key: str, details: dict[str, object]) -> Check:
+    """The first file the loader meets is no library (or a dependency's is): ld.so stops
+    there, so a good copy later in the search order is never reached."""
+    res = row.resolution
+    path = res.path or ""
+    if res.error and res.error.startswith("its dependency"):
+        finding = f"{row.soname} at {path} cannot load: {res.error}"
+        bad = res.error.split(" resolves to ", 1)[1].split(":", 1)[0]
+    else:
+        later = f"; the copy at {res.shadowed[0]} is never reached" if res.shadowed else ""
+        finding = (
+            f"{row.soname} resolves first to {path} (via {res.origin}), which is "
+            f"{res.error}: the loader stops there{later}"
+        )
+        bad = path
+    fix = f"move {bad} out of the way (or take {os.path.dirname(bad)} off LD_LIBRARY_PATH)"
+    return Check(key, row.soname, Status.FAIL, finding, fix, f"file {bad}", details)
 
 
 def _absent_row(
@@ -554,6 +599,10 @@ def _libcuda_rows(ctx: DoctorContext) -> list[Check]:
         return [
             Check("lib.libcuda", title, Status.FAIL, finding, fix, "ldconfig -p | grep libcuda")
         ]
+    if drv.error:
+        finding = f"libcuda.so.1 resolves first to {drv.path} (via {drv.origin}): {drv.error}"
+        fix = f"move {drv.path} out of the way, or reinstall the NVIDIA driver"
+        return [Check("lib.libcuda", title, Status.FAIL, finding, fix, f"file {drv.path}")]
     if drv.missing:
         finding = f"libcuda.so.1 at {drv.path} lacks {drv.missing[0].soname}"
         return [Check("lib.libcuda", title, Status.FAIL, finding, see=f"ldd {drv.path}")]
@@ -584,8 +633,9 @@ def check_duplicates(ctx: DoctorContext) -> list[Check]:
         if len(versions) <= 1:
             continue
         used = row.resolution.realpath
+        mark = " (loaded)" if _loads(row) else " (taken first; does not load)"
         listing = ", ".join(
-            f"{c.version} at {c.path}{' (loaded)' if c.realpath == used else ''}" for c in copies
+            f"{c.version} at {c.path}{mark if c.realpath == used else ''}" for c in copies
         )
         conflicts.append(f"{row.soname}: {listing}")
         details[row.soname] = [
@@ -687,7 +737,29 @@ def check_nvcc(ctx: DoctorContext) -> list[Check]:
                 see="which nvcc",
             )
         ]
-    if cuda and release and version_tuple(release)[:2] != version_tuple(str(cuda))[:2]:
+    if not cuda:
+        return [
+            Check(
+                "cuda.nvcc",
+                title,
+                Status.OK,
+                f"nvcc {release} ({exe}); this TensorFlow is built without CUDA, so nvcc "
+                "plays no part in it" + ptx,
+                see="nvcc --version",
+            )
+        ]
+    if not any(r.key == "cudart" and _loads(r) for r in ctx.library_rows):
+        return [
+            Check(
+                "cuda.nvcc",
+                title,
+                Status.OK,
+                f"nvcc {release} ({exe}); TensorFlow is built for CUDA {cuda} but no CUDA "
+                "runtime loads (the library rows say why); nvcc does not change that" + ptx,
+                see="nvcc --version",
+            )
+        ]
+    if release and version_tuple(release)[:2] != version_tuple(str(cuda))[:2]:
         return [
             Check(
                 "cuda.nvcc",

@@ -214,18 +214,22 @@ class DoctorContext:
         if self.cuda_major is None:
             return []
         table = data.load("cuda_libraries")["libraries"]
-        rows: list[tuple[str, str, str | None]] = []
+        resolutions: list[tuple[str, str, str | None, ld.Resolution]] = []
+        resolved: dict[str, ld.Resolution] = {}
         for key, spec in table.items():
             major = self.cudnn_major if spec.get("by_cudnn_major") else self.cuda_major
             soname = spec.get(str(major)) if major else None
             if not soname:
                 continue
             wheel_name = f"nvidia-{spec['wheel'].replace('_', '-')}-cu{self.cuda_major}"
-            rows.append((key, soname, wheel_name))
-        resolutions = [(k, s, w, self.loader.resolve(s)) for k, s, w in rows]
+            # a library loaded as another's dependency resolves from that one's paths
+            via = resolved.get(spec.get("via", ""))
+            res = self.loader.resolve(soname, needed_by=via.path if via else None)
+            resolved[key] = res
+            resolutions.append((key, soname, wheel_name, res))
         errors: dict[str, str | None] = {}
         if self.dlopen:
-            loadable = [r.path for *_, r in resolutions if r.path is not None and not r.missing]
+            loadable = [r.path for *_, r in resolutions if r.path and not r.missing and not r.error]
             errors = ld.probe_dlopen([p for p in loadable if p is not None], env=self.env)
         out = []
         for key, soname, wheel, res in resolutions:

@@ -215,10 +215,14 @@ class Loader:
 
     def _locate(
         self, soname: str, order: Iterable[Candidate]
-    ) -> tuple[list[tuple[str, str]], list[str]]:
-        """All usable copies of soname, in search order, and the skipped wrong-arch files."""
+    ) -> tuple[list[tuple[str, str]], list[str], tuple[str, str, str] | None]:
+        """All usable copies of soname, in search order; the skipped wrong-arch files; and
+        (path, origin, why) of a file met before any usable copy that is not an ELF object
+        at all. ld.so skips an ELF object of another class or machine, but stops with an
+        error ("invalid ELF header", "file too short") at a file that is not one."""
         found: list[tuple[str, str]] = []
         wrong: list[str] = []
+        blocked: list[tuple[str, str, str]] = []
         seen: set[str] = set()
 
         def consider(path: str, origin: str) -> None:
@@ -228,6 +232,8 @@ class Loader:
             try:
                 info = read_elf(path)
             except NotElfError:
+                if not found and not blocked and os.access(path, os.R_OK):
+                    blocked.append((path, origin, _not_loadable_reason(path)))
                 wrong.append(path)
                 return
             if self._matches_arch(info):
@@ -237,14 +243,14 @@ class Loader:
 
         if "/" in soname:
             consider(soname, "absolute path")
-            return found, wrong
+            return found, wrong, blocked[0] if blocked else None
         for cand in order:
             consider(os.path.join(cand.directory, soname), cand.origin)
         for path in self.ld_cache.get(soname, ()):
             consider(path, "ld.so cache (ldconfig -p)")
         for d in self.default_dirs:
             consider(os.path.join(d, soname), "default directory")
-        return found, wrong
+        return found, wrong, blocked[0] if blocked else None
 
     def _object_paths(self, info: ElfInfo, path: str) -> tuple[list[Candidate], list[Candidate]]:
         origin_dir = os.path.dirname(path)
@@ -255,10 +261,22 @@ class Loader:
         ]
         return rpath, runpath
 
-    def resolve(self, soname: str) -> Resolution:
-        """Resolve `soname` as dlopen() from the caller would, and check its whole tree."""
-        order = self.search_order(self.caller_rpath, self.caller_runpath)
-        found, wrong = self._locate(soname, order)
+    def resolve(self, soname: str, needed_by: str | None = None) -> Resolution:
+        """Resolve `soname` as dlopen() from the caller would (or, with `needed_by`, as
+        that object's DT_NEEDED entry), and check its whole tree."""
+        order = self._order_of(needed_by)
+        found, wrong, blocked = self._locate(soname, order)
+        if blocked is not None:
+            path, origin, why = blocked
+            return Resolution(
+                soname,
+                path,
+                origin,
+                os.path.realpath(path),
+                shadowed=tuple(p for p, _ in found),
+                wrong_arch=tuple(w for w in wrong if w != path),
+                error=f"not a loadable library ({why})",
+            )
         if not found:
             return Resolution(soname, None, None, None, wrong_arch=tuple(wrong))
         path, origin = found[0]
@@ -273,6 +291,14 @@ class Loader:
             wrong_arch=tuple(wrong),
             error=error,
         )
+
+    def _order_of(self, needed_by: str | None) -> list[Candidate]:
+        if needed_by is None:
+            return self.search_order(self.caller_rpath, self.caller_runpath)
+        try:
+            return self.search_order(*self._object_paths(read_elf(needed_by), needed_by))
+        except NotElfError:
+            return self.search_order()
 
     def _check_tree(self, root: str) -> tuple[list[MissingDependency], str | None]:
         """Walk DT_NEEDED breadth-first; a soname already loaded is reused, as ld.so does."""
@@ -296,7 +322,10 @@ class Loader:
             for dep in info.needed:
                 if dep in loaded:
                     continue
-                dep_found, _ = self._locate(dep, order)
+                dep_found, _, blocked = self._locate(dep, order)
+                if blocked is not None:
+                    bad, _, why = blocked
+                    return missing, f"its dependency {dep} resolves to {bad}: {why}"
                 if not dep_found:
                     missing.append(MissingDependency(dep, path))
                     loaded[dep] = ""
@@ -304,6 +333,18 @@ class Loader:
                 loaded[dep] = dep_found[0][0]
                 queue.append(dep_found[0][0])
         return missing, None
+
+
+def _not_loadable_reason(path: str) -> str:
+    """What ld.so says of a file that is not an ELF object."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError as exc:
+        return str(exc)
+    if len(head) < 64:
+        return "file too short"
+    return "invalid ELF header"
 
 
 _DLOPEN_SCRIPT = r"""

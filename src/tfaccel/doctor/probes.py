@@ -341,6 +341,9 @@ class PlatformFacts:
     wsl_libcuda: bool = False
     mps_pipe_dirs: tuple[str, ...] = ()
     mps_processes: tuple[str, ...] = ()
+    # NVIDIA display/3D controllers on the PCI bus (sysfs shows the host's even inside a
+    # container); None where sysfs cannot be read.
+    nvidia_pci_devices: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -364,6 +367,18 @@ def detect_container(root: str = "/") -> str | None:
     return None
 
 
+def nvidia_pci_devices(root: str = "/sys/bus/pci/devices") -> int | None:
+    """How many NVIDIA GPUs (vendor 0x10de, display class 0x03) the PCI bus shows."""
+    devices = glob.glob(os.path.join(root, "*"))
+    if not devices:
+        return None
+    return sum(
+        _read(os.path.join(d, "vendor")).strip().lower() == "0x10de"
+        and _read(os.path.join(d, "class")).strip().lower().startswith("0x03")
+        for d in devices
+    )
+
+
 def platform_facts(env: Mapping[str, str]) -> PlatformFacts:
     """Gather the OS, WSL, container and MPS facts of this machine."""
     system = platform.system()
@@ -385,6 +400,7 @@ def platform_facts(env: Mapping[str, str]) -> PlatformFacts:
         wsl_libcuda=os.path.exists("/usr/lib/wsl/lib/libcuda.so.1"),
         mps_pipe_dirs=tuple(pipes),
         mps_processes=tuple(procs),
+        nvidia_pci_devices=nvidia_pci_devices() if system == "Linux" and not wsl else None,
     )
 
 
