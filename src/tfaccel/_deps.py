@@ -25,17 +25,35 @@ def require(module: str, package: str, what: str) -> ModuleType:
 
 
 def read_json(path: str | Path, expected: str) -> Any:
-    """Parse a JSON file (never executed); unreadable or invalid files are ConfigFileErrors."""
+    """Parse a JSON file (never executed); a path of another type, an unreadable,
+    binary, invalid or too deeply nested file is a ConfigFileError."""
+    if not isinstance(path, (str, Path)):
+        raise ConfigFileError(
+            "A file path was expected", expected=expected, received=type(path).__name__
+        )
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigFileError(f"Cannot read {p}", expected=expected, received=str(exc)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigFileError(
+            f"{p} is not a text file", expected=expected, received=f"byte {exc.start}: {exc.reason}"
+        ) from None
+    return parse_json(text, str(p), expected)
+
+
+def parse_json(text: str, where: str, expected: str) -> Any:
+    """JSON text -> value; invalid or too deeply nested text is a ConfigFileError."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigFileError(
-            f"{p} is not valid JSON",
+            f"{where} is not valid JSON",
             expected=expected,
             received=f"line {exc.lineno}, column {exc.colno}: {exc.msg}",
         ) from exc
+    except RecursionError:
+        raise ConfigFileError(
+            f"{where} is nested too deeply to read", expected=expected, received="deep nesting"
+        ) from None

@@ -158,7 +158,9 @@ def test_cuda_visible_devices_out_of_range(fake_tf: tuple[Path, MakeCtx]) -> Non
     _, make = fake_tf
     by = rows(run_doctor(make(env={"CUDA_VISIBLE_DEVICES": "0,3"})).checks)
     assert by["env.cuda_visible_devices"].status is Status.WARN
-    assert "only 1 GPU(s) exist" in by["env.cuda_visible_devices"].finding
+    row = by["env.cuda_visible_devices"]
+    assert "('3'), so 1 GPU(s) are visible; 1 GPU(s) exist" in row.finding
+    assert row.fix == "export CUDA_VISIBLE_DEVICES=0"
 
 
 def test_side_by_side_distributions(fake_tf: tuple[Path, MakeCtx]) -> None:

@@ -17,8 +17,8 @@ from tfaccel.cli._common import (
 from tfaccel.errors import InputError
 from tfaccel.plan.child import estimate_in_child
 from tfaccel.plan.fit import FitPlan, capacity_from_local, capacity_from_spec, plan_fit
-from tfaccel.plan.memory import PRECISIONS, MemoryEstimate
-from tfaccel.plan.scenario import SCENARIOS, local_gpu, plan_scenario
+from tfaccel.plan.memory import MemoryEstimate, PlanPrecision
+from tfaccel.plan.scenario import Scenario, local_gpu, plan_scenario
 from tfaccel.plan.timing import time_to_train
 from tfaccel.render import Format, dumps
 from tfaccel.render.plan import PlanReport, plan_text
@@ -50,8 +50,8 @@ def plan(
         None,
         help=WORKLOAD_HELP,
     ),
-    precision: str = typer.Option(
-        "float32", "--precision", "-p", help="One of " + ", ".join(PRECISIONS) + "."
+    precision: PlanPrecision = typer.Option(
+        "float32", "--precision", "-p", help="The precision the model trains in."
     ),
     batch: int = typer.Option(None, "--batch", "-b", min=1, help="Check this batch size."),
     gpu: str = typer.Option(
@@ -83,10 +83,8 @@ def plan(
     ),
     epochs: float = typer.Option(1.0, "--epochs", callback=positive, help="Epochs to train (> 0)."),
     gpus: int = typer.Option(1, "--gpus", min=1, help="Also show time on this many GPUs."),
-    scenario: str = typer.Option(
-        None,
-        "--scenario",
-        help="One of " + ", ".join(SCENARIOS) + ": the recommended set-up for this machine.",
+    scenario: Scenario | None = typer.Option(
+        None, "--scenario", help="The recommended set-up for this machine, for this kind of work."
     ),
     budget: str = typer.Option(None, "--budget", help="Time budget for --scenario, e.g. 24h."),
     fmt: Format = FORMAT_OPTION,
@@ -98,12 +96,6 @@ def plan(
             expected="a MODEL, --throughput with --samples, or --scenario",
             received="none of them",
             hint="tfaccel plan resnet50 --batch 256 --gpu H200",
-        )
-    if precision not in PRECISIONS:
-        raise InputError(
-            "Unknown precision",
-            expected="one of " + ", ".join(PRECISIONS),
-            received=f"--precision {precision}",
         )
     if throughput is not None and samples is None:
         raise InputError(

@@ -18,12 +18,15 @@ from tfaccel.cli._common import (
     write_out,
 )
 from tfaccel.errors import InputError
+from tfaccel.optimize.settings import InputCast, Precision, XlaMode
 from tfaccel.render import Format, dumps
 from tfaccel.render.scale import mps_text, point_line, scale_plot, scale_text, tfconfig_text
 from tfaccel.results import SCHEMAS, check_writable
+from tfaccel.scale import Engine, InputMode
 from tfaccel.scale import mps as mpsmod
 from tfaccel.scale.runner import ScalePoint
 from tfaccel.scale.tfconfig import make
+from tfaccel.trial.parallel import AllReduce
 from tfaccel.trial.runner import StepPlan
 
 TUNED_FILE = "a tfaccel.json written by `tfaccel tune`"
@@ -36,19 +39,17 @@ def scale(
         None, "--gpus", help="GPU counts to measure, e.g. 1,2 (default 1, 2, 4, ... all)."
     ),
     batch: int = typer.Option(None, "--batch", "-b", min=1, help="Batch size per replica [256]."),
-    precision: str = typer.Option(
-        None,
-        "--precision",
-        help="auto, float32, tf32, mixed_float16 or mixed_bfloat16 (default: auto).",
+    precision: Precision | None = typer.Option(
+        None, "--precision", help="The precision policy (default: auto)."
     ),
-    xla: str = typer.Option(None, "--xla", help="jit, auto, autoclustering or off (default: jit)."),
+    xla: XlaMode | None = typer.Option(None, "--xla", help="XLA compilation (default: jit)."),
     spe: int = typer.Option(
         None,
         "--steps-per-execution",
         min=1,
         help="Training steps per compiled call (default: 10).",
     ),
-    input_cast: str = typer.Option(
+    input_cast: InputCast | None = typer.Option(
         None,
         "--input-cast",
         help="compute: host batches cross to the GPU in the 16-bit compute dtype; "
@@ -60,7 +61,7 @@ def scale(
         help="Start from the settings `tfaccel tune` wrote (tfaccel.json); the options "
         "above override it.",
     ),
-    engine: str = typer.Option(
+    engine: Engine = typer.Option(
         "auto",
         "--engine",
         help="auto (tfaccel's XLA-per-replica step) or fit (Keras fit, for comparison).",
@@ -80,7 +81,7 @@ def scale(
         min=0,
         help="No GPU: split the CPU into this many replicas to exercise the code path.",
     ),
-    all_reduce: str = typer.Option(
+    all_reduce: AllReduce = typer.Option(
         "auto",
         "--all-reduce",
         help="auto (TensorFlow picks; NCCL on GPUs), nccl, hierarchical or one-device.",
@@ -88,7 +89,7 @@ def scale(
     num_packs: int = typer.Option(
         1, "--num-packs", min=1, help="Gradient packs per all-reduce (nccl, hierarchical)."
     ),
-    input_mode: str = typer.Option(
+    input_mode: InputMode = typer.Option(
         "host",
         "--input",
         help="host: batches come through tf.data from host memory, as in training; "
@@ -127,11 +128,11 @@ def scale(
     options = scale_lib.ScaleOptions(
         scale_lib.scale_settings(tuned, batch, precision, xla, spe, input_cast, source=config),
         counts,
-        engine,  # type: ignore[arg-type]
+        engine,
         cpu_replicas,
         all_reduce,
         num_packs,
-        input_mode,  # type: ignore[arg-type]
+        input_mode,
         search,
         StepPlan(warmup, windows, window),
         config,

@@ -14,6 +14,7 @@ from tfaccel import data
 from tfaccel.doctor import probes
 from tfaccel.doctor.context import DoctorContext, LibraryRow, version_tuple
 from tfaccel.doctor.model import Check, Status
+from tfaccel.hardware.capabilities import visible_indices
 
 PIP_LIST = "pip list 2>/dev/null | grep -iE 'tensorflow|tf-nightly|keras|nvidia'"
 TF_BUILD = 'python -c "import tensorflow as tf; print(tf.sysconfig.get_build_info())"'
@@ -944,18 +945,22 @@ def check_visible_devices(ctx: DoctorContext) -> list[Check]:
                 see=see,
             )
         ]
-    count = len(ctx.driver.gpus)
-    bad = [e for e in entries if e.isdigit() and count and int(e) >= count]
-    if bad:
+    gpus = ctx.driver.gpus
+    usable = len(visible_indices([g.uuid for g in gpus], value)) if gpus else _well_formed(entries)
+    if usable < len(entries):
+        count = len(gpus)
+        exist = f"; {count} GPU(s) exist (0..{count - 1})" if count else ""
         return [
             Check(
                 "env.cuda_visible_devices",
                 title,
-                Status.WARN,
-                f"CUDA_VISIBLE_DEVICES={value!r} names GPU index {', '.join(bad)}, but "
-                f"only {count} GPU(s) exist (0..{count - 1}); CUDA stops at the first "
-                "invalid entry",
-                fix=f"export CUDA_VISIBLE_DEVICES={','.join(str(i) for i in range(count))}",
+                Status.FAIL if usable == 0 else Status.WARN,
+                f"CUDA_VISIBLE_DEVICES={value!r}: CUDA stops at the first entry that names no "
+                f"GPU, or names one twice ({entries[usable]!r}), so {usable} GPU(s) are "
+                f"visible{exist}",
+                fix=f"export CUDA_VISIBLE_DEVICES={','.join(entries[:usable])}"
+                if usable
+                else "unset CUDA_VISIBLE_DEVICES  (or list GPU indices: nvidia-smi -L)",
                 see="nvidia-smi -L",
             )
         ]
@@ -968,6 +973,18 @@ def check_visible_devices(ctx: DoctorContext) -> list[Check]:
             see=see,
         )
     ]
+
+
+def _well_formed(entries: list[str]) -> int:
+    """Without NVML to match against: how many leading entries could name a GPU (an
+    index not seen before, or a GPU-/MIG- UUID prefix)."""
+    seen: set[str] = set()
+    for n, e in enumerate(entries):
+        ok = e.isdigit() or (e.startswith(("GPU-", "MIG-")) and len(e) > 4)
+        if not ok or e in seen:
+            return n
+        seen.add(e)
+    return len(entries)
 
 
 def check_xla_flags(ctx: DoctorContext) -> list[Check]:

@@ -697,6 +697,13 @@ class _Configure:
 
     def __call__(self, settings: Settings | None = None, **kwargs: Any) -> ConfigureReport:
         """Apply settings (a Settings object and/or keyword arguments of Settings)."""
+        if settings is not None and not isinstance(settings, Settings):
+            raise InputError(
+                "configure() takes a Settings object or keyword arguments",
+                expected="configure(precision='mixed_bfloat16', ...) or configure(Settings(...))",
+                received=f"{type(settings).__name__} {settings!r}",
+                hint=f"configure(precision={settings!r})" if isinstance(settings, str) else None,
+            )
         base = settings or Settings()
         if kwargs:
             try:

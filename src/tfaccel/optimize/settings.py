@@ -300,13 +300,22 @@ class Settings:
                     expected="an integer >= 1",
                     received=f"{name}={value!r}",
                 )
-        if self.batch_size is not None and (
-            not isinstance(self.batch_size, int) or self.batch_size < 1
-        ):
+        for name in ("batch_size", "memory_limit_mib"):
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 1
+            ):
+                raise InputError(
+                    f"{name} must be a positive integer",
+                    expected="an integer >= 1, or null",
+                    received=f"{name}={value!r}",
+                )
+        over = self.unified_oversubscription
+        if isinstance(over, bool) or not isinstance(over, (int, float)) or not 1.0 <= over <= 8.0:
             raise InputError(
-                "batch_size must be a positive integer",
-                expected="an integer >= 1",
-                received=f"batch_size={self.batch_size!r}",
+                "unified_oversubscription must be a number from 1 to 8",
+                expected="1 <= unified_oversubscription <= 8 (x the GPU's memory)",
+                received=f"unified_oversubscription={over!r}",
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -376,6 +385,5 @@ def read_settings_file(path: str | Path) -> Settings:
     """Parse a tfaccel.json (never executed) into Settings."""
     from tfaccel._deps import read_json
 
-    p = Path(path)
-    data = read_json(p, "a tfaccel.json written by `tfaccel tune`")
-    return settings_from_dict(data, str(p))
+    data = read_json(path, "a tfaccel.json written by `tfaccel tune`")
+    return settings_from_dict(data, str(path))

@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
 
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+PlanPrecision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
+PRECISIONS: tuple[str, ...] = get_args(PlanPrecision)
 ALIAS_OPS = frozenset(
     {
         "Identity",

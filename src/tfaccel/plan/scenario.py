@@ -6,13 +6,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from tfaccel.errors import InputError
 from tfaccel.hardware import rank as rankmod
 from tfaccel.hardware import specs as specmod
 from tfaccel.hardware.capabilities import supports
 
-SCENARIOS = ("vision", "nlp", "science")
+Scenario = Literal["vision", "nlp", "science"]
+SCENARIOS: tuple[str, ...] = get_args(Scenario)
 
 
 @dataclass(frozen=True)

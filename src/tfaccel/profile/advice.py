@@ -8,6 +8,7 @@ names the `tfaccel.configure` option or code change, and the effect to expect.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tfaccel.errors import InputError
@@ -417,11 +418,14 @@ def parse_gates(under: list[str], over: list[str]) -> list[tuple[str, str, float
                     received=item,
                 )
             try:
-                out.append((name, op, float(val)))
-            except ValueError as exc:
+                number = float(val)
+            except ValueError:
+                number = math.nan
+            if not math.isfinite(number):
                 raise InputError(
                     "The gate's value is not a number", expected="METRIC=NUMBER", received=item
-                ) from exc
+                )
+            out.append((name, op, number))
     return out
 
 

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tfaccel._deps import parse_json
 from tfaccel.errors import ConfigFileError, InputError
 
 TASK_TYPES = ("chief", "worker", "ps", "evaluator")
@@ -53,14 +54,7 @@ def _fail(field: str, problem: str, expected: str, received: Any) -> ConfigFileE
 def validate(config: str | dict[str, Any]) -> TfConfig:
     """Check a TF_CONFIG (JSON text or dict); errors name the field that is wrong."""
     if isinstance(config, str):
-        try:
-            data = json.loads(config)
-        except json.JSONDecodeError as exc:
-            raise ConfigFileError(
-                "TF_CONFIG is not valid JSON",
-                expected="a JSON object with 'cluster' and 'task'",
-                received=exc.msg,
-            ) from exc
+        data = parse_json(config, "TF_CONFIG", "a JSON object with 'cluster' and 'task'")
     else:
         data = config
     if not isinstance(data, dict):

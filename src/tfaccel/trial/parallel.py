@@ -5,7 +5,7 @@ windows as the `fit` path in `trial.child`."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal, get_args
 
 from tfaccel._tf import import_tensorflow
 from tfaccel.trial.child import checkpointing, gpu_peak, synthetic_batches
@@ -144,7 +144,8 @@ def _device_batches(strategy: Any, wl: Any, per_replica: int) -> _Replay:
     return _Replay(per_replica_values(strategy, lambda ctx: (x, y)))
 
 
-CROSS_DEVICE_OPS = ("auto", "nccl", "hierarchical", "one-device")
+AllReduce = Literal["auto", "nccl", "hierarchical", "one-device"]
+CROSS_DEVICE_OPS: tuple[str, ...] = get_args(AllReduce)
 
 
 def cross_device_ops(name: str, num_packs: int = 1) -> Any:

@@ -135,6 +135,13 @@ class Journal:
         (the next append starts on a line of its own)."""
         try:
             row = json.loads(line)
+        except RecursionError:
+            raise ConfigFileError(
+                f"{self.path} line {n} is nested too deeply to be a journal line",
+                expected="one JSON object per line (a tfaccel tune journal)",
+                received="deep nesting",
+                hint="--journal another path, or --fresh --force to start it again",
+            ) from None
         except json.JSONDecodeError as exc:
             if last:
                 return None

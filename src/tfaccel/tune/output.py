@@ -42,7 +42,7 @@ def own_outputs(path: Path, workload: str) -> set[Path]:
     names. Empty for any other file (the user's own, or another workload's tune)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return set()
     if not isinstance(doc, dict) or doc.get("schema") != SETTINGS_SCHEMA:
         return set()

@@ -1,0 +1,439 @@
+"""Bad input and injected faults against every command and the Python API.
+
+Each case is run for real (the CLI in-process through typer's runner, files on disk,
+read-only and full filesystems as real tmpfs mounts where this machine allows, random
+bytes where a file or library is expected) and classified the way a user would judge
+it: a clean error with the documented exit code, or a traceback, a silent acceptance,
+a wrong exit code, or work lost (a file the user had that changed). Every case must be
+clean; the classification is the assertion message when one is not.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner, Result
+
+from tests.clitext import unboxed
+from tfaccel.cli import app
+from tfaccel.errors import TfaccelError
+
+runner = CliRunner()
+
+# A command line that reaches each command's checks without other work: its workload
+# or operands. Built-in `tiny` runs on a CPU in seconds, but no case gets that far.
+BASE: dict[str, list[str]] = {
+    "doctor": ["--no-import"],
+    "plan": ["tiny"],
+    "tune": ["tiny"],
+    "monitor": ["--once"],
+    "bench": ["tiny"],
+    "scale": ["tiny", "--cpu-replicas", "2"],
+    "profile": [],
+    "power set": [],
+    "power reset": [],
+    "power sweep": ["--limits", "300"],
+}
+TAIL: dict[str, list[str]] = {"profile": ["--", "python", "-c", "pass"]}
+JSON_MODE = {"doctor", "plan", "tune", "monitor", "bench", "scale", "profile", "power sweep"}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    argv: list[str]
+    code: int
+    says: str
+    files: dict[str, bytes] = field(default_factory=dict)  # the user's files, kept whole
+
+
+def classify(result: Result, case: Case, before: dict[Path, bytes]) -> str:
+    """clean, traceback, silent, wrong exit code, misleading or work lost."""
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        return f"traceback: {type(result.exception).__name__}: {result.exception}"
+    if result.exit_code == 0:
+        return "silent: exit 0"
+    if result.exit_code != case.code:
+        return f"wrong exit code {result.exit_code} (expected {case.code}): {result.output[-300:]}"
+    for path, data in before.items():
+        if not path.exists() or path.read_bytes() != data:
+            return f"work lost: {path} changed"
+    if case.says not in unboxed(result.output):
+        return f"misleading: {case.says!r} not in {unboxed(result.output)[-300:]!r}"
+    return "clean"
+
+
+def run_case(case: Case, where: Path, json_mode: bool = False) -> str:
+    before = {}
+    for rel, data in case.files.items():
+        path = where / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        before[path] = data
+    argv = [a.replace("{tmp}", str(where)) for a in case.argv]
+    if json_mode:
+        cut = argv.index("--") if "--" in argv else len(argv)
+        argv = [*argv[:cut], "--format", "json", *argv[cut:]]
+    cwd = os.getcwd()
+    os.chdir(where)
+    try:
+        result = runner.invoke(app, argv)
+    finally:
+        os.chdir(cwd)
+    verdict = classify(result, case, before)
+    if verdict == "clean" and json_mode:
+        verdict = _json_verdict(result)
+    return verdict
+
+
+def _json_verdict(result: Result) -> str:
+    try:
+        doc = json.loads(result.stdout)
+    except ValueError:
+        return f"json mode: stdout is not one JSON object: {result.stdout[:200]!r}"
+    ok = isinstance(doc, dict) and doc.get("exit_code") == result.exit_code and doc.get("error")
+    return "clean" if ok else f"json mode: no error object with the exit code: {doc!r}"[:300]
+
+
+# --- 1. numbers out of range, from the parser's own table ------------------------------
+def _commands() -> Iterator[tuple[str, Any]]:
+    root = typer.main.get_command(app)
+    for name, cmd in root.commands.items():  # type: ignore[attr-defined]
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            yield from ((f"{name} {s}", c) for s, c in subs.items())
+        else:
+            yield name, cmd
+
+
+def _bad_values(param: Any) -> list[str]:
+    lo, hi = getattr(param, "min", None), getattr(param, "max", None)
+    check = getattr(param.callback, "__name__", "")
+    values: list[str] = []
+    if lo is not None:
+        values.append(str(lo - (1 if isinstance(lo, int) else 0.5)))
+    if hi is not None:
+        values.append(str(hi + 1))
+    if check == "positive":
+        values += ["0", "-1", "nan", "inf"]
+    elif check == "finite":
+        values += ["nan", "inf", "-inf"]
+    return values
+
+
+def range_cases() -> list[Case]:
+    cases = []
+    for command, cmd in _commands():
+        for param in cmd.params:
+            for value in _bad_values(param):
+                words = command.split()
+                if param.param_type_name == "argument":
+                    argv = [*words, *BASE[command], "--", value]
+                    flag = param.name
+                else:
+                    argv = [*words, *BASE[command], param.opts[0], value, *TAIL.get(command, [])]
+                    flag = param.opts[0]
+                cases.append(Case(f"{command} {flag} {value}", argv, 2, "Invalid value for"))
+    return cases
+
+
+RANGES = range_cases()
+
+
+@pytest.mark.parametrize("case", RANGES, ids=lambda c: c.name)
+def test_a_number_out_of_range(case: Case, tmp_path: Path) -> None:
+    assert run_case(case, tmp_path) == "clean"
+    assert list(tmp_path.iterdir()) == []  # nothing written, nothing started
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in RANGES if c.argv[0] in JSON_MODE or " ".join(c.argv[:2]) in JSON_MODE],
+    ids=lambda c: c.name,
+)
+def test_a_number_out_of_range_in_json_mode(case: Case, tmp_path: Path) -> None:
+    assert run_case(case, tmp_path, json_mode=True) == "clean"
+
+
+# --- 2. words that are not among the choices -------------------------------------------
+CHOICES = [
+    Case("doctor --format yaml", ["doctor", "--format", "yaml"], 2, "yaml"),
+    Case("plan --precision fp7", ["plan", "tiny", "--precision", "fp7"], 2, "fp7"),
+    Case("plan --gpu unknown spec", ["plan", "tiny", "--gpu", "Z9000"], 2, "Z9000"),
+    Case("plan --scenario bogus", ["plan", "tiny", "--scenario", "bogus"], 2, "bogus"),
+    Case("plan --budget bogus", ["plan", "tiny", "--budget", "soon"], 2, "soon"),
+    Case("tune --precisions fp8", ["tune", "tiny", "--precisions", "fp8"], 2, "fp8"),
+    Case("tune --skip float9", ["tune", "tiny", "--skip", "float9"], 2, "float9"),
+    Case("tune unknown workload", ["tune", "resnet5O"], 2, "resnet5O"),
+    Case("tune entry point module", ["tune", "no_such_module:build"], 2, "no_such_module"),
+    Case("bench unknown suite", ["bench", "warp-drive"], 2, "warp-drive"),
+    Case("bench --xla-options", ["bench", "tiny", "--xla-options", "turbo"], 2, "turbo"),
+    Case("scale --engine warp", [*["scale", *BASE["scale"]], "--engine", "warp"], 2, "warp"),
+    Case("scale --all-reduce", [*["scale", *BASE["scale"]], "--all-reduce", "ring"], 2, "ring"),
+    Case("scale --input disk", [*["scale", *BASE["scale"]], "--input", "disk"], 2, "disk"),
+    Case("scale --precision", [*["scale", *BASE["scale"]], "--precision", "fp7"], 2, "fp7"),
+    Case("scale --xla", [*["scale", *BASE["scale"]], "--xla", "maybe"], 2, "maybe"),
+    Case("scale --input-cast", [*["scale", *BASE["scale"]], "--input-cast", "x"], 2, "x"),
+    Case("scale --gpus words", [*["scale", *BASE["scale"]], "--gpus", "one,two"], 2, "--gpus"),
+    Case("scale --workers bad", ["scale", "tiny", "--workers", "host"], 2, "host"),
+    Case("monitor --gpus words", ["monitor", "--gpus", "a,b"], 2, "--gpus"),
+    Case("monitor --log .txt", ["monitor", "--log", "samples.txt"], 2, ".csv or .jsonl"),
+    Case("power sweep --limits words", ["power", "sweep", "--limits", "lots"], 2, "lots"),
+    Case("profile gate", ["profile", "analyze", "x", "--fail-under", "speed"], 2, "speed"),
+    Case(
+        "profile gate nan", ["profile", "analyze", "x", "--fail-under", "utilization=nan"], 2, "nan"
+    ),
+    Case("profile gate words", ["profile", "analyze", "x", "--fail-over", "input=lots"], 2, "lots"),
+    Case("profile diff one", ["profile", "diff", "a"], 2, "diff takes two"),
+    Case("profile no command", ["profile", "--"], 2, "Nothing to profile"),
+    Case("profile missing program", ["profile", "--", "no-such-program-x"], 2, "no-such-program-x"),
+    Case("run no command", ["run"], 2, ""),
+    Case("hw unknown spec", ["hw", "--compare", "Z9000"], 2, "Z9000"),
+    Case("unknown flag", ["tune", "tiny", "--turbo"], 2, "--turbo"),
+    Case("unknown command", ["accelerate"], 2, "accelerate"),
+]
+
+
+@pytest.mark.parametrize("case", CHOICES, ids=lambda c: c.name)
+def test_a_word_that_is_not_a_choice(case: Case, tmp_path: Path) -> None:
+    assert run_case(case, tmp_path) == "clean"
+
+
+# --- 3. files that are not what they should be -----------------------------------------
+def _deep() -> bytes:
+    return b"[" * 100_000 + b"]" * 100_000
+
+
+BAD_CONTENT: dict[str, bytes] = {
+    "random bytes": os.urandom(2048),
+    "deep nesting": _deep(),
+    "a JSON list": b"[1, 2, 3]\n",
+    "empty": b"",
+    "cut short": b'{"schema": "tfaccel.settings/1", "settings": {"precision": ',
+    "a string": b'"mixed_bfloat16"\n',
+    "wrong types": b'{"schema": "tfaccel.settings/1", "settings": {"cache_dataset": "no"}}\n',
+    "a misspelled key": b'{"precison": "float32"}\n',
+}
+READERS: dict[str, list[str]] = {
+    "run --config": ["run", "--config", "bad.json", "--", "python", "-c", "pass"],
+    "scale --config": ["scale", "tiny", "--cpu-replicas", "2", "--config", "bad.json"],
+    "bench compare": ["bench", "compare", "bad.json", "bad.json"],
+}
+
+
+def file_cases() -> list[Case]:
+    cases = []
+    for reader, argv in READERS.items():
+        for kind, data in BAD_CONTENT.items():
+            if reader == "bench compare" and kind in ("wrong types", "a misspelled key"):
+                continue  # settings files only
+            cases.append(Case(f"{reader}: {kind}", argv, 2, "bad.json", {"bad.json": data}))
+        missing = [a if a != "bad.json" else "gone.json" for a in argv]
+        cases.append(Case(f"{reader}: missing", missing, 2, "gone.json"))
+        folder = [a if a != "bad.json" else "{tmp}" for a in argv]
+        cases.append(Case(f"{reader}: a folder", folder, 2, "Cannot read"))
+    return cases
+
+
+@pytest.mark.parametrize("case", file_cases(), ids=lambda c: c.name)
+def test_a_file_that_is_not_what_it_should_be(case: Case, tmp_path: Path) -> None:
+    assert run_case(case, tmp_path) == "clean"
+
+
+TRACE = "trace/plugins/profile/2026_01_01_00_00_00/host.xplane.pb"
+TRACES = [
+    Case(
+        "profile: random trace",
+        ["profile", "analyze", "trace"],
+        2,
+        "trace",
+        {TRACE: os.urandom(4096)},
+    ),
+    Case("profile: empty trace", ["profile", "analyze", "trace"], 2, "trace", {TRACE: b""}),
+    Case("profile: no trace", ["profile", "analyze", "trace"], 2, "trace", {"trace/x.txt": b"x"}),
+    Case("profile: missing logdir", ["profile", "analyze", "nowhere"], 2, "nowhere"),
+    Case(
+        "profile: --run unknown",
+        ["profile", "analyze", "trace", "--run", "r9"],
+        2,
+        "r9",
+        {TRACE: os.urandom(64)},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", TRACES, ids=lambda c: c.name)
+def test_a_trace_that_cannot_be_read(case: Case, tmp_path: Path) -> None:
+    assert run_case(case, tmp_path) == "clean"
+
+
+# --- 4. the tune journal: poisoned, torn, from elsewhere -------------------------------
+def _row(**result: Any) -> bytes:
+    row = {"schema": "tfaccel.tune-journal/2", "workload": "tiny", "result": result}
+    return json.dumps(row).encode() + b"\n"
+
+
+JOURNALS: dict[str, tuple[bytes, str]] = {
+    "random bytes": (os.urandom(512) + b"\n" + os.urandom(64), "journal"),
+    "a line that is not JSON": (b"not json\n" + _row(key="k"), "line 1 is not JSON"),
+    "a JSON line that is no object": (b"[1, 2]\n", "not a tfaccel tune journal"),
+    "an old schema": (b'{"schema": "tfaccel.tune-journal/1", "result": {}}\n', "another version"),
+    "a result of the wrong shape": (_row(key=5, windows=7, losses="x"), "not a trial's result"),
+    "an unknown field": (_row(key="k", turbo=True), "not a trial's result"),
+    "deep nesting": (_deep() + b"\n" + _row(key="k"), "journal"),
+}
+
+
+@pytest.mark.parametrize("kind", list(JOURNALS), ids=str)
+def test_a_poisoned_journal_is_refused_before_any_trial(kind: str, tmp_path: Path) -> None:
+    data, says = JOURNALS[kind]
+    case = Case(kind, ["tune", "tiny", "--journal", "j.jsonl"], 2, says, {"j.jsonl": data})
+    assert run_case(case, tmp_path) == "clean"
+    assert not (tmp_path / "tfaccel.json").exists()
+
+
+# --- 5. places that cannot take the output ---------------------------------------------
+OUTPUTS: dict[str, list[str]] = {
+    "tune --output": ["tune", "tiny", "--output", "{out}"],
+    "tune --journal": ["tune", "tiny", "--journal", "{out}"],
+    "tune --plot": ["tune", "tiny", "--plot", "{out}"],
+    "bench --out": ["bench", "tiny", "--out", "{out}"],
+    "bench --html": ["bench", "tiny", "--html", "{out}"],
+    "scale --out": ["scale", "tiny", "--cpu-replicas", "2", "--out", "{out}"],
+    "scale --plot": ["scale", "tiny", "--cpu-replicas", "2", "--plot", "{out}"],
+    "monitor --log": ["monitor", "--once", "--log", "{out}"],
+    "profile --html": ["profile", "analyze", "trace", "--html", "{out}"],
+    "power sweep --plot": ["power", "sweep", "--limits", "300", "--plot", "{out}"],
+}
+PLACES: dict[str, tuple[str, str]] = {
+    "a read-only folder": ("ro/result.csv", "Cannot write in"),
+    "a full disk": ("full/result.csv", "Cannot write in"),
+    "a folder that does not exist": ("nowhere/result.csv", "does not exist"),
+    "a folder given as the file": ("adir", "it is a folder"),
+    "the user's own file": ("mine.csv", "already exists"),
+}
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> Iterator[Path]:
+    """tmp_path with ro/ (read-only) and full/ (no space left) as real tmpfs mounts."""
+    (tmp_path / "adir").mkdir()
+    mounts = []
+    for name, opts in (("ro", "size=1m,ro"), ("full", "size=64k")):
+        (tmp_path / name).mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(tmp_path / name)],
+            capture_output=True,
+            check=False,
+        )
+        if done.returncode == 0:
+            mounts.append(tmp_path / name)
+    if (tmp_path / "full").is_mount():
+        filler = tmp_path / "full/filler"
+        with filler.open("wb") as fh, pytest.raises(OSError):
+            fh.write(b"\0" * (1 << 20))
+    yield tmp_path
+    for m in mounts:
+        subprocess.run(["umount", "-l", str(m)], check=False)
+
+
+@pytest.mark.parametrize("place", list(PLACES), ids=str)
+@pytest.mark.parametrize("output", list(OUTPUTS), ids=str)
+def test_an_output_place_is_checked_before_the_work(output: str, place: str, places: Path) -> None:
+    rel, says = PLACES[place]
+    folder = rel.split("/")[0]
+    if folder in ("ro", "full") and not (places / folder).is_mount():
+        pytest.skip("this machine does not allow tmpfs mounts (not root)")
+    if output in ("tune --journal", "monitor --log") and place == "the user's own file":
+        pytest.skip("appended to by design: covered by the journal cases")
+    suffix = {"--log": ".csv", "--journal": ".jsonl", "--out": ".json"}.get(output.split()[-1])
+    rel = rel.replace(".csv", suffix or ".png") if "." in rel else rel
+    files = (
+        {"mine" + (suffix or ".png"): b"the user's own results"} if rel.startswith("mine") else {}
+    )
+    argv = [a.replace("{out}", rel) for a in OUTPUTS[output]]
+    assert run_case(Case(f"{output} {place}", argv, 2, says, files), places) == "clean"
+
+
+# --- 6. the Python API -----------------------------------------------------------------
+def _api_cases() -> list[tuple[str, Callable[[Path], Any], str]]:
+    import tfaccel
+
+    def from_file(data: bytes) -> Callable[[Path], Any]:
+        def go(tmp: Path) -> Any:
+            (tmp / "t.json").write_bytes(data)
+            return tfaccel.configure.from_file(tmp / "t.json")
+
+        return go
+
+    cases: list[tuple[str, Callable[[Path], Any], str]] = [
+        ("configure('float32')", lambda t: tfaccel.configure("float32"), "Settings object"),
+        ("configure(5)", lambda t: tfaccel.configure(5), "Settings object"),
+        ("configure(precison=...)", lambda t: tfaccel.configure(precison="float32"), "precision"),
+        ("configure(precision='fp7')", lambda t: tfaccel.configure(precision="fp7"), "fp7"),
+        ("configure(batch_size=0)", lambda t: tfaccel.configure(batch_size=0), "batch_size"),
+        ("configure(batch_size=True)", lambda t: tfaccel.configure(batch_size=True), "batch_size"),
+        ("configure(xla_options='x')", lambda t: tfaccel.configure(xla_options="x"), "xla_options"),
+        (
+            "configure(memory_limit_mib=-5)",
+            lambda t: tfaccel.configure(memory_limit_mib=-5),
+            "memory_limit_mib",
+        ),
+        (
+            "configure(oversubscription=nan)",
+            lambda t: tfaccel.configure(unified_oversubscription=math.nan),
+            "unified_oversubscription",
+        ),
+        ("from_file(5)", lambda t: tfaccel.configure.from_file(5), "file path"),
+        ("from_file(None)", lambda t: tfaccel.configure.from_file(None), "file path"),
+        ("from_file(missing)", lambda t: tfaccel.configure.from_file(t / "no.json"), "no.json"),
+        ("from_file(folder)", lambda t: tfaccel.configure.from_file(t), "Cannot read"),
+    ]
+    cases += [(f"from_file({k})", from_file(v), "t.json") for k, v in BAD_CONTENT.items()]
+    return cases
+
+
+API = _api_cases()
+
+
+@pytest.mark.parametrize(("name", "call", "says"), API, ids=[c[0] for c in API])
+def test_the_python_api_refuses_bad_input_cleanly(
+    name: str, call: Callable[[Path], Any], says: str, tmp_path: Path
+) -> None:
+    with pytest.raises(TfaccelError) as caught:
+        call(tmp_path)
+    assert says in str(caught.value)
+
+
+# --- 7. the environment -----------------------------------------------------------------
+def test_stdout_on_a_full_device_is_a_clean_error() -> None:
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tfaccel", "hw", "--list-specs", "--format", "json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "No space left on device" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["banana,-7", "0,0", "-1", "gpu0", "0,banana"])
+def test_a_nonsense_cuda_visible_devices_is_not_rated_ok(value: str) -> None:
+    from tfaccel.doctor.checks import check_visible_devices
+    from tfaccel.doctor.context import DoctorContext
+
+    rows = check_visible_devices(DoctorContext(env={"CUDA_VISIBLE_DEVICES": value}))
+    assert rows and rows[0].status.value in ("warn", "fail"), rows
