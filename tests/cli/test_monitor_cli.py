@@ -106,3 +106,19 @@ def test_power_sweep_command_restores_and_plots(
     )  # the plot of the first sweep is the user's now
     assert kept.exit_code == 2 and "already exists" in kept.output
     assert len(nvml.set_calls) == calls  # refused before any limit changed
+
+
+def test_a_very_narrow_terminal_shows_an_ellipsis_not_a_cut_number(nvml: MonitorNvml) -> None:
+    from rich.console import Console
+
+    from tfaccel.monitor.sampler import Sampler
+    from tfaccel.render.monitor import snapshot_view
+
+    with Sampler() as sampler:
+        snap = sampler.sample_once()
+    console = Console(record=True, width=40)
+    console.print(snapshot_view(snap, 40))
+    text = console.export_text()
+    assert "…" in text
+    temps = [c for line in text.splitlines() for c in line.split() if c.endswith("C")]
+    assert all(c[:-1].strip().isdigit() or c.endswith("…C") for c in temps)

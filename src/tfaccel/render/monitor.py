@@ -44,7 +44,7 @@ def snapshot_view(snap: Snapshot, width: int | None = None) -> Group:
         t.add_column(
             col,
             no_wrap=col != "throttle",
-            overflow="fold",
+            overflow="fold" if col == "throttle" else "ellipsis",  # never a cut-off number
             min_width=12 if col == "throttle" else None,
         )
     for g in snap.gpus:
