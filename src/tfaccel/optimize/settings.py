@@ -9,7 +9,7 @@ written to it before TensorFlow starts).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -214,41 +214,64 @@ def label_of(s: Settings) -> str:
     return " ".join(parts)
 
 
+def _doc(default: Any, doc: str) -> Any:
+    """A Settings field with its one-line documentation (the docs' configure reference
+    is generated from these)."""
+    return field(default=default, metadata={"doc": doc})
+
+
 @dataclass(frozen=True)
 class Settings:
-    """What `tfaccel.configure()` applies. See README.md for each knob's effect."""
+    """What `tfaccel.configure()` applies; each field's `metadata["doc"]` says what it does."""
 
-    memory: MemoryMode = "default"
-    memory_limit_mib: int | None = None  # with memory="limit": per GPU
-    unified_oversubscription: float = 1.0  # with memory="unified": x physical memory
-    allocator: Allocator = "default"  # default: the BFC allocator
-    # bfloat16: weights too (inference and generation; training wants mixed_bfloat16)
-    precision: Precision = "auto"
-    xla: XlaMode = "auto"  # auto: Keras' default
-    xla_options: tuple[str, ...] = ()  # names from XLA_OPTIONS
-    steps_per_execution: int = 1
-    batch_size: int | None = None  # recorded by tune; used by configure.dataset
-    gradient_checkpointing: bool = False
-    gradient_accumulation_steps: int = 1
-    prefetch: Prefetch = "auto"  # auto: AUTOTUNE on the host
-    # compute: floating inputs are cast to the mixed-precision compute dtype on the host,
-    # so half the bytes cross PCIe (the model's first layer casts them anyway)
-    input_cast: InputCast = "off"
-    cache_dataset: bool = False
-    # keras | mask_once (Keras' masks, computed once under XLA) | philox16 (16-bit
-    # random numbers, two per Philox word; another random stream)
-    dropout: Dropout = "keras"
-    # keras | flat (EinsumDense projections as one 2-D GEMM: their kernel gradient is one
-    # GEMM, not one per sequence and a sum)
-    einsum: Einsum = "keras"
-    # keras | cudnn (MultiHeadAttention through cuDNN's flash attention under XLA, on
-    # compute capability 8.0+)
-    attention: Attention = "keras"
-    # FP8 matrix products (Keras' quantize("float8") at report.compile): compute
-    # capability 8.9+ under XLA
-    float8: bool = False
-    deterministic_data: bool = True
-    strategy: Strategy = "auto"
+    memory: MemoryMode = _doc(
+        "default", "GPU memory: TensorFlow's default, grow as needed, a fixed limit, or unified"
+    )
+    memory_limit_mib: int | None = _doc(None, 'with memory="limit": MiB per GPU')
+    unified_oversubscription: float = _doc(
+        1.0, 'with memory="unified": how many times the physical memory (1 to 8)'
+    )
+    allocator: Allocator = _doc("default", "default: the BFC allocator; or cuda_malloc_async")
+    precision: Precision = _doc(
+        "auto",
+        "auto: mixed_bfloat16 from compute capability 8.0, mixed_float16 on older tensor "
+        "cores, float32 elsewhere; bfloat16 keeps the weights in bf16 too (inference)",
+    )
+    xla: XlaMode = _doc("auto", "XLA compilation of the model; auto: Keras' default")
+    xla_options: tuple[str, ...] = _doc((), "XLA options by name (XLA_OPTIONS), as XLA_FLAGS")
+    steps_per_execution: int = _doc(1, "training steps per compiled call")
+    batch_size: int | None = _doc(
+        None, "recorded by tune; report.dataset re-batches to it, report.fit_kwargs() passes it"
+    )
+    gradient_checkpointing: bool = _doc(False, "recompute activations to save memory")
+    gradient_accumulation_steps: int = _doc(1, "batches whose gradients add up to one update")
+    prefetch: Prefetch = _doc("auto", "tf.data prefetch; auto: AUTOTUNE on the host")
+    input_cast: InputCast = _doc(
+        "off",
+        "compute: floating inputs are cast to the mixed-precision compute dtype on the host, "
+        "so half the bytes cross PCIe",
+    )
+    cache_dataset: bool = _doc(False, "cache the dataset after its first pass")
+    dropout: Dropout = _doc(
+        "keras",
+        "mask_once: Keras' masks computed once under XLA; philox16: 16-bit random numbers, "
+        "two per Philox word (another random stream)",
+    )
+    einsum: Einsum = _doc(
+        "keras", "flat: EinsumDense projections as one 2-D GEMM (one kernel-gradient GEMM)"
+    )
+    attention: Attention = _doc(
+        "keras",
+        "cudnn: MultiHeadAttention through cuDNN's flash attention under XLA "
+        "(compute capability 8.0+)",
+    )
+    float8: bool = _doc(
+        False, "FP8 matrix products (Keras' quantize at report.compile): compute capability 8.9+"
+    )
+    deterministic_data: bool = _doc(True, "tf.data keeps its element order (False: faster)")
+    strategy: Strategy = _doc(
+        "auto", "distribution strategy; auto: mirrored over several GPUs, none on one"
+    )
 
     @property
     def effective_xla_options(self) -> tuple[str, ...]:

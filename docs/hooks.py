@@ -1,0 +1,37 @@
+"""MkDocs hook: the configure reference is generated from `Settings` itself (its fields,
+their types, defaults and one-line docs), so the docs cannot drift from the code."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+MARKER = "<!-- settings-table -->"
+
+
+def settings_table() -> str:
+    from tfaccel.optimize.settings import Settings
+
+    hints = typing.get_type_hints(Settings)
+    rows = ["| setting | values | default | what it does |", "|---|---|---|---|"]
+    for f in dataclasses.fields(Settings):
+        rows.append(
+            f"| `{f.name}` | {_values(hints[f.name])} | `{f.default!r}` | "
+            f"{f.metadata.get('doc', '')} |"
+        )
+    return "\n".join(rows)
+
+
+def _values(hint: Any) -> str:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is typing.Literal:
+        return " ".join(f"`{a}`" for a in args)
+    if typing.get_origin(hint) is tuple:
+        return "a list of names"
+    names = [getattr(a, "__name__", str(a)) for a in args] or [getattr(hint, "__name__", str(hint))]
+    return " or ".join(n.replace("NoneType", "None") for n in names)
+
+
+def on_page_markdown(markdown: str, **_: Any) -> str:
+    return markdown.replace(MARKER, settings_table()) if MARKER in markdown else markdown
