@@ -1,6 +1,6 @@
 """The layers of src/tfaccel, checked by walking every module's imports (ast).
 
-ground   errors, _version, _deps, _tf, _child, stats, results, data
+ground   errors, _version, _deps, _tf, _compat, _child, stats, results, data
 hardware hardware/, environment
 engine   optimize/, workloads/ (what a trial applies and runs), then trial/
 commands doctor/ plan/ tune/ bench/ scale/ profile/ monitor/ (one library each)
@@ -24,7 +24,9 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "tfaccel"
 
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(("errors", "_version", "_deps", "_tf", "_child", "stats", "results"), 0),
+    **dict.fromkeys(
+        ("errors", "_version", "_deps", "_tf", "_compat", "_child", "stats", "results"), 0
+    ),
     "data": 0,
     "hardware": 1,
     "environment": 1,

@@ -10,12 +10,46 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
+from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
 from tfaccel.errors import DependencyMissingError
 
 INSTALL_HINT = "pip install 'tfaccel[and-cuda]'  (pulls tensorflow[and-cuda] with its CUDA wheels)"
+
+
+# Every distribution that installs the `tensorflow` import package.
+TF_DISTRIBUTIONS: tuple[str, ...] = (
+    "tensorflow",
+    "tensorflow-cpu",
+    "tensorflow-gpu",
+    "tensorflow-intel",
+    "tensorflow-macos",
+    "tensorflow-aarch64",
+    "tensorflow-cpu-aws",
+    "tensorflow-rocm",
+    "intel-tensorflow",
+    "tf-nightly",
+    "tf-nightly-cpu",
+    "tf-nightly-gpu",
+    "tf-nightly-intel",
+)
+
+
+def installed_version() -> str | None:
+    """TensorFlow's version: the running one if it is imported, else the installed
+    distribution's, read without importing it (so it can decide what to set first)."""
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(getattr(tf, "__version__", None), str):
+        return str(tf.__version__)
+    for name in TF_DISTRIBUTIONS:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def tf_package_dir() -> Path | None:

@@ -66,7 +66,7 @@ class DoctorContext:
 
     @cached_property
     def tf_dists(self) -> list[probes.Distribution]:
-        return [self.distributions[n] for n in probes.TF_DISTRIBUTIONS if n in self.distributions]
+        return [self.distributions[n] for n in _tf.TF_DISTRIBUTIONS if n in self.distributions]
 
     @cached_property
     def tf_dist(self) -> probes.Distribution | None:

@@ -28,23 +28,6 @@ from packaging.utils import canonicalize_name
 from tfaccel._child import run_child
 from tfaccel.hardware.capabilities import mps_state
 
-# Every distribution that installs the `tensorflow` import package.
-TF_DISTRIBUTIONS: tuple[str, ...] = (
-    "tensorflow",
-    "tensorflow-cpu",
-    "tensorflow-gpu",
-    "tensorflow-intel",
-    "tensorflow-macos",
-    "tensorflow-aarch64",
-    "tensorflow-cpu-aws",
-    "tensorflow-rocm",
-    "intel-tensorflow",
-    "tf-nightly",
-    "tf-nightly-cpu",
-    "tf-nightly-gpu",
-    "tf-nightly-intel",
-)
-
 
 @dataclass(frozen=True)
 class Distribution:

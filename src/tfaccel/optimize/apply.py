@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tfaccel import _compat
 from tfaccel._tf import import_tensorflow, tf_internal
 from tfaccel.errors import InputError
 from tfaccel.hardware.capabilities import auto_precision
@@ -328,6 +329,16 @@ def xla_flags_with(
     gone = set(added)
     kept = [t for t in current.split() if t not in gone]
     wanted = [XLA_OPTIONS[o] for o in options if XLA_OPTIONS[o] not in kept]
+    for option in options:
+        floor = _compat.xla_flag_floor(XLA_OPTIONS[option])
+        if floor is not None:
+            raise InputError(
+                f"xla_options {option!r} needs TensorFlow >= {floor}; this is "
+                f"{_compat.installed_version()}",
+                expected=f"TensorFlow {floor} or newer, or the option left out",
+                received=option,
+                hint="its XLA would abort the process on the flag at the first compilation",
+            )
     for flag in wanted:
         name = flag.split("=", 1)[0]
         clash = [t for t in kept if t.split("=", 1)[0] == name]

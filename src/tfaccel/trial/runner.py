@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from tfaccel import stats
 from tfaccel._child import ChildResult, child_env, run_child
+from tfaccel._compat import xla_flag_floor
 from tfaccel.optimize.settings import LAYER_KNOBS, Settings, label_of
 from tfaccel.trial.child import MARK
 from tfaccel.workloads import BUILTIN, REVISION
@@ -170,7 +171,8 @@ def xla_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     base = Path(cache_dir)
     xla = os.environ.get("XLA_FLAGS", "")
-    if "xla_gpu_per_fusion_autotune_cache_dir" not in xla:
+    cache_flag = "--xla_gpu_per_fusion_autotune_cache_dir"
+    if cache_flag[2:] not in xla and xla_flag_floor(cache_flag) is None:  # unknown: abort
         (base / "autotune").mkdir(parents=True, exist_ok=True)
         env["XLA_FLAGS"] = f"{xla} --xla_gpu_per_fusion_autotune_cache_dir={base / 'autotune'}"
     tf_xla = os.environ.get("TF_XLA_FLAGS", "")

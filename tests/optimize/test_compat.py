@@ -1,0 +1,54 @@
+"""XLA flags the TensorFlow in use does not know are never set: XLA would abort the
+process at its first compilation, without a message of tfaccel's."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfaccel import _compat
+from tfaccel.errors import InputError
+from tfaccel.optimize.apply import xla_flags_with
+from tfaccel.optimize.settings import XLA_OPTIONS
+from tfaccel.trial.runner import xla_cache_env
+
+
+@pytest.mark.parametrize(
+    ("flag", "version", "floor"),
+    [
+        ("--xla_gpu_per_fusion_autotune_cache_dir=/x", "2.16.2", "2.18"),
+        ("--xla_gpu_per_fusion_autotune_cache_dir=/x", "2.17.1", "2.18"),
+        ("--xla_gpu_per_fusion_autotune_cache_dir=/x", "2.18.1", None),
+        (XLA_OPTIONS["command_buffers"], "2.19.1", "2.20"),
+        (XLA_OPTIONS["command_buffers"], "2.20.0", None),
+        (XLA_OPTIONS["cudnn_gemm_fusions"], "2.17.1", "2.18"),
+        (XLA_OPTIONS["block_level_fusions"], "2.18.1", "2.19"),
+        (XLA_OPTIONS["triton_fusions"], "2.20.0", "2.21"),
+        (XLA_OPTIONS["triton_fusions"], "2.21.0", None),
+        (XLA_OPTIONS["cublaslt"], "2.16.2", None),
+        (XLA_OPTIONS["triton_fusions"], "2.22.0rc1", None),
+    ],
+)
+def test_each_flag_has_its_floor(flag: str, version: str, floor: str | None) -> None:
+    assert _compat.xla_flag_floor(flag, version) == floor
+
+
+def test_an_option_this_tensorflow_lacks_is_refused_with_the_version_it_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_compat, "installed_version", lambda: "2.19.1")
+    with pytest.raises(
+        InputError, match=r"'triton_fusions' needs TensorFlow >= 2.21; this is 2.19.1"
+    ):
+        xla_flags_with("", ("triton_fusions",))
+    flags, added = xla_flags_with("", ("cublaslt",))  # known to 2.19: set
+    assert added == [XLA_OPTIONS["cublaslt"]] and flags == XLA_OPTIONS["cublaslt"]
+
+
+def test_trials_share_autotuning_only_where_xla_knows_the_flag(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setattr(_compat, "installed_version", lambda: "2.17.1")
+    assert "XLA_FLAGS" not in xla_cache_env(tmp_path)  # type: ignore[arg-type]
+    monkeypatch.setattr(_compat, "installed_version", lambda: "2.21.0")
+    assert "--xla_gpu_per_fusion_autotune_cache_dir=" in xla_cache_env(tmp_path)["XLA_FLAGS"]  # type: ignore[arg-type]
