@@ -8,6 +8,7 @@ import typing
 from typing import Any
 
 MARKER = "<!-- settings-table -->"
+COMPAT = "<!-- compat-table -->"
 
 
 def settings_table() -> str:
@@ -33,5 +34,17 @@ def _values(hint: Any) -> str:
     return " or ".join(n.replace("NoneType", "None") for n in names)
 
 
+def compat_table() -> str:
+    """Each feature's floor, from tfaccel._compat (the tables the code checks)."""
+    from tfaccel import _compat
+
+    rows = ["| feature | needs | why |", "|---|---|---|"]
+    for flag, since in _compat.XLA_FLAG_SINCE.items():
+        rows.append(f"| XLA flag `{flag}` | TensorFlow {since} | older XLA aborts on it |")
+    for (knob, value), (since, what) in _compat.KERAS_FEATURE_SINCE.items():
+        rows.append(f"| `{knob}={value!r}` | Keras {since} | {what} |")
+    return "\n".join(rows)
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
-    return markdown.replace(MARKER, settings_table()) if MARKER in markdown else markdown
+    return markdown.replace(MARKER, settings_table()).replace(COMPAT, compat_table())

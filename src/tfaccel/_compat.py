@@ -1,6 +1,7 @@
-"""What the TensorFlow in use supports of what tfaccel sets, in one table, decided
-before anything is set: XLA aborts the whole process ("Unknown flags in XLA_FLAGS") at
-its first compilation on a flag it does not know, with no message of tfaccel's.
+"""What the TensorFlow and Keras in use support of what tfaccel sets or patches, in one
+place, decided before anything is set or patched. XLA flags: XLA aborts the whole
+process ("Unknown flags in XLA_FLAGS") at its first compilation on a flag it does not
+know, with no message of tfaccel's.
 
 The floors are the first TensorFlow release whose XLA accepted the flag, from a matrix run
 that installed each TensorFlow from 2.16 to 2.21 and compiled with the flag set.
@@ -8,11 +9,14 @@ that installed each TensorFlow from 2.16 to 2.21 and compiled with the flag set.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
+from importlib import metadata
 
 from packaging.version import InvalidVersion, Version
 
 from tfaccel._tf import installed_version
+from tfaccel.errors import InputError
 
 # flag name -> the first TensorFlow that knows it (flags not listed: every supported one)
 XLA_FLAG_SINCE: dict[str, str] = {
@@ -49,3 +53,57 @@ def unsupported_xla_flags(
         if floor is not None:
             out.append((flag.split("=", 1)[0], floor))
     return out
+
+
+# (knob, value) -> (the first Keras whose internals tfaccel's implementation of it
+# uses, what it uses). From the same matrix run: Keras 3.0.5 to 3.15.1 on TF 2.16.
+KERAS_FEATURE_SINCE: dict[tuple[str, object], tuple[str, str]] = {
+    ("attention", "cudnn"): ("3.15.0", "Keras' attention fallback called with 8 arguments"),
+    ("float8", True): ("3.13.0", "quantize(..., filters=...)"),
+    ("gradient_checkpointing", True): ("3.9.0", "keras.remat"),
+}
+# Keras releases whose internals every knob that patches Keras was verified on.
+KERAS_VERIFIED = ("3.0", "3.15")
+
+
+def keras_version() -> str | None:
+    """Keras' version: the imported one, else the installed one (without importing it)."""
+    keras = sys.modules.get("keras")
+    if keras is not None and isinstance(getattr(keras, "__version__", None), str):
+        return str(keras.__version__)
+    try:
+        return metadata.version("keras")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def keras_floor(knob: str, value: object, version: str | None = None) -> str | None:
+    """Why `knob=value` cannot run on the Keras in use ("needs Keras >= X (what); this is
+    Y"), or None when it can (or the version cannot be told)."""
+    gate = KERAS_FEATURE_SINCE.get((knob, value))
+    have = version or keras_version()
+    if gate is None or have is None:
+        return None
+    since, what = gate
+    try:
+        if Version(have) >= Version(since):
+            return None
+    except InvalidVersion:
+        return None
+    return f"{knob}={value!r} needs Keras >= {since} ({what}); this is {have}"
+
+
+def check_keras_features(settings: object) -> None:
+    """An InputError for the first setting this Keras cannot run, before anything is
+    patched."""
+    for knob, value in KERAS_FEATURE_SINCE:
+        if getattr(settings, knob, None) == value:
+            why = keras_floor(knob, value)
+            if why is not None:
+                raise InputError(
+                    why,
+                    expected=f"Keras {KERAS_FEATURE_SINCE[(knob, value)][0]} or newer",
+                    received=f"{knob}={value!r}",
+                    hint=f"pip install 'keras>={KERAS_FEATURE_SINCE[(knob, value)][0]}', "
+                    f"or leave {knob} at its default",
+                )

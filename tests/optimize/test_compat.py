@@ -52,3 +52,37 @@ def test_trials_share_autotuning_only_where_xla_knows_the_flag(
     assert "XLA_FLAGS" not in xla_cache_env(tmp_path)  # type: ignore[arg-type]
     monkeypatch.setattr(_compat, "installed_version", lambda: "2.21.0")
     assert "--xla_gpu_per_fusion_autotune_cache_dir=" in xla_cache_env(tmp_path)["XLA_FLAGS"]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("knob", "value", "keras", "refused"),
+    [
+        ("attention", "cudnn", "3.14.1", True),
+        ("attention", "cudnn", "3.15.0", False),
+        ("attention", "keras", "3.0.5", False),
+        ("float8", True, "3.12.0", True),
+        ("float8", True, "3.13.0", False),
+        ("gradient_checkpointing", True, "3.8.0", True),
+        ("gradient_checkpointing", True, "3.9.0", False),
+    ],
+)
+def test_each_keras_feature_has_its_floor(
+    knob: str, value: object, keras: str, refused: bool
+) -> None:
+    why = _compat.keras_floor(knob, value, keras)
+    assert (why is not None) is refused
+    if why:
+        assert f"this is {keras}" in why and "needs Keras >=" in why
+
+
+def test_configure_refuses_a_feature_this_keras_lacks_before_patching_anything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tfaccel
+    from tfaccel.optimize import attention
+
+    monkeypatch.setattr(_compat, "keras_version", lambda: "3.14.1")
+    before = attention.current_attention()
+    with pytest.raises(InputError, match=r"attention='cudnn' needs Keras >= 3.15.0"):
+        tfaccel.configure(attention="cudnn")
+    assert attention.current_attention() == before

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tfaccel import _compat
 from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
 
@@ -59,7 +60,7 @@ class BackendPatch:
         if missing:
             raise InputError(
                 "this Keras version's TensorFlow backend has no " + ", ".join(missing),
-                expected=f"Keras 3 ({name} as of 3.0-3.15)",
+                expected="Keras {} to {} ({})".format(*_compat.KERAS_VERIFIED, name),
                 received=f"keras {keras.__version__}",
                 hint=f"configure({self.knob}='keras') leaves Keras' {self.attr} as it is",
             )

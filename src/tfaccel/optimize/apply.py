@@ -558,6 +558,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
         )
         _LAST["report"] = report
         return report
+    _compat.check_keras_features(settings)  # before anything is set or patched
     initialized = runtime_initialized()
     s = settings
     rows = [_apply_allocator(s, initialized)]

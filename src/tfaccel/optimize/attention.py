@@ -38,6 +38,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from tfaccel import _compat
 from tfaccel._tf import import_tensorflow, tf_internal
 from tfaccel.errors import InputError
 from tfaccel.hardware.capabilities import supports
@@ -257,7 +258,7 @@ def _mha_class() -> Any:
     if not hasattr(MultiHeadAttention, "_compute_attention"):
         raise InputError(
             "this Keras version's MultiHeadAttention has no _compute_attention",
-            expected="Keras 3 (as of 3.0-3.15)",
+            expected=f"Keras {_compat.KERAS_VERIFIED[0]} to {_compat.KERAS_VERIFIED[1]}",
             received=f"keras {keras.__version__}",
             hint="configure(attention='keras') leaves Keras' attention as it is",
         )

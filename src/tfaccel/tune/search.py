@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from tfaccel import _compat
 from tfaccel.hardware.capabilities import precisions, supports
 from tfaccel.optimize.settings import LATE_KNOBS, Need, Settings, TuneTry, input_cast_dtype
 from tfaccel.stats import NOISE_FLOOR, noise_threshold
@@ -767,7 +768,9 @@ class Tuner:
             if t.layers and self._model_count(f"{knob.name}_layers") == 0:
                 self.decide(knob.name, f"not tried: the model has no {t.layers}")
                 continue
-            blocked = self._blocked(knob.name)
+            blocked = self._blocked(knob.name) or next(
+                (w for v in t.values if (w := _compat.keras_floor(knob.name, v))), None
+            )
             if blocked:
                 self.decide(knob.name, f"not tried: {blocked}")
                 continue
