@@ -18,6 +18,9 @@ from packaging.version import InvalidVersion, Version
 from tfaccel._tf import installed_version
 from tfaccel.errors import InputError
 
+# The TensorFlow releases tfaccel supports (pyproject's floor) and was tested up to.
+TF_SUPPORTED = ("2.16", "2.21")
+
 # flag name -> the first TensorFlow that knows it (flags not listed: every supported one)
 XLA_FLAG_SINCE: dict[str, str] = {
     "--xla_gpu_per_fusion_autotune_cache_dir": "2.18",
@@ -107,3 +110,18 @@ def check_keras_features(settings: object) -> None:
                     hint=f"pip install 'keras>={KERAS_FEATURE_SINCE[(knob, value)][0]}', "
                     f"or leave {knob} at its default",
                 )
+
+
+def features_lost(tf_version: str | None, keras: str | None) -> list[str]:
+    """What of tfaccel this TensorFlow / Keras pair cannot run, one line each."""
+    lost = [
+        f"XLA flag {flag} (needs TensorFlow {since})"
+        for flag, since in XLA_FLAG_SINCE.items()
+        if tf_version and xla_flag_floor(flag, tf_version)
+    ]
+    lost += [
+        f"{knob}={value!r} (needs Keras {since})"
+        for (knob, value), (since, _) in KERAS_FEATURE_SINCE.items()
+        if keras and keras_floor(knob, value, keras)
+    ]
+    return lost

@@ -460,3 +460,21 @@ def test_a_corrupt_nvml_library_is_named_not_called_missing(
     assert row.status is Status.FAIL
     assert f"resolves first to {bad_dir / 'libnvidia-ml.so.1'}" in row.finding
     assert "invalid ELF header" in row.finding and "docker" not in (row.fix or "")
+
+
+def test_a_pair_tfaccel_supports_in_part_says_what_it_loses(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    shutil.rmtree(site / "keras-3.15.1.dist-info")
+    write_dist(site, "keras", "3.12.0")
+    by = rows(run_doctor(make()).checks)
+    row = by["tfaccel.support"]
+    assert row.status is Status.WARN
+    assert "float8=True (needs Keras 3.13.0)" in row.finding
+    assert "attention='cudnn' (needs Keras 3.15.0)" in row.finding
+    assert "gradient_checkpointing" not in row.finding
+
+
+def test_the_tested_pair_loses_nothing(fake_tf: tuple[Path, MakeCtx]) -> None:
+    _, make = fake_tf
+    row = rows(run_doctor(make()).checks)["tfaccel.support"]
+    assert row.status is Status.OK and "every feature" in row.finding

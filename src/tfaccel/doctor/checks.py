@@ -111,6 +111,36 @@ def check_tf_install(ctx: DoctorContext) -> list[Check]:
     ]
 
 
+def check_tfaccel_support(ctx: DoctorContext) -> list[Check]:
+    """The TensorFlow / Keras pair against what tfaccel supports (not only against
+    TensorFlow's own requirement), and which of tfaccel's features the pair loses."""
+    from tfaccel import _compat
+
+    title = "tfaccel supports this TensorFlow and Keras"
+    tf = ctx.tf_version
+    keras_dist = ctx.distributions.get("keras")
+    keras = keras_dist.version if keras_dist else None
+    if tf is None:
+        return [Check("tfaccel.support", title, Status.SKIP, "TensorFlow is not installed")]
+    lo, hi = _compat.TF_SUPPORTED
+    have = version_tuple(tf)[:2]
+    pair = f"TensorFlow {tf} with Keras {keras or '(none)'}"
+    if have < version_tuple(lo):
+        fix = f"pip install 'tensorflow>={lo}'"
+        finding = f"{pair}: tfaccel needs TensorFlow {lo} or newer"
+        return [Check("tfaccel.support", title, Status.FAIL, finding, fix, PIP_LIST)]
+    lost = _compat.features_lost(tf, keras)
+    newer = (
+        f"; newer than {hi}, the newest tfaccel was tested with" if have > version_tuple(hi) else ""
+    )
+    if lost:
+        finding = f"{pair}{newer}: tfaccel refuses " + "; ".join(lost)
+        fix = "pip install --upgrade tensorflow keras  (only if the features matter to you)"
+        return [Check("tfaccel.support", title, Status.WARN, finding, fix, PIP_LIST)]
+    status = Status.WARN if newer else Status.OK
+    return [Check("tfaccel.support", title, status, f"{pair}: every feature{newer}", see=PIP_LIST)]
+
+
 def check_keras(ctx: DoctorContext) -> list[Check]:
     title = "Keras matches TensorFlow"
     tf = ctx.tf_dist
@@ -1281,6 +1311,7 @@ def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
 CHECKS: tuple[CheckFn, ...] = (
     check_tf_install,
     check_keras,
+    check_tfaccel_support,
     check_build,
     check_driver,
     check_gpu_state,
