@@ -21,7 +21,7 @@ app = typer.Typer(
     cls=Commands,
     help="Make TensorFlow fast and trouble-free on NVIDIA GPUs.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

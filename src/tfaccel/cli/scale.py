@@ -203,7 +203,8 @@ def mps_status(fmt: Format = FORMAT_OPTION) -> None:
 def mps_start(yes: bool = typer.Option(False, "--yes", help="Run the commands (as root).")) -> None:
     """Print (or, with --yes, run) the commands that start the MPS control daemon."""
     cmds = mpsmod.start(execute=yes)
-    stdout_console().print(("ran:\n" if yes else "run these (or add --yes):\n") + "\n".join(cmds))
+    # plain lines, never wrapped: they are shell commands to copy or pipe
+    write_out(("ran:\n" if yes else "run these (or add --yes):\n") + "\n".join(cmds))
 
 
 @mps_app.command("stop")

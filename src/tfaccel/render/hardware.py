@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -333,8 +334,10 @@ def rank_text(workload: str, rows: Sequence[RankRow], local: str | None, console
 
 def spec_list_text(specs: Any, console: Console) -> None:
     """The GPUs of the spec file, a row each."""
-    t = Table(title="GPU spec entries", title_justify="left")
-    for col in ("key", "architecture", "memory", "bandwidth", "BF16/FP16 TFLOP/s", "TDP"):
+    t = Table(title="GPU spec entries", title_justify="left", box=box.SIMPLE_HEAD)
+    # the key is what `--gpu` and `--compare` take: never cut, whatever the width
+    t.add_column("key", no_wrap=True, min_width=max((len(s.key) for s in specs), default=3))
+    for col in ("architecture", "memory", "bandwidth", "BF16/FP16 TFLOP/s", "TDP"):
         t.add_column(col)
     for s in specs:
         t.add_row(
