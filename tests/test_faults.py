@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -437,3 +439,46 @@ def test_a_nonsense_cuda_visible_devices_is_not_rated_ok(value: str) -> None:
 
     rows = check_visible_devices(DoctorContext(env={"CUDA_VISIBLE_DEVICES": value}))
     assert rows and rows[0].status.value in ("warn", "fail"), rows
+
+
+# --- 8. an unprivileged user ------------------------------------------------------------
+def _as_nobody(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """tfaccel as uid/gid 65534 (a real unprivileged process: root bypasses permissions)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HOME": str(cwd)}
+    return subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-m", "tfaccel", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+UNPRIVILEGED = [
+    (["power", "set", "300", "--yes"], {4, 2}, "root"),
+    (["power", "reset", "--yes"], {4, 2}, "root"),
+    (["tune", "tiny", "--output", "{root}/t.json"], {2}, "Permission denied"),
+    (["bench", "tiny", "--out", "{root}/b.json"], {2}, "Permission denied"),
+    (["monitor", "--once", "--log", "{root}/m.csv"], {2}, "Permission denied"),
+]
+
+
+@pytest.mark.parametrize(("args", "codes", "says"), UNPRIVILEGED, ids=lambda x: str(x))
+def test_an_unprivileged_user_gets_a_clean_refusal(
+    args: list[str], codes: set[int], says: str, tmp_path: Path
+) -> None:
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root to become an unprivileged user (setpriv)")
+    home = Path(tempfile.mkdtemp(prefix="tfaccel-nobody-"))  # pytest's tmp is root-only
+    try:
+        home.chmod(0o777)
+        root_only = home / "root-only"
+        root_only.mkdir(mode=0o700)
+        proc = _as_nobody([a.replace("{root}", str(root_only)) for a in args], home)
+        left = list(root_only.iterdir())
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    if "No module named" in proc.stderr or "Permission denied: '/" in proc.stderr[:300]:
+        pytest.skip("this checkout is not readable by other users")
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode in codes, (proc.returncode, proc.stderr[-800:])
+    assert says in proc.stderr
+    assert left == []

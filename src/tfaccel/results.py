@@ -72,6 +72,7 @@ def check_writable(path: Path, force: bool, hint: str | None = None) -> None:
             expected="a path in an existing folder",
             received=str(path),
         )
+    probe_folder(folder)  # first: without permission, even looking at `path` fails
     if path.is_dir():
         raise InputError(
             f"Cannot write {path}: it is a folder", expected="a file path", received=str(path)
@@ -83,7 +84,6 @@ def check_writable(path: Path, force: bool, hint: str | None = None) -> None:
             received=str(path),
             hint=hint or "give another path, or --force to replace the file",
         )
-    probe_folder(folder)
 
 
 # Less free space than this and a result file may not fit: refused before the work.

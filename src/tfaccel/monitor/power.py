@@ -105,6 +105,7 @@ def reset_power_limit(
     index: int, *, yes: bool, lib: Any = None, is_root: bool | None = None
 ) -> tuple[float | None, float]:
     """Put GPU `index` back to its default limit."""
+    _check_allowed(yes, is_root)  # before NVML is even asked
     infos = read_power(lib)
     if index >= len(infos):
         raise InputError(
