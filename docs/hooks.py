@@ -43,6 +43,8 @@ def compat_table() -> str:
         rows.append(f"| XLA flag `{flag}` | TensorFlow {since} | older XLA aborts on it |")
     for (knob, value), (since, what) in _compat.KERAS_FEATURE_SINCE.items():
         rows.append(f"| `{knob}={value!r}` | Keras {since} | {what} |")
+    since, what = _compat.KERAS_TUNE_SPE
+    rows.append(f"| `tune`'s steps_per_execution trials | Keras {since} | {what} |")
     return "\n".join(rows)
 
 

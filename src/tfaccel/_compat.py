@@ -80,20 +80,30 @@ def keras_version() -> str | None:
         return None
 
 
+# tune's trials of steps_per_execution time windows by the batch numbers Keras gives
+# its callbacks, counted per step from 3.11 (per execution before).
+KERAS_TUNE_SPE = ("3.11.0", "batch numbers per step in callbacks")
+
+
 def keras_floor(knob: str, value: object, version: str | None = None) -> str | None:
     """Why `knob=value` cannot run on the Keras in use ("needs Keras >= X (what); this is
     Y"), or None when it can (or the version cannot be told)."""
     gate = KERAS_FEATURE_SINCE.get((knob, value))
+    return None if gate is None else keras_needs(f"{knob}={value!r}", *gate, version)
+
+
+def keras_needs(what: str, since: str, why: str, version: str | None = None) -> str | None:
+    """ "{what} needs Keras >= {since} ({why}); this is ..." when the Keras in use (or
+    `version`) is older; None when it is not, or cannot be told."""
     have = version or keras_version()
-    if gate is None or have is None:
+    if have is None:
         return None
-    since, what = gate
     try:
         if Version(have) >= Version(since):
             return None
     except InvalidVersion:
         return None
-    return f"{knob}={value!r} needs Keras >= {since} ({what}); this is {have}"
+    return f"{what} needs Keras >= {since} ({why}); this is {have}"
 
 
 def check_keras_features(settings: object) -> None:

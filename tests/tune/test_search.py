@@ -1377,3 +1377,21 @@ def test_the_answer_is_never_below_keras_defaults(tmp_path: Path) -> None:
     answer = said(res, "answer")
     assert len(answer) == 1 and answer[0].startswith("Keras' defaults: the fastest trial")
     assert "nothing to change" in answer[0]
+
+
+def test_steps_per_execution_is_not_timed_on_a_keras_that_numbers_batches_per_execution(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from tfaccel import _compat
+
+    monkeypatch.setattr(_compat, "keras_version", lambda: "3.10.0")
+    trials = FakeTrials()
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    res = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=trials).run()
+    assert all(s.steps_per_execution == 1 for s in trials.calls)
+    said_spe = [d.text for d in res.decisions if d.stage == "steps_per_execution"]
+    assert said_spe == [
+        "not tried: timing steps_per_execution needs Keras >= 3.11.0 (batch numbers per "
+        "step in callbacks); this is 3.10.0"
+    ]

@@ -719,6 +719,10 @@ class Tuner:
         return out is not None
 
     def _steps_per_execution(self, st: _State) -> None:
+        old = _compat.keras_needs("timing steps_per_execution", *_compat.KERAS_TUNE_SPE)
+        if old:
+            self.decide("steps_per_execution", f"not tried: {old}")
+            return
         for spe in self.opt.spe_choices:
             self._knob(st, "steps_per_execution", spe)
 
