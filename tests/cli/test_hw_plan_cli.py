@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -170,3 +171,16 @@ def test_plan_compares_compute_capabilities_as_numbers(
     assert result.exit_code == 0, result.output
     recs = json.loads(result.stdout)["scenario"]["recommendations"]
     assert any(r["setting"] == "sharing" for r in recs) is mig
+
+
+def test_plan_draws_peak_memory_against_batch_with_the_capacity(tmp_path: Path) -> None:
+    out = tmp_path / "plan.png"
+    result = runner.invoke(
+        app, ["plan", "tiny", "--gpu", "T4", "--batch", "64", "--plot", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    again = runner.invoke(app, ["plan", "tiny", "--gpu", "T4", "--plot", str(out)])
+    assert again.exit_code == 2 and "already exists" in unboxed(again.output)
+    none = runner.invoke(app, ["plan", "--throughput", "10", "--samples", "100", "--plot", "p.png"])
+    assert none.exit_code == 2 and "--plot draws a MODEL's memory" in unboxed(none.output)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from tfaccel.cli._common import (
@@ -21,8 +23,8 @@ from tfaccel.plan.memory import MemoryEstimate, PlanPrecision
 from tfaccel.plan.scenario import Scenario, local_gpu, plan_scenario
 from tfaccel.plan.timing import time_to_train
 from tfaccel.render import Format, dumps
-from tfaccel.render.plan import PlanReport, plan_text
-from tfaccel.results import SCHEMAS
+from tfaccel.render.plan import PlanReport, fit_plot, plan_text
+from tfaccel.results import SCHEMAS, check_writable
 
 
 def _duration_hours(text: str) -> float:
@@ -87,6 +89,10 @@ def plan(
         None, "--scenario", help="The recommended set-up for this machine, for this kind of work."
     ),
     budget: str = typer.Option(None, "--budget", help="Time budget for --scenario, e.g. 24h."),
+    plot: Path = typer.Option(
+        None, "--plot", help="Also draw peak memory against batch size, with the capacity (PNG)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --plot file."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Will a model fit (and at what batch), how long training takes, which set-up to use."""
@@ -103,6 +109,10 @@ def plan(
             expected="--samples N (per epoch)",
             received="no --samples",
         )
+    if plot is not None:
+        if model is None:
+            raise InputError("--plot draws a MODEL's memory", expected="a MODEL", received="none")
+        check_writable(plot, force, hint="tfaccel plan ... --plot other.png, or --force")
     hours = _duration_hours(budget) if budget else None  # a bad --budget: before any work
     fit = _fit(model, precision, optimizer, gpu, gpu_index, batch, margin) if model else None
     time = time_to_train(throughput, int(samples), epochs, gpus) if throughput and samples else None
@@ -126,6 +136,9 @@ def plan(
         write_out(dumps(report, schema=SCHEMAS["plan"]))
     else:
         plan_text(report, stdout_console())
+    if plot is not None and fit is not None:
+        fit_plot(fit, plot)
+        stderr_console().print(f"wrote {plot}")
 
 
 def _fit(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -11,6 +12,7 @@ from rich.text import Text
 from tfaccel.plan.fit import FitPlan
 from tfaccel.plan.scenario import ScenarioPlan
 from tfaccel.plan.timing import TrainTime, human_duration
+from tfaccel.results import save_figure
 
 
 @dataclass(frozen=True)
@@ -155,3 +157,34 @@ def plan_text(report: PlanReport, console: Console) -> None:
         time_text(report.time, console)
     if report.scenario is not None:
         scenario_text(report.scenario, console)
+
+
+def fit_plot(p: FitPlan, path: Path) -> Path:
+    """Predicted peak memory against batch size, with the GPU's capacity, the margin kept
+    free and the largest batch that fits (the batch asked for too, if any)."""
+    from tfaccel.render import pyplot
+
+    plt = pyplot()
+    top = max(int(p.max_batch * 1.5), (p.batch or 1) * 2, 8)
+    batches = sorted({1 + (top - 1) * i // 64 for i in range(65)})
+    gib = 1024**3
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(batches, [p.estimate.peak_bytes(b) / gib for b in batches], color="#1f77b4",
+            label="predicted peak of a training step")  # fmt: skip
+    ax.axhline(p.capacity.bytes / gib, color="#d62728", label=f"capacity: {p.capacity.source}")
+    usable = p.capacity.bytes * (1 - p.margin) / gib
+    ax.axhline(usable, color="#d62728", ls="--", lw=1, label=f"less the {p.margin:.0%} margin")
+    if p.max_batch:
+        ax.axvline(p.max_batch, color="#2ca02c", ls=":", label=f"largest batch: {p.max_batch}")
+    if p.batch:
+        ax.plot([p.batch], [(p.peak_bytes_at_batch or 0) / gib], "o", color="black",
+                label=f"batch {p.batch}: {'fits' if p.fits else 'does not fit'}")  # fmt: skip
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("GiB")
+    ax.set_title(f"tfaccel plan: {p.estimate.workload} ({p.estimate.precision})")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    try:
+        return save_figure(fig, path)
+    finally:
+        plt.close(fig)
