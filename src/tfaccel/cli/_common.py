@@ -24,7 +24,7 @@ FORMAT_OPTION = typer.Option(
     Format.text,
     "--format",
     "-f",
-    help="Output format: text (rich), json, or markdown.",
+    help="Output format: text (rich) or json.",
     case_sensitive=False,
 )
 
@@ -74,7 +74,7 @@ def handle_errors(fn: F) -> F:
         except (TfaccelError, OSError) as exc:
             error = WriteError.of(exc) if isinstance(exc, OSError) else exc
             report_error(error)
-            if kwargs.get("fmt") is Format.json:  # machines read stdout: one JSON object
+            if getattr(kwargs.get("fmt"), "value", None) == "json":  # one JSON object on stdout
                 with contextlib.suppress(OSError):  # stdout itself may be what failed
                     write_out(error_json(error))
             raise typer.Exit(int(error.exit_code)) from None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import typer
 
 from tfaccel.cli._common import (
-    FORMAT_OPTION,
     handle_errors,
     positive,
     stderr_console,
@@ -14,13 +13,19 @@ from tfaccel.cli._common import (
 )
 from tfaccel.doctor import DoctorContext, Status, run_doctor
 from tfaccel.errors import ExitCode
-from tfaccel.render import Format
+from tfaccel.render import DoctorFormat
 from tfaccel.render.doctor import doctor_json, doctor_markdown, doctor_text
 
 
 @handle_errors
 def doctor(
-    fmt: Format = FORMAT_OPTION,
+    fmt: DoctorFormat = typer.Option(
+        DoctorFormat.text,
+        "--format",
+        "-f",
+        help="Output format: text (rich), json, or markdown (for a bug report).",
+        case_sensitive=False,
+    ),
     no_import: bool = typer.Option(
         False, "--no-import", help="Do not import TensorFlow (skips 'TensorFlow sees the GPU')."
     ),
@@ -40,13 +45,13 @@ def doctor(
     Exit code 0 when no check fails, 1 when one does (or warns, with --strict).
     """
     ctx = DoctorContext(run_tf_probe=not no_import, tf_timeout_s=timeout)
-    if fmt is Format.text:
+    if fmt is DoctorFormat.text:
         err = stderr_console()
         with err.status("checking ...") as status:
             report = run_doctor(ctx, progress=lambda name: status.update(f"checking {name} ..."))
         doctor_text(report, stdout_console(), verbose=verbose)
     else:
         report = run_doctor(ctx)
-        write_out(doctor_json(report) if fmt is Format.json else doctor_markdown(report))
+        write_out(doctor_json(report) if fmt is DoctorFormat.json else doctor_markdown(report))
     if report.failed or (strict and report.count(Status.WARN)):
         raise typer.Exit(int(ExitCode.FINDINGS))

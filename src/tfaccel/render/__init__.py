@@ -15,6 +15,13 @@ class Format(str, enum.Enum):
 
     text = "text"
     json = "json"
+
+
+class DoctorFormat(str, enum.Enum):
+    """The doctor's formats: markdown too, to paste into a bug report."""
+
+    text = "text"
+    json = "json"
     markdown = "markdown"
 
 
