@@ -45,9 +45,9 @@ def bench(
         help="Small sizes and few repeats (training at batch 8 unless --batch).",
     ),
     batch: int = typer.Option(None, "--batch", min=1, help="Batch size for workloads."),
-    out: Path = typer.Option(None, "--out", "-o", help="Write the results JSON here."),
+    out: Path = typer.Option(None, "--output", "-o", "--out", help="Write the results JSON here."),
     html: Path = typer.Option(None, "--html", help="Write an HTML report with plots here."),
-    force: bool = typer.Option(False, "--force", help="Replace existing --out/--html files."),
+    force: bool = typer.Option(False, "--force", help="Replace existing --output/--html files."),
     xla_options: str = typer.Option(
         "",
         "--xla-options",

@@ -109,12 +109,13 @@ def scale(
     ),
     out: Path = typer.Option(
         None,
-        "--out",
+        "--output",
         "-o",
+        "--out",
         help="Write the report JSON here, after each GPU count too (complete: false until "
         "the run ends), so an interrupted run keeps its points.",
     ),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --plot/--out file."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --plot/--output file."),
     warmup: int = typer.Option(
         20, "--warmup", min=1, help="Untimed steps per point (tracing, compilation, autotuning)."
     ),
@@ -139,7 +140,7 @@ def scale(
         tuned,
     )
     options.check()
-    for path, flag in ((plot, "--plot other.png"), (out, "--out other.json")):
+    for path, flag in ((plot, "--plot other.png"), (out, "--output other.json")):
         if path is not None:
             check_writable(path, force, hint=f"tfaccel scale ... {flag}, or --force")
     if workers is not None:
