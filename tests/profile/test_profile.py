@@ -262,10 +262,12 @@ def test_cli_analyze_json_html_and_gate(traces: Path, tmp_path: Path) -> None:
     assert data["schema"] == "tfaccel.profile/1" and data["gates"][0]["passed"] is True
     page = html.read_text()
     assert "<img alt='step time breakdown'" in page and "findings" in page
+    assert f"tensorboard --logdir {traces / 'cpu_normal'}" in page  # the same trace, elsewhere
     bad = runner.invoke(
         app, ["profile", "analyze", str(traces / "cpu_input"), "--fail-over", "input=20"]
     )
     assert bad.exit_code == 1 and "gate input <= 20: " in bad.stdout and "FAILED" in bad.stdout
+    assert "(Profile tab), or xprof --logdir" in " ".join(bad.stdout.split())
     d = runner.invoke(
         app, ["profile", "diff", str(traces / "cpu_normal"), str(traces / "cpu_input")]
     )

@@ -22,6 +22,14 @@ def _f(v: float | None, fmt: str = "{:.1f}") -> str:
     return "n/a" if v is None else fmt.format(v)
 
 
+def open_elsewhere(r: ProfileReport) -> str:
+    """How to open the same trace in TensorBoard's profiler or XProf."""
+    return (
+        f"the same trace, op by op: tensorboard --logdir {r.logdir} (Profile tab), "
+        f"or xprof --logdir {r.logdir}"
+    )
+
+
 def profile_text(
     r: ProfileReport, findings: Sequence[Finding], gates: Sequence[Gate], console: Console
 ) -> None:
@@ -104,6 +112,7 @@ def profile_text(
             cell.append(f"\n   expected: {f.expected}", style="dim")
         ft.add_row(Text(f.severity, style=_SEV[f.severity]), cell)
     console.print(ft)
+    console.print(Text(open_elsewhere(r), style="dim"))
     for g in gates:
         console.print(
             Text(
@@ -231,7 +240,8 @@ body{{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}}
 table{{border-collapse:collapse;margin:.5em 0}} td,th{{border:1px solid #ccc;padding:4px 8px}}
 tr.fail td{{background:#fdd}} tr.warn td{{background:#ffd}} tr.ok td{{background:#dfd}}
 </style></head><body><h1>tfaccel profile: {html.escape(r.run)} ({html.escape(r.hardware)})</h1>
-<p>{html.escape(r.note or "")}</p><table>{mt}</table>
+<p>{html.escape(r.note or "")}</p><p><code>{html.escape(open_elsewhere(r))}</code></p>
+<table>{mt}</table>
 <h2>findings</h2><table><tr><th></th><th>finding</th><th>action</th><th>expected</th></tr>
 {rows}</table>{chart}{top(r.top_kernels, "top kernels")}{top(r.top_ops, "top ops")}
 {top(r.top_op_types, "by op type")}
