@@ -113,6 +113,12 @@ def test_results_round_trip_and_compare(tmp_path: Path) -> None:
     as_json = runner.invoke(app, ["bench", "compare", str(pa), str(pb), "--format", "json"])
     data = json.loads(as_json.stdout)
     assert data["environment_differences"] == {} and len(data["rows"]) == 2
+    chart = tmp_path / "c.html"
+    drawn = runner.invoke(app, ["bench", "compare", str(pa), str(pb), "--html", str(chart)])
+    assert drawn.exit_code == 0 and "<img alt='B against A'" in chart.read_text()
+    for flag in (["--quick"], ["--batch", "8"], ["--output", "x.json"]):
+        refused = runner.invoke(app, ["bench", "compare", str(pa), str(pb), *flag])
+        assert refused.exit_code == 2 and f"bench compare takes no {flag[0]}" in refused.output
 
 
 def test_compare_says_what_is_noise_what_is_missing_and_what_differs() -> None:

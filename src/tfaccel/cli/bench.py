@@ -24,10 +24,17 @@ from tfaccel.cli._common import (
     stdout_console,
     write_out,
 )
+from tfaccel.errors import InputError
 from tfaccel.optimize.apply import set_xla_options
 from tfaccel.optimize.settings import XLA_OPTIONS
 from tfaccel.render import Format, dumps
-from tfaccel.render.bench import bench_html, bench_text, compare_text, measurement_line
+from tfaccel.render.bench import (
+    bench_html,
+    bench_text,
+    compare_html,
+    compare_text,
+    measurement_line,
+)
 from tfaccel.results import check_writable, write_atomic
 from tfaccel.workloads import BUILTIN
 
@@ -59,7 +66,17 @@ def bench(
 ) -> None:
     """A TensorFlow GPU benchmark suite, against the GPU's peak."""
     if what[0] == "compare":
-        _compare(what, fmt)
+        given = [f for f, v in (("--quick", quick), ("--batch", batch), ("--output", out),
+                                ("--xla-options", xla_options)) if v]  # fmt: skip
+        if given:
+            raise InputError(
+                f"bench compare takes no {', '.join(given)}",
+                expected="tfaccel bench compare A.json B.json [--html C.html] [--format json]",
+                received=" ".join(given),
+            )
+        if html is not None:
+            check_writable(html, force)
+        _compare(what, fmt, html)
         return
     for path in (out, html):
         if path is not None:
@@ -110,8 +127,8 @@ def bench(
         bench_text(report, stdout_console())
 
 
-def _compare(what: list[str], fmt: Format) -> None:
-    """`tfaccel bench compare A.json B.json`."""
+def _compare(what: list[str], fmt: Format, html: Path | None) -> None:
+    """`tfaccel bench compare A.json B.json [--html C.html]`."""
     path_a, path_b = operands(
         what, 2, "compare takes two result files", "tfaccel bench compare A.json B.json"
     )
@@ -122,3 +139,5 @@ def _compare(what: list[str], fmt: Format) -> None:
         write_out(dumps({"a": path_a, "b": path_b, "rows": rows, "environment_differences": diffs}))
     else:
         compare_text(rows, path_a, path_b, stdout_console(), env)
+    if html is not None:
+        compare_html(rows, path_a, path_b, html)

@@ -123,12 +123,60 @@ def _bars(ms: Sequence[Measurement], title: str, percent: bool = False) -> str |
         return None
     fig, ax = plt.subplots(figsize=(9, 0.3 * len(rows) + 1.2))
     vals = [(m.percent_of_peak if percent else m.median) or 0.0 for m in rows]
-    ax.barh(range(len(rows)), vals, color="#1f77b4")
+    ax.barh(range(len(rows)), vals, xerr=_ranges(rows, vals), color="#1f77b4",
+            error_kw={"ecolor": "#444444", "capsize": 2, "lw": 0.8})  # fmt: skip
     ax.set_yticks(range(len(rows)), labels=[f"{m.name} ({m.unit})" for m in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_title(title)
     fig.tight_layout()
     return png_base64(fig)
+
+
+def _ranges(rows: Sequence[Measurement], vals: Sequence[float]) -> list[list[float]]:
+    """Error bars: each bar's samples from lowest to highest, at the bar's scale."""
+    low, high = [], []
+    for m, v in zip(rows, vals, strict=True):
+        scale = v / m.median if m.median else 0.0
+        low.append(max(0.0, (m.median or 0.0) - min(m.samples, default=m.median or 0.0)) * scale)
+        high.append(max(0.0, max(m.samples, default=m.median or 0.0) - (m.median or 0.0)) * scale)
+    return [low, high]
+
+
+def compare_html(rows: Sequence[CompareRow], a: str, b: str, path: Path) -> Path:
+    """B against A as a chart (B / A per benchmark, the noise band around 1) and a table."""
+    plt = pyplot()
+    both = [r for r in rows if r.ratio is not None]
+    img = ""
+    if both:
+        fig, ax = plt.subplots(figsize=(9, 0.3 * len(both) + 1.5))
+        colors = ["#2ca02c" if r.better else "#d62728" if r.better is False else "#999999"
+                  for r in both]  # fmt: skip
+        ax.barh(range(len(both)), [r.ratio or 0.0 for r in both], color=colors)
+        for i, r in enumerate(both):
+            t = r.threshold or 0.0
+            ax.plot([1 - t, 1 + t], [i, i], color="#444444", lw=3, alpha=0.35)
+        ax.axvline(1.0, color="black", lw=0.8)
+        ax.set_yticks(range(len(both)), labels=[r.name for r in both], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("B / A (green: better beyond the noise, red: worse, grey: within it)")
+        ax.set_title(f"tfaccel bench compare: {Path(b).name} against {Path(a).name}")
+        fig.tight_layout()
+        img = f"<img alt='B against A' src='data:image/png;base64,{png_base64(fig)}'>"
+    table = "".join(
+        f"<tr><td>{html.escape(r.name)}</td><td>{_v(r.a)}</td><td>{_v(r.b)}</td>"
+        f"<td>{_v(r.ratio, '{:.3f}')}</td><td>{html.escape(r.unit)}</td></tr>"
+        for r in rows
+    )
+    write_atomic(
+        path,
+        f"""<!doctype html><html><head><meta charset="utf-8"><title>tfaccel bench compare
+</title><style>body{{font-family:system-ui,sans-serif;margin:2em}}td,th{{border:1px solid
+#ccc;padding:3px 8px}}table{{border-collapse:collapse}}</style></head><body>
+<h1>tfaccel bench compare</h1><p>A: {html.escape(a)}<br>B: {html.escape(b)}</p>{img}
+<table><tr><th>benchmark</th><th>A</th><th>B</th><th>B / A</th><th>unit</th></tr>{table}
+</table></body></html>""",
+    )
+    return path
 
 
 def bench_html(r: BenchReport, path: Path) -> Path:
