@@ -272,6 +272,21 @@ def test_cli_analyze_json_html_and_gate(traces: Path, tmp_path: Path) -> None:
         app, ["profile", "diff", str(traces / "cpu_normal"), str(traces / "cpu_input")]
     )
     assert d.exit_code == 0 and "worse" in d.stdout
+    chart = tmp_path / "d.html"
+    drawn = runner.invoke(
+        app,
+        [
+            "profile",
+            "diff",
+            str(traces / "cpu_normal"),
+            str(traces / "cpu_input"),
+            "--html",
+            str(chart),
+        ],
+    )
+    assert drawn.exit_code == 0 and "<img alt='B against A'" in chart.read_text()
+    gated = runner.invoke(app, ["profile", "diff", "a", "b", "--fail-over", "input=5"])
+    assert gated.exit_code == 2 and "profile diff takes no --fail-under" in gated.output
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from tfaccel.errors import ExitCode, InputError, WorkloadError
 from tfaccel.profile.advice import Finding, advise, check_gates, diff, parse_gates
 from tfaccel.profile.analyze import ProfileReport, analyze
 from tfaccel.render import Format, dumps
-from tfaccel.render.profile import diff_text, profile_html, profile_text
+from tfaccel.render.profile import diff_html, diff_text, profile_html, profile_text
 from tfaccel.results import SCHEMAS, check_writable, probe_folder
 
 
@@ -130,8 +130,17 @@ def profile(
         return
     if args[0] == "diff":
         logdir_a, logdir_b = operands(args, 2, "diff takes two LOGDIRs", "tfaccel profile diff A B")
+        if fail_under or fail_over or run:
+            raise InputError(
+                "profile diff takes no --fail-under, --fail-over or --run",
+                expected="tfaccel profile diff A B [--html C.html] [--format json]",
+                received=" ".join(["--fail-under"] * bool(fail_under)
+                                  + ["--fail-over"] * bool(fail_over) + ["--run"] * bool(run)),
+            )  # fmt: skip
         a, b = analyze(logdir_a), analyze(logdir_b)
         rows = diff(a, b)
+        if html is not None:
+            diff_html(a, b, rows, html)
         if fmt is Format.json:
             write_out(dumps({"a": a.run, "b": b.run, "rows": rows}, schema=SCHEMAS["profile-diff"]))
         else:

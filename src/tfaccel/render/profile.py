@@ -123,6 +123,45 @@ def profile_text(
         )
 
 
+def diff_html(a: ProfileReport, b: ProfileReport, rows: Sequence[DiffRow], path: Path) -> Path:
+    """B against A as a chart: each metric's change, coloured better / worse / within the
+    noise (the band), and the table."""
+    plt = pyplot()
+    shown = [r for r in rows if r.change_pct is not None]
+    img = ""
+    if shown:
+        fig, ax = plt.subplots(figsize=(9, 0.32 * len(shown) + 1.5))
+        colors = ["#2ca02c" if r.better else "#d62728" if r.better is False else "#999999"
+                  for r in shown]  # fmt: skip
+        ax.barh(range(len(shown)), [r.change_pct or 0.0 for r in shown], color=colors)
+        for i, r in enumerate(shown):
+            t = r.threshold_pct or 0.0
+            ax.plot([-t, t], [i, i], color="#444444", lw=3, alpha=0.35)
+        ax.axvline(0.0, color="black", lw=0.8)
+        ax.set_yticks(range(len(shown)), labels=[r.metric for r in shown], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("change from A to B, % (green: better, red: worse, grey: within the noise)")
+        ax.set_title(f"tfaccel profile diff: {a.run} -> {b.run}")
+        fig.tight_layout()
+        img = f"<img alt='B against A' src='data:image/png;base64,{png_base64(fig)}'>"
+    table = "".join(
+        f"<tr><td>{html.escape(r.metric)}</td><td>{_f(r.a, '{:.2f}')}</td>"
+        f"<td>{_f(r.b, '{:.2f}')}</td><td>{_f(r.change_pct, '{:+.1f}%')}</td></tr>"
+        for r in rows
+    )
+    write_atomic(
+        path,
+        f"""<!doctype html><html><head><meta charset="utf-8"><title>tfaccel profile diff
+</title><style>body{{font-family:system-ui,sans-serif;margin:2em}}td,th{{border:1px solid
+#ccc;padding:3px 8px}}table{{border-collapse:collapse}}</style></head><body>
+<h1>tfaccel profile diff</h1><p>A: {html.escape(a.logdir)} ({html.escape(a.run)})<br>
+B: {html.escape(b.logdir)} ({html.escape(b.run)})</p>{img}
+<table><tr><th>metric</th><th>A</th><th>B</th><th>change</th></tr>{table}</table>
+</body></html>""",
+    )
+    return path
+
+
 def diff_text(
     a: ProfileReport, b: ProfileReport, rows: Sequence[DiffRow], console: Console
 ) -> None:
