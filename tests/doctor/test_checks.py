@@ -16,6 +16,16 @@ def rows(report_checks: tuple[Check, ...]) -> dict[str, Check]:
     return {c.id: c for c in report_checks}
 
 
+def _fake_nvcc(tmp_path: Path, release: str) -> Path:
+    """A folder with an `nvcc` that prints `release` as the real one does."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    nvcc = bindir / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.1'\n")
+    nvcc.chmod(0o755)
+    return bindir
+
+
 def test_healthy_install_loads_every_library(fake_tf: tuple[Path, MakeCtx]) -> None:
     _site, make = fake_tf
     report = run_doctor(make())
@@ -263,11 +273,7 @@ def test_conda_and_pip_mix(fake_tf: tuple[Path, MakeCtx], tmp_path: Path) -> Non
 def test_nvcc_mismatch_is_explained_not_alarmed(
     fake_tf: tuple[Path, MakeCtx], tmp_path: Path
 ) -> None:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    nvcc = bindir / "nvcc"
-    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 11.8, V11.8.89'\n")
-    nvcc.chmod(0o755)
+    bindir = _fake_nvcc(tmp_path, "11.8")
     _, make = fake_tf
     row = rows(run_doctor(make(env={"PATH": str(bindir)})).checks)["cuda.nvcc"]
     assert row.status is Status.OK
@@ -412,11 +418,7 @@ def test_a_machine_without_an_nvidia_gpu_has_no_driver_to_fix(
 def test_nvcc_beside_a_tensorflow_without_cuda_says_so(
     fake_tf: tuple[Path, MakeCtx], tmp_path: Path
 ) -> None:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    nvcc = bindir / "nvcc"
-    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.1'\n")
-    nvcc.chmod(0o755)
+    bindir = _fake_nvcc(tmp_path, "12.4")
     site, make = fake_tf
     (site / "tensorflow/python/platform/build_info.py").write_text(
         "import collections\nbuild_info = collections.OrderedDict("
@@ -431,11 +433,7 @@ def test_nvcc_beside_a_tensorflow_without_cuda_says_so(
 def test_nvcc_when_no_cuda_runtime_loads_says_so(
     fake_tf: tuple[Path, MakeCtx], tmp_path: Path
 ) -> None:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    nvcc = bindir / "nvcc"
-    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.1'\n")
-    nvcc.chmod(0o755)
+    bindir = _fake_nvcc(tmp_path, "12.4")
     site, make = fake_tf
     shutil.rmtree(site / "nvidia/cuda_runtime")
     row = rows(run_doctor(make(env={"PATH": str(bindir)}, runtime=TF_SEES_NOTHING)).checks)[

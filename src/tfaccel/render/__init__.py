@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+from collections.abc import Sequence
 from typing import Any
 
 from tfaccel.results import dumps, to_jsonable
@@ -44,3 +46,34 @@ def png_base64(fig: Any) -> str:
     fig.savefig(buf, format="png", dpi=110)
     pyplot().close(fig)
     return base64.b64encode(buf.getvalue()).decode()
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """One row of a before/after chart: B's value against A's, and the noise band."""
+
+    label: str
+    value: float  # a ratio (centre 1) or a change in % (centre 0)
+    band: float  # the noise: within centre +- band is no change
+    better: bool | None  # None: within the noise
+
+
+def change_chart(rows: Sequence[Change], centre: float, xlabel: str, title: str) -> str:
+    """B against A, a bar per row: green better, red worse beyond the noise, grey within
+    it, the noise band drawn around `centre`. As a base64 PNG for an HTML report."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.5))
+    colors = [_COLOR[r.better] for r in rows]
+    ax.barh(range(len(rows)), [r.value for r in rows], color=colors)
+    for i, r in enumerate(rows):
+        ax.plot([centre - r.band, centre + r.band], [i, i], color="#444444", lw=3, alpha=0.35)
+    ax.axvline(centre, color="black", lw=0.8)
+    ax.set_yticks(range(len(rows)), labels=[r.label for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{xlabel} (green: better beyond the noise, red: worse, grey: within it)")
+    ax.set_title(title)
+    fig.tight_layout()
+    return png_base64(fig)
+
+
+_COLOR = {True: "#2ca02c", False: "#d62728", None: "#999999"}

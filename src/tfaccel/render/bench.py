@@ -13,7 +13,7 @@ from rich.text import Text
 
 from tfaccel.bench.results import BenchReport, CompareRow
 from tfaccel.bench.timer import Measurement
-from tfaccel.render import png_base64, pyplot
+from tfaccel.render import Change, change_chart, png_base64, pyplot
 from tfaccel.results import write_atomic
 
 
@@ -144,24 +144,14 @@ def _ranges(rows: Sequence[Measurement], vals: Sequence[float]) -> list[list[flo
 
 def compare_html(rows: Sequence[CompareRow], a: str, b: str, path: Path) -> Path:
     """B against A as a chart (B / A per benchmark, the noise band around 1) and a table."""
-    plt = pyplot()
-    both = [r for r in rows if r.ratio is not None]
+    both = [
+        Change(r.name, r.ratio, r.threshold or 0.0, r.better) for r in rows if r.ratio is not None
+    ]
     img = ""
     if both:
-        fig, ax = plt.subplots(figsize=(9, 0.3 * len(both) + 1.5))
-        colors = ["#2ca02c" if r.better else "#d62728" if r.better is False else "#999999"
-                  for r in both]  # fmt: skip
-        ax.barh(range(len(both)), [r.ratio or 0.0 for r in both], color=colors)
-        for i, r in enumerate(both):
-            t = r.threshold or 0.0
-            ax.plot([1 - t, 1 + t], [i, i], color="#444444", lw=3, alpha=0.35)
-        ax.axvline(1.0, color="black", lw=0.8)
-        ax.set_yticks(range(len(both)), labels=[r.name for r in both], fontsize=7)
-        ax.invert_yaxis()
-        ax.set_xlabel("B / A (green: better beyond the noise, red: worse, grey: within it)")
-        ax.set_title(f"tfaccel bench compare: {Path(b).name} against {Path(a).name}")
-        fig.tight_layout()
-        img = f"<img alt='B against A' src='data:image/png;base64,{png_base64(fig)}'>"
+        title = f"tfaccel bench compare: {Path(b).name} against {Path(a).name}"
+        png = change_chart(both, 1.0, "B / A", title)
+        img = f"<img alt='B against A' src='data:image/png;base64,{png}'>"
     table = "".join(
         f"<tr><td>{html.escape(r.name)}</td><td>{_v(r.a)}</td><td>{_v(r.b)}</td>"
         f"<td>{_v(r.ratio, '{:.3f}')}</td><td>{html.escape(r.unit)}</td></tr>"

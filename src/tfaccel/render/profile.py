@@ -12,7 +12,7 @@ from rich.text import Text
 
 from tfaccel.profile.advice import DiffRow, Finding, Gate
 from tfaccel.profile.analyze import ProfileReport, TopItem
-from tfaccel.render import png_base64, pyplot
+from tfaccel.render import Change, change_chart, png_base64, pyplot
 from tfaccel.results import write_atomic
 
 _SEV = {"ok": "green", "warn": "yellow", "fail": "bold red"}
@@ -126,24 +126,16 @@ def profile_text(
 def diff_html(a: ProfileReport, b: ProfileReport, rows: Sequence[DiffRow], path: Path) -> Path:
     """B against A as a chart: each metric's change, coloured better / worse / within the
     noise (the band), and the table."""
-    plt = pyplot()
-    shown = [r for r in rows if r.change_pct is not None]
+    shown = [
+        Change(r.metric, r.change_pct, r.threshold_pct or 0.0, r.better)
+        for r in rows
+        if r.change_pct is not None
+    ]
     img = ""
     if shown:
-        fig, ax = plt.subplots(figsize=(9, 0.32 * len(shown) + 1.5))
-        colors = ["#2ca02c" if r.better else "#d62728" if r.better is False else "#999999"
-                  for r in shown]  # fmt: skip
-        ax.barh(range(len(shown)), [r.change_pct or 0.0 for r in shown], color=colors)
-        for i, r in enumerate(shown):
-            t = r.threshold_pct or 0.0
-            ax.plot([-t, t], [i, i], color="#444444", lw=3, alpha=0.35)
-        ax.axvline(0.0, color="black", lw=0.8)
-        ax.set_yticks(range(len(shown)), labels=[r.metric for r in shown], fontsize=8)
-        ax.invert_yaxis()
-        ax.set_xlabel("change from A to B, % (green: better, red: worse, grey: within the noise)")
-        ax.set_title(f"tfaccel profile diff: {a.run} -> {b.run}")
-        fig.tight_layout()
-        img = f"<img alt='B against A' src='data:image/png;base64,{png_base64(fig)}'>"
+        title = f"tfaccel profile diff: {a.run} -> {b.run}"
+        png = change_chart(shown, 0.0, "change from A to B, %", title)
+        img = f"<img alt='B against A' src='data:image/png;base64,{png}'>"
     table = "".join(
         f"<tr><td>{html.escape(r.metric)}</td><td>{_f(r.a, '{:.2f}')}</td>"
         f"<td>{_f(r.b, '{:.2f}')}</td><td>{_f(r.change_pct, '{:+.1f}%')}</td></tr>"
