@@ -58,9 +58,11 @@ class Change:
     better: bool | None  # None: within the noise
 
 
-def change_chart(rows: Sequence[Change], centre: float, xlabel: str, title: str) -> str:
+def change_img(rows: Sequence[Change], centre: float, xlabel: str, title: str) -> str:
     """B against A, a bar per row: green better, red worse beyond the noise, grey within
-    it, the noise band drawn around `centre`. As a base64 PNG for an HTML report."""
+    it, the noise band drawn around `centre`. An <img> for an HTML page ("" without rows)."""
+    if not rows:
+        return ""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.5))
     colors = [_COLOR[r.better] for r in rows]
@@ -73,7 +75,23 @@ def change_chart(rows: Sequence[Change], centre: float, xlabel: str, title: str)
     ax.set_xlabel(f"{xlabel} (green: better beyond the noise, red: worse, grey: within it)")
     ax.set_title(title)
     fig.tight_layout()
-    return png_base64(fig)
+    return f"<img alt='B against A' src='data:image/png;base64,{png_base64(fig)}'>"
+
+
+def before_after_page(title: str, a: str, b: str, img: str, table: Sequence[Sequence[str]]) -> str:
+    """A self-contained HTML page: A and B named, the chart, and a table whose first row
+    is its header (cells are escaped here)."""
+    import html
+
+    def row(cells: Sequence[str], tag: str) -> str:
+        return "<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in cells) + "</tr>"
+
+    body = row(table[0], "th") + "".join(row(r, "td") for r in table[1:])
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}
+</title><style>body{{font-family:system-ui,sans-serif;margin:2em}}td,th{{border:1px solid
+#ccc;padding:3px 8px}}table{{border-collapse:collapse}}</style></head><body>
+<h1>{html.escape(title)}</h1><p>A: {html.escape(a)}<br>B: {html.escape(b)}</p>{img}
+<table>{body}</table></body></html>"""
 
 
 _COLOR = {True: "#2ca02c", False: "#d62728", None: "#999999"}

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from tfaccel.bench.results import BenchReport, CompareRow
 from tfaccel.bench.timer import Measurement
-from tfaccel.render import Change, change_chart, png_base64, pyplot
+from tfaccel.render import Change, before_after_page, change_img, png_base64, pyplot
 from tfaccel.results import write_atomic
 
 
@@ -144,28 +144,13 @@ def _ranges(rows: Sequence[Measurement], vals: Sequence[float]) -> list[list[flo
 
 def compare_html(rows: Sequence[CompareRow], a: str, b: str, path: Path) -> Path:
     """B against A as a chart (B / A per benchmark, the noise band around 1) and a table."""
-    both = [
+    changes = [
         Change(r.name, r.ratio, r.threshold or 0.0, r.better) for r in rows if r.ratio is not None
     ]
-    img = ""
-    if both:
-        title = f"tfaccel bench compare: {Path(b).name} against {Path(a).name}"
-        png = change_chart(both, 1.0, "B / A", title)
-        img = f"<img alt='B against A' src='data:image/png;base64,{png}'>"
-    table = "".join(
-        f"<tr><td>{html.escape(r.name)}</td><td>{_v(r.a)}</td><td>{_v(r.b)}</td>"
-        f"<td>{_v(r.ratio, '{:.3f}')}</td><td>{html.escape(r.unit)}</td></tr>"
-        for r in rows
-    )
-    write_atomic(
-        path,
-        f"""<!doctype html><html><head><meta charset="utf-8"><title>tfaccel bench compare
-</title><style>body{{font-family:system-ui,sans-serif;margin:2em}}td,th{{border:1px solid
-#ccc;padding:3px 8px}}table{{border-collapse:collapse}}</style></head><body>
-<h1>tfaccel bench compare</h1><p>A: {html.escape(a)}<br>B: {html.escape(b)}</p>{img}
-<table><tr><th>benchmark</th><th>A</th><th>B</th><th>B / A</th><th>unit</th></tr>{table}
-</table></body></html>""",
-    )
+    img = change_img(changes, 1.0, "B / A", f"{Path(b).name} against {Path(a).name}")
+    table = [("benchmark", "A", "B", "B / A", "unit")]
+    table += [(r.name, _v(r.a), _v(r.b), _v(r.ratio, "{:.3f}"), r.unit) for r in rows]
+    write_atomic(path, before_after_page("tfaccel bench compare", a, b, img, table))
     return path
 
 

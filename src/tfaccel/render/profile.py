@@ -12,7 +12,7 @@ from rich.text import Text
 
 from tfaccel.profile.advice import DiffRow, Finding, Gate
 from tfaccel.profile.analyze import ProfileReport, TopItem
-from tfaccel.render import Change, change_chart, png_base64, pyplot
+from tfaccel.render import Change, before_after_page, change_img, png_base64, pyplot
 from tfaccel.results import write_atomic
 
 _SEV = {"ok": "green", "warn": "yellow", "fail": "bold red"}
@@ -126,31 +126,20 @@ def profile_text(
 def diff_html(a: ProfileReport, b: ProfileReport, rows: Sequence[DiffRow], path: Path) -> Path:
     """B against A as a chart: each metric's change, coloured better / worse / within the
     noise (the band), and the table."""
-    shown = [
+    changes = [
         Change(r.metric, r.change_pct, r.threshold_pct or 0.0, r.better)
         for r in rows
         if r.change_pct is not None
     ]
-    img = ""
-    if shown:
-        title = f"tfaccel profile diff: {a.run} -> {b.run}"
-        png = change_chart(shown, 0.0, "change from A to B, %", title)
-        img = f"<img alt='B against A' src='data:image/png;base64,{png}'>"
-    table = "".join(
-        f"<tr><td>{html.escape(r.metric)}</td><td>{_f(r.a, '{:.2f}')}</td>"
-        f"<td>{_f(r.b, '{:.2f}')}</td><td>{_f(r.change_pct, '{:+.1f}%')}</td></tr>"
-        for r in rows
+    img = change_img(changes, 0.0, "change from A to B, %", f"{a.run} -> {b.run}")
+    table = [("metric", "A", "B", "change")]
+    table += [
+        (r.metric, _f(r.a, "{:.2f}"), _f(r.b, "{:.2f}"), _f(r.change_pct, "{:+.1f}%")) for r in rows
+    ]
+    page = before_after_page(
+        "tfaccel profile diff", f"{a.logdir} ({a.run})", f"{b.logdir} ({b.run})", img, table
     )
-    write_atomic(
-        path,
-        f"""<!doctype html><html><head><meta charset="utf-8"><title>tfaccel profile diff
-</title><style>body{{font-family:system-ui,sans-serif;margin:2em}}td,th{{border:1px solid
-#ccc;padding:3px 8px}}table{{border-collapse:collapse}}</style></head><body>
-<h1>tfaccel profile diff</h1><p>A: {html.escape(a.logdir)} ({html.escape(a.run)})<br>
-B: {html.escape(b.logdir)} ({html.escape(b.run)})</p>{img}
-<table><tr><th>metric</th><th>A</th><th>B</th><th>change</th></tr>{table}</table>
-</body></html>""",
-    )
+    write_atomic(path, page)
     return path
 
 
