@@ -113,6 +113,15 @@ CC = shutil.which("cc") or shutil.which("gcc")
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler on this machine")
 
 
+def needs_keras_for(knob: str, value: object) -> pytest.MarkDecorator:
+    """Skip where the installed Keras is older than the knob's floor (tfaccel._compat):
+    there configure refuses the knob, which tests/optimize/test_compat.py checks."""
+    from tfaccel import _compat
+
+    why = _compat.keras_floor(knob, value)
+    return pytest.mark.skipif(why is not None, reason=why or "")
+
+
 def build_lib(
     out: Path,
     soname: str,

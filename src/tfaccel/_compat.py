@@ -18,8 +18,11 @@ from packaging.version import InvalidVersion, Version
 from tfaccel._tf import installed_version
 from tfaccel.errors import InputError
 
-# The TensorFlow releases tfaccel supports (pyproject's floor) and was tested up to.
+# The TensorFlow releases tfaccel supports (pyproject's floor) and was tested up to, and
+# the oldest Keras it supports (pyproject's floor: before 3.6 a Sequential model's
+# `input` raises, which tune and plan read).
 TF_SUPPORTED = ("2.16", "2.21")
+KERAS_FLOOR = "3.6"
 
 # flag name -> the first TensorFlow that knows it (flags not listed: every supported one)
 XLA_FLAG_SINCE: dict[str, str] = {
@@ -65,8 +68,9 @@ KERAS_FEATURE_SINCE: dict[tuple[str, object], tuple[str, str]] = {
     ("float8", True): ("3.13.0", "quantize(..., filters=...)"),
     ("gradient_checkpointing", True): ("3.9.0", "keras.remat"),
 }
-# Keras releases whose internals every knob that patches Keras was verified on.
-KERAS_VERIFIED = ("3.0", "3.15")
+# The Keras whose internals every knob that patches Keras was verified on (an older one
+# may lack them: the knob then refuses, naming what is missing).
+KERAS_VERIFIED = "3.15.1"
 
 
 def keras_version() -> str | None:

@@ -476,3 +476,12 @@ def test_the_tested_pair_loses_nothing(fake_tf: tuple[Path, MakeCtx]) -> None:
     _, make = fake_tf
     row = rows(run_doctor(make()).checks)["tfaccel.support"]
     assert row.status is Status.OK and "every feature" in row.finding
+
+
+def test_a_keras_below_tfaccels_floor_fails_with_the_fix(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    shutil.rmtree(site / "keras-3.15.1.dist-info")
+    write_dist(site, "keras", "3.0.5")
+    row = rows(run_doctor(make()).checks)["tfaccel.support"]
+    assert row.status is Status.FAIL and "tfaccel needs Keras 3.6 or newer" in row.finding
+    assert row.fix == "pip install 'keras>=3.6'"

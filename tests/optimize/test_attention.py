@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.fakes import needs_keras_for
+
 pytest.importorskip("tensorflow")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
@@ -24,6 +26,8 @@ import tensorflow as tf
 from tfaccel.errors import InputError
 from tfaccel.optimize import attention
 from tfaccel.optimize.settings import Settings
+
+pytestmark = needs_keras_for("attention", "cudnn")
 
 
 @pytest.fixture

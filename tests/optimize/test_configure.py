@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes import needs_keras_for
+
 pytest.importorskip("tensorflow")
 
 from tfaccel.optimize.apply import resolve_precision, unified_memory_limit_mib
@@ -78,6 +80,7 @@ def test_unified_memory_sets_the_env_and_says_what_it_costs(tmp_path: Path) -> N
     assert unified_memory_limit_mib(143771, 1.5) == 215656
 
 
+@needs_keras_for("gradient_checkpointing", True)
 def test_helpers_apply_to_the_users_objects() -> None:
     import keras
     import tensorflow as tf
@@ -238,6 +241,7 @@ def test_xla_options_go_into_xla_flags_before_tensorflow_starts(tmp_path: Path) 
     assert out["late"] == "ConfigureOrderError"
 
 
+@needs_keras_for("float8", True)
 def test_float8_turns_xlas_triton_gemms_off_and_says_why(tmp_path: Path) -> None:
     """float8 implies the cublas_gemm option (XLA folds the float8 products back to bf16
     in its Triton GEMMs); turning float8 off again takes the flag away; a user's own

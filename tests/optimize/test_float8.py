@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.fakes import needs_keras_for
+
 pytest.importorskip("tensorflow")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
@@ -17,6 +19,8 @@ import keras
 from tfaccel.errors import InputError
 from tfaccel.optimize.float8 import fp8_capable, quantizable, quantize_float8
 from tfaccel.optimize.settings import Settings
+
+pytestmark = needs_keras_for("float8", True)
 
 
 def _model() -> keras.Model:

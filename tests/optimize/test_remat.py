@@ -5,10 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.fakes import needs_keras_for
+
 keras = pytest.importorskip("keras")
 tf = pytest.importorskip("tensorflow")
 
 from tfaccel.optimize import remat  # noqa: E402
+
+pytestmark = needs_keras_for("gradient_checkpointing", True)
 
 
 class Scale(keras.layers.Layer):

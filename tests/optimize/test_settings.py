@@ -130,13 +130,15 @@ def test_float8_implies_the_cublas_gemm_option() -> None:
     assert both.xla_options == ("cublas_gemm", "cublaslt")
 
 
-def test_each_xla_option_is_one_flag() -> None:
+def test_each_xla_option_is_one_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     """configure adds and removes its XLA_FLAGS token by token: one flag an option."""
+    from tfaccel import _compat
     from tfaccel.optimize.apply import xla_flags_with
     from tfaccel.optimize.settings import XLA_OPTIONS
 
     assert all(len(flag.split()) == 1 for flag in XLA_OPTIONS.values())
     names = ("cudnn_gemm_fusions", "block_level_fusions", "triton_fusions")
+    monkeypatch.setattr(_compat, "installed_version", lambda: "2.21.0")  # all three known
     flags, added = xla_flags_with("--xla_dump_to=/tmp/x", names)
     assert flags.split() == ["--xla_dump_to=/tmp/x", *added] and len(added) == 3
     # configure's own flags go when the options change; the user's stay

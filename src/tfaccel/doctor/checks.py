@@ -129,6 +129,10 @@ def check_tfaccel_support(ctx: DoctorContext) -> list[Check]:
         fix = f"pip install 'tensorflow>={lo}'"
         finding = f"{pair}: tfaccel needs TensorFlow {lo} or newer"
         return [Check("tfaccel.support", title, Status.FAIL, finding, fix, PIP_LIST)]
+    if keras and version_tuple(keras)[:2] < version_tuple(_compat.KERAS_FLOOR):
+        fix = f"pip install 'keras>={_compat.KERAS_FLOOR}'"
+        finding = f"{pair}: tfaccel needs Keras {_compat.KERAS_FLOOR} or newer"
+        return [Check("tfaccel.support", title, Status.FAIL, finding, fix, PIP_LIST)]
     lost = _compat.features_lost(tf, keras)
     newer = (
         f"; newer than {hi}, the newest tfaccel was tested with" if have > version_tuple(hi) else ""

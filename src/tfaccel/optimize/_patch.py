@@ -60,7 +60,7 @@ class BackendPatch:
         if missing:
             raise InputError(
                 "this Keras version's TensorFlow backend has no " + ", ".join(missing),
-                expected="Keras {} to {} ({})".format(*_compat.KERAS_VERIFIED, name),
+                expected=f"a Keras with these in {name} (verified on {_compat.KERAS_VERIFIED})",
                 received=f"keras {keras.__version__}",
                 hint=f"configure({self.knob}='keras') leaves Keras' {self.attr} as it is",
             )

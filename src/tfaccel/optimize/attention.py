@@ -258,7 +258,7 @@ def _mha_class() -> Any:
     if not hasattr(MultiHeadAttention, "_compute_attention"):
         raise InputError(
             "this Keras version's MultiHeadAttention has no _compute_attention",
-            expected=f"Keras {_compat.KERAS_VERIFIED[0]} to {_compat.KERAS_VERIFIED[1]}",
+            expected=f"a Keras with it (verified on {_compat.KERAS_VERIFIED})",
             received=f"keras {keras.__version__}",
             hint="configure(attention='keras') leaves Keras' attention as it is",
         )
