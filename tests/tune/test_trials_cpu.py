@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.fakes import needs_keras_for
+from tfaccel import _compat
+
 pytest.importorskip("tensorflow")
 
 from tests.clitext import unboxed
@@ -53,6 +56,7 @@ def test_a_real_trial_reports_throughput_compile_and_losses() -> None:
     assert r.device == "CPU"
 
 
+@needs_keras_for("gradient_checkpointing", True)
 @pytest.mark.parametrize("extra", [None, {"logical_cpus": 2}], ids=["fit", "tfaccel step"])
 def test_checkpointing_trains_the_same_under_bf16_and_xla(extra: dict[str, int] | None) -> None:
     """Keras' fit and tfaccel's data-parallel step, each with and without checkpointing:
@@ -79,6 +83,8 @@ def encoder():
 """
 
 
+@needs_keras_for("float8", True)
+@needs_keras_for("attention", "cudnn")
 def test_trials_report_dropout_and_attention_layers_and_train_with_each_knob(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,6 +119,10 @@ def test_trials_report_dropout_and_attention_layers_and_train_with_each_knob(
     assert "cudnn_attention_calls" not in runs["keras"].extra
 
 
+@pytest.mark.skipif(
+    _compat.keras_needs("timing", *_compat.KERAS_TUNE_SPE) is not None,
+    reason="steps_per_execution > 1 is timed from Keras 3.11 (tfaccel._compat)",
+)
 def test_a_slow_trial_times_shorter_windows() -> None:
     """Windows of 40 steps bounded to a few milliseconds: the trial shrinks them to
     whole executions after the warm-up, and stops early."""
@@ -326,6 +336,10 @@ def test_a_bad_entry_point_exits_2_before_any_trial(
     assert not (tmp_path / "tfaccel-tune.jsonl").exists()  # no journal: nothing ran
 
 
+@pytest.mark.skipif(
+    _compat.xla_flag_floor("--xla_gpu_per_fusion_autotune_cache_dir") is not None,
+    reason="this TensorFlow's XLA does not know the autotuning cache flag",
+)
 def test_xla_cache_flags_keep_the_users_xla_flags(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
