@@ -204,6 +204,17 @@ def greedy_decoder(
 LOOPS = ("keras_hub", "tfaccel", "fused", "fused_generate")
 
 
+def prompt_inputs(rng: Any, batch: int, length: int, prompt: int, vocab: int) -> dict[str, Any]:
+    """KerasHub's generate inputs: `prompt` random tokens, then padding up to `length`."""
+    import numpy as np
+
+    ids = np.zeros((batch, length), "int32")
+    ids[:, :prompt] = rng.integers(1, vocab, (batch, prompt))
+    mask = np.zeros((batch, length), "bool")
+    mask[:, :prompt] = True
+    return {"token_ids": ids, "padding_mask": mask}
+
+
 def gpt2_generation(
     batch: int = 1,
     prompt: int = 32,
@@ -240,17 +251,10 @@ def gpt2_generation(
         rng = np.random.default_rng(0)
         total = prompt + new_tokens
 
-        def inputs(length: int) -> dict[str, Any]:
-            ids = np.zeros((batch, length), "int32")
-            ids[:, :prompt] = rng.integers(1, vocab, (batch, prompt))
-            mask = np.zeros((batch, length), "bool")
-            mask[:, :prompt] = True
-            return {"token_ids": ids, "padding_mask": mask}
-
         decoders: dict[int, Any] = {}
 
         def generate(length: int) -> Any:
-            x = inputs(length)
+            x = prompt_inputs(rng, batch, length, prompt, vocab)
             if loop in ("keras_hub", "fused_generate"):
                 return lm.generate(x, stop_token_ids=None)
             if length not in decoders:

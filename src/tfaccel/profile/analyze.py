@@ -535,13 +535,8 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
     rows_for_top, memcpy, memcpy_pct, top_ops = _op_table(ops)
     # Kernels and tensor cores.
     k = _kernel_table(kernels)
-    ktotal, used, eligible, k16, kcount = (
-        k.total_us,
-        k.used_us,
-        k.eligible_us,
-        k.sixteen_bit_us,
-        k.count,
-    )
+    ktotal, used, eligible = k.total_us, k.used_us, k.eligible_us
+    k16, kcount = k.sixteen_bit_us, k.count
     if on_gpu and ktotal:
         # XProf counts 16-bit work by TensorFlow op; under XLA the ops it sees are
         # fusions, so it reports 0 %. The XLA ops' operand types say it (hlo_stats,

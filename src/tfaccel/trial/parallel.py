@@ -12,6 +12,32 @@ from tfaccel.trial.child import checkpointing, gpu_peak, synthetic_batches
 from tfaccel.workloads.synthetic import rebatched
 
 
+def _mirrored(tf: Any, config: dict[str, Any], logical_cpus: int) -> Any:
+    """MirroredStrategy over the GPUs, or over `logical_cpus` CPUs, with the all-reduce
+    the config names."""
+    cross = cross_device_ops(config.get("cross_device_ops", "auto"), config.get("num_packs", 1))
+    if logical_cpus > 1:
+        cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(cpus, cross_device_ops=cross)
+    return tf.distribute.MirroredStrategy(cross_device_ops=cross)
+
+
+def _timed(
+    trainer: Any, it: Any, spe: int, warmup: int, windows: int, window: int
+) -> tuple[list[float], float, list[float]]:
+    """(losses, seconds of the warm-up with its compilation, samples/s of each window)."""
+    start = time.perf_counter()
+    losses = list(trainer.run(it, max(1, warmup // spe)))
+    compile_s = time.perf_counter() - start
+    timed = []
+    for _ in range(windows):
+        t0 = time.perf_counter()
+        losses += trainer.run(it, max(1, window // spe))
+        steps = max(1, window // spe) * spe
+        timed.append(steps * trainer.samples_per_step / (time.perf_counter() - t0))
+    return losses, compile_s, timed
+
+
 def run_custom(
     config: dict[str, Any],
     settings: Any,
@@ -28,13 +54,7 @@ def run_custom(
     from tfaccel.trial.step import DistributedTrainer
     from tfaccel.workloads import load_workload
 
-    cross = cross_device_ops(config.get("cross_device_ops", "auto"), config.get("num_packs", 1))
-    if logical_cpus > 1:
-        strategy = tf.distribute.MirroredStrategy(
-            [d.name for d in tf.config.list_logical_devices("CPU")], cross_device_ops=cross
-        )
-    else:
-        strategy = tf.distribute.MirroredStrategy(cross_device_ops=cross)
+    strategy = _mirrored(tf, config, logical_cpus)
     n = strategy.num_replicas_in_sync
     per_replica = settings.batch_size or 32
     global_batch = per_replica * n
@@ -80,16 +100,9 @@ def run_custom(
             return report.dataset(ds, cast=not staged, batch=False)
 
         it = trainer.distribute_per_replica(replica_input)
-    spe = settings.steps_per_execution
-    start = time.perf_counter()
-    losses = trainer.run(it, max(1, warmup // spe))
-    first_end = time.perf_counter()
-    timed = []
-    for _ in range(windows):
-        t0 = time.perf_counter()
-        losses += trainer.run(it, max(1, window // spe))
-        steps = max(1, window // spe) * spe
-        timed.append(steps * trainer.samples_per_step / (time.perf_counter() - t0))
+    losses, compile_s, timed = _timed(
+        trainer, it, settings.steps_per_execution, warmup, windows, window
+    )
     peak = gpu_peak(report)
     used = getattr(strategy.extended, "_cross_device_ops", None)
     from tfaccel.workloads.synthetic import input_bytes_per_sample
@@ -108,7 +121,7 @@ def run_custom(
         "allreduce_ms": allreduce_ms(strategy, wl.model) if n > 1 else None,
         "replicas": n,
         "global_batch": global_batch,
-        "compile_s": first_end - start,
+        "compile_s": compile_s,
         "window_samples_per_s": timed,
         "peak_memory_bytes": peak,
         "losses": losses[:20],

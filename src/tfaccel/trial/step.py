@@ -47,7 +47,6 @@ class DistributedTrainer:
         fuse_update: bool | None = None,
         host_cast: Any = None,
     ) -> None:
-
         tf = import_tensorflow()
         self.tf = tf
         self.model = model
@@ -110,15 +109,7 @@ class DistributedTrainer:
                 for gs in zip(*grads_of, strict=True)
             ]
             if loss_scale:
-                # Skip a step whose gradients overflowed on any replica: every replica
-                # agrees through an all-reduce of the flag, and the update gets zeros.
-                ok = tf.cast(
-                    tf.reduce_all([tf.reduce_all(tf.math.is_finite(gi)) for gi in g]), tf.float32
-                )
-                ctx = tf.distribute.get_replica_context()
-                replicas = float(strategy.num_replicas_in_sync)
-                ok = ctx.all_reduce(tf.distribute.ReduceOp.SUM, ok)  # == replicas if all ok
-                g = [tf.where(ok >= replicas, gi, tf.zeros_like(gi)) for gi in g]
+                g = self._zero_if_overflow(g)
             # Keras' optimizer all-reduces the gradients itself in a replica context.
             self._apply(g)
             return loss
@@ -134,6 +125,16 @@ class DistributedTrainer:
         self._make_run_steps = lambda: tf.function(run_steps)
         self._run_steps = self._make_run_steps()
         self._traced = False
+
+    def _zero_if_overflow(self, g: list[Any]) -> list[Any]:
+        """Skip a step whose gradients overflowed on any replica: every replica agrees
+        through an all-reduce of the flag, and the update gets zeros."""
+        tf = self.tf
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(gi)) for gi in g])
+        ctx = tf.distribute.get_replica_context()
+        ok = ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(finite, tf.float32))
+        replicas = float(self.strategy.num_replicas_in_sync)  # ok == replicas: all finite
+        return [tf.where(ok >= replicas, gi, tf.zeros_like(gi)) for gi in g]
 
     def _fuse_update(self, jit: bool) -> None:
         """One XLA-compiled update of every variable per replica (see the module doc).
