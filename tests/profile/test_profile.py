@@ -356,7 +356,7 @@ def test_tensor_core_kernels_by_name() -> None:
 
 
 def _gpu_fixture(tmp_path: Path, name: str) -> Path:
-    """A trimmed trace of ResNet-50 training on an H200 (benchmarks/trim_trace.py)."""
+    """A trimmed trace of ResNet-50 training on an H200 (tools/trim_trace.py)."""
     import gzip
 
     run = tmp_path / name / "plugins" / "profile" / "2026_11_30_21_40_54"

@@ -1,6 +1,6 @@
 """One scaling plot from several `tfaccel scale --format json` runs of one workload.
 
-    python benchmarks/scale_plot.py --out results/scale-resnet50-h200x2.png \
+    python tools/scale_plot.py --out results/scale-resnet50-h200x2.png \
         "host input=results/scale-resnet50-h200x2.json" \
         "device input=results/scale-resnet50-device-h200x2.json" \
         --tuned 6399 --tuned-source results/trial-resnet50-b512-spe10-input-cast-h200.json

@@ -1,7 +1,7 @@
 """BERT-base's four attention projections, forward and backward, Keras' einsum against
 tfaccel's flat one (`configure(einsum="flat")`), side by side in one process.
 
-    python benchmarks/einsum_projections.py --out einsum.json [--batch 256]
+    python experiments/2026-12-probes/einsum_projections.py --out einsum.json [--batch 256]
         [--dtype bfloat16] [--rounds 3]
 
 The query, key and value projections ("abc,cde->abde", 768 -> 12 x 64) and the

@@ -1,7 +1,7 @@
 """Which FP8 matrix-product patterns written in TensorFlow XLA's GPU compiler turns into
 cuBLASLt FP8 GEMMs, under which XLA flags.
 
-    python benchmarks/fp8_pattern_probe.py --out fp8-pattern-probe.json [--hlo-dir DIR]
+    python experiments/2026-12-probes/fp8_pattern_probe.py --out fp8-pattern-probe.json [--hlo-dir DIR]
 
 A 1024 x 1024 product under `jit_compile` for each pattern (Keras' float8 pattern among
 them), once per XLA_FLAGS setting, each setting in a child process of its own (XLA reads

@@ -1,6 +1,6 @@
 """A trace of KerasHub GPT-2 124M `generate` at batch 1, for `tfaccel profile analyze`.
 
-    python benchmarks/profile_gpt2.py --logdir prof-gpt2 [--calls 3] [--batch 1]
+    python experiments/2026-12-probes/profile_gpt2.py --logdir prof-gpt2 [--calls 3] [--batch 1]
         [--precision bfloat16] [--xla-options gemv_as_gemm]
     tfaccel profile analyze prof-gpt2 --format json
 

@@ -1,6 +1,6 @@
 """Cut a TensorFlow profile down to a few training steps, for test fixtures.
 
-    python benchmarks/trim_trace.py RUN/vm.xplane.pb OUT/vm.xplane.pb STEPS
+    python tools/trim_trace.py RUN/vm.xplane.pb OUT/vm.xplane.pb STEPS
 
 Keeps the events of steps [2, 2 + STEPS) (the first profiled step is often partial) and
 5 ms after them, by the `train` step markers tfaccel's capture writes, and drops the

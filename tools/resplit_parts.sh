@@ -3,7 +3,7 @@
 # 62 MiB each) into .gpu/s0..sN of SIZE MiB (default 48), so that one part plus the
 # working tree stays under a device call's 64 MiB. setup.sh concatenates
 # /tmp/tfparts/tf.part* in name order, so the new names keep the stream's order.
-#   bash benchmarks/resplit_parts.sh [SIZE_MIB]
+#   bash tools/resplit_parts.sh [SIZE_MIB]
 set -euo pipefail
 size="${1:-48}"
 ls .gpu/p*/tf.part* >/dev/null

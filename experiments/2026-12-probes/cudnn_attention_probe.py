@@ -1,6 +1,6 @@
 """Can TensorFlow reach cuDNN's flash attention through XLA? A feasibility probe.
 
-    python benchmarks/cudnn_attention_probe.py --out cudnn-attention.json [--batch 256]
+    python experiments/2026-12-probes/cudnn_attention_probe.py --out cudnn-attention.json [--batch 256]
         [--no-dropout]
 
 With TF 2.21 the dropout step crashes the process (a segmentation fault at the first

@@ -1,6 +1,6 @@
 """Where BERT-base's attention spends its time under XLA: timed, then traced kernel by kernel.
 
-    python benchmarks/attention_kernels.py --out attention-kernels.json [--batch 256]
+    python experiments/2026-12-probes/attention_kernels.py --out attention-kernels.json [--batch 256]
         [--variants keras_drop,keras_nodrop,...] [--trace-dir prof-attention]
 
 At batch 256 on the H200 the probe (cudnn_attention_probe.py) timed attention's core,

@@ -1,6 +1,6 @@
 """TensorFlow's bf16 matmul against PyTorch's, same GPU, same call (issue 5's target).
 
-    python benchmarks/matmul_vs_torch.py --out matmul-vs-torch.json
+    python experiments/2026-12-probes/matmul_vs_torch.py --out matmul-vs-torch.json
 
 Both use random inputs, 3 warm-ups, then the median of 10 timed repeats of 10 products,
 with the device synchronised before each clock read. PyTorch runs in a child process

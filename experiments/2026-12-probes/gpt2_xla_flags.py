@@ -1,6 +1,6 @@
 """GPT-2 generation under XLA's command-buffer (CUDA graph) settings, side by side.
 
-    python benchmarks/gpt2_xla_flags.py --out gpt2-xla-flags.json [--batches 1,16]
+    python experiments/2026-12-probes/gpt2_xla_flags.py --out gpt2-xla-flags.json [--batches 1,16]
 
 KerasHub's `generate` runs its decoding loop as one XLA while loop. At batch 1 a token
 is about 150 small kernels, so the launch path, not the GPU's arithmetic, sets the

@@ -1,6 +1,6 @@
 """Dropout's masks under XLA on the GPU: Keras' own against tfaccel's, side by side.
 
-    python benchmarks/dropout_rng.py --out dropout-rng.json [--micro-batch 256]
+    python experiments/2026-12-probes/dropout_rng.py --out dropout-rng.json [--micro-batch 256]
         [--bert-layers 12 --bert-batch 2048 --bert-settings '{"precision": ...}']
 
 Part 1 (in this process): the attention probabilities' dropout as BERT-base trains it,
@@ -204,5 +204,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     raise SystemExit(main())

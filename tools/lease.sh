@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU evidence for issues 4-8 in one resumable driver, for a two-GPU machine.
 #
-#   bash benchmarks/lease.sh SECONDS
+#   bash tools/lease.sh SECONDS
 #
 # The work runs in a driver detached from the device call (its own session, output to
 # files), so a tune longer than one 10-minute call goes on between back-to-back calls;
@@ -52,6 +52,7 @@ job() {  # job NAME COMMAND...: run once; output in $R/NAME.log
 }
 
 B="$PWD/benchmarks"
+X="$PWD/experiments/2026-12-probes"  # one-off probes
 declare -A CMD
 ORDER=()
 add() { ORDER+=("$1"); CMD[$1]="$2"; }
@@ -73,21 +74,21 @@ R50CAST='{"workload": "resnet50", "steps": {"warmup": 10, "windows": 5, "window"
 add trial-r50-cast-b512 "$PY -m tfaccel.trial.child '$R50CAST'"
 # tfaccel profile's advice, applied: each pair runs in the same lease.
 for c in tuned-prefetch tuned; do add "profile-$c" "$(profile_cmd $c)"; done
-add gpt2-xla-flags "$PY $B/gpt2_xla_flags.py --out gpt2-xla-flags.json \
+add gpt2-xla-flags "$PY $X/gpt2_xla_flags.py --out gpt2-xla-flags.json \
   ${LEASE_GPT2_SETTINGS:+--settings $LEASE_GPT2_SETTINGS}"
 # GPT-2 generation with bf16 weights and without XLA's dot strength reduction (see
 # gpt2_xla_flags.py), against the mixed policy and XLA's defaults.
-add gpt2-b1 "$PY $B/gpt2_xla_flags.py --out gpt2-b1.json --batches 1 \
+add gpt2-b1 "$PY $X/gpt2_xla_flags.py --out gpt2-b1.json --batches 1 \
   --precisions mixed_bfloat16,bfloat16 --settings default,no-dsr"
-add gpt2-b16 "$PY $B/gpt2_xla_flags.py --out gpt2-b16.json --batches 16 \
+add gpt2-b16 "$PY $X/gpt2_xla_flags.py --out gpt2-b16.json --batches 16 \
   --precisions bfloat16 --settings default,no-dsr"
 # bf16 + no-dsr (1,889 tokens/s at batch 1) against tfaccel's decoding loop (a cache per
 # layer, no re-stack) and command buffers, now that kernel launches set the pace.
-add gpt2-loop-b1 "$PY $B/gpt2_xla_flags.py --out gpt2-loop-b1.json --batches 1 \
+add gpt2-loop-b1 "$PY $X/gpt2_xla_flags.py --out gpt2-loop-b1.json --batches 1 \
   --precisions bfloat16 --settings no-dsr,no-dsr-all --loops keras_hub,tfaccel"
-add gpt2-loop-b16 "$PY $B/gpt2_xla_flags.py --out gpt2-loop-b16.json --batches 16 \
+add gpt2-loop-b16 "$PY $X/gpt2_xla_flags.py --out gpt2-loop-b16.json --batches 16 \
   --precisions bfloat16 --settings no-dsr --loops keras_hub,tfaccel"
-add matmul-vs-torch "$PY $B/matmul_vs_torch.py --out matmul-vs-torch.json"
+add matmul-vs-torch "$PY $X/matmul_vs_torch.py --out matmul-vs-torch.json"
 add monitor-overhead "$PY $B/monitor_overhead.py --out monitor-overhead.json"
 for c in slow-input slow-input-fixed; do add "profile-$c" "$(profile_cmd $c)"; done
 add profile-tuned-cast "$(profile_cmd tuned-cast)"
@@ -108,18 +109,18 @@ add bench-gpt2-graphs "$TF bench gpt2 --xla-options gemv_as_gemm,command_buffers
 add bench-remat "$TF bench remat --out bench-remat.json --force --format json > bench-remat.out.json"
 # tfaccel's fused decoding step against KerasHub's loop and tfaccel's plain one, one child
 # process each, batch 1 and 16, in the configuration of bench-gpt2-graphs.
-add gpt2-fused "$PY $B/gpt2_xla_flags.py --out gpt2-fused.json --batches 1,16 \
+add gpt2-fused "$PY $X/gpt2_xla_flags.py --out gpt2-fused.json --batches 1,16 \
   --precisions bfloat16 --settings no-dsr-all --loops keras_hub,tfaccel,fused"
 # The fused step inside KerasHub's generate (fuse_generation), as users call it, beside
 # KerasHub's own generate and the fused greedy loop.
-add gpt2-fused-generate "$PY $B/gpt2_xla_flags.py --out gpt2-fused-generate.json \
+add gpt2-fused-generate "$PY $X/gpt2_xla_flags.py --out gpt2-fused-generate.json \
   --batches 1,16 --precisions bfloat16 --settings no-dsr-all \
   --loops keras_hub,fused,fused_generate"
 add tune-gpt2 "$(tune_cmd gpt2 32 128)"
 # Dropout's masks under XLA (tfaccel.optimize.dropout): the attention probabilities' and
 # the hidden states' dropout at BERT-base's shapes, forward and backward, each kind of
 # mask side by side in one process; then the GPU test of the masks.
-add dropout-micro "$PY $B/dropout_rng.py --out dropout-rng.json --micro-batch 256"
+add dropout-micro "$PY $X/dropout_rng.py --out dropout-rng.json --micro-batch 256"
 add pytest-dropout "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_dropout.py -rs"
 # KerasHub BERT-base, one trial: the tune's best settings plus every knob under its
 # threshold (BERTKNOBS), with the JSON members in $1 on top, its output to $2.
@@ -141,7 +142,7 @@ add bert-float8 "$(bert_trial '"float8": true, "steps_per_execution": 25' bert-f
 # tests. (Lease J's queue also held BERT-base training with attention="cudnn" against
 # Keras' attention; since then training calls with dropout, all of BERT's, keep Keras'
 # attention, so that pair would time one thing twice and is gone.)
-add cudnn-attention "$PY $B/cudnn_attention_probe.py --out cudnn-attention.json --batch 256"
+add cudnn-attention "$PY $X/cudnn_attention_probe.py --out cudnn-attention.json --batch 256"
 add pytest-attention "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_attention.py -rs"
 # cuDNN's dropout crashed TensorFlow's own XLA path (lease J, a segmentation fault at the
 # first execution). The probe again without it (cuDNN's attention against XLA's, timed:
@@ -151,9 +152,9 @@ add pytest-attention "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/op
 # through PjRt (4,452 seq/s, lease K), in the tune's best settings and the knobs under its
 # threshold at 25 steps an execution.
 PJRT="--tf_xla_use_device_api_for_xla_launch=true --tf_xla_enable_device_api_for_gpu=true"
-add cudnn-attention-nodrop "$PY $B/cudnn_attention_probe.py --out cudnn-attention-nodrop.json \
+add cudnn-attention-nodrop "$PY $X/cudnn_attention_probe.py --out cudnn-attention-nodrop.json \
   --batch 256 --no-dropout"
-add cudnn-attention-pjrt "TF_XLA_FLAGS='$PJRT' $PY $B/cudnn_attention_probe.py \
+add cudnn-attention-pjrt "TF_XLA_FLAGS='$PJRT' $PY $X/cudnn_attention_probe.py \
   --out cudnn-attention-pjrt.json --batch 256"
 add bert-pjrt-cudnn "grep -q '\"two_calls_differ\": true' cudnn-attention-pjrt.log && \
   TF_XLA_FLAGS='$PJRT' $(bert_trial '"attention": "cudnn", "steps_per_execution": 25' bert-pjrt-cudnn.out)"
@@ -161,9 +162,9 @@ add bert-pjrt-keras "TF_XLA_FLAGS='$PJRT' $(bert_trial '"steps_per_execution": 2
 # Where BERT's attention core spends its time: Keras' own (BERT's training: dropout 0.1),
 # with philox16's masks, without dropout, and through cuDNN, timed and traced kernel by
 # kernel at batch 256; then the first two again with XLA's Triton GEMMs off.
-add attention-kernels "$PY $B/attention_kernels.py --out attention-kernels.json --batch 256 \
+add attention-kernels "$PY $X/attention_kernels.py --out attention-kernels.json --batch 256 \
   --trace-dir prof-attention-kernels && XLA_FLAGS=--xla_gpu_enable_triton_gemm=false \
-  $PY $B/attention_kernels.py --out attention-kernels-cublas.json --batch 256 \
+  $PY $X/attention_kernels.py --out attention-kernels-cublas.json --batch 256 \
   --variants keras_drop,keras_nodrop"
 # Where float8's time goes: BERT-base at batch 512 with every knob, float8 on and off,
 # profiled, and the two traces side by side (FP8 GEMMs against the passes they add).
@@ -187,7 +188,7 @@ add profile-bert-best "XLA_FLAGS='--xla_dump_to=prof-bert-best-hlo --xla_dump_hl
 # flat one side by side (lease L's profile: Keras' per-sequence kernel gradients and
 # their sums took 72 of a 453 ms step); then its GPU test; then the tune's best with it,
 # profiled like profile-bert-best, to see what is left.
-add einsum-projections "$PY $B/einsum_projections.py --out einsum-projections.json --batch 256"
+add einsum-projections "$PY $X/einsum_projections.py --out einsum-projections.json --batch 256"
 add pytest-einsum "$PY -m pytest -q -p no:cacheprovider -m gpu $REPO/tests/optimize/test_einsum.py -rs"
 add profile-bert-flat "$TF profile --start 20 --steps 10 --logdir prof-bert-flat --format json \
   --html profile-bert-flat.html -- $PY $B/profile_r50.py --workload bert_hub --config tuned \
@@ -196,12 +197,12 @@ add profile-bert-flat "$TF profile --start 20 --steps 10 --logdir prof-bert-flat
 add profile-bert-f8-diff "$TF profile diff prof-bert-f8-false prof-bert-f8-true --format json \
   > profile-bert-f8-diff.json"
 # BERT-base training with each kind of mask, one child each, in the tune's best settings.
-add dropout-bert "$PY $B/dropout_rng.py --out dropout-bert.json --micro-batch 0 \
+add dropout-bert "$PY $X/dropout_rng.py --out dropout-bert.json --micro-batch 0 \
   --bert-layers 12 --rounds ${LEASE_DROPOUT_ROUNDS:-1}"
-add profile-gpt2 "$PY $B/profile_gpt2.py --logdir prof-gpt2 && $TF profile analyze prof-gpt2 \
+add profile-gpt2 "$PY $X/profile_gpt2.py --logdir prof-gpt2 && $TF profile analyze prof-gpt2 \
   --format json --html profile-gpt2.html > profile-gpt2.json"
 # What a token costs once the weights are bf16 and the small products GEMMs (1,889/s).
-add profile-gpt2-bf16 "$PY $B/profile_gpt2.py --logdir prof-gpt2-bf16 --precision bfloat16 \
+add profile-gpt2-bf16 "$PY $X/profile_gpt2.py --logdir prof-gpt2-bf16 --precision bfloat16 \
   --xla-options gemv_as_gemm && $TF profile analyze prof-gpt2-bf16 --format json \
   --html profile-gpt2-bf16.html > profile-gpt2-bf16.json"
 SCALE="--precision mixed_bfloat16 --steps-per-execution 10 --format json"
