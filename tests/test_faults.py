@@ -188,7 +188,7 @@ CHOICES = [
     Case("scale --input-cast", [*["scale", *BASE["scale"]], "--input-cast", "x"], 2, "x"),
     Case("scale --gpus words", [*["scale", *BASE["scale"]], "--gpus", "one,two"], 2, "--gpus"),
     Case("scale --workers bad", ["scale", "tiny", "--workers", "host"], 2, "host"),
-    Case("monitor --gpus words", ["monitor", "--gpus", "a,b"], 2, "--gpus"),
+    Case("monitor --gpu-index words", ["monitor", "--gpu-index", "a,b"], 2, "--gpu-index"),
     Case("monitor --log .txt", ["monitor", "--log", "samples.txt"], 2, ".csv or .jsonl"),
     Case("power sweep --limits words", ["power", "sweep", "--limits", "lots"], 2, "lots"),
     Case("profile gate", ["profile", "analyze", "x", "--fail-under", "speed"], 2, "speed"),

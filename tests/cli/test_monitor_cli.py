@@ -67,7 +67,7 @@ def test_live_json_lines_for_a_duration(nvml: MonitorNvml, tmp_path: object) -> 
 
 def test_bad_gpu_list(nvml: MonitorNvml) -> None:
     result = runner.invoke(app, ["monitor", "--once", "--gpus", "zero"])
-    assert result.exit_code == 2 and "Cannot read --gpus" in result.output
+    assert result.exit_code == 2 and "Cannot read --gpu-index" in result.output
     result = runner.invoke(app, ["monitor", "--once", "--gpus", "5"])
     assert result.exit_code == 2 and "GPU index 5 does not exist" in result.output
 

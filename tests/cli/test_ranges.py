@@ -34,7 +34,7 @@ OUT_OF_RANGE = [
     ("monitor --mem-threshold 101", "--mem-threshold"),
     ("monitor --duration -1", "--duration"),
     ("power set -- -5 --yes", "watts"),
-    ("power reset --gpu -1 --yes", "--gpu"),
+    ("power reset --gpu-index -1 --yes", "--gpu-index"),
     ("profile --start -5 -- python -c pass", "--start"),
     ("profile --steps 0 -- python -c pass", "--steps"),
     ("scale tiny --cpu-replicas -1", "--cpu-replicas"),

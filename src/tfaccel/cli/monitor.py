@@ -36,7 +36,9 @@ def monitor(
     interval: float = typer.Option(
         1.0, "--interval", "-i", callback=positive, help="Seconds between samples (> 0)."
     ),
-    gpus: str = typer.Option(None, "--gpus", help="GPU indices, e.g. 0,1 (default: all)."),
+    gpus: str = typer.Option(
+        None, "--gpu-index", "--gpus", help="GPU indices, e.g. 0,1 (default: all)."
+    ),
     once: bool = typer.Option(
         False, "--once", help="Print one snapshot and exit (1 on any alert)."
     ),
@@ -66,7 +68,7 @@ def monitor(
         check_writable(log, force=True)  # appended to, never replaced
     sample_log = SampleLog(log) if log else None
     sampler = Sampler(
-        int_list(gpus, "--gpus", "0,1"),
+        int_list(gpus, "--gpu-index", "0,1"),
         interval,
         thresholds,
         on_snapshot=sample_log.write if sample_log else None,
@@ -150,20 +152,21 @@ def _show(fmt: Format) -> None:
 @handle_errors
 def power_set(
     watts: float = typer.Argument(..., callback=positive, help="New limit in watts."),
-    gpu: int = typer.Option(0, "--gpu", min=0, help="Which GPU (NVML index)."),
+    gpu: int = typer.Option(0, "--gpu-index", "--gpu", min=0, help="Which GPU (NVML index)."),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
 ) -> None:
     """Set a GPU's power limit (needs root and --yes; refuses values out of range)."""
     old, new = set_power_limit(gpu, watts, yes=yes)
     stdout_console().print(
-        f"GPU {gpu}: power limit {old} W -> {new:g} W (undo: tfaccel power reset --gpu {gpu} --yes)"
+        f"GPU {gpu}: power limit {old} W -> {new:g} W "
+        f"(undo: tfaccel power reset --gpu-index {gpu} --yes)"
     )
 
 
 @power_app.command("reset")
 @handle_errors
 def power_reset(
-    gpu: int = typer.Option(0, "--gpu", min=0, help="Which GPU (NVML index)."),
+    gpu: int = typer.Option(0, "--gpu-index", "--gpu", min=0, help="Which GPU (NVML index)."),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
 ) -> None:
     """Restore a GPU's default power limit (needs root and --yes)."""
@@ -178,7 +181,7 @@ def power_sweep(
         "resnet50", "--workload", help="The workload trained at each limit (" + WORKLOAD_HELP + ")"
     ),
     limits: str = typer.Option(..., "--limits", help="Watts, e.g. 300,400,500,700."),
-    gpu: int = typer.Option(0, "--gpu", min=0, help="Which GPU (NVML index)."),
+    gpu: int = typer.Option(0, "--gpu-index", "--gpu", min=0, help="Which GPU (NVML index)."),
     batch: int = typer.Option(256, "--batch", min=1, help="Batch size of the workload."),
     yes: bool = typer.Option(False, "--yes", help="Confirm changing the limit."),
     plot: Path = typer.Option(

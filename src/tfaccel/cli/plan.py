@@ -58,8 +58,10 @@ def plan(
     batch: int = typer.Option(None, "--batch", "-b", min=1, help="Check this batch size."),
     gpu: str = typer.Option(
         None,
+        "--spec",
         "--gpu",
-        help="Plan for a GPU from the spec file (e.g. H200) instead of the local one.",
+        help="Plan for a GPU from the spec file (e.g. H200; `tfaccel hw --list-specs`) "
+        "instead of the local one.",
     ),
     gpu_index: int = typer.Option(
         0,
@@ -101,7 +103,7 @@ def plan(
             "Nothing to plan",
             expected="a MODEL, --throughput with --samples, or --scenario",
             received="none of them",
-            hint="tfaccel plan resnet50 --batch 256 --gpu H200",
+            hint="tfaccel plan resnet50 --batch 256 --spec H200",
         )
     if throughput is not None and samples is None:
         raise InputError(

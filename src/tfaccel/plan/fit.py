@@ -68,11 +68,11 @@ def capacity_from_local(index: int = 0, lib: Any = None) -> Capacity:
     if not visible:
         raise GpuError(
             "No GPU to plan for",
-            expected="a visible NVIDIA GPU, or --gpu NAME from the spec file",
+            expected="a visible NVIDIA GPU, or --spec NAME from the spec file",
             received=f"0 of {len(inv.gpus)} GPU(s) visible (CUDA_VISIBLE_DEVICES)"
             if inv.gpus
             else "0 GPUs",
-            hint="tfaccel plan --gpu H200",
+            hint="tfaccel plan --spec H200",
         )
     if not 0 <= index < len(visible):
         raise InputError(
