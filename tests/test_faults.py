@@ -130,6 +130,8 @@ def _bad_values(param: Any) -> list[str]:
         values += ["0", "-1", "nan", "inf"]
     elif check == "finite":
         values += ["nan", "inf", "-inf"]
+    elif check in ("seconds", "minutes", "hours"):  # durations: 90s, 10m, 1.5h
+        values += ["0", "-1", "nan", "inf", "soon", "10x"]
     return values
 
 

@@ -75,7 +75,7 @@ def test_bad_format_is_a_usage_error() -> None:
 def test_bad_timeout_is_a_clear_error(fake_doctor: list[Status]) -> None:
     result = runner.invoke(app, ["doctor", "--timeout", "-1"])
     assert result.exit_code == 2
-    assert "Invalid value for '--timeout': -1.0 is not above 0" in unboxed(result.output)
+    assert "Invalid value for '--timeout': '-1' is not a duration above 0" in unboxed(result.output)
 
 
 def test_startup_does_not_import_tensorflow_or_nvml() -> None:

@@ -128,7 +128,10 @@ def test_plan_time_and_scenario() -> None:
         (["plan"], "Nothing to plan"),
         (["plan", "tiny", "--precision", "fp8", "--gpu", "T4"], "'fp8' is not one of"),
         (["plan", "--throughput", "10"], "--throughput needs --samples"),
-        (["plan", "--scenario", "vision", "--budget", "soon"], "Cannot read the time budget"),
+        (
+            ["plan", "--scenario", "vision", "--budget", "soon"],
+            "'--budget': 'soon' is not a duration",
+        ),
         (["plan", "tiny", "--gpu", "H999"], "Unknown GPU"),
     ],
 )

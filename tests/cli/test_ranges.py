@@ -64,7 +64,7 @@ def test_a_usage_error_in_json_mode_is_one_json_object_on_stdout() -> None:
     first = result.stdout[: result.stdout.index("\n}") + 2]
     data = json.loads(first)
     assert data["exit_code"] == 2 and data["error"]["kind"] == "UsageError"
-    assert "--timeout" in data["error"]["problem"] and "not above 0" in data["error"]["problem"]
+    assert "--timeout" in data["error"]["problem"] and "not a duration" in data["error"]["problem"]
 
 
 def test_a_usage_error_without_json_writes_no_json() -> None:
@@ -91,4 +91,15 @@ def test_json_requested(argv: list[str], wanted: bool) -> None:
 def test_help_shows_the_ranges() -> None:
     text = unboxed(runner.invoke(app, ["tune", "--help"], env={"COLUMNS": "200"}).output)
     assert "x>=1" in text  # --batch, --windows ...
-    assert "Seconds before a trial is killed (> 0)" in text
+    assert "Time before a trial is killed: 600 (s), 10m." in text
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "value"),
+    [("90s", "m", 1.5), ("10", "m", 10.0), ("1.5h", "m", 90.0), ("2d", "h", 48.0),
+     ("600", "s", 600.0), ("10m", "s", 600.0), (None, "s", None)],
+)  # fmt: skip
+def test_a_time_flag_takes_its_unit_or_a_suffix(text: str | None, unit: str, value: float) -> None:
+    from tfaccel.cli._common import in_unit
+
+    assert in_unit(text, unit) == value

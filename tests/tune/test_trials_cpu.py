@@ -276,7 +276,7 @@ def test_tune_keeps_an_earlier_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     [
         (["tune", "tiny", "--batch", "0"], "Invalid value for '--batch'"),
         (["tune", "tiny", "--batch", "64", "--max-batch", "32"], "--max-batch is below --batch"),
-        (["tune", "tiny", "--time-budget", "0"], "'--time-budget': 0.0 is not above 0"),
+        (["tune", "tiny", "--time-budget", "0"], "'--time-budget': '0' is not a duration above 0"),
         (["tune", "tiny", "--confirm", "-1"], "Invalid value for '--confirm'"),
         (["tune", "tiny", "--precisions", "fp8"], "Unknown precision in --precisions"),
         (["tune", "tiny", "--precisions", "bfloat16"], "bfloat16 (weights in bf16) is for"),

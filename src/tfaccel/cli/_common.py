@@ -132,6 +132,41 @@ def positive(value: float | None) -> float | None:
     return value
 
 
+# A time flag takes a bare number in its own unit, or one with a unit: 90s, 10m, 1.5h, 2d.
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def in_unit(text: str | float | None, unit: str) -> float | None:
+    """A duration flag's value in `unit` ("s", "m", "h"); None when not given."""
+    if text is None:
+        return None
+    t = str(text).strip().lower()
+    scale = _UNITS.get(t[-1:]) if t[-1:] in _UNITS else None
+    try:
+        value = float(t[:-1] if scale else t)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise typer.BadParameter(f"{text!r} is not a duration above 0 (like 90s, 10m, 1.5h)")
+    return value * (scale or _UNITS[unit]) / _UNITS[unit]
+
+
+def seconds(value: str | None) -> str | None:
+    """A duration flag's callback, in seconds by default: checked here, read by in_unit."""
+    in_unit(value, "s")
+    return value
+
+
+def minutes(value: str | None) -> str | None:
+    in_unit(value, "m")
+    return value
+
+
+def hours(value: str | None) -> str | None:
+    in_unit(value, "h")
+    return value
+
+
 def json_requested(argv: Sequence[str]) -> bool:
     """Does a command line ask for --format json (any spelling the parser accepts)?"""
     for i, arg in enumerate(argv):

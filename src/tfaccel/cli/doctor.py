@@ -6,7 +6,8 @@ import typer
 
 from tfaccel.cli._common import (
     handle_errors,
-    positive,
+    in_unit,
+    seconds,
     stderr_console,
     stdout_console,
     write_out,
@@ -29,11 +30,11 @@ def doctor(
     no_import: bool = typer.Option(
         False, "--no-import", help="Do not import TensorFlow (skips 'TensorFlow sees the GPU')."
     ),
-    timeout: float = typer.Option(
-        180.0,
+    timeout: str = typer.Option(
+        "180",
         "--timeout",
-        callback=positive,
-        help="Seconds allowed for importing TensorFlow in a child process.",
+        callback=seconds,
+        help="Time allowed for importing TensorFlow in a child process: 180 (s), 5m.",
     ),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too, not only fails."),
     verbose: bool = typer.Option(
@@ -44,7 +45,7 @@ def doctor(
 
     Exit code 0 when no check fails, 1 when one does (or warns, with --strict).
     """
-    ctx = DoctorContext(run_tf_probe=not no_import, tf_timeout_s=timeout)
+    ctx = DoctorContext(run_tf_probe=not no_import, tf_timeout_s=in_unit(timeout, "s") or 180.0)
     if fmt is DoctorFormat.text:
         err = stderr_console()
         with err.status("checking ...") as status:

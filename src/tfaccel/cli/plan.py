@@ -11,6 +11,8 @@ from tfaccel.cli._common import (
     WORKLOAD_HELP,
     finite,
     handle_errors,
+    hours,
+    in_unit,
     positive,
     stderr_console,
     stdout_console,
@@ -25,25 +27,6 @@ from tfaccel.plan.timing import time_to_train
 from tfaccel.render import Format, dumps
 from tfaccel.render.plan import PlanReport, fit_plot, plan_text
 from tfaccel.results import SCHEMAS, check_writable
-
-
-def _duration_hours(text: str) -> float:
-    """'24h', '90m', '2d', '36' (hours) -> hours."""
-    t = text.strip().lower()
-    try:
-        if t.endswith("d"):
-            return float(t[:-1]) * 24
-        if t.endswith("h"):
-            return float(t[:-1])
-        if t.endswith("m"):
-            return float(t[:-1]) / 60
-        return float(t)
-    except ValueError as exc:
-        raise InputError(
-            "Cannot read the time budget",
-            expected="a duration like 24h, 90m or 2d",
-            received=repr(text),
-        ) from exc
 
 
 @handle_errors
@@ -90,7 +73,9 @@ def plan(
     scenario: Scenario | None = typer.Option(
         None, "--scenario", help="The recommended set-up for this machine, for this kind of work."
     ),
-    budget: str = typer.Option(None, "--budget", help="Time budget for --scenario, e.g. 24h."),
+    budget: str = typer.Option(
+        None, "--budget", callback=hours, help="Time budget for --scenario: 24 (h), 90m, 2d."
+    ),
     plot: Path = typer.Option(
         None, "--plot", help="Also draw peak memory against batch size, with the capacity (PNG)."
     ),
@@ -115,7 +100,7 @@ def plan(
         if model is None:
             raise InputError("--plot draws a MODEL's memory", expected="a MODEL", received="none")
         check_writable(plot, force, hint="tfaccel plan ... --plot other.png, or --force")
-    hours = _duration_hours(budget) if budget else None  # a bad --budget: before any work
+    budget_h = in_unit(budget, "h")
     fit = _fit(model, precision, optimizer, gpu, gpu_index, batch, margin) if model else None
     time = time_to_train(throughput, int(samples), epochs, gpus) if throughput and samples else None
     scen = None
@@ -131,7 +116,7 @@ def plan(
             reference_gpu=on,
             samples=int(samples) if samples else None,
             epochs=epochs,
-            budget_hours=hours,
+            budget_hours=budget_h,
         )
     report = PlanReport(fit, time, scen)
     if fmt is Format.json:

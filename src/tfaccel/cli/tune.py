@@ -15,8 +15,10 @@ from tfaccel.cli._common import (
     WORKLOAD_HELP,
     finite,
     handle_errors,
+    in_unit,
+    minutes,
     name_list,
-    positive,
+    seconds,
     stderr_console,
     stdout_console,
     write_out,
@@ -61,8 +63,8 @@ def tune(
         help="Fewer steps per window when --window steps would take longer than this "
         "(slow trials, e.g. float32 without XLA); 0: always --window steps.",
     ),
-    timeout: float = typer.Option(
-        600.0, "--timeout", callback=positive, help="Seconds before a trial is killed (> 0)."
+    timeout: str = typer.Option(
+        "600", "--timeout", callback=seconds, help="Time before a trial is killed: 600 (s), 10m."
     ),
     output: Path = typer.Option(
         Path("tfaccel.json"), "--output", "-o", help="Where to write the best settings."
@@ -91,12 +93,12 @@ def tune(
         + ", ".join(SKIPPABLE)
         + "): knobs you know do not apply save their trials.",
     ),
-    time_budget: float = typer.Option(
+    time_budget: str = typer.Option(
         None,
         "--time-budget",
-        callback=positive,
-        help="Minutes: start no trial that would likely end past it; the best so far is "
-        "written, and the same command later resumes from the journal.",
+        callback=minutes,
+        help="10 (minutes), 90s or 1.5h: start no trial that would likely end past it; the "
+        "best so far is written, and the same command later resumes from the journal.",
     ),
     confirm: int = typer.Option(
         0,
@@ -176,10 +178,10 @@ def _options(
     windows: int,
     window: int,
     window_seconds: float,
-    timeout: float,
+    timeout: str,
     precisions: str | None,
     skip: str | None,
-    time_budget: float | None,
+    time_budget: str | None,
     confirm: int,
 ) -> TuneOptions:
     """The search's options from the flags, every one checked before any work."""
@@ -198,10 +200,10 @@ def _options(
         batch_size=batch,
         max_batch=max_batch,
         steps=StepPlan(warmup, windows, window, window_seconds or None),
-        timeout_s=timeout,
+        timeout_s=in_unit(timeout, "s") or 600.0,
         precisions=chosen,
         skip=name_list(skip, "--skip", "knob", list(SKIPPABLE)) if skip else (),
-        time_budget_s=time_budget * 60 if time_budget else None,
+        time_budget_s=in_unit(time_budget, "s"),
         confirm=confirm,
     )
 
