@@ -129,3 +129,17 @@ def test_a_failing_command_in_json_mode_writes_one_json_error(args: list[str], c
     assert result.exit_code == code
     data = json.loads(result.stdout)
     assert data["exit_code"] == code and data["error"]["problem"]
+
+
+def test_quiet_keeps_results_and_errors_and_drops_the_notes(tmp_path: object) -> None:
+    from pathlib import Path
+
+    out = Path(str(tmp_path)) / "p.png"
+    loud = runner.invoke(app, ["plan", "tiny", "--spec", "T4", "--plot", str(out)])
+    assert loud.exit_code == 0 and f"wrote {out}" in " ".join(loud.output.split())
+    out.unlink()
+    quiet = runner.invoke(app, ["-q", "plan", "tiny", "--spec", "T4", "--plot", str(out)])
+    assert quiet.exit_code == 0 and "wrote" not in quiet.output and out.exists()
+    assert "largest batch" in quiet.stdout  # the result itself stays
+    failed = runner.invoke(app, ["-q", "tune", "resnet5O"])
+    assert failed.exit_code == 2 and "error:" in failed.output

@@ -14,7 +14,7 @@ from tfaccel.cli import profile as profile_cmd
 from tfaccel.cli import run as run_cmd
 from tfaccel.cli import scale as scale_cmd
 from tfaccel.cli import tune as tune_cmd
-from tfaccel.cli._common import Commands
+from tfaccel.cli._common import QUIET, Commands
 
 app = typer.Typer(
     name="tfaccel",
@@ -38,8 +38,12 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="No progress, status or notes on stderr (errors stay)."
+    ),
 ) -> None:
     """Make TensorFlow fast and trouble-free on NVIDIA GPUs."""
+    QUIET["on"] = quiet
 
 
 app.command("doctor")(doctor_cmd.doctor)

@@ -39,7 +39,16 @@ def stdout_console() -> Console:
     return Console(soft_wrap=False, highlight=False)
 
 
+# `tfaccel -q ...`: no progress, status or notes on stderr; results and errors stay.
+QUIET = {"on": False}
+
+
 def stderr_console() -> Console:
+    """Progress, status and notes (silent under -q)."""
+    return Console(stderr=True, highlight=False, soft_wrap=True, quiet=QUIET["on"])
+
+
+def _error_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -58,7 +67,7 @@ def error_json(exc: TfaccelError) -> str:
 
 
 def report_error(exc: TfaccelError) -> None:
-    err = stderr_console()
+    err = _error_console()
     err.print(f"[bold red]error:[/] {escape(exc.message)}")
     if exc.hint:
         err.print(f"[dim]hint:[/] {escape(exc.hint)}")
@@ -79,7 +88,7 @@ def handle_errors(fn: F) -> F:
                     write_out(error_json(error))
             raise typer.Exit(int(error.exit_code)) from None
         except KeyboardInterrupt:
-            stderr_console().print("[yellow]interrupted[/]")
+            _error_console().print("[yellow]interrupted[/]")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
 
     return wrapper  # type: ignore[return-value]
