@@ -143,3 +143,15 @@ def test_quiet_keeps_results_and_errors_and_drops_the_notes(tmp_path: object) ->
     assert "largest batch" in quiet.stdout  # the result itself stays
     failed = runner.invoke(app, ["-q", "tune", "resnet5O"])
     assert failed.exit_code == 2 and "error:" in failed.output
+
+
+def test_the_tune_progress_shows_the_budget_left() -> None:
+    from rich.progress import Progress
+
+    from tfaccel.cli.tune import BudgetLeft
+
+    column = BudgetLeft(125.0)
+    with Progress(column) as progress:
+        task = progress.add_task("x", total=1)
+        text = column.render(progress.tasks[task]).plain
+    assert text in ("2:05 of the budget left", "2:04 of the budget left")

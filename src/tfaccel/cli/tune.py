@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
+from typing import Any
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from tfaccel import tune as tune_lib
@@ -138,11 +140,13 @@ def tune(
         )
     outputs = tune_lib.Outputs(output, plot, journal)  # tune_lib.run checks them first
     hw = tune_lib.hardware()
+    budget = [BudgetLeft(options.time_budget_s)] if options.time_budget_s else []
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.completed}/{task.total} trials (estimate)"),
         TimeElapsedColumn(),
+        *budget,
         console=err,
         transient=True,
     )
@@ -239,6 +243,18 @@ def _render(result: TuneResult, outputs: tune_lib.Outputs, fmt: Format) -> None:
             )
     if not tune_lib.found(result):
         raise typer.Exit(int(ExitCode.RUNTIME))
+
+
+class BudgetLeft(ProgressColumn):
+    """The time budget left, counted from the start of the search."""
+
+    def __init__(self, budget_s: float) -> None:
+        super().__init__()
+        self.deadline = time.monotonic() + budget_s
+
+    def render(self, task: Any) -> Text:
+        left = max(0.0, self.deadline - time.monotonic())
+        return Text(f"{int(left // 60)}:{int(left % 60):02d} of the budget left", style="cyan")
 
 
 def _journal_notes(jr: Journal, name: str, path: Path) -> None:
