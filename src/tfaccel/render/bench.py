@@ -40,7 +40,7 @@ def measurement_line(m: Measurement) -> Text:
     line = Text(f"{m.name}  ")
     line.append(f"{_v(m.median)} {m.unit}", style="bold")
     if m.spread is not None:
-        line.append(f"  ±{m.spread:.0%}", style="dim")
+        line.append(f"  spread {m.spread:.0%}", style="dim")  # as the table shows it
     if m.percent_of_peak is not None:
         line.append(f"  {m.percent_of_peak:.0f}% of peak", style="dim")
     return line
@@ -50,8 +50,8 @@ def bench_text(r: BenchReport, console: Console) -> None:
     env = r.environment
     gpus = ", ".join(g.get("name") or "?" for g in env.get("gpus", [])) or "no GPU"
     t = Table(
-        title=f"tfaccel bench {r.suite}: {gpus} · TF {env.get('tensorflow')} · "
-        f"driver {env.get('driver')}",
+        title=f"tfaccel bench {r.suite}: {gpus} · TF {env.get('tensorflow') or 'none'} · "
+        f"driver {env.get('driver') or 'none'}",
         title_justify="left",
     )
     for col in ("benchmark", "median", "unit", "% of peak", "spread", "warm-up s", "notes"):
