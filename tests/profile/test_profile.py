@@ -601,3 +601,23 @@ def test_per_sequence_weight_gradients_are_found_and_advised() -> None:
     assert xla_op_facts(flat)["xla_broadcast_grad_pct"] == 0.0
     quiet = {f.id: f for f in advise(_synthetic(extra=xla_op_facts(HLO_ROWS)))}
     assert quiet["broadcast_grad"].severity == "ok"
+
+
+def test_op_names_wrap_whole_at_80_columns(traces: Path) -> None:
+    import dataclasses
+
+    from rich.console import Console
+
+    from tfaccel.profile.analyze import TopItem
+    from tfaccel.render.profile import profile_text
+
+    name = "StatefulPartitionedCall/model/transformer_block_11/dense_1/MatMul"
+    item = TopItem(name=name, kind="MatMul", total_us=1000.0, count=3, share_pct=50.0)
+    report = dataclasses.replace(analyze(traces / "cpu_normal"), top_ops=(item,))
+    console = Console(record=True, width=80)
+    profile_text(report, [], [], console)
+    text = console.export_text()
+    assert "…" not in text  # folded over lines, never cut
+    table = text[text.index("top ops") :].splitlines()[2:]  # below the title and header
+    first_column = "".join(line.split()[0] for line in table[:3])
+    assert name in first_column

@@ -89,11 +89,13 @@ def profile_text(
         if not items:
             continue
         t = Table(title=title, title_justify="left", box=None, padding=(0, 1))
-        for col in ("name", "type/op", "total ms", "share", "count", "tensor cores"):
-            t.add_column(col)
+        # names wrap at narrow widths instead of ending in "..." (they are what to search)
+        t.add_column("name", overflow="fold", ratio=3)
+        for col in ("type/op", "total ms", "share", "count", "tensor cores"):
+            t.add_column(col, overflow="fold")
         for it in items[:8]:
             t.add_row(
-                it.name[:60],
+                it.name[:120],
                 it.kind[:40],
                 f"{it.total_us / 1e3:.2f}",
                 _f(it.share_pct, "{:.1f}%"),
