@@ -10,7 +10,6 @@ that installed each TensorFlow from 2.16 to 2.21 and compiled with the flag set.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
 from importlib import metadata
 
 from packaging.version import InvalidVersion, Version
@@ -49,18 +48,6 @@ def xla_flag_floor(flag: str, tf_version: str | None = None) -> str | None:
     return since if older else None
 
 
-def unsupported_xla_flags(
-    flags: Iterable[str], tf_version: str | None = None
-) -> list[tuple[str, str]]:
-    """(flag, the version it needs) for each flag the TensorFlow in use lacks."""
-    out = []
-    for flag in flags:
-        floor = xla_flag_floor(flag, tf_version)
-        if floor is not None:
-            out.append((flag.split("=", 1)[0], floor))
-    return out
-
-
 # (knob, value) -> (the first Keras whose internals tfaccel's implementation of it
 # uses, what it uses). From the same matrix run: Keras 3.0.5 to 3.15.1 on TF 2.16.
 KERAS_FEATURE_SINCE: dict[tuple[str, object], tuple[str, str]] = {
@@ -97,8 +84,8 @@ def keras_floor(knob: str, value: object, version: str | None = None) -> str | N
 
 
 def keras_needs(what: str, since: str, why: str, version: str | None = None) -> str | None:
-    """ "{what} needs Keras >= {since} ({why}); this is ..." when the Keras in use (or
-    `version`) is older; None when it is not, or cannot be told."""
+    """Why `what` cannot run ("... needs Keras >= since (why); this is X") when the Keras
+    in use (or `version`) is older; None when it is not, or cannot be told."""
     have = version or keras_version()
     if have is None:
         return None
@@ -113,17 +100,15 @@ def keras_needs(what: str, since: str, why: str, version: str | None = None) -> 
 def check_keras_features(settings: object) -> None:
     """An InputError for the first setting this Keras cannot run, before anything is
     patched."""
-    for knob, value in KERAS_FEATURE_SINCE:
-        if getattr(settings, knob, None) == value:
-            why = keras_floor(knob, value)
-            if why is not None:
-                raise InputError(
-                    why,
-                    expected=f"Keras {KERAS_FEATURE_SINCE[(knob, value)][0]} or newer",
-                    received=f"{knob}={value!r}",
-                    hint=f"pip install 'keras>={KERAS_FEATURE_SINCE[(knob, value)][0]}', "
-                    f"or leave {knob} at its default",
-                )
+    for (knob, value), (since, _) in KERAS_FEATURE_SINCE.items():
+        why = keras_floor(knob, value) if getattr(settings, knob, None) == value else None
+        if why is not None:
+            raise InputError(
+                why,
+                expected=f"Keras {since} or newer",
+                received=f"{knob}={value!r}",
+                hint=f"pip install 'keras>={since}', or leave {knob} at its default",
+            )
 
 
 def features_lost(tf_version: str | None, keras: str | None) -> list[str]:

@@ -558,16 +558,15 @@ def _unloadable_file(row: LibraryRow, key: str, details: dict[str, object]) -> C
     there, so a good copy later in the search order is never reached."""
     res = row.resolution
     path = res.path or ""
-    if res.error and res.error.startswith("its dependency"):
+    bad = res.unloadable or path
+    if bad != path:  # a dependency's
         finding = f"{row.soname} at {path} cannot load: {res.error}"
-        bad = res.error.split(" resolves to ", 1)[1].split(":", 1)[0]
     else:
         later = f"; the copy at {res.shadowed[0]} is never reached" if res.shadowed else ""
         finding = (
             f"{row.soname} resolves first to {path} (via {res.origin}), which is "
             f"{res.error}: the loader stops there{later}"
         )
-        bad = path
     fix = f"move {bad} out of the way (or take {os.path.dirname(bad)} off LD_LIBRARY_PATH)"
     return Check(key, row.soname, Status.FAIL, finding, fix, f"file {bad}", details)
 

@@ -168,6 +168,7 @@ class Resolution:
     missing: tuple[MissingDependency, ...] = ()
     wrong_arch: tuple[str, ...] = ()  # files with the name that the loader skips
     error: str | None = None
+    unloadable: str | None = None  # the file, no library, where the loader stops
 
     @property
     def ok(self) -> bool:
@@ -276,11 +277,12 @@ class Loader:
                 shadowed=tuple(p for p, _ in found),
                 wrong_arch=tuple(w for w in wrong if w != path),
                 error=f"not a loadable library ({why})",
+                unloadable=path,
             )
         if not found:
             return Resolution(soname, None, None, None, wrong_arch=tuple(wrong))
         path, origin = found[0]
-        missing, error = self._check_tree(path)
+        missing, error, unloadable = self._check_tree(path)
         return Resolution(
             soname=soname,
             path=path,
@@ -290,6 +292,7 @@ class Loader:
             missing=tuple(missing),
             wrong_arch=tuple(wrong),
             error=error,
+            unloadable=unloadable,
         )
 
     def _order_of(self, needed_by: str | None) -> list[Candidate]:
@@ -300,8 +303,9 @@ class Loader:
         except NotElfError:
             return self.search_order()
 
-    def _check_tree(self, root: str) -> tuple[list[MissingDependency], str | None]:
-        """Walk DT_NEEDED breadth-first; a soname already loaded is reused, as ld.so does."""
+    def _check_tree(self, root: str) -> tuple[list[MissingDependency], str | None, str | None]:
+        """Walk DT_NEEDED breadth-first; a soname already loaded is reused, as ld.so does.
+        (missing dependencies, the error that stops the loader, the file it stops at)."""
         loaded: dict[str, str] = {}
         missing: list[MissingDependency] = []
         queue: list[str] = [root]
@@ -314,7 +318,7 @@ class Loader:
             try:
                 info = read_elf(path)
             except NotElfError as exc:
-                return missing, str(exc)
+                return missing, str(exc), None
             if info.soname:
                 loaded.setdefault(info.soname, path)
             rpath, runpath = self._object_paths(info, path)
@@ -325,14 +329,14 @@ class Loader:
                 dep_found, _, blocked = self._locate(dep, order)
                 if blocked is not None:
                     bad, _, why = blocked
-                    return missing, f"its dependency {dep} resolves to {bad}: {why}"
+                    return missing, f"its dependency {dep} resolves to {bad}: {why}", bad
                 if not dep_found:
                     missing.append(MissingDependency(dep, path))
                     loaded[dep] = ""
                     continue
                 loaded[dep] = dep_found[0][0]
                 queue.append(dep_found[0][0])
-        return missing, None
+        return missing, None, None
 
 
 def _not_loadable_reason(path: str) -> str:

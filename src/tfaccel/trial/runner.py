@@ -174,7 +174,7 @@ def xla_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
     cache_flag = "--xla_gpu_per_fusion_autotune_cache_dir"
     if cache_flag[2:] not in xla and xla_flag_floor(cache_flag) is None:  # unknown: abort
         (base / "autotune").mkdir(parents=True, exist_ok=True)
-        env["XLA_FLAGS"] = f"{xla} --xla_gpu_per_fusion_autotune_cache_dir={base / 'autotune'}"
+        env["XLA_FLAGS"] = f"{xla} {cache_flag}={base / 'autotune'}"
     tf_xla = os.environ.get("TF_XLA_FLAGS", "")
     if "tf_xla_persistent_cache_directory" not in tf_xla:
         (base / "executables").mkdir(parents=True, exist_ok=True)
