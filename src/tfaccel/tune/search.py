@@ -8,7 +8,8 @@ order of their expected gain (a time budget cuts the last ones):
    if its loss stays finite and close to the 32-bit trajectory (the accuracy guard);
 3. batch size, doubled until it runs out of memory (an OOM is data, not a failure) or
    stops paying;
-4. each precision without XLA (models that XLA slows down or cannot compile);
+4. each precision without XLA (models that XLA slows down or cannot compile), unless
+   Keras' defaults already prove XLA's own gain;
 5. steps_per_execution, then 16-bit input transfers (GPU, 16-bit precision);
 6. the larger batch once more, if the ladder stopped within the noise;
 7. XLA's GEMM options (models of matrix products), then the late knobs, each as its
@@ -119,6 +120,14 @@ class _NearMiss(NamedTuple):
 
 
 SKIPPED = "not tried: --skip"
+# TF32 over strict float32, both without XLA, on the H200: BERT-base 1.77x, GPT-2 1.64x,
+# ResNet-50 1.54x; 16-bit without XLA ran 0.82-0.91x TF32 without XLA on the three (the
+# casts cost more than the tensor cores save outside XLA's fusions). Figures: the
+# measurements page, tune journals of ResNet-50, BERT and GPT-2.
+NO_XLA_TF32_GAIN = 1.8
+# How far Keras' defaults must outrun the baseline beyond TF32's share for stage 4 to be
+# left out: XLA's own gain is then at least 1.4x.
+XLA_PROVEN = 1.4
 # The stage of a journal's trial of another machine, measured again here.
 AGAIN = "again, here"
 
@@ -637,8 +646,40 @@ class Tuner:
 
     def _no_xla_precisions(self, st: _State) -> None:
         """Stage 3: each precision without XLA, on the best so far (for models XLA
-        slows down or cannot compile): after the batch ladder, as the least likely."""
+        slows down or cannot compile): after the batch ladder, as the least likely;
+        not run where XLA's own gain is already measured beyond doubt."""
+        why = self._xla_proven(st)
+        if why:
+            self.decide("precision x XLA", f"without XLA: not tried: {why}")
+            return
         self._precisions_at(st, "off", st.best_s.replace(xla="off"))
+
+    def _xla_proven(self, st: _State) -> str | None:
+        """Why no precision without XLA can win here, or None. Keras' defaults (32-bit,
+        XLA) against the baseline (float32, no XLA) is XLA's gain times TF32's; when it
+        exceeds what TF32 gives without XLA by XLA_PROVEN, XLA itself speeds this model
+        up, and 16-bit without XLA has run slower than TF32 without XLA on every
+        workload measured (NO_XLA_TF32_GAIN's note)."""
+        res = self.result
+        d, b = res.keras_defaults, res.baseline
+        if st.best_s.xla == "off" or not (d and d.ok and b and b.ok):
+            return None
+        if d.extra.get("jit_compile") is not True or not (d.samples_per_s and b.samples_per_s):
+            return None
+        tf32 = self._default_precision == "tf32"
+        ratio = d.samples_per_s / b.samples_per_s
+        if ratio < XLA_PROVEN * (NO_XLA_TF32_GAIN if tf32 else 1.0):
+            return None
+        return (
+            f"Keras' defaults (XLA{', TF32' if tf32 else ''}) ran {ratio:.1f}x the baseline "
+            "(no XLA)"
+            + (
+                f", more than TF32 alone gives without XLA (up to {NO_XLA_TF32_GAIN}x)"
+                if tf32
+                else ""
+            )
+            + ": XLA speeds this model up, and 16-bit without XLA is slower than 32-bit"
+        )
 
     def _batch_ladder(self, st: _State) -> None:
         """Stage 2: double the batch while it fits and gains beyond the noise."""
