@@ -49,8 +49,7 @@ def test_trials_share_autotuning_only_where_xla_knows_the_flag(
 ) -> None:
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     monkeypatch.setattr(_compat, "installed_version", lambda: "2.17.1")
-    flags = xla_cache_env(tmp_path)["XLA_FLAGS"]  # type: ignore[arg-type]
-    assert "autotune_cache_dir" not in flags and "compilation_parallelism" in flags
+    assert "XLA_FLAGS" not in xla_cache_env(tmp_path)  # type: ignore[arg-type]
     monkeypatch.setattr(_compat, "installed_version", lambda: "2.21.0")
     assert "--xla_gpu_per_fusion_autotune_cache_dir=" in xla_cache_env(tmp_path)["XLA_FLAGS"]  # type: ignore[arg-type]
 

@@ -159,44 +159,22 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
     )
 
 
-def compile_threads() -> int:
-    """The cores this process may run on: XLA's compilation threads for a trial."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def xla_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """Environment that makes XLA's work cheaper for trials, sharing it through `cache_dir`.
+    """Environment that lets trials share XLA's work through `cache_dir`.
 
     - XLA's GPU autotuning results (XLA_FLAGS): trials with the same layer shapes skip
-      the convolution and GEMM autotuning;
+      the convolution and GEMM autotuning that makes most of XLA's compile time;
     - TensorFlow's persistent XLA cache (TF_XLA_FLAGS): a trial whose train step is the
-      same program (another allocator, device prefetch) loads the compiled executable;
-    - XLA's LLVM compilation over every core (XLA_FLAGS): TensorFlow gives XLA's GPU
-      compiler no thread pool, so it compiles a train step's kernels on one thread; split
-      over the cores, the same kernels are built (one LLVM module per part), sooner.
-      Trials run one at a time, so the cores are free while one compiles.
+      same program (another allocator, device prefetch) loads the compiled executable.
     Flags the user set already win; the user's other flags are kept.
     """
     env: dict[str, str] = {}
     base = Path(cache_dir)
     xla = os.environ.get("XLA_FLAGS", "")
-    wanted = {
-        "--xla_gpu_per_fusion_autotune_cache_dir": str(base / "autotune"),
-        "--xla_gpu_enable_llvm_module_compilation_parallelism": "true",
-        "--xla_gpu_force_compilation_parallelism": str(compile_threads()),
-    }
-    added = [
-        f"{flag}={value}"
-        for flag, value in wanted.items()
-        if flag[2:] not in xla and xla_flag_floor(flag) is None  # an unknown flag aborts
-    ]
-    if any(a.startswith("--xla_gpu_per_fusion") for a in added):
+    cache_flag = "--xla_gpu_per_fusion_autotune_cache_dir"
+    if cache_flag[2:] not in xla and xla_flag_floor(cache_flag) is None:  # unknown: abort
         (base / "autotune").mkdir(parents=True, exist_ok=True)
-    if added:
-        env["XLA_FLAGS"] = " ".join([xla, *added])
+        env["XLA_FLAGS"] = f"{xla} {cache_flag}={base / 'autotune'}"
     tf_xla = os.environ.get("TF_XLA_FLAGS", "")
     if "tf_xla_persistent_cache_directory" not in tf_xla:
         (base / "executables").mkdir(parents=True, exist_ok=True)
