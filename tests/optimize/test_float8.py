@@ -127,3 +127,24 @@ def test_float8_products_become_fp8_gemms_under_xla_on_the_gpu(tmp_path: Path) -
         tmp_path,
     )
     assert out["fp8_gemm"] is True, out["tail"]
+
+
+def test_float8_trains_in_a_tf_function_not_under_an_eager_tape() -> None:
+    """Keras' own float8 layers (plain `quantize("float8")`, no tfaccel) give gradients
+    inside a tf.function and fail under an eager tape: the docs' configure page says so.
+    When Keras fixes the eager path this test fails, and the docs' note goes."""
+    import tensorflow as tf
+
+    inp = keras.Input((64,))
+    model = keras.Model(inp, keras.layers.Dense(16)(keras.layers.Dense(64)(inp)))
+    model.quantize("float8")
+    x = np.random.default_rng(0).random((8, 64), dtype=np.float32)
+
+    def grads() -> list:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(model(x, training=True))
+        return tape.gradient(loss, model.trainable_variables)
+
+    assert all(g is not None for g in tf.function(grads)()[:2])
+    with pytest.raises(ValueError, match="too many values to unpack"):
+        grads()
