@@ -485,3 +485,37 @@ def test_a_keras_below_tfaccels_floor_fails_with_the_fix(fake_tf: tuple[Path, Ma
     row = rows(run_doctor(make()).checks)["tfaccel.support"]
     assert row.status is Status.FAIL and "tfaccel needs Keras 3.6 or newer" in row.finding
     assert row.fix == "pip install 'keras>=3.6'"
+
+
+def test_kerashub_and_tensorflow_text_pins_are_held_to_the_tensorflow_here(
+    fake_tf: tuple[Path, MakeCtx],
+) -> None:
+    """KerasHub 0.32 wants Keras 3.15+; tensorflow-text X.Y wants TensorFlow X.Y: pins
+    that break when one of the set is upgraded alone, named with the fix."""
+    site, make = fake_tf
+    shutil.rmtree(site / "keras-3.15.1.dist-info")
+    write_dist(site, "keras", "3.12.0")
+    write_dist(site, "keras-hub", "0.32.0", ["keras>=3.15", "tensorflow-text>=2.20.1"])
+    write_dist(site, "tensorflow-text", "2.20.1", ["tensorflow<2.21,>=2.20.0"])
+    ctx = make()  # TensorFlow 2.21.0
+    by = rows(run_doctor(ctx).checks)
+    hub, text = by["keras-hub.match"], by["tensorflow-text.match"]
+    assert hub.status is Status.FAIL
+    assert hub.finding == "keras-hub 0.32.0 requires keras>=3.15, and keras 3.12.0 is installed"
+    assert hub.fix == (
+        f"pip install 'keras-hub' 'tensorflow=={ctx.tf_version}' 'keras==3.12.0'  "
+        "(pip picks the keras-hub that fits them)"
+    )
+    assert text.status is Status.FAIL
+    assert text.finding == (
+        "tensorflow-text 2.20.1 requires tensorflow<2.21,>=2.20.0, and tensorflow 2.21.0 is "
+        "installed"
+    )
+
+
+def test_companions_that_fit_pass_and_absent_ones_add_no_row(fake_tf: tuple[Path, MakeCtx]) -> None:
+    site, make = fake_tf
+    assert "keras-hub.match" not in rows(run_doctor(make()).checks)
+    write_dist(site, "keras-hub", "0.32.0", ["keras>=3.15"])
+    row = rows(run_doctor(make()).checks)["keras-hub.match"]
+    assert row.status is Status.OK and row.finding == "keras-hub 0.32.0"

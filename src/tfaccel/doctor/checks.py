@@ -145,6 +145,44 @@ def check_tfaccel_support(ctx: DoctorContext) -> list[Check]:
     return [Check("tfaccel.support", title, status, f"{pair}: every feature{newer}", see=PIP_LIST)]
 
 
+# Packages beside TensorFlow whose own pins break it when they do not hold: KerasHub (the
+# bert_hub and gpt2 workloads, the user's KerasHub models) and tensorflow-text, whose ops
+# are built for one TensorFlow release.
+COMPANIONS = ("keras-hub", "tensorflow-text")
+
+
+def check_companions(ctx: DoctorContext) -> list[Check]:
+    """KerasHub and tensorflow-text, where installed, against the TensorFlow and Keras
+    here: each requirement they declare on those (or on each other) must hold."""
+    from tfaccel.doctor.probes import requirement_for
+
+    have = {"tensorflow": ctx.tf_version} | {
+        n: d.version for n, d in ctx.distributions.items() if n in ("keras", *COMPANIONS)
+    }
+    out: list[Check] = []
+    for name in COMPANIONS:
+        dist = ctx.distributions.get(name)
+        if dist is None:
+            continue
+        title = f"{name} matches TensorFlow and Keras"
+        broken = [
+            f"{name} {dist.version} requires {req}, and {dep} {have[dep]} is installed"
+            for dep in ("tensorflow", "keras", *COMPANIONS)
+            if have.get(dep)
+            and (req := requirement_for(dist, dep)) is not None
+            and not req.specifier.contains(have[dep], prereleases=True)  # type: ignore[arg-type]
+        ]
+        if broken:
+            pins = " ".join(f"'{d}=={have[d]}'" for d in ("tensorflow", "keras") if have.get(d))
+            fix = f"pip install '{name}' {pins}  (pip picks the {name} that fits them)"
+            out.append(Check(f"{name}.match", title, Status.FAIL, "; ".join(broken), fix, PIP_LIST))
+        else:
+            out.append(
+                Check(f"{name}.match", title, Status.OK, f"{name} {dist.version}", see=PIP_LIST)
+            )
+    return out
+
+
 def check_keras(ctx: DoctorContext) -> list[Check]:
     title = "Keras matches TensorFlow"
     tf = ctx.tf_dist
@@ -1314,6 +1352,7 @@ def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
 CHECKS: tuple[CheckFn, ...] = (
     check_tf_install,
     check_keras,
+    check_companions,
     check_tfaccel_support,
     check_build,
     check_driver,
