@@ -3,6 +3,7 @@ with its parent."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -59,3 +60,30 @@ def test_a_child_dies_with_its_parent(tmp_path: Path) -> None:
         time.sleep(0.05)
     os.kill(pid, signal.SIGKILL)
     pytest.fail("the child outlived its parent")
+
+
+def test_at_debug_level_each_child_is_logged_and_tensorflow_speaks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`tfaccel -v`: the child's command, how it ended and the end of its log; and no
+    TF_CPP_MIN_LOG_LEVEL forced on it, so TensorFlow's C++ lines reach that log."""
+    base = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    assert child_env(base)["TF_CPP_MIN_LOG_LEVEL"] == "3"  # quiet by default
+    caplog.set_level(logging.DEBUG, logger="tfaccel")
+    env = child_env(base)
+    assert "TF_CPP_MIN_LOG_LEVEL" not in env
+    run_child(["-c", "import sys; print('from the child', file=sys.stderr)"], "M ", env, 30)
+    text = caplog.text
+    assert "exit 0 after" in text and "from the child" in text and "print(" in text
+
+
+def test_the_verbose_flag_turns_the_debug_log_on_for_one_command_only() -> None:
+    from typer.testing import CliRunner
+
+    from tfaccel.cli import app
+
+    log = logging.getLogger("tfaccel")
+    CliRunner().invoke(app, ["-v", "hw", "--list-specs"])
+    assert log.level == logging.DEBUG
+    CliRunner().invoke(app, ["hw", "--list-specs"])
+    assert log.level == logging.NOTSET and not log.handlers

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from typing import Any, Literal
 
 from tfaccel.errors import InputError, TfaccelError
 
+log = logging.getLogger("tfaccel")  # `tfaccel -v` shows its debug lines
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds parts of its error messages
 _OWN = os.path.dirname(os.path.abspath(__file__))  # tfaccel's package directory
 # A process ended by SIGKILL: the kernel's OOM killer, most often (or a user's kill -9).
@@ -95,14 +98,15 @@ def child_env(
     overrides: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment of a child: `base` (this process's), TensorFlow's C++ log quiet
-    unless the caller set it, and its import paths: "cwd" puts the current directory
-    first on PYTHONPATH, so a `module:function` entry point of the user's is
-    importable; "safe" leaves out even Python's own current-directory entry
-    (PYTHONSAFEPATH, 3.11+), so a stray `keras.py` there does not shadow Keras; "as_is"
-    keeps Python's own rules (a user's script imports the modules beside it).
+    unless the caller set it or tfaccel's log is at debug (`tfaccel -v`), and its import
+    paths: "cwd" puts the current directory first on PYTHONPATH, so a `module:function`
+    entry point of the user's is importable; "safe" leaves out even Python's own
+    current-directory entry (PYTHONSAFEPATH, 3.11+), so a stray `keras.py` there does
+    not shadow Keras; "as_is" keeps Python's own rules (a user's script imports the
+    modules beside it).
     `overrides` last."""
     env = dict(os.environ if base is None else base)
-    if quiet_tf:
+    if quiet_tf and not log.isEnabledFor(logging.DEBUG):
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if paths == "cwd":
         env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")])
@@ -156,9 +160,22 @@ def run_command(
             preexec_fn=_die_with_parent(),
         )
     except subprocess.TimeoutExpired as exc:
+        _log_child(argv, f"killed at its {timeout_s:.0f} s timeout", _text(exc.stderr))
         return ChildResult(None, None, _text(exc.stdout), _text(exc.stderr), timeout_s)
     wall = time.perf_counter() - start
+    _log_child(argv, f"exit {proc.returncode} after {wall:.1f} s", proc.stderr)
     return ChildResult(_payload(proc.stdout, mark), proc.returncode, proc.stdout, proc.stderr, wall)
+
+
+def _log_child(argv: Sequence[str], how: str, stderr: str) -> None:
+    """A child's command line, how it ended and the end of its log, at debug level."""
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    command = shlex.join(argv)
+    command = command if len(command) <= 300 else command[:300] + "..."
+    log.debug("child %s: %s", command, how)
+    if stderr.strip():
+        log.debug("its log, last 4,000 characters:\n%s", stderr[-4000:].rstrip())
 
 
 @functools.cache

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import sys
+
 import typer
 
 from tfaccel import __version__
@@ -27,6 +30,10 @@ app = typer.Typer(
 )
 
 
+_LOG_HANDLER = logging.StreamHandler()
+_LOG_HANDLER.setFormatter(logging.Formatter("tfaccel %(levelname)s: %(message)s"))
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"tfaccel {__version__}")
@@ -41,9 +48,22 @@ def _root(
     quiet: bool = typer.Option(
         False, "--quiet", "-q", help="No progress, status or notes on stderr (errors stay)."
     ),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        "-v",
+        help="Debug log on stderr: each child process (trials, probes) with its exit and "
+        "the end of its log, TensorFlow's C++ lines included.",
+    ),
 ) -> None:
     """Make TensorFlow fast and trouble-free on NVIDIA GPUs."""
     QUIET["on"] = quiet
+    log = logging.getLogger("tfaccel")
+    log.removeHandler(_LOG_HANDLER)
+    log.setLevel(logging.DEBUG if verbose else logging.NOTSET)
+    if verbose:
+        _LOG_HANDLER.setStream(sys.stderr)
+        log.addHandler(_LOG_HANDLER)
 
 
 app.command("doctor")(doctor_cmd.doctor)
