@@ -129,6 +129,7 @@ def test_float8_products_become_fp8_gemms_under_xla_on_the_gpu(tmp_path: Path) -
     assert out["fp8_gemm"] is True, out["tail"]
 
 
+@pytest.mark.filterwarnings("ignore:Layer InputLayer does not have")
 def test_float8_trains_in_a_tf_function_not_under_an_eager_tape() -> None:
     """Keras' own float8 layers (plain `quantize("float8")`, no tfaccel) give gradients
     inside a tf.function and fail under an eager tape: the docs' configure page says so.
