@@ -1,8 +1,11 @@
-"""One XLA trial of ResNet-50 (bf16, batch 256) twice, each with a fresh cache: XLA's
-compilation on one thread (TensorFlow's default), then over every core
-(`xla_cache_env`'s parallelism flags). Prints and writes the two side by side.
+"""One XLA trial of ResNet-50 (bf16, batch 256) per variant of XLA_FLAGS, each with a
+fresh cache, back to back; prints and writes them side by side.
 
-    python compile_probe.py OUT.json
+    python compile_probe.py OUT.json [VARIANT ...]
+
+Variants: base (tfaccel's trial flags), parallel (+ LLVM compilation over every core),
+autotune2 (autotuning without its correctness checks), autotune0 (no autotuning).
+Default: base parallel (the run of 2026-12-03).
 """
 
 import json
@@ -14,19 +17,23 @@ from tfaccel.environment import environment
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.runner import StepPlan, run_trial, xla_cache_env
 
+EXTRA = {
+    "base": "",
+    "parallel": "--xla_gpu_enable_llvm_module_compilation_parallelism=true "
+    f"--xla_gpu_force_compilation_parallelism={os.cpu_count()}",
+    "autotune2": "--xla_gpu_autotune_level=2",
+    "autotune0": "--xla_gpu_autotune_level=0",
+}
 s = Settings(precision="mixed_bfloat16", xla="jit", batch_size=256, steps_per_execution=1)
 rows = []
-for name in ("one thread", "every core"):
+for name in sys.argv[2:] or ["base", "parallel"]:
     with tempfile.TemporaryDirectory() as d:
         env = xla_cache_env(d)
-        if name == "one thread":
-            env["XLA_FLAGS"] = " ".join(
-                f for f in env["XLA_FLAGS"].split() if "compilation_parallelism" not in f
-            )
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {EXTRA[name]}".strip()
         r = run_trial("resnet50", s, StepPlan(10, 5, 20, 3.0), 600, env_overrides=env)
     rows.append(
         {
-            "compile": name,
+            "variant": name,
             "xla_flags": env["XLA_FLAGS"],
             "status": r.status,
             "compile_s": r.compile_s,
