@@ -172,14 +172,14 @@ def check_companions(ctx: DoctorContext) -> list[Check]:
             and (req := requirement_for(dist, dep)) is not None
             and not req.specifier.contains(have[dep], prereleases=True)  # type: ignore[arg-type]
         ]
+        fix: str | None = None
         if broken:
             pins = " ".join(f"'{d}=={have[d]}'" for d in ("tensorflow", "keras") if have.get(d))
+            status, finding = Status.FAIL, "; ".join(broken)
             fix = f"pip install '{name}' {pins}  (pip picks the {name} that fits them)"
-            out.append(Check(f"{name}.match", title, Status.FAIL, "; ".join(broken), fix, PIP_LIST))
         else:
-            out.append(
-                Check(f"{name}.match", title, Status.OK, f"{name} {dist.version}", see=PIP_LIST)
-            )
+            status, finding = Status.OK, f"{name} {dist.version}"
+        out.append(Check(f"{name}.match", title, status, finding, fix, PIP_LIST))
     return out
 
 
