@@ -39,8 +39,8 @@ def compat_table() -> str:
     from tfaccel import _compat
 
     rows = ["| feature | needs | why |", "|---|---|---|"]
-    for flag, since in _compat.XLA_FLAG_SINCE.items():
-        rows.append(f"| XLA flag `{flag}` | TensorFlow {since} | older XLA aborts on it |")
+    for flag, (since, why) in _compat.XLA_FLAG_SINCE.items():
+        rows.append(f"| XLA flag `{flag}` | TensorFlow {since} | {why} |")
     for (knob, value), (since, what) in _compat.KERAS_FEATURE_SINCE.items():
         rows.append(f"| `{knob}={value!r}` | Keras {since} | {what} |")
     since, what = _compat.KERAS_TUNE_SPE

@@ -103,3 +103,38 @@ def test_a_time_flag_takes_its_unit_or_a_suffix(text: str | None, unit: str, val
     from tfaccel.cli._common import in_unit
 
     assert in_unit(text, unit) == value
+
+
+@pytest.mark.parametrize(
+    ("callback", "value", "in_seconds"),
+    [("minutes", "10", 600.0), ("minutes", "90s", 90.0), ("hours", "24", 86400.0),
+     ("hours", "90m", 5400.0), ("seconds", "600", 600.0), ("seconds", "10m", 600.0)],
+)  # fmt: skip
+def test_a_bare_duration_is_in_the_flags_own_unit(
+    callback: str, value: str, in_seconds: float
+) -> None:
+    """Each duration flag's callback writes its value out in seconds, so that a reader
+    can never take `--time-budget 10` (minutes) for ten seconds."""
+    from tfaccel.cli import _common
+
+    assert _common.in_unit(getattr(_common, callback)(value), "s") == in_seconds
+
+
+@pytest.mark.parametrize(("value", "in_seconds"), [("10", 600.0), ("90s", 90.0), ("1.5h", 5400.0)])
+def test_tune_reads_its_time_budget_in_minutes(
+    value: str, in_seconds: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tfaccel.cli import tune as tune_cli
+    from tfaccel.errors import InputError
+
+    seen = {}
+    real = tune_cli._options
+
+    def spy(*args: object, **kwargs: object) -> None:
+        seen["options"] = real(*args, **kwargs)  # type: ignore[arg-type]
+        raise InputError("stopped before any trial", expected="-", received="-")
+
+    monkeypatch.setattr(tune_cli, "_options", spy)
+    result = runner.invoke(app, ["tune", "tiny", "--time-budget", value])
+    assert result.exit_code == 2 and "stopped before any trial" in result.output
+    assert seen["options"].time_budget_s == in_seconds

@@ -25,6 +25,9 @@ from tfaccel.trial.runner import xla_cache_env
         (XLA_OPTIONS["triton_fusions"], "2.20.0", "2.21"),
         (XLA_OPTIONS["triton_fusions"], "2.21.0", None),
         (XLA_OPTIONS["cublaslt"], "2.16.2", None),
+        (XLA_OPTIONS["gemv_as_gemm"], "2.16.2", "2.20"),  # the pass is inside algsimp there
+        (XLA_OPTIONS["gemv_as_gemm"], "2.21.0", None),
+        ("--xla_disable_hlo_passes=other-pass", "2.16.2", None),
         (XLA_OPTIONS["triton_fusions"], "2.22.0rc1", None),
     ],
 )

@@ -160,20 +160,27 @@ def in_unit(text: str | float | None, unit: str) -> float | None:
     return value * (scale or _UNITS[unit]) / _UNITS[unit]
 
 
+def _in_seconds(value: str | None, unit: str) -> str | None:
+    """A duration flag's value, checked and written out in seconds ("10" for a flag in
+    minutes -> "600s"), so that every reader takes it with in_unit(value, ...) whatever
+    the flag's own unit."""
+    amount = in_unit(value, unit)
+    return None if amount is None else f"{amount * _UNITS[unit]:g}s"
+
+
 def seconds(value: str | None) -> str | None:
-    """A duration flag's callback, in seconds by default: checked here, read by in_unit."""
-    in_unit(value, "s")
-    return value
+    """Callback of a duration flag whose bare numbers are seconds."""
+    return _in_seconds(value, "s")
 
 
 def minutes(value: str | None) -> str | None:
-    in_unit(value, "m")
-    return value
+    """Callback of a duration flag whose bare numbers are minutes."""
+    return _in_seconds(value, "m")
 
 
 def hours(value: str | None) -> str | None:
-    in_unit(value, "h")
-    return value
+    """Callback of a duration flag whose bare numbers are hours."""
+    return _in_seconds(value, "h")
 
 
 def json_requested(argv: Sequence[str]) -> bool:

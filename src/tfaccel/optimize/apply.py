@@ -337,7 +337,8 @@ def xla_flags_with(
                 f"{_compat.installed_version()}",
                 expected=f"TensorFlow {floor} or newer, or the option left out",
                 received=option,
-                hint="its XLA would abort the process on the flag at the first compilation",
+                hint="an older XLA aborts the process on a flag it does not know, or "
+                "ignores a pass it does not have",
             )
     for flag in wanted:
         name = flag.split("=", 1)[0]
