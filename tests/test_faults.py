@@ -39,14 +39,14 @@ BASE: dict[str, list[str]] = {
     "plan": ["tiny"],
     "tune": ["tiny"],
     "monitor": ["--once"],
-    "bench": ["tiny"],
+    "bench run": ["tiny"],
     "scale": ["tiny", "--cpu-replicas", "2"],
-    "profile": [],
+    "profile capture": [],
     "power set": [],
     "power reset": [],
     "power sweep": ["--limits", "300"],
 }
-TAIL: dict[str, list[str]] = {"profile": ["--", "python", "-c", "pass"]}
+TAIL: dict[str, list[str]] = {"profile capture": ["--", "python", "-c", "pass"]}
 JSON_MODE = {"doctor", "plan", "tune", "monitor", "bench", "scale", "profile", "power sweep"}
 
 
@@ -198,7 +198,7 @@ CHOICES = [
         "profile gate nan", ["profile", "analyze", "x", "--fail-under", "utilization=nan"], 2, "nan"
     ),
     Case("profile gate words", ["profile", "analyze", "x", "--fail-over", "input=lots"], 2, "lots"),
-    Case("profile diff one", ["profile", "diff", "a"], 2, "diff takes two"),
+    Case("profile diff one", ["profile", "diff", "a"], 2, "Missing argument 'B'"),
     Case("profile no command", ["profile", "--"], 2, "Nothing to profile"),
     Case("profile missing program", ["profile", "--", "no-such-program-x"], 2, "no-such-program-x"),
     Case("run no command", ["run"], 2, ""),

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("xprof")
 
+from tests.clitext import unboxed
 from tfaccel.cli import app
 from tfaccel.errors import InputError
 from tfaccel.profile.advice import advise, check_gates, diff, parse_gates
@@ -286,21 +287,37 @@ def test_cli_analyze_json_html_and_gate(traces: Path, tmp_path: Path) -> None:
     )
     assert drawn.exit_code == 0 and "<img alt='B against A'" in chart.read_text()
     gated = runner.invoke(app, ["profile", "diff", "a", "b", "--fail-over", "input=5"])
-    assert gated.exit_code == 2 and "profile diff takes no --fail-under" in gated.output
+    assert gated.exit_code == 2 and "No such option: --fail-over" in unboxed(gated.output)
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["profile"], "Nothing to profile"),
-        (["profile", "analyze"], "analyze takes one LOGDIR"),
-        (["profile", "diff", "a"], "diff takes two LOGDIRs"),
+        (["profile", "analyze"], "Missing argument 'LOGDIR'"),
+        (["profile", "diff", "a"], "Missing argument 'B'"),
+        (["profile", "analyze", "a", "b"], "unexpected extra argument"),
         (["profile", "analyze", "x", "--fail-under", "speed=1"], "Cannot read the gate"),
     ],
 )
 def test_cli_bad_input(args: list[str], message: str) -> None:
     result = runner.invoke(app, args)
-    assert result.exit_code == 2 and message in result.output
+    assert result.exit_code == 2 and message in unboxed(result.output)
+
+
+def test_profile_verbs_have_their_own_help_and_capture_is_the_default() -> None:
+    """analyze and diff are subcommands with help of their own; a command after --
+    (or the capture's own options first) is the capture."""
+    helped = unboxed(runner.invoke(app, ["profile", "diff", "--help"]).output)
+    assert "Every metric of two traces" in helped and "--fail-under" not in helped
+    listed = unboxed(runner.invoke(app, ["profile", "--help"]).output)
+    assert all(verb in listed for verb in ("capture", "analyze", "diff"))
+    for argv in (
+        ["profile", "--steps", "0", "--", "python"],
+        ["profile", "capture", "--steps", "0"],
+    ):
+        refused = runner.invoke(app, argv)  # the capture's own range, checked by its parser
+        assert refused.exit_code == 2 and "Invalid value for '--steps'" in unboxed(refused.output)
 
 
 def _x(pid: int, tid: int, name: str, ts: float, dur: float, **args: object) -> dict:

@@ -72,14 +72,11 @@ app.command("plan")(plan_cmd.plan)
 app.command("tune")(tune_cmd.tune)
 app.command("run")(run_cmd.run)
 app.command("monitor")(monitor_cmd.monitor)
-app.command("bench")(bench_cmd.bench)
+app.add_typer(bench_cmd.bench_app, name="bench")
 app.command("scale")(scale_cmd.scale)
 app.add_typer(scale_cmd.mps_app, name="mps")
 app.add_typer(monitor_cmd.power_app, name="power")
-app.command(
-    "profile",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)(profile_cmd.profile)
+app.add_typer(profile_cmd.profile_app, name="profile")
 
 
 def main() -> None:

@@ -226,6 +226,26 @@ class Commands(TyperGroup):
             raise
 
 
+class DefaultSubcommand(TyperGroup):
+    """A command with verbs of its own and one verb taken when none is named:
+    `tfaccel profile -- python train.py` is `tfaccel profile capture -- ...`, while
+    `tfaccel profile analyze LOGDIR` has its own help and refuses options that do not
+    apply. Subclasses name the verb in `default`."""
+
+    default = ""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        first = args[0] if args else None
+        if first not in self.commands and first not in ctx.help_option_names:
+            args = [self.default, *args]
+        return list(super().parse_args(ctx, args))
+
+
+def default_subcommand(verb: str) -> type[DefaultSubcommand]:
+    """The group class whose verb, when none is named, is `verb`."""
+    return type(f"Default_{verb}", (DefaultSubcommand,), {"default": verb})
+
+
 def usage_error_json(exc: Exception) -> str:
     from tfaccel.results import dumps
 
@@ -237,15 +257,6 @@ def usage_error_json(exc: Exception) -> str:
         "kind": "UsageError",
     }
     return dumps({"error": error, "exit_code": int(ExitCode.USAGE)})
-
-
-def operands(args: list[str], count: int, problem: str, usage: str) -> list[str]:
-    """The `count` arguments after a verb (`compare A B`), or an InputError showing usage."""
-    from tfaccel.errors import InputError
-
-    if len(args) != count + 1:
-        raise InputError(problem, expected=usage, received=" ".join(args[1:]) or "nothing")
-    return args[1:]
 
 
 def write_out(text: str) -> None:

@@ -1,4 +1,4 @@
-"""`tfaccel bench micro | WORKLOAD | all | compare A B`."""
+"""`tfaccel bench [run] micro | WORKLOAD ... | all`, and `tfaccel bench compare A B`."""
 
 from __future__ import annotations
 
@@ -18,13 +18,12 @@ from tfaccel.bench.suite import run_suite, select, share_gpu_memory
 from tfaccel.bench.timer import Measurement
 from tfaccel.cli._common import (
     FORMAT_OPTION,
+    default_subcommand,
     handle_errors,
-    operands,
     stderr_console,
     stdout_console,
     write_out,
 )
-from tfaccel.errors import InputError
 from tfaccel.optimize.apply import set_xla_options
 from tfaccel.optimize.settings import XLA_OPTIONS
 from tfaccel.render import Format, dumps
@@ -41,10 +40,18 @@ from tfaccel.workloads import BUILTIN
 EXTRAS = ("yolo", "conv3d", "gpt2", "remat", "resnet50-inference")
 
 
+bench_app = typer.Typer(
+    cls=default_subcommand("run"),
+    help="A TensorFlow GPU benchmark suite, against the GPU's peak: run (the verb taken "
+    "when none is named: tfaccel bench resnet50), compare.",
+)
+
+
+@bench_app.command("run")
 @handle_errors
 def bench(
     what: list[str] = typer.Argument(
-        ..., help="micro, a workload (" + ", ".join(BUILTIN) + "), all, or compare A.json B.json."
+        ..., help="micro, a workload (" + ", ".join(BUILTIN) + "), several, or all."
     ),
     quick: bool = typer.Option(
         False,
@@ -64,20 +71,7 @@ def bench(
     ),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
-    """A TensorFlow GPU benchmark suite, against the GPU's peak."""
-    if what[0] == "compare":
-        given = [f for f, v in (("--quick", quick), ("--batch", batch), ("--output", out),
-                                ("--xla-options", xla_options)) if v]  # fmt: skip
-        if given:
-            raise InputError(
-                f"bench compare takes no {', '.join(given)}",
-                expected="tfaccel bench compare A.json B.json [--html C.html] [--format json]",
-                received=" ".join(given),
-            )
-        if html is not None:
-            check_writable(html, force)
-        _compare(what, fmt, html)
-        return
+    """Run benchmarks: micro-benchmarks against the GPU's peak, or workloads' throughput."""
     for path in (out, html):
         if path is not None:
             check_writable(path, force)
@@ -127,11 +121,18 @@ def bench(
         bench_text(report, stdout_console())
 
 
-def _compare(what: list[str], fmt: Format, html: Path | None) -> None:
-    """`tfaccel bench compare A.json B.json [--html C.html]`."""
-    path_a, path_b = operands(
-        what, 2, "compare takes two result files", "tfaccel bench compare A.json B.json"
-    )
+@bench_app.command("compare")
+@handle_errors
+def compare_cmd(
+    path_a: str = typer.Argument(..., metavar="A.json", help="Results before (bench --output)."),
+    path_b: str = typer.Argument(..., metavar="B.json", help="Results after."),
+    html: Path = typer.Option(None, "--html", help="Also write a before/after chart here."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --html file."),
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Two result files side by side: each benchmark's ratio, beyond the noise or not."""
+    if html is not None:
+        check_writable(html, force)
     ra, rb = load_report(path_a), load_report(path_b)
     rows, env = compare(ra, rb), environment_differences(ra, rb)
     if fmt is Format.json:

@@ -1,4 +1,4 @@
-"""`tfaccel profile`: capture (-- COMMAND), analyze LOGDIR, diff A B."""
+"""`tfaccel profile`: capture (-- COMMAND, the default verb), analyze LOGDIR, diff A B."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import typer
 
 from tfaccel.cli._common import (
     FORMAT_OPTION,
+    default_subcommand,
     handle_errors,
-    operands,
     stderr_console,
     stdout_console,
     write_out,
@@ -86,73 +86,66 @@ def _report(
         raise typer.Exit(int(ExitCode.FINDINGS))
 
 
+profile_app = typer.Typer(
+    cls=default_subcommand("capture"),
+    help="Turn a training run's trace into numbers and concrete advice: capture "
+    "(the verb taken when none is named: tfaccel profile -- python train.py), analyze, diff.",
+)
+
+HTML_OPTION = typer.Option(None, "--html", help="Also write an HTML report here.")
+FORCE_OPTION = typer.Option(False, "--force", help="Replace an existing --html file.")
+FAIL_UNDER_OPTION = typer.Option(
+    [], "--fail-under", help="Gate, e.g. utilization=75 (exit 1 if below)."
+)
+FAIL_OVER_OPTION = typer.Option([], "--fail-over", help="Gate, e.g. input=5 (exit 1 if above).")
+RUN_OPTION = typer.Option(None, "--run", help="Which run in LOGDIR (default: the newest).")
+
+
+def _checked(html: Path | None, force: bool, under: list[str], over: list[str]) -> None:
+    """Bad gates and an --html that cannot be written fail before any work."""
+    parse_gates(under, over)
+    if html is not None:
+        check_writable(html, force, hint="tfaccel profile ... --html other.html, or --force")
+
+
+@profile_app.command(
+    "capture", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
 @handle_errors
-def profile(
-    args: list[str] = typer.Argument(
-        None,
-        help="'-- COMMAND ...' to profile a script, 'analyze LOGDIR', or 'diff LOGDIR_A LOGDIR_B'.",
+def capture(
+    command: list[str] = typer.Argument(
+        None, help="The command to profile, after --: tfaccel profile -- python train.py"
     ),
     logdir: Path = typer.Option(
-        Path("tfaccel-profile"), "--logdir", help="Where a capture writes its trace."
+        Path("tfaccel-profile"), "--logdir", help="Where the capture writes its trace."
     ),
     start: int = typer.Option(
         10, "--start", min=0, help="First training step to profile (skip warm-up and compilation)."
     ),
     steps: int = typer.Option(10, "--steps", min=1, help="How many steps to profile."),
-    run: str = typer.Option(None, "--run", help="Which run in LOGDIR (default: newest)."),
-    html: Path = typer.Option(None, "--html", help="Also write an HTML report here."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --html file."),
-    fail_under: list[str] = typer.Option(
-        [], "--fail-under", help="Gate, e.g. utilization=75 (exit 1 if below)."
-    ),
-    fail_over: list[str] = typer.Option(
-        [], "--fail-over", help="Gate, e.g. input=5 (exit 1 if above)."
-    ),
+    html: Path = HTML_OPTION,
+    force: bool = FORCE_OPTION,
+    fail_under: list[str] = FAIL_UNDER_OPTION,
+    fail_over: list[str] = FAIL_OVER_OPTION,
     fmt: Format = FORMAT_OPTION,
 ) -> None:
-    """Turn a training run's trace into numbers and concrete advice."""
-    args = list(args or [])
-    if not args:
+    """Run an unmodified training script and profile a window of its steps."""
+    command = list(command or [])
+    if not command:
         raise InputError(
             "Nothing to profile",
             expected="tfaccel profile -- python train.py, "
             "tfaccel profile analyze LOGDIR, or tfaccel profile diff A B",
             received="no arguments",
         )
-    parse_gates(fail_under, fail_over)  # bad gates fail before any work
-    if html is not None:
-        check_writable(html, force, hint="tfaccel profile ... --html other.html, or --force")
-    if args[0] == "analyze":
-        (logdir_a,) = operands(
-            args, 1, "analyze takes one LOGDIR", "tfaccel profile analyze LOGDIR"
-        )
-        _report(analyze(logdir_a, run), fail_under, fail_over, html, fmt)
-        return
-    if args[0] == "diff":
-        logdir_a, logdir_b = operands(args, 2, "diff takes two LOGDIRs", "tfaccel profile diff A B")
-        if fail_under or fail_over or run:
-            raise InputError(
-                "profile diff takes no --fail-under, --fail-over or --run",
-                expected="tfaccel profile diff A B [--html C.html] [--format json]",
-                received=" ".join(["--fail-under"] * bool(fail_under)
-                                  + ["--fail-over"] * bool(fail_over) + ["--run"] * bool(run)),
-            )  # fmt: skip
-        a, b = analyze(logdir_a), analyze(logdir_b)
-        rows = diff(a, b)
-        if html is not None:
-            diff_html(a, b, rows, html)
-        if fmt is Format.json:
-            write_out(dumps({"a": a.run, "b": b.run, "rows": rows}, schema=SCHEMAS["profile-diff"]))
-        else:
-            diff_text(a, b, rows, stdout_console())
-        return
+    _checked(html, force, fail_under, fail_over)
     from tfaccel.profile.load import run_names
     from tfaccel.profile.run import run_profiled
 
     logdir.mkdir(parents=True, exist_ok=True)
     probe_folder(logdir)  # a trace that cannot be written is said now, not after the run
     before = run_names(logdir)
-    code, why = run_profiled(args, logdir, start, steps, stdout_to_stderr=fmt is not Format.text)
+    code, why = run_profiled(command, logdir, start, steps, stdout_to_stderr=fmt is not Format.text)
     new = sorted(run_names(logdir) - before)
     if not new:  # never analyse an earlier capture as if it were this one
         raise WorkloadError(
@@ -165,6 +158,45 @@ def profile(
             if code != 0
             else "the capture's error is printed above; the run itself finished",
         )
-    _report(analyze(logdir, run or Path(new[-1]).name), fail_under, fail_over, html, fmt)
+    _report(analyze(logdir, Path(new[-1]).name), fail_under, fail_over, html, fmt)
     if code != 0:
         raise typer.Exit(int(ExitCode.RUNTIME))
+
+
+@profile_app.command("analyze")
+@handle_errors
+def analyze_cmd(
+    logdir: str = typer.Argument(
+        ..., metavar="LOGDIR", help="A folder holding a trace (plugins/profile/RUN)."
+    ),
+    run: str = RUN_OPTION,
+    html: Path = HTML_OPTION,
+    force: bool = FORCE_OPTION,
+    fail_under: list[str] = FAIL_UNDER_OPTION,
+    fail_over: list[str] = FAIL_OVER_OPTION,
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Numbers and advice from a trace written earlier (by profile, TensorBoard or XProf)."""
+    _checked(html, force, fail_under, fail_over)
+    _report(analyze(logdir, run), fail_under, fail_over, html, fmt)
+
+
+@profile_app.command("diff")
+@handle_errors
+def diff_cmd(
+    logdir_a: str = typer.Argument(..., metavar="A", help="The trace before."),
+    logdir_b: str = typer.Argument(..., metavar="B", help="The trace after."),
+    html: Path = HTML_OPTION,
+    force: bool = FORCE_OPTION,
+    fmt: Format = FORMAT_OPTION,
+) -> None:
+    """Every metric of two traces side by side; better or worse only beyond the noise."""
+    _checked(html, force, [], [])
+    a, b = analyze(logdir_a), analyze(logdir_b)
+    rows = diff(a, b)
+    if html is not None:
+        diff_html(a, b, rows, html)
+    if fmt is Format.json:
+        write_out(dumps({"a": a.run, "b": b.run, "rows": rows}, schema=SCHEMAS["profile-diff"]))
+    else:
+        diff_text(a, b, rows, stdout_console())
