@@ -1,6 +1,6 @@
 """The layers of src/tfaccel, checked by walking every module's imports (ast).
 
-ground   errors, _version, _deps, _tf, _compat, _child, stats, results, data
+ground   errors, _version, _deps, _native, _tf, _compat, _child, stats, results, data
 hardware hardware/, environment
 engine   optimize/, workloads/ (what a trial applies and runs), then trial/
 commands doctor/ plan/ tune/ bench/ scale/ profile/ monitor/ (one library each)
@@ -25,7 +25,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tfaccel"
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        ("errors", "_version", "_deps", "_tf", "_compat", "_child", "stats", "results"), 0
+        ("errors", "_version", "_deps", "_native", "_tf", "_compat", "_child", "stats", "results"),
+        0,
     ),
     "data": 0,
     "hardware": 1,

@@ -8,6 +8,7 @@ traceback when TensorFlow is missing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import sys
@@ -15,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
+from tfaccel._native import quiet_native
 from tfaccel.errors import DependencyMissingError
 
 INSTALL_HINT = "pip install 'tfaccel[and-cuda]'  (pulls tensorflow[and-cuda] with its CUDA wheels)"
@@ -63,10 +65,18 @@ def tf_package_dir() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+# The command line turns this on (not under -v): TensorFlow's import then keeps absl's
+# INFO/WARNING lines off the terminal (tfaccel._native). The Python API leaves the
+# user's stderr alone.
+QUIET_IMPORT = {"on": False}
+
+
 def import_tensorflow() -> ModuleType:
     """Import TensorFlow, or raise DependencyMissingError with the install command."""
+    quiet = QUIET_IMPORT["on"] and "tensorflow" not in sys.modules
     try:
-        return importlib.import_module("tensorflow")
+        with quiet_native() if quiet else contextlib.nullcontext():
+            return importlib.import_module("tensorflow")
     except ImportError as exc:
         raise DependencyMissingError(
             "TensorFlow is not importable",

@@ -8,6 +8,7 @@ import sys
 import typer
 
 from tfaccel import __version__
+from tfaccel._tf import QUIET_IMPORT
 from tfaccel.cli import bench as bench_cmd
 from tfaccel.cli import doctor as doctor_cmd
 from tfaccel.cli import hw as hw_cmd
@@ -58,6 +59,7 @@ def _root(
 ) -> None:
     """Make TensorFlow fast and trouble-free on NVIDIA GPUs."""
     QUIET["on"] = quiet
+    QUIET_IMPORT["on"] = not verbose  # TensorFlow's C++ chatter at import, unless -v
     log = logging.getLogger("tfaccel")
     log.removeHandler(_LOG_HANDLER)
     log.setLevel(logging.DEBUG if verbose else logging.NOTSET)

@@ -6,15 +6,12 @@ The only module that imports xprof. Each tool returns Google-visualisation table
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import sys
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tfaccel._native import native_log
 from tfaccel.errors import InputError
 
 TOOLS = (
@@ -25,26 +22,6 @@ TOOLS = (
     "memory_profile",
     "trace_viewer",
 )
-
-
-@contextlib.contextmanager
-def native_log() -> Iterator[list[str]]:
-    """Hold what native code writes to the process's stderr (XProf's converters log
-    every step at INFO, which TF_CPP_MIN_LOG_LEVEL does not silence) in a temporary
-    file; the list receives it when the block ends."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    held: list[str] = []
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield held
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            held.append(tmp.read().decode("utf-8", "replace"))
 
 
 def convert(files: Sequence[Path], tool: str) -> Any:
