@@ -87,14 +87,19 @@ def test_power_sweep_command_restores_and_plots(
     from pathlib import Path
 
     monkeypatch.setattr("os.geteuid", lambda: 0)
-    monkeypatch.setattr(
-        "tfaccel.monitor.sweep.measure_workload", lambda workload, gpu, batch: (1000.0, 300.0, 61.0)
-    )
+    trained: list[str] = []
+
+    def measure(workload: str, gpu: int, batch: int) -> tuple[float, float, float]:
+        trained.append(workload)
+        return 1000.0, 300.0, 61.0
+
+    monkeypatch.setattr("tfaccel.monitor.sweep.measure_workload", measure)
     plot = Path(str(tmp_path)) / "sweep.png"
     result = runner.invoke(
-        app, ["power", "sweep", "--limits", "300,500", "--yes", "--plot", str(plot)]
+        app, ["power", "sweep", "tiny", "--limits", "300,500", "--yes", "--plot", str(plot)]
     )
     assert result.exit_code == 0, result.output
+    assert trained == ["tiny", "tiny"]  # the workload is positional, as in every command
     assert "original limit 700 W restored" in result.stdout
     assert nvml.state[0]["limit_mw"] == 700_000 and plot.stat().st_size > 1000
     assert [mw for _, mw in nvml.set_calls] == [300_000, 500_000, 700_000]

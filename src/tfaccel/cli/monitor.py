@@ -177,8 +177,8 @@ def power_reset(
 @power_app.command("sweep")
 @handle_errors
 def power_sweep(
-    workload: str = typer.Option(
-        "resnet50", "--workload", help="The workload trained at each limit (" + WORKLOAD_HELP + ")"
+    workload: str = typer.Argument(
+        "resnet50", help="The workload trained at each limit (" + WORKLOAD_HELP + ")"
     ),
     limits: str = typer.Option(..., "--limits", help="Watts, e.g. 300,400,500,700."),
     gpu: int = typer.Option(0, "--gpu-index", "--gpu", min=0, help="Which GPU (NVML index)."),
