@@ -173,7 +173,7 @@ def test_a_number_out_of_range_in_json_mode(case: Case, tmp_path: Path) -> None:
 CHOICES = [
     Case("doctor --format yaml", ["doctor", "--format", "yaml"], 2, "yaml"),
     Case("plan --precision fp7", ["plan", "tiny", "--precision", "fp7"], 2, "fp7"),
-    Case("plan --gpu unknown spec", ["plan", "tiny", "--gpu", "Z9000"], 2, "Z9000"),
+    Case("plan --spec unknown spec", ["plan", "tiny", "--spec", "Z9000"], 2, "Z9000"),
     Case("plan --scenario bogus", ["plan", "tiny", "--scenario", "bogus"], 2, "bogus"),
     Case("plan --budget bogus", ["plan", "tiny", "--budget", "soon"], 2, "soon"),
     Case("tune --precisions fp8", ["tune", "tiny", "--precisions", "fp8"], 2, "fp8"),

@@ -85,13 +85,13 @@ def test_rank_json() -> None:
 
 
 def test_plan_fit_on_a_spec_gpu() -> None:
-    result = runner.invoke(app, ["plan", "tiny", "--gpu", "T4", "--batch", "64", "-f", "json"])
+    result = runner.invoke(app, ["plan", "tiny", "--spec", "T4", "--batch", "64", "-f", "json"])
     assert result.exit_code == 0, result.output
     fit = json.loads(result.stdout)["fit"]
     assert fit["fits"] is True and fit["max_batch"] > 64
     assert fit["estimate"]["parameters"] == 545_098
     # on an H200 the tiny CNN fits about 300,000 images: memory is not the limit
-    text = runner.invoke(app, ["plan", "tiny", "--gpu", "H200"]).stdout
+    text = runner.invoke(app, ["plan", "tiny", "--spec", "H200"]).stdout
     assert "memory does not limit this model's batch size" in text
 
 
@@ -126,13 +126,13 @@ def test_plan_time_and_scenario() -> None:
     ("args", "message"),
     [
         (["plan"], "Nothing to plan"),
-        (["plan", "tiny", "--precision", "fp8", "--gpu", "T4"], "'fp8' is not one of"),
+        (["plan", "tiny", "--precision", "fp8", "--spec", "T4"], "'fp8' is not one of"),
         (["plan", "--throughput", "10"], "--throughput needs --samples"),
         (
             ["plan", "--scenario", "vision", "--budget", "soon"],
             "'--budget': 'soon' is not a duration",
         ),
-        (["plan", "tiny", "--gpu", "H999"], "Unknown GPU"),
+        (["plan", "tiny", "--spec", "H999"], "Unknown GPU"),
     ],
 )
 def test_plan_bad_input(args: list[str], message: str) -> None:
@@ -179,11 +179,11 @@ def test_plan_compares_compute_capabilities_as_numbers(
 def test_plan_draws_peak_memory_against_batch_with_the_capacity(tmp_path: Path) -> None:
     out = tmp_path / "plan.png"
     result = runner.invoke(
-        app, ["plan", "tiny", "--gpu", "T4", "--batch", "64", "--plot", str(out)]
+        app, ["plan", "tiny", "--spec", "T4", "--batch", "64", "--plot", str(out)]
     )
     assert result.exit_code == 0, result.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    again = runner.invoke(app, ["plan", "tiny", "--gpu", "T4", "--plot", str(out)])
+    again = runner.invoke(app, ["plan", "tiny", "--spec", "T4", "--plot", str(out)])
     assert again.exit_code == 2 and "already exists" in unboxed(again.output)
     none = runner.invoke(app, ["plan", "--throughput", "10", "--samples", "100", "--plot", "p.png"])
     assert none.exit_code == 2 and "--plot draws a MODEL's memory" in unboxed(none.output)

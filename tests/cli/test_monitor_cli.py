@@ -26,7 +26,7 @@ def test_once_json_and_exit_codes(nvml: MonitorNvml) -> None:
     data = json.loads(result.stdout)
     assert data["schema"] == "tfaccel.monitor/1" and len(data["gpus"]) == 2
     nvml.state[1]["temp"] = 87
-    hot = runner.invoke(app, ["monitor", "--once", "--gpus", "1"])
+    hot = runner.invoke(app, ["monitor", "--once", "--gpu-index", "1"])
     assert hot.exit_code == 1 and "GPU 1 at 87 C" in hot.stdout
 
 
@@ -66,9 +66,9 @@ def test_live_json_lines_for_a_duration(nvml: MonitorNvml, tmp_path: object) -> 
 
 
 def test_bad_gpu_list(nvml: MonitorNvml) -> None:
-    result = runner.invoke(app, ["monitor", "--once", "--gpus", "zero"])
+    result = runner.invoke(app, ["monitor", "--once", "--gpu-index", "zero"])
     assert result.exit_code == 2 and "Cannot read --gpu-index" in result.output
-    result = runner.invoke(app, ["monitor", "--once", "--gpus", "5"])
+    result = runner.invoke(app, ["monitor", "--once", "--gpu-index", "5"])
     assert result.exit_code == 2 and "GPU index 5 does not exist" in result.output
 
 

@@ -36,9 +36,7 @@ def monitor(
     interval: float = typer.Option(
         1.0, "--interval", "-i", callback=positive, help="Seconds between samples (> 0)."
     ),
-    gpus: str = typer.Option(
-        None, "--gpu-index", "--gpus", help="GPU indices, e.g. 0,1 (default: all)."
-    ),
+    gpus: str = typer.Option(None, "--gpu-index", help="GPU indices, e.g. 0,1 (default: all)."),
     once: bool = typer.Option(
         False, "--once", help="Print one snapshot and exit (1 on any alert)."
     ),
@@ -152,7 +150,7 @@ def _show(fmt: Format) -> None:
 @handle_errors
 def power_set(
     watts: float = typer.Argument(..., callback=positive, help="New limit in watts."),
-    gpu: int = typer.Option(0, "--gpu-index", "--gpu", min=0, help="Which GPU (NVML index)."),
+    gpu: int = typer.Option(0, "--gpu-index", min=0, help="Which GPU (NVML index)."),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
 ) -> None:
     """Set a GPU's power limit (needs root and --yes; refuses values out of range)."""
@@ -166,7 +164,7 @@ def power_set(
 @power_app.command("reset")
 @handle_errors
 def power_reset(
-    gpu: int = typer.Option(0, "--gpu-index", "--gpu", min=0, help="Which GPU (NVML index)."),
+    gpu: int = typer.Option(0, "--gpu-index", min=0, help="Which GPU (NVML index)."),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
 ) -> None:
     """Restore a GPU's default power limit (needs root and --yes)."""
@@ -181,7 +179,7 @@ def power_sweep(
         "resnet50", help="The workload trained at each limit (" + WORKLOAD_HELP + ")"
     ),
     limits: str = typer.Option(..., "--limits", help="Watts, e.g. 300,400,500,700."),
-    gpu: int = typer.Option(0, "--gpu-index", "--gpu", min=0, help="Which GPU (NVML index)."),
+    gpu: int = typer.Option(0, "--gpu-index", min=0, help="Which GPU (NVML index)."),
     batch: int = typer.Option(256, "--batch", min=1, help="Batch size of the workload."),
     yes: bool = typer.Option(False, "--yes", help="Confirm changing the limit."),
     plot: Path = typer.Option(

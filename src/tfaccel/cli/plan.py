@@ -42,7 +42,6 @@ def plan(
     gpu: str = typer.Option(
         None,
         "--spec",
-        "--gpu",
         help="Plan for a GPU from the spec file (e.g. H200; `tfaccel hw --list-specs`) "
         "instead of the local one.",
     ),

@@ -335,7 +335,7 @@ def rank_text(workload: str, rows: Sequence[RankRow], local: str | None, console
 def spec_list_text(specs: Any, console: Console) -> None:
     """The GPUs of the spec file, a row each."""
     t = Table(title="GPU spec entries", title_justify="left", box=box.SIMPLE_HEAD)
-    # the key is what `--gpu` and `--compare` take: never cut, whatever the width
+    # the key is what `plan --spec` and `hw --compare` take: never cut, whatever the width
     t.add_column("key", no_wrap=True, min_width=max((len(s.key) for s in specs), default=3))
     for col in ("architecture", "memory", "bandwidth", "BF16/FP16 TFLOP/s", "TDP"):
         t.add_column(col)
