@@ -446,6 +446,7 @@ def test_remat_saving_reports_why_a_trial_failed(monkeypatch: pytest.MonkeyPatch
 def test_xla_options_are_checked_and_recorded(tmp_path: Path, monkeypatch) -> None:
     pytest.importorskip("tensorflow")
     from tfaccel.optimize import apply
+    from tfaccel.optimize.settings import XLA_OPTIONS
 
     bad = runner.invoke(app, ["bench", "micro", "--quick", "--xla-options", "fast"])
     assert bad.exit_code == 2 and "Unknown xla_options entry" in bad.output
@@ -456,11 +457,11 @@ def test_xla_options_are_checked_and_recorded(tmp_path: Path, monkeypatch) -> No
     monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=2")
     out = tmp_path / "m.json"
     result = runner.invoke(
-        app, ["bench", "micro", "--quick", "--xla-options", "gemv_as_gemm", "--out", str(out)]
-    )
+        app, ["bench", "micro", "--quick", "--xla-options", "cublaslt", "--out", str(out)]
+    )  # an option every supported TensorFlow knows
     assert result.exit_code == 0, result.output
     assert load_report(out).environment["xla_flags"] == (
-        "--xla_gpu_autotune_level=2 --xla_disable_hlo_passes=dot-strength-reduction"
+        f"--xla_gpu_autotune_level=2 {XLA_OPTIONS['cublaslt']}"
     )
 
 

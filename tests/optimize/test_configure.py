@@ -207,7 +207,7 @@ def test_xla_options_go_into_xla_flags_before_tensorflow_starts(tmp_path: Path) 
         import json, os
         os.environ["XLA_FLAGS"] = "--xla_gpu_autotune_level=2"
         import tfaccel
-        r1 = tfaccel.configure(xla_options=["gemv_as_gemm", "cublaslt"], precision="bfloat16")
+        r1 = tfaccel.configure(xla_options=["cudnn_layer_norm", "cublaslt"], precision="bfloat16")
         both = os.environ["XLA_FLAGS"]
         import keras
         policy = keras.mixed_precision.global_policy().name
@@ -229,13 +229,13 @@ def test_xla_options_go_into_xla_flags_before_tensorflow_starts(tmp_path: Path) 
     )
     assert out["both"] == (
         "--xla_gpu_autotune_level=2 --xla_gpu_enable_cublaslt=true "
-        "--xla_disable_hlo_passes=dot-strength-reduction"
+        "--xla_gpu_enable_cudnn_layer_norm=true"
     )
     assert out["one"] == "--xla_gpu_autotune_level=2 --xla_gpu_enable_cublaslt=true"
     assert out["policy"] == "bfloat16"
     rows = out["rows"]
     assert isinstance(rows, dict)
-    assert rows["xla_options"] == [["cublaslt", "gemv_as_gemm"], "applied"]
+    assert rows["xla_options"] == [["cublaslt", "cudnn_layer_norm"], "applied"]
     assert rows["precision"] == ["bfloat16", "applied"]
     assert out["same"] == "unchanged"
     assert out["late"] == "ConfigureOrderError"
