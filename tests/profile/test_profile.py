@@ -563,6 +563,18 @@ def test_expanded_matmuls_and_weight_casts_are_found_and_advised() -> None:
     assert quiet["expanded_matmul"].severity == quiet["casts"].severity == "ok"
 
 
+def test_the_gemv_advice_names_the_tensorflow_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfaccel import _compat
+    from tfaccel.profile.analyze import xla_op_facts
+
+    extra = xla_op_facts(GPT2_ROWS)
+    for version, note in (("2.16.2", "needs TensorFlow >= 2.20; this is 2.16.2"), ("2.21.0", "")):
+        monkeypatch.setattr(_compat, "installed_version", lambda v=version: v)
+        action = {f.id: f for f in advise(_synthetic(extra=extra))}["expanded_matmul"].action
+        assert action is not None and "gemv_as_gemm" in action
+        assert (note in action) if note else ("needs TensorFlow" not in action)
+
+
 # BERT-like XLA ops of one layer's backward pass (names as TensorFlow gives them under
 # Keras' einsum): the query kernel's gradient per sequence and its sum over the batch,
 # the query input's gradient (no sum), attention's batched product (equal batches: no

@@ -302,7 +302,7 @@ def _xla_costs(r: ProfileReport) -> list[Finding]:
             "{:.0f}% of XLA op time is matrix products that XLA turned into elementwise "
             "multiplies and reductions instead of GEMMs (vector x matrix, as in batch-1 "
             "decoding)",
-            "tfaccel.configure(xla_options=['gemv_as_gemm']) keeps them GEMMs",
+            _gemv_action(),
             _SHARE_GAIN,
         ),
         (
@@ -344,6 +344,19 @@ def _xla_costs(r: ProfileReport) -> list[Finding]:
             )
         )
     return out
+
+
+def _gemv_action() -> str:
+    """The fix for XLA's expanded matrix products, with the TensorFlow it needs when the
+    one installed here is older (its XLA has no pass for the option to turn off)."""
+    from tfaccel import _compat
+    from tfaccel.optimize.settings import XLA_OPTIONS
+
+    action = "tfaccel.configure(xla_options=['gemv_as_gemm']) keeps them GEMMs"
+    floor = _compat.xla_flag_floor(XLA_OPTIONS["gemv_as_gemm"])
+    if floor is None:
+        return action
+    return f"{action} (it needs TensorFlow >= {floor}; this is {_compat.installed_version()})"
 
 
 # What removing one of XLA's avoidable costs gains: at most its share (the docs'
