@@ -107,7 +107,7 @@ def test_finds_the_fastest_combination(tmp_path: Path) -> None:
         "mixed_bfloat16",
         "jit",
         512,
-        10,
+        25,
     )
     assert res.baseline is not None and res.baseline.settings["xla"] == "off"
     assert res.keras_defaults is not None and res.keras_defaults.settings["xla"] == "auto"
@@ -115,12 +115,50 @@ def test_finds_the_fastest_combination(tmp_path: Path) -> None:
     assert res.largest_fitting_batch == 512
     assert any("batch 1024: oom (does not fit)" in d.text for d in res.decisions)
     assert res.compile_s_total > 60
-    # Every steps_per_execution trial is explained, the ones that did not pay too.
-    spe = said(res, "steps_per_execution")
-    assert spe == ["10: +20% kept", "25: +0% (threshold 3%)"]
-    # and each names what it was compared with
+    # The longest execution first: it won, so the shorter one is not tried.
+    assert said(res, "steps_per_execution") == ["25: +20% kept"]
+    # and each decision names what it was compared with
     full = [d.text for d in res.decisions if d.stage == "steps_per_execution"]
-    assert full[1].endswith(", against mixed_bfloat16 xla=jit batch=512 spe=10")
+    assert full[0].endswith(", against mixed_bfloat16 xla=jit batch=512 spe=1")
+
+
+@pytest.mark.parametrize(
+    ("rates", "expected"),
+    [
+        # 25 slower beyond the noise: 10 is tried, and kept
+        ({25: 0.9, 10: 1.2}, ["25: -10% (threshold 3%)", "10: +20% kept"]),
+        # 25 failed: 10 is tried
+        ({25: None, 10: 1.2}, ["25: error (boom)", "10: +20% kept"]),
+        # 25 within the noise: the stage ends, and says why 10 was not tried
+        (
+            {25: 1.01, 10: 1.2},
+            [
+                "25: +1% (threshold 3%)",
+                "10: not tried: 25 gained nothing beyond the noise, and a shorter "
+                "execution saves less of the same host time",
+            ],
+        ),
+    ],
+)
+def test_steps_per_execution_tries_a_shorter_one_only_after_a_slower_longer_one(
+    tmp_path: Path, rates: dict[int, float | None], expected: list[str]
+) -> None:
+    base = FakeTrials()
+
+    def trials(w: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        r = base(w, s, steps, timeout)
+        spe = s.steps_per_execution
+        if spe == 1:
+            return r
+        if rates[spe] is None:
+            return dataclasses.replace(r, status="error", samples_per_s=None, error="boom")
+        rate = (r.samples_per_s or 0) / 1.2 * rates[spe]  # type: ignore[operator]
+        return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+
+    res = tuner(tmp_path, trials).run()  # type: ignore[arg-type]
+    assert said(res, "steps_per_execution") == expected
+    tried = [s.steps_per_execution for s in base.calls if s.steps_per_execution > 1]
+    assert tried[0] == 25 and (10 in tried) == (rates[25] != 1.01)
 
 
 def test_input_cast_is_tried_on_the_gpu_with_16_bit_only(tmp_path: Path) -> None:
@@ -445,8 +483,9 @@ def test_estimated_trials_covers_a_full_search(tmp_path: Path) -> None:
     assert len(t.result.trials) <= estimate  # an upper bound for the progress bar
     # Here the batch ladder stops at 1024 (no gain past 512) instead of reaching 4096,
     # no two knobs fell just short, so nothing is tried together, and the guard let
-    # philox16's masks pass, so Keras' masks computed once are not tried.
-    assert estimate - len(t.result.trials) == 4
+    # philox16's masks pass, so Keras' masks computed once are not tried, and
+    # steps_per_execution 25 won, so 10 is not tried.
+    assert estimate - len(t.result.trials) == 5
 
 
 def test_default_precisions_leave_float16_out_where_bfloat16_runs(tmp_path: Path) -> None:

@@ -108,6 +108,20 @@ class TuneOptions:
     confirm: int = 0
 
 
+class _Outcome(NamedTuple):
+    """A trial against the best so far: kept (`win`), or its gain and the threshold."""
+
+    r: TrialResult
+    win: bool
+    gain: float
+    thr: float
+
+    @property
+    def worse(self) -> bool:
+        """Failed, or slower beyond the noise."""
+        return not self.r.ok or self.gain < -self.thr
+
+
 class _NearMiss(NamedTuple):
     """A knob value whose gain was real but under the threshold (stage 8)."""
 
@@ -720,7 +734,7 @@ class Tuner:
 
     def _attempt(
         self, st: _State, s: Settings, stage: str, what: Any, guard: bool = False, places: int = 0
-    ) -> tuple[TrialResult, bool, float] | None:
+    ) -> _Outcome | None:
         """A trial of `s` against the best so far, kept if it wins; None if the accuracy
         guard rejected it. `guard`: `s` changes the arithmetic (a rewrite of XLA's), so
         its losses must stay finite and within the guard's tolerance of the best run's,
@@ -735,37 +749,52 @@ class Tuner:
         self.decide(stage, _verdict(what, r, win, gain, thr, best.label, places))
         if win:
             self._improved(st, r, s)
-        return r, win, gain
+        return _Outcome(r, win, gain, thr)
 
     def _knob(
         self, st: _State, knob: str, value: Any, guard: bool = False, stage: str = ""
-    ) -> bool:
+    ) -> _Outcome | None:
         """One knob's trial against the best so far (see `_attempt`); a gain under the
-        threshold is remembered for stage `together`. False if the accuracy guard
-        rejected it. `stage`: the name its decisions and `--skip` know it by, if not the
-        knob's."""
+        threshold is remembered for stage `together`. None if the accuracy guard
+        rejected it; an outcome that won without a trial where the best already has
+        the value or `--skip` leaves the knob alone. `stage`: the name its decisions
+        and `--skip` know it by, if not the knob's."""
         stage = stage or knob
         s = st.best_s.replace(**{knob: value})
         if s == st.best_s:
-            return True
+            return _Outcome(st.best, True, 0.0, 0.0)
         if stage in self.opt.skip:
             if not any(d.stage == stage and d.text == SKIPPED for d in self.result.decisions):
                 self.decide(stage, SKIPPED)
-            return True
+            return _Outcome(st.best, True, 0.0, 0.0)
         shown = ",".join(value) if isinstance(value, tuple) else value
         shown = "on" if shown is True else shown
         out = self._attempt(st, s, stage, shown, guard)
-        if out is not None and not out[1]:
-            self._near_miss(st, knob, value, out[0], out[2], guard)
-        return out is not None
+        if out is not None and not out.win:
+            self._near_miss(st, knob, value, out.r, out.gain, guard)
+        return out
 
     def _steps_per_execution(self, st: _State) -> None:
         old = _compat.keras_needs("timing steps_per_execution", *_compat.KERAS_TUNE_SPE)
         if old:
             self.decide("steps_per_execution", f"not tried: {old}")
             return
-        for spe in self.opt.spe_choices:
-            self._knob(st, "steps_per_execution", spe)
+        # The longest execution first: it saves the most host time per step. A shorter
+        # one is tried only where a longer one failed or ran slower beyond the noise; a
+        # longer one that gained nothing beyond the noise ends the stage, since a
+        # shorter execution saves less of the same host time.
+        choices = sorted({c for c in self.opt.spe_choices if c > 1}, reverse=True)
+        for i, spe in enumerate(choices):
+            out = self._knob(st, "steps_per_execution", spe)
+            if out is None or out.win or not out.worse:
+                rest = ", ".join(map(str, choices[i + 1 :]))
+                if rest and out is not None and not out.win:
+                    self.decide(
+                        "steps_per_execution",
+                        f"{rest}: not tried: {spe} gained nothing beyond the noise, and a "
+                        "shorter execution saves less of the same host time",
+                    )
+                break
 
     def _resolved_precision(self, st: _State) -> str:
         return st.best.precision or "" if st.best_s.precision == "auto" else st.best_s.precision
@@ -820,7 +849,7 @@ class Tuner:
                 self.decide(knob.name, f"not tried: {blocked}")
                 continue
             for value in t.values:
-                if self._knob(st, knob.name, value, guard=t.guard):
+                if self._knob(st, knob.name, value, guard=t.guard) is not None:
                     break
             if knob.name == "attention":
                 self._note_attention_calls(st)
