@@ -274,11 +274,13 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     The float32/no-XLA trial is the baseline and steps_per_execution=1 is already
     measured, so those two are not counted; the batch ladder may stop early.
     """
-    batches = 0
+    doublings = 0
     b = opt.batch_size
     while b * 2 <= opt.max_batch:
-        batches += 1
+        doublings += 1
         b *= 2
+    # the ladder's 4x steps, and the 2x step after one that failed
+    batches = (doublings + 1) // 2 + (1 if doublings >= 2 else 0)
     precisions = search_precisions(hw, opt)
     # XLA options: cuBLASLt, and cuDNN's layer norms on 9.0+
     gpu_stage = 1 if hw.gpus else 0
@@ -696,30 +698,45 @@ class Tuner:
         )
 
     def _batch_ladder(self, st: _State) -> None:
-        """Stage 2: double the batch while it fits and gains beyond the noise."""
+        """Stage 2: grow the batch while it fits and gains beyond the noise, four times
+        at a step where --max-batch leaves room (one trial where doubling takes two),
+        else twice. A 4x step that fails or runs slower beyond the noise is followed by
+        the 2x step between it and the best, the ladder's last; one within the noise
+        ends the ladder, since the batch between would gain less."""
         b = st.best_s.batch_size or self.opt.batch_size
         while b * 2 <= self.opt.max_batch:
-            s = st.best_s.replace(batch_size=b * 2)
-            r = self.trial(s, "batch size")
-            if not r.ok:
-                self.decide(
-                    "batch size",
-                    f"batch {b * 2}: {r.status}"
-                    + (" (does not fit)" if r.status == "oom" else f" ({r.error})"),
-                )
-                break
-            win, gain, thr, r, _ = self.compare(r, st.best)
-            if not win:
-                self.decide(
-                    "batch size",
-                    f"batch {b * 2}: {gain:+.0%} vs batch {b}, {_short(gain, thr)}: stop",
-                )
-                st.stopped_by_noise = True
-                break
-            self.decide("batch size", f"batch {b * 2}: {gain:+.0%} over batch {b}")
-            self._improved(st, r, s)
-            b *= 2
+            factor = 4 if b * 4 <= self.opt.max_batch else 2
+            step = self._ladder_step(st, b, b * factor)
+            if step == "kept":
+                b *= factor
+                continue
+            if factor == 4 and step == "worse":
+                self._ladder_step(st, b, b * 2)
+            break
         st.ladder_end = st.best_s
+
+    def _ladder_step(self, st: _State, b: int, to: int) -> str:
+        """One trial of the ladder, batch `b` (the best) to `to`: "kept", "even" (within
+        the noise) or "worse" (failed, or slower beyond the noise)."""
+        s = st.best_s.replace(batch_size=to)
+        r = self.trial(s, "batch size")
+        if not r.ok:
+            why = " (does not fit)" if r.status == "oom" else f" ({r.error})"
+            self.decide("batch size", f"batch {to}: {r.status}{why}")
+            return "worse"
+        win, gain, thr, r, _ = self.compare(r, st.best)
+        if win:
+            self.decide("batch size", f"batch {to}: {gain:+.0%} over batch {b}")
+            self._improved(st, r, s)
+            return "kept"
+        even = gain >= -thr
+        if to == 2 * b:
+            then = "stop"
+        else:
+            then = f"stop (batch {b * 2} would gain less)" if even else f"batch {b * 2} instead"
+        self.decide("batch size", f"batch {to}: {gain:+.0%} vs batch {b}, {_short(gain, thr)}: {then}")
+        st.stopped_by_noise = st.stopped_by_noise or even
+        return "even" if even else "worse"
 
     def _near_miss(
         self, st: _State, knob: str, value: Any, r: TrialResult, gain: float, guard: bool
