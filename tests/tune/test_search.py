@@ -552,7 +552,8 @@ def test_the_larger_batch_is_tried_again_after_the_other_knobs(tmp_path: Path) -
             return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate)) if r.ok else r
 
     res = tuner(tmp_path, PaysWithSpe(oom_above=4096)).run()
-    assert "batch 1024: +0% vs batch 256, within the noise (3%): stop (batch 512 would gain less)" in said(res, "batch size")
+    stop = "batch 1024: +0% vs batch 256, within the noise (3%): stop (batch 512 would gain less)"
+    assert stop in said(res, "batch size")
     assert res.best_settings is not None and res.best_settings.batch_size == 512
     again = [d for d in res.decisions if d.stage == "batch size, again"]
     assert len(again) == 1 and "kept" in again[0].text

@@ -734,7 +734,8 @@ class Tuner:
             then = "stop"
         else:
             then = f"stop (batch {b * 2} would gain less)" if even else f"batch {b * 2} instead"
-        self.decide("batch size", f"batch {to}: {gain:+.0%} vs batch {b}, {_short(gain, thr)}: {then}")
+        short = _short(gain, thr)
+        self.decide("batch size", f"batch {to}: {gain:+.0%} vs batch {b}, {short}: {then}")
         st.stopped_by_noise = st.stopped_by_noise or even
         return "even" if even else "worse"
 
