@@ -399,6 +399,45 @@ def test_time_budget_stops_new_trials_and_resume_goes_on(tmp_path: Path) -> None
     assert full.best_settings is not None and full.best_settings.input_cast == "compute"
 
 
+def test_a_trial_running_at_the_budgets_end_is_stopped_there(tmp_path: Path) -> None:
+    """A batch whose trial hangs (the U-Net's 2048 on the H200 filled the GPU and reached
+    no timed window in six minutes) gets what is left of the budget, not --timeout; the
+    resumed tune runs it again."""
+    now = [0.0]
+    timeouts: list[float] = []
+
+    class Hangs(FakeTrials):
+        def __call__(self, w: str, s: Settings, p: StepPlan, t: float) -> TrialResult:
+            timeouts.append(t)
+            if (s.batch_size or 0) < 1024:
+                now[0] += 60.0
+                return super().__call__(w, s, p, t)
+            now[0] += t
+            key = settings_key(w, s, p)
+            return TrialResult(
+                key, label_of(s), s.to_dict(), "timeout", error=f"killed after {t:.0f} s", wall_s=t
+            )
+
+    def make(budget: float | None) -> Tuner:
+        j = Journal(tmp_path / "j.jsonl")
+        j.load("w")
+        opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=budget, timeout_s=600.0)
+        return Tuner("w", H200, opts, j, trial_fn=Hangs(oom_above=4096), clock=lambda: now[0])
+
+    res = make(600.0).run()
+    # baseline, defaults, TF32 + XLA, bf16 + XLA, batch 256 (60 s each, each given what
+    # is left of the budget), then batch 1024: given the last 300 s
+    assert timeouts == [600.0, 540.0, 480.0, 420.0, 360.0, 300.0]
+    assert now[0] == 600.0
+    stopped = "batch 1024: timeout (killed after 300 s: stopped at the time budget)"
+    assert stopped in said(res, "batch size")
+    assert res.best_settings is not None and res.best_settings.batch_size == 256
+    now[0] = 0.0
+    timeouts.clear()
+    make(None).run()
+    assert timeouts[0] == 600.0  # the stopped trial, run again first
+
+
 def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
     stages: list[str] = []
     j = Journal(tmp_path / "j.jsonl")
@@ -1435,7 +1474,7 @@ def test_a_time_budget_keeps_the_largest_win_first(tmp_path: Path) -> None:
     j.load("w")
     opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=4 * 60.0)
     res = Tuner("w", H200, opts, j, trial_fn=Timed(), clock=lambda: now[0]).run()
-    assert len(res.trials) == 4  # baseline, defaults, bf16 + XLA, batch 128
+    assert len(res.trials) == 4  # baseline, defaults, bf16 + XLA, batch 256
     assert res.best_settings is not None and res.best_settings.precision == "mixed_bfloat16"
     assert res.speedup(res.keras_defaults) is not None
     assert res.speedup(res.keras_defaults) > 2  # type: ignore[operator]

@@ -21,6 +21,7 @@ order of their expected gain (a time budget cuts the last ones):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -468,13 +469,25 @@ class Tuner:
         if self.on_trial:
             self.on_trial(stage, None, settings)
         t0 = self.clock()
-        r = self.trial_fn(self.workload, settings, self.opt.steps, self.opt.timeout_s)
+        timeout = self._timeout()
+        r = self.trial_fn(self.workload, settings, self.opt.steps, timeout)
         self._ran.append(self.clock() - t0)
+        if r.status == "timeout" and timeout < self.opt.timeout_s:
+            r = dataclasses.replace(r, error=f"{r.error}: stopped at the time budget")
         if record is not None:
             record(r)
         if self.on_trial:
             self.on_trial(stage, r, settings)
         return r
+
+    def _timeout(self) -> float:
+        """A trial's timeout: --timeout, or what is left of the time budget if less, so
+        that a trial running at the budget's end (a batch whose compilation fills the
+        GPU) is stopped there; a resumed tune runs it again (`trial`)."""
+        if self.opt.time_budget_s is None or self._start is None:
+            return self.opt.timeout_s
+        left = self.opt.time_budget_s - (self.clock() - self._start)
+        return max(1.0, min(self.opt.timeout_s, left))
 
     def _over_budget(self) -> bool:
         """Would the next trial likely end past the time budget?"""
