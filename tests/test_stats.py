@@ -38,3 +38,10 @@ def test_noise_threshold_is_the_floor_or_twice_the_larger_spread() -> None:
     assert stats.noise_threshold(0.01, None) == stats.NOISE_FLOOR
     assert stats.noise_threshold(0.02, 0.05) == pytest.approx(0.10)
     assert stats.noise_threshold(0.0, floor=0.005) == 0.005
+
+
+def test_repeats_settle_when_their_spread_keeps_the_threshold_at_the_floor() -> None:
+    assert stats.settled([100.0, 101.0, 100.5])  # 1 % range: threshold stays at 3 %
+    assert not stats.settled([100.0, 102.0, 100.5])  # 2 %: it would be 4 %
+    assert not stats.settled([100.0, 100.0])  # two repeats are not enough
+    assert stats.settled([100.0, 104.0, 100.5], floor=0.1)

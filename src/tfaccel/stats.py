@@ -47,3 +47,11 @@ def noise_threshold(*spreads: float | None, floor: float = NOISE_FLOOR) -> float
     """How far apart two figures must be to differ beyond their noise: `floor`, or
     twice the larger spread, whichever is more."""
     return max(floor, 2 * max((s or 0.0 for s in spreads), default=0.0))
+
+
+def settled(samples: Iterable[float], floor: float = NOISE_FLOOR) -> bool:
+    """Have repeats settled: three or more, with a spread of at most half `floor`, so
+    that a comparison with them keeps its threshold (twice the spread) at the floor?"""
+    xs = list(samples)
+    s = spread(xs)
+    return len(xs) >= 3 and s is not None and s <= floor / 2

@@ -55,7 +55,14 @@ def tune(
     ),
     max_batch: int = typer.Option(4096, "--max-batch", min=1, help="Largest batch size to try."),
     warmup: int = typer.Option(10, "--warmup", min=1, help="Warm-up steps per trial (untimed)."),
-    windows: int = typer.Option(5, "--windows", min=1, help="Timed windows per trial."),
+    windows: int = typer.Option(5, "--windows", min=1, help="Timed windows per trial, at most."),
+    min_windows: int = typer.Option(
+        3,
+        "--min-windows",
+        min=3,
+        help="Stop timing a trial after this many windows once their spread is under half "
+        "the 3 % noise floor (more would not change a decision); >= --windows: time all.",
+    ),
     window: int = typer.Option(20, "--window", min=1, help="Steps per timed window."),
     window_seconds: float = typer.Option(
         3.0,
@@ -115,13 +122,11 @@ def tune(
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Measure which settings make a model fastest here, and write them to tfaccel.json."""
+    steps = StepPlan(warmup, windows, window, window_seconds or None, min_windows)
     options = _options(
         batch,
         max_batch,
-        warmup,
-        windows,
-        window,
-        window_seconds,
+        steps,
         timeout,
         precisions,
         skip,
@@ -178,10 +183,7 @@ def tune(
 def _options(
     batch: int | None,
     max_batch: int,
-    warmup: int,
-    windows: int,
-    window: int,
-    window_seconds: float,
+    steps: StepPlan,
     timeout: str,
     precisions: str | None,
     skip: str | None,
@@ -203,7 +205,7 @@ def _options(
     return TuneOptions(
         batch_size=batch,
         max_batch=max_batch,
-        steps=StepPlan(warmup, windows, window, window_seconds or None),
+        steps=steps,
         timeout_s=in_unit(timeout, "s") or 600.0,
         precisions=chosen,
         skip=name_list(skip, "--skip", "knob", list(SKIPPABLE)) if skip else (),

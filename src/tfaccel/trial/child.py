@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tfaccel import stats
 from tfaccel._child import ANSI, emit, is_oom, user_traceback
 from tfaccel._tf import import_tensorflow
 from tfaccel.optimize.settings import LAYER_KNOBS
@@ -83,18 +84,41 @@ class Plan:
     window: int
     spe: int
     window_s: float | None = None
+    min_windows: int | None = None  # runner.StepPlan's
 
     @classmethod
     def of(cls, steps: dict[str, Any], spe: int) -> Plan:
         whole = lambda n: max(spe, (int(n) + spe - 1) // spe * spe)  # noqa: E731
         window_s = steps.get("window_s")
+        least = steps.get("min_windows")
         return cls(
             whole(steps["warmup"]),
             int(steps["windows"]),
             whole(steps["window"]),
             spe,
             float(window_s) if window_s else None,
+            int(least) if least else None,
         )
+
+    def rates(self, ends: dict[int, float], batch: int) -> list[float]:
+        """Samples/s of each timed window that `ends` (step -> time it ended) holds."""
+        out = []
+        for w in range(self.windows):
+            a = self.warmup + w * self.window - 1
+            b = a + self.window
+            if a in ends and b in ends and ends[b] > ends[a]:
+                out.append(self.window * batch / (ends[b] - ends[a]))
+        return out
+
+    def settled_after(self, step: int, ends: dict[int, float], batch: int) -> int | None:
+        """How many windows to keep if timing may stop at the end of `step`: the windows
+        so far, where `min_windows` of them have ended and settled (stats.settled)."""
+        done = (step + 1 - self.warmup) // self.window
+        if self.min_windows is None or done < self.min_windows or done >= self.windows:
+            return None
+        if (step + 1 - self.warmup) % self.window:
+            return None
+        return done if stats.settled(self.rates(ends, batch)[:done]) else None
 
     @property
     def total(self) -> int:
@@ -166,16 +190,11 @@ def timed_fit(
     """`fit(ds, ...)` for `plan`'s steps with a clock callback; the trial's payload:
     throughput per timed window, the time to the first step apart (tracing and XLA
     compilation), the losses, peak memory and the model's layer counts."""
-    marks, plan = _fit_marks(fit, ds, plan)
+    marks, plan = _fit_marks(fit, ds, plan, batch)
     # marks[i] ends step marks[i][0] (the last step of its execution).
     first_end = marks[0][1]
     ends = {b: t for b, t, _, _ in marks}
-    timed: list[float] = []
-    for w in range(plan.windows):
-        a = plan.warmup + w * plan.window - 1
-        b = a + plan.window
-        if a in ends and b in ends and ends[b] > ends[a]:
-            timed.append(plan.window * batch / (ends[b] - ends[a]))
+    timed = plan.rates(ends, batch)
     steady = (marks[-1][1] - ends.get(plan.warmup - 1, first_end)) / max(
         1, plan.total - plan.warmup
     )
@@ -197,12 +216,16 @@ def timed_fit(
     }
 
 
-def _fit_marks(fit: Any, ds: Any, plan: Plan) -> tuple[list[tuple[int, float, float, float]], Plan]:
+def _fit_marks(
+    fit: Any, ds: Any, plan: Plan, batch: int
+) -> tuple[list[tuple[int, float, float, float]], Plan]:
     """Run `fit` and mark each execution's end: (its last step, time, loss, seconds
-    since fit started); the plan, its window shortened where the warm-up was slow."""
+    since fit started); the plan, its window shortened where the warm-up was slow and
+    its windows cut where they settled early (Plan.settled_after)."""
     import keras
 
     marks: list[tuple[int, float, float, float]] = []
+    ends: dict[int, float] = {}
     state = {"plan": plan}
     start = time.perf_counter()
 
@@ -211,12 +234,16 @@ def _fit_marks(fit: Any, ds: Any, plan: Plan) -> tuple[list[tuple[int, float, fl
             loss = float((logs or {}).get("loss", float("nan")))  # forces a device sync
             now = time.perf_counter()
             marks.append((batch_index, now, loss, now - start))
+            ends[batch_index] = now
             p = state["plan"]
             if batch_index == p.warmup - 1 and p.window_s:
                 step_s = warmup_step_s([m[:3] for m in marks])
                 if step_s:
                     window = shrink_window(p.window, p.spe, step_s, p.window_s)
                     state["plan"] = dataclasses.replace(p, window=window)
+            settled = state["plan"].settled_after(batch_index, ends, batch)
+            if settled is not None:
+                state["plan"] = dataclasses.replace(state["plan"], windows=settled)
             if batch_index + 1 >= state["plan"].total:
                 self.model.stop_training = True
 

@@ -30,6 +30,10 @@ class StepPlan:
     # in the warm-up): slow trials (float32 without XLA, ~0.5 s a step) then time
     # about as long as fast ones. None: always `window` steps.
     window_s: float | None = None
+    # Stop timing after this many windows once their spread is under half the noise
+    # floor (stats.settled): more windows would not move any comparison's threshold
+    # off its floor. None: always `windows` windows.
+    min_windows: int | None = None
 
 
 # What became of a trial: measured; out of memory (data: the batch does not fit);
@@ -83,10 +87,10 @@ def settings_key(
     workload: str, settings: Settings, steps: StepPlan, extra: dict[str, Any] | None = None
 ) -> str:
     """A trial's identity in the journal: the workload (and its revision), every
-    setting, the step plan and the trial's extras. `window_s` stays out: it bounds how
-    long the same measurement takes, not what it measures; counting FLOPs (after the
-    timing) stays out too."""
-    plan = {k: v for k, v in steps.__dict__.items() if k != "window_s"}
+    setting, the step plan and the trial's extras. `window_s` and `min_windows` stay
+    out: they bound how long the same measurement takes, not what it measures; counting
+    FLOPs (after the timing) stays out too."""
+    plan = {k: v for k, v in steps.__dict__.items() if k not in ("window_s", "min_windows")}
     extra = {k: v for k, v in (extra or {}).items() if k != "count_flops"}
     revision = REVISION.get(workload)
     blob = json.dumps(
