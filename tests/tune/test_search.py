@@ -598,6 +598,31 @@ def test_the_larger_batch_is_tried_again_after_the_other_knobs(tmp_path: Path) -
     assert len(again) == 1 and "kept" in again[0].text
 
 
+def test_a_ladder_step_that_gained_little_waits_for_the_cheaper_knobs(tmp_path: Path) -> None:
+    """The U-Net on the H200: 4x the batch gained +61 %, the next 4x +16 %; the ladder
+    pauses there, steps_per_execution and input_cast run, and it goes on by doubling."""
+
+    class Unet(FakeTrials):
+        def __call__(self, w: str, s: Settings, p: StepPlan, t: float) -> TrialResult:
+            r = super().__call__(w, s, p, t)
+            b = s.batch_size or 0
+            gain = {64: 1.0, 256: 1.61, 1024: 1.61 * 1.16, 2048: 1.61 * 1.16 * 1.05}
+            rate = (r.samples_per_s or 0) / (min(b, 512) / 32) ** 0.3 * gain.get(b, 1.0)
+            return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+
+    fake = Unet(oom_above=4096)
+    res = tuner(tmp_path, fake).run()
+    ladder = said(res, "batch size")
+    assert ladder[:2] == ["batch 256: +61% over batch 64", "batch 1024: +16% over batch 256"]
+    assert ladder[2].startswith("paused at batch 1024: +16% for 4x the batch;")
+    order = [(s.batch_size, s.steps_per_execution, s.input_cast) for s in fake.calls]
+    at_1024 = order.index((1024, 25, "off"))
+    assert order.index((1024, 25, "compute")) > at_1024  # input_cast, then
+    assert order.index((2048, 25, "compute")) > order.index((1024, 25, "compute"))
+    assert said(res, "batch size, again")[0] == "batch 2048: +5% over batch 1024"
+    assert res.best_settings is not None and res.best_settings.batch_size == 2048
+
+
 def test_the_guard_allows_the_drift_two_32_bit_runs_already_show(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
