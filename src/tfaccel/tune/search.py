@@ -281,13 +281,13 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     The float32/no-XLA trial is the baseline and steps_per_execution=1 is already
     measured, so those two are not counted; the batch ladder may stop early.
     """
-    doublings = 0
+    # the ladder: at most one trial per doubling (4x steps, a 2x step after a failed
+    # one, doubling after a pause)
+    batches = 0
     b = opt.batch_size
     while b * 2 <= opt.max_batch:
-        doublings += 1
+        batches += 1
         b *= 2
-    # the ladder's 4x steps, and the 2x step after one that failed
-    batches = (doublings + 1) // 2 + (1 if doublings >= 2 else 0)
     precisions = search_precisions(hw, opt)
     # XLA options: cuBLASLt, and cuDNN's layer norms on 9.0+
     gpu_stage = 1 if hw.gpus else 0
