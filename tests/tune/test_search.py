@@ -452,17 +452,41 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         on_trial=lambda st, r, s: stages.append(st) if r is None else None,
     )
     t.run()
-    assert stages[-9:] == [
+    assert stages[-8:] == [
         "input_cast",
         "xla_options",
         "xla_options",
-        "allocator",
-        "prefetch",
+        "allocator + prefetch",  # one trial: a `together` group
         "dropout",
         "float8",
         "attention",
         "einsum",
     ]
+
+
+def test_the_runtime_knobs_share_one_trial(tmp_path: Path) -> None:
+    """The allocator and device prefetch, in one trial; alone where the other does not
+    apply (two GPUs: no device prefetch) or is skipped."""
+    fake = FakeTrials()
+    res = tuner(tmp_path, fake).run()
+    both = [s for s in fake.calls if s.allocator != "default" or s.prefetch != "auto"]
+    assert len(both) == 1
+    assert (both[0].allocator, both[0].prefetch) == ("cuda_malloc_async", "device")
+    (said_both,) = said(res, "allocator + prefetch")
+    assert said_both.startswith("cuda_malloc_async, prefetch=device, together: +0%")
+    two = FakeTrials()
+    (tmp_path / "two").mkdir()
+    tuner(tmp_path / "two", two, Hardware(2, "9.0")).run()
+    alone = [s for s in two.calls if s.allocator != "default" or s.prefetch != "auto"]
+    assert [(s.allocator, s.prefetch) for s in alone] == [("cuda_malloc_async", "auto")]
+    skip = FakeTrials()
+    j = Journal(tmp_path / "skip.jsonl")
+    j.load("w")
+    opts = TuneOptions(batch_size=64, steps=STEPS, skip=("allocator",))
+    res = Tuner("w", H200, opts, j, trial_fn=skip).run()
+    alone = [s for s in skip.calls if s.allocator != "default" or s.prefetch != "auto"]
+    assert [(s.allocator, s.prefetch) for s in alone] == [("default", "device")]
+    assert said(res, "allocator") == ["not tried: --skip"]
 
 
 def test_a_knobs_row_alone_makes_tune_try_it(tmp_path: Path, monkeypatch: Any) -> None:
@@ -525,7 +549,7 @@ def test_estimated_trials_covers_a_full_search(tmp_path: Path) -> None:
     # no two knobs fell just short, so nothing is tried together, and the guard let
     # philox16's masks pass, so Keras' masks computed once are not tried, and
     # steps_per_execution 25 won, so 10 is not tried.
-    assert estimate - len(t.result.trials) == 6
+    assert estimate - len(t.result.trials) == 6  # the runtime knobs: one trial, one counted
 
 
 def test_default_precisions_leave_float16_out_where_bfloat16_runs(tmp_path: Path) -> None:

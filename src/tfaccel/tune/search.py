@@ -31,7 +31,14 @@ from typing import Any, NamedTuple
 
 from tfaccel import _compat
 from tfaccel.hardware.capabilities import precisions, supports
-from tfaccel.optimize.settings import LATE_KNOBS, Need, Settings, TuneTry, input_cast_dtype
+from tfaccel.optimize.settings import (
+    LATE_KNOBS,
+    Knob,
+    Need,
+    Settings,
+    TuneTry,
+    input_cast_dtype,
+)
 from tfaccel.stats import NOISE_FLOOR, noise_threshold
 from tfaccel.trial.runner import (
     StepPlan,
@@ -300,7 +307,9 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     jit = n - (1 if "tf32" in precisions else 0)  # strict float32 under XLA: skipped
     again = 1 if batches else 0  # the larger batch once more, after the other knobs
     together = 1 if hw.gpus else 0  # the knobs that each fell short, together
-    late = sum(len(k.tune.values) for k in LATE_KNOBS if k.tune and _may_run(k.tune, hw))
+    runs = [k.tune for k in LATE_KNOBS if k.tune and _may_run(k.tune, hw)]
+    late = sum(len(t.values) for t in runs if not t.together)
+    late += len({t.together for t in runs if t.together})  # one trial a group
     confirm = 2 * opt.confirm
     return 2 + (n - 1) + jit + batches + spe + gpu_stage + again + late + together + confirm
 
@@ -886,25 +895,64 @@ class Tuner:
 
     def _late_knobs(self, st: _State) -> None:
         """Stage 7: each knob of LATE_KNOBS, as its TuneTry says, where its needs hold
-        and the model holds its layers."""
-        for knob in LATE_KNOBS:
-            t = knob.tune
-            if t is None or not all(self._holds(need, st) for need in t.needs):
-                continue
-            if t.layers and self._model_count(f"{knob.name}_layers") == 0:
-                self.decide(knob.name, f"not tried: the model has no {t.layers}")
-                continue
-            blocked = self._blocked(knob.name) or next(
-                (w for v in t.values if (w := _compat.keras_floor(knob.name, v))), None
-            )
-            if blocked:
-                self.decide(knob.name, f"not tried: {blocked}")
-                continue
-            for value in t.values:
-                if self._knob(st, knob.name, value, guard=t.guard) is not None:
-                    break
-            if knob.name == "attention":
-                self._note_attention_calls(st)
+        and the model holds its layers; the knobs of one `together` group that apply,
+        in one trial."""
+        knobs = list(LATE_KNOBS)
+        while knobs:
+            tag = knobs[0].tune.together if knobs[0].tune else None
+            n = 1
+            while tag and n < len(knobs) and (t := knobs[n].tune) and t.together == tag:
+                n += 1
+            group, knobs = knobs[:n], knobs[n:]
+            ready = [k for k in group if self._late_ready(k, st)]
+            if len(ready) > 1:
+                self._late_together(st, ready)
+            elif ready:
+                self._late_one(st, ready[0])
+
+    def _late_ready(self, knob: Knob, st: _State) -> bool:
+        """Does a late knob get its trial: its needs hold, the model holds its layers,
+        nothing blocks it (each but the first said in a decision), not --skip?"""
+        t = knob.tune
+        if t is None or not all(self._holds(need, st) for need in t.needs):
+            return False
+        if t.layers and self._model_count(f"{knob.name}_layers") == 0:
+            self.decide(knob.name, f"not tried: the model has no {t.layers}")
+            return False
+        blocked = self._blocked(knob.name) or next(
+            (w for v in t.values if (w := _compat.keras_floor(knob.name, v))), None
+        )
+        if blocked:
+            self.decide(knob.name, f"not tried: {blocked}")
+            return False
+        if knob.name in self.opt.skip and t.together:
+            self.decide(knob.name, SKIPPED)
+            return False
+        return True
+
+    def _late_one(self, st: _State, knob: Knob) -> None:
+        """One late knob: each value in turn, until the guard lets one be measured."""
+        assert knob.tune is not None
+        for value in knob.tune.values:
+            if self._knob(st, knob.name, value, guard=knob.tune.guard) is not None:
+                break
+        if knob.name == "attention":
+            self._note_attention_calls(st)
+
+    def _late_together(self, st: _State, knobs: list[Knob]) -> None:
+        """The knobs of one `together` group, each at its first value, in one trial; a
+        gain under the threshold is remembered for each, for stage `together`."""
+        values = {k.name: k.tune.values[0] for k in knobs if k.tune}
+        guard = any(k.tune and k.tune.guard for k in knobs)
+        s = st.best_s.replace(**values)
+        if s == st.best_s:
+            return
+        shown = ", ".join((k.shown or "{}").format(values[k.name]) for k in knobs)
+        stage = " + ".join(values)
+        out = self._attempt(st, s, stage, f"{shown}, together", guard)
+        if out is not None and not out.win:
+            for knob, value in values.items():
+                self._near_miss(st, knob, value, out.r, out.gain, guard)
 
     def _holds(self, need: Need, st: _State) -> bool:
         """Does a late trial's need (settings.Need) hold on this hardware and best?"""
@@ -959,6 +1007,9 @@ class Tuner:
             if n.knob == "xla_options":
                 value = tuple(dict.fromkeys((*s.xla_options, *value)))
             s = s.replace(**{n.knob: value})
+        key = settings_key(self.workload, s, self.opt.steps)
+        if any(t.key == key for t in self.result.trials):
+            return  # measured already (the knobs of a `together` group, on this best)
         parts = ", ".join(
             f"{n.knob}={','.join(n.value) if isinstance(n.value, tuple) else n.value} "
             f"({n.gain:+.1%})"
