@@ -32,7 +32,9 @@ def _imdb(rng):
     def reviews(n):
         out = np.empty(n, dtype=object)
         for i, length in enumerate(rng.integers(50, 500, n)):
-            out[i] = rng.integers(1, 88000, length).tolist()  # Python ints: Keras unpickles no numpy scalars
+            out[i] = rng.integers(
+                1, 88000, length
+            ).tolist()  # Python ints: Keras unpickles no numpy scalars
         return out
 
     return {
