@@ -23,6 +23,7 @@ order of their expected gain (a time budget cuts the last ones):
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -897,13 +898,7 @@ class Tuner:
         """Stage 7: each knob of LATE_KNOBS, as its TuneTry says, where its needs hold
         and the model holds its layers; the knobs of one `together` group that apply,
         in one trial."""
-        knobs = list(LATE_KNOBS)
-        while knobs:
-            tag = knobs[0].tune.together if knobs[0].tune else None
-            n = 1
-            while tag and n < len(knobs) and (t := knobs[n].tune) and t.together == tag:
-                n += 1
-            group, knobs = knobs[:n], knobs[n:]
+        for _, group in itertools.groupby(LATE_KNOBS, key=_late_group):
             ready = [k for k in group if self._late_ready(k, st)]
             if len(ready) > 1:
                 self._late_together(st, ready)
@@ -1097,6 +1092,11 @@ class _State:
     stopped_by_noise: bool = False
     paused: bool = False  # the ladder, until after steps_per_execution and input_cast
     ladder_end: Settings | None = None
+
+
+def _late_group(knob: Knob) -> str:
+    """A late knob's group: its TuneTry's `together` name, or its own."""
+    return (knob.tune.together if knob.tune else None) or knob.name
 
 
 def _may_run(t: TuneTry, hw: Hardware) -> bool:
