@@ -155,3 +155,19 @@ def test_the_tune_progress_shows_the_budget_left() -> None:
         task = progress.add_task("x", total=1)
         text = column.render(progress.tasks[task]).plain
     assert text in ("2:05 of the budget left", "2:04 of the budget left")
+
+
+def test_the_tune_progress_shows_how_long_the_trial_in_flight_has_run() -> None:
+    import time
+
+    from rich.progress import Progress
+
+    from tfaccel.cli.tune import TrialElapsed
+
+    column = TrialElapsed()
+    with Progress(column) as progress:
+        task = progress.add_task("x", total=1, trial_start=time.monotonic() - 125.5)
+        running = column.render(progress.tasks[task]).plain
+        progress.update(task, advance=1, trial_start=None)
+        between = column.render(progress.tasks[task]).plain
+    assert running in ("this trial 2:05", "this trial 2:06") and between == ""

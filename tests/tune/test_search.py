@@ -438,6 +438,28 @@ def test_a_trial_running_at_the_budgets_end_is_stopped_there(tmp_path: Path) -> 
     assert timeouts[0] == 600.0  # the stopped trial, run again first
 
 
+def test_a_budget_shorter_than_the_first_trial_still_measures_it(tmp_path: Path) -> None:
+    """The budget bounds trials only once one was measured: a first trial longer than
+    the whole budget runs to its end, and is the answer."""
+    now = [0.0]
+    timeouts: list[float] = []
+
+    class Slow(FakeTrials):
+        def __call__(self, w: str, s: Settings, p: StepPlan, t: float) -> TrialResult:
+            timeouts.append(t)
+            now[0] += 45.0
+            return super().__call__(w, s, p, t)
+
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=30.0, timeout_s=600.0)
+    res = Tuner("w", H200, opts, j, trial_fn=Slow(), clock=lambda: now[0]).run()
+    assert timeouts == [600.0]  # the baseline; nothing after it fits
+    assert res.best is not None and res.best.ok
+    (note,) = said(res, "time budget")
+    assert "not run: the 30-second budget was reached" in note
+
+
 def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
     stages: list[str] = []
     j = Journal(tmp_path / "j.jsonl")

@@ -151,19 +151,21 @@ def tune(
         BarColumn(),
         TextColumn("{task.completed}/{task.total} trials (estimate)"),
         TimeElapsedColumn(),
+        TrialElapsed(),
         *budget,
         console=err,
         transient=True,
     )
-    task = progress.add_task("starting", total=estimate_trials(hw, options))
+    task = progress.add_task("starting", total=estimate_trials(hw, options), trial_start=None)
 
     def on_trial(stage: str, r: TrialResult | None, settings: Settings) -> None:
         if r is None:
-            progress.update(task, description=f"{stage}: {label_of(settings)}")
+            description = f"{stage}: {label_of(settings)}"
+            progress.update(task, description=description, trial_start=time.monotonic())
             if stage == AGAIN:  # a trial of another machine, not in the estimate
                 progress.update(task, total=(progress.tasks[0].total or 0) + 1)
         else:
-            progress.advance(task)
+            progress.update(task, advance=1, trial_start=None)
             progress.console.print(trial_line(stage, r))
 
     with progress:
@@ -245,6 +247,18 @@ def _render(result: TuneResult, outputs: tune_lib.Outputs, fmt: Format) -> None:
             )
     if not tune_lib.found(result):
         raise typer.Exit(int(ExitCode.RUNTIME))
+
+
+class TrialElapsed(ProgressColumn):
+    """How long the trial in flight has run: a compilation that fills the GPU (a large
+    batch's autotuning) shows as minutes here, not as a frozen line."""
+
+    def render(self, task: Any) -> Text:
+        start = task.fields.get("trial_start")
+        if start is None:
+            return Text("")
+        s = int(time.monotonic() - start)
+        return Text(f"this trial {s // 60}:{s % 60:02d}", style="dim")
 
 
 class BudgetLeft(ProgressColumn):

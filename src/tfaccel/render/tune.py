@@ -108,7 +108,8 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
                 f"({b.samples_per_s:,.0f}/s against {a.samples_per_s:,.0f}/s)"
             )
     lines.append(
-        f"  {len(res.trials)} trials ({res.resumed} from the journal) in "
+        f"  {len(res.trials)} trial{'' if len(res.trials) == 1 else 's'} "
+        f"({res.resumed} from the journal) in "
         f"{res.wall_s:.0f} s, {res.compile_s_total:.0f} s of it compiling"
     )
     console.print(Text("\n".join(lines), style="bold"))

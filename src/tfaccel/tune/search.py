@@ -499,8 +499,12 @@ class Tuner:
     def _timeout(self) -> float:
         """A trial's timeout: --timeout, or what is left of the time budget if less, so
         that a trial running at the budget's end (a batch whose compilation fills the
-        GPU) is stopped there; a resumed tune runs it again (`trial`)."""
+        GPU) is stopped there; a resumed tune runs it again (`trial`). Not before a
+        trial has been measured: a budget shorter than the first trial would leave no
+        answer at all."""
         if self.opt.time_budget_s is None or self._start is None:
+            return self.opt.timeout_s
+        if not any(t.ok for t in self.result.trials):
             return self.opt.timeout_s
         left = self.opt.time_budget_s - (self.clock() - self._start)
         return max(1.0, min(self.opt.timeout_s, left))
@@ -1068,12 +1072,16 @@ class Tuner:
 
     def _note_budget(self) -> None:
         if self._skipped:
-            budget = (self.opt.time_budget_s or 0) / 60
+            seconds = self.opt.time_budget_s or 0
+            budget = (
+                f"{seconds:.0f}-second"
+                if seconds < 60
+                else f"{seconds / 60:.1f}".rstrip("0").rstrip(".") + "-minute"
+            )
             self.decide(
                 "time budget",
-                f"{self._skipped} trial(s) not run: the {budget:.1f}".rstrip("0").rstrip(".")
-                + "-minute budget was "
-                "reached. Run the same command again to go on from the journal",
+                f"{self._skipped} trial(s) not run: the {budget} budget was reached. Run "
+                "the same command again to go on from the journal",
             )
 
 
