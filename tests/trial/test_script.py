@@ -124,6 +124,19 @@ def test_a_dataset_script_is_timed_without_its_callbacks(here: Path) -> None:
     assert not (here / "users_model.keras").exists()  # the user's checkpoint untouched
 
 
+def test_a_scripts_timing_stops_only_on_settled_windows(here: Path) -> None:
+    """The user's own script with --min-windows: the plan reaches the hook inside the
+    script, and a trial that stopped early did so on windows that had settled."""
+    from tfaccel import stats
+
+    script = parse_command(["python", str(_write(here, "train.py", NUMPY_SCRIPT))])
+    steps = StepPlan(warmup=2, windows=6, window=3, min_windows=3)
+    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=16), steps)
+    assert r.ok, (r.error, r.traceback)
+    assert 3 <= len(r.windows) <= 6
+    assert len(r.windows) == 6 or stats.settled(r.windows)
+
+
 def test_a_script_imports_the_modules_beside_it_from_any_folder(here: Path) -> None:
     """The way users lay out a project: train.py imports its model from model.py."""
     project = here / "project"
