@@ -924,7 +924,7 @@ class Tuner:
         if blocked:
             self.decide(knob.name, f"not tried: {blocked}")
             return False
-        if knob.name in self.opt.skip and t.together:
+        if knob.name in self.opt.skip:
             self.decide(knob.name, SKIPPED)
             return False
         return True
