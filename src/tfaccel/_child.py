@@ -23,7 +23,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from tfaccel.errors import InputError, TfaccelError
 
@@ -216,6 +216,16 @@ def _payload(stdout: str, mark: str) -> dict[str, Any] | None:
 def emit(mark: str, payload: Mapping[str, Any]) -> None:
     """The child's side: print its one result line."""
     print(mark + json.dumps(dict(payload)), flush=True)
+
+
+def end_process() -> NoReturn:
+    """The child's side, once its result is out: end now, output flushed. The parent
+    waits for the exit, and TensorFlow's teardown (the GPU context, a generator
+    dataset's finalizers: 7.7 s of a stacked LSTM trial fed by a PyDataset, on a 2-core
+    CPU) would be part of every trial's wall time for nothing."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def is_oom(exc: BaseException) -> bool:

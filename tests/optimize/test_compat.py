@@ -9,7 +9,7 @@ from tfaccel import _compat
 from tfaccel.errors import InputError
 from tfaccel.optimize.apply import xla_flags_with
 from tfaccel.optimize.settings import XLA_OPTIONS
-from tfaccel.trial.runner import xla_cache_env
+from tfaccel.trial.runner import compile_cache_env
 
 
 @pytest.mark.parametrize(
@@ -52,9 +52,9 @@ def test_trials_share_autotuning_only_where_xla_knows_the_flag(
 ) -> None:
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     monkeypatch.setattr(_compat, "installed_version", lambda: "2.17.1")
-    assert "XLA_FLAGS" not in xla_cache_env(tmp_path)  # type: ignore[arg-type]
+    assert "XLA_FLAGS" not in compile_cache_env(tmp_path)  # type: ignore[arg-type]
     monkeypatch.setattr(_compat, "installed_version", lambda: "2.21.0")
-    assert "--xla_gpu_per_fusion_autotune_cache_dir=" in xla_cache_env(tmp_path)["XLA_FLAGS"]  # type: ignore[arg-type]
+    assert "--xla_gpu_per_fusion_autotune_cache_dir=" in compile_cache_env(tmp_path)["XLA_FLAGS"]  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -182,6 +182,33 @@ def test_timing_stops_once_the_windows_settle(monkeypatch: pytest.MonkeyPatch) -
     assert without.settled_after(13, {i: 0.1 * i for i in range(14)}, 8) is None
 
 
+SLOW_TEARDOWN = """
+import atexit, pathlib, time
+import keras
+
+def _teardown():  # as a dataset's finalizers or a GPU context can be, at exit
+    time.sleep(30)
+    pathlib.Path("teardown-ran").write_text("yes")
+
+atexit.register(_teardown)
+
+def build():
+    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+"""
+
+
+def test_a_trial_ends_once_its_result_is_out_without_the_teardown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _user_module(tmp_path, monkeypatch, "slow_exit", SLOW_TEARDOWN)
+    r = run_trial(
+        "slow_exit:build", Settings(precision="float32", xla="off", batch_size=4), SMALL, 180
+    )
+    assert r.status == "ok", (r.error, r.traceback)
+    assert r.wall_s < 30  # the 30-s teardown did not run: the process ended at its result
+    assert not (tmp_path / "teardown-ran").exists()
+
+
 def test_a_failing_trial_shows_its_own_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -379,11 +406,12 @@ def test_a_bad_entry_point_exits_2_before_any_trial(
 def test_xla_cache_flags_keep_the_users_xla_flags(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tfaccel.trial.runner import xla_cache_env
+    from tfaccel.trial.runner import compile_cache_env
 
     monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=2")
     monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
-    env = xla_cache_env(tmp_path / "cache")
+    monkeypatch.delenv("CUDA_CACHE_MAXSIZE", raising=False)
+    env = compile_cache_env(tmp_path / "cache")
     assert env["XLA_FLAGS"] == (
         "--xla_gpu_autotune_level=2 "
         f"--xla_gpu_per_fusion_autotune_cache_dir={tmp_path / 'cache' / 'autotune'}"
@@ -391,21 +419,23 @@ def test_xla_cache_flags_keep_the_users_xla_flags(
     assert env["TF_XLA_FLAGS"] == (
         f"--tf_xla_persistent_cache_directory={tmp_path / 'cache' / 'executables'}"
     )
+    assert env["CUDA_CACHE_MAXSIZE"] == str(4 * 2**30)  # the driver's largest
     assert (tmp_path / "cache" / "autotune").is_dir()
     monkeypatch.setenv("XLA_FLAGS", env["XLA_FLAGS"])
     monkeypatch.setenv("TF_XLA_FLAGS", env["TF_XLA_FLAGS"])
-    assert xla_cache_env(tmp_path / "other") == {}  # the user's own cache dirs win
+    monkeypatch.setenv("CUDA_CACHE_MAXSIZE", "1000")
+    assert compile_cache_env(tmp_path / "other") == {}  # the user's own settings win
 
 
 def test_trials_share_compiled_xla_programs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """TensorFlow accepts the flags, and a second identical trial finds the executable."""
-    from tfaccel.trial.runner import xla_cache_env
+    from tfaccel.trial.runner import compile_cache_env
 
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
-    env = xla_cache_env(tmp_path / "c")
+    env = compile_cache_env(tmp_path / "c")
     s = Settings(precision="float32", xla="jit", batch_size=8)
     r = run_trial("tiny", s, StepPlan(1, 1, 2), timeout_s=120, env_overrides=env)
     assert r.ok, r.error

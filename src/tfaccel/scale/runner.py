@@ -18,7 +18,7 @@ from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
 from tfaccel.results import SCHEMAS
 from tfaccel.stats import NOISE_FLOOR
-from tfaccel.trial.runner import StepPlan, TrialResult, TrialStatus, run_trial, xla_cache_env
+from tfaccel.trial.runner import StepPlan, TrialResult, TrialStatus, compile_cache_env, run_trial
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ def _replicas(
     """Trial extras and environment for n replicas: n logical CPUs, or the first n of
     `devices` (CUDA_VISIBLE_DEVICES entries; default 0..n-1); with `xla_cache_dir`,
     trials share XLA's autotuning and compiled programs."""
-    env = xla_cache_env(xla_cache_dir) if xla_cache_dir else {}
+    env = compile_cache_env(xla_cache_dir) if xla_cache_dir else {}
     if cpu_replicas:
         return {"logical_cpus": n}, env
     chosen = list(devices)[:n] if devices is not None else [str(i) for i in range(n)]

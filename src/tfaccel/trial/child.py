@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfaccel import stats
-from tfaccel._child import ANSI, emit, is_oom, user_traceback
+from tfaccel._child import ANSI, emit, end_process, is_oom, user_traceback
 from tfaccel._tf import import_tensorflow
 from tfaccel.optimize.settings import LAYER_KNOBS
 from tfaccel.workloads.synthetic import rebatched
@@ -345,4 +345,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    main(sys.argv[1:])
+    end_process()

@@ -100,9 +100,9 @@ def _fail(config: dict[str, Any], error: str, tb: str | None = None) -> None:
 
 def _end() -> None:
     """End the script's process now (after fit, in tune mode), output flushed."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    from tfaccel._child import end_process
+
+    end_process()
 
 
 def _on_keras(config: dict[str, Any]) -> None:

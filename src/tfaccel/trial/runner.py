@@ -163,14 +163,24 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
     )
 
 
-def xla_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """Environment that lets trials share XLA's work through `cache_dir`.
+# The CUDA driver's cache of kernels it compiled from PTX, at its largest. A GPU that
+# TensorFlow's wheel has no machine code for (the H200 under TF 2.21: sm_90 only as PTX)
+# compiles each kernel a process launches, and the driver's default cache (256 MiB)
+# is too small to keep them for the next trial's process.
+CUDA_CACHE_MAXSIZE = str(4 << 30)
 
-    - XLA's GPU autotuning results (XLA_FLAGS): trials with the same layer shapes skip
-      the convolution and GEMM autotuning that makes most of XLA's compile time;
-    - TensorFlow's persistent XLA cache (TF_XLA_FLAGS): a trial whose train step is the
-      same program (another allocator, device prefetch) loads the compiled executable.
-    Flags the user set already win; the user's other flags are kept.
+
+def compile_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """Environment that lets trials, each a fresh process, share compiled work.
+
+    - XLA's GPU autotuning results (XLA_FLAGS) in `cache_dir`: trials with the same
+      layer shapes skip the convolution and GEMM autotuning of XLA's compile time;
+    - TensorFlow's persistent XLA cache (TF_XLA_FLAGS) in `cache_dir`: a trial whose
+      train step is the same program (another allocator, device prefetch) loads the
+      compiled executable;
+    - the CUDA driver's cache of kernels compiled from PTX, at its largest
+      (CUDA_CACHE_MAXSIZE; where it is, the user's own, is left alone).
+    Variables and flags the user set already win; the user's other flags are kept.
     """
     env: dict[str, str] = {}
     base = Path(cache_dir)
@@ -183,6 +193,8 @@ def xla_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
     if "tf_xla_persistent_cache_directory" not in tf_xla:
         (base / "executables").mkdir(parents=True, exist_ok=True)
         env["TF_XLA_FLAGS"] = f"{tf_xla} --tf_xla_persistent_cache_directory={base / 'executables'}"
+    if "CUDA_CACHE_MAXSIZE" not in os.environ:
+        env["CUDA_CACHE_MAXSIZE"] = CUDA_CACHE_MAXSIZE
     return {k: v.strip() for k, v in env.items()}
 
 

@@ -45,11 +45,11 @@ from tfaccel.trial.runner import (
     StepPlan,
     TrialResult,
     beats,
+    compile_cache_env,
     label_of,
     run_trial,
     settings_key,
     trial_noise,
-    xla_cache_env,
 )
 from tfaccel.tune.journal import Journal
 
@@ -335,7 +335,7 @@ class Tuner:
         self.hw = hardware
         self.opt = options
         self.journal = journal
-        env = xla_cache_env(options.xla_cache_dir) if options.xla_cache_dir else None
+        env = compile_cache_env(options.xla_cache_dir) if options.xla_cache_dir else None
         self.base = Settings(
             precision="float32", xla="off", batch_size=options.batch_size, steps_per_execution=1
         )
