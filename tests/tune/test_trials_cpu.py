@@ -399,6 +399,31 @@ def test_a_bad_entry_point_exits_2_before_any_trial(
     assert not (tmp_path / "tfaccel-tune.jsonl").exists()  # no journal: nothing ran
 
 
+BATCHES_OF_24 = """
+import numpy as np
+import keras
+import tensorflow as tf
+
+def build():
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    x, y = np.ones((24, 8), "float32"), np.zeros(24, "int32")
+    return model, tf.data.Dataset.from_tensors((x, y)).repeat()
+"""
+
+
+def test_an_entry_point_is_tuned_from_the_size_of_its_own_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keras' defaults are measured at the batch the user's data comes in."""
+    _user_module(tmp_path, monkeypatch, "batches_of_24", BATCHES_OF_24)
+    steps = ["--warmup", "1", "--windows", "1", "--window", "2", "--time-budget", "1s"]
+    result = runner.invoke(app, ["tune", "batches_of_24:build", *steps, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert "starting at its data's batch size, 24" in result.stderr
+    trials = json.loads(result.stdout)["trials"]
+    assert trials and trials[0]["settings"]["batch_size"] == 24
+
+
 @pytest.mark.skipif(
     _compat.xla_flag_floor("--xla_gpu_per_fusion_autotune_cache_dir") is not None,
     reason="this TensorFlow's XLA does not know the autotuning cache flag",

@@ -170,3 +170,26 @@ def test_data_tfaccel_cannot_read_gets_a_clear_error(
     assert message in caught.value.message and detail in str(caught.value)
     if entry == "misspelled":
         assert caught.value.hint == "did you mean optimizer?"
+
+
+@pytest.mark.parametrize(
+    ("entry", "size", "read_first"),
+    [
+        ("from_tensors", 64, None),  # a static batch dimension
+        ("generator_batched", 64, True),  # `.batch(64)`: unknown until the first batch is read
+        ("py_dataset", 16, None),
+        ("generator_object", 16, None),
+        ("two_inputs", 16, None),
+        ("subclassed_said", 64, None),
+        ("examples", None, None),
+        ("arrays", None, None),
+        ("generator_function", None, None),  # it yields examples
+    ],
+)
+def test_the_size_of_the_users_batches_is_kept(
+    user_module: str, entry: str, size: int | None, read_first: bool | None
+) -> None:
+    """What `tune` starts from: the batch size the user's own training runs at."""
+    assert load_workload(f"{user_module}:{entry}", peek=True).batch_size == size
+    if read_first:  # without peek, a dataset of unknown batch size is not read for it
+        assert load_workload(f"{user_module}:{entry}").batch_size is None

@@ -49,8 +49,8 @@ def tune(
         "--batch",
         "-b",
         min=1,
-        help="Starting batch size; default: a script's own (where its source says it "
-        "with a number), else 32.",
+        help="Starting batch size; default: what the user's training runs at (a script's "
+        "fit(batch_size=N), the size of an entry point's batches), else 32.",
         show_default=False,
     ),
     max_batch: int = typer.Option(4096, "--max-batch", min=1, help="Largest batch size to try."),
@@ -138,7 +138,7 @@ def tune(
     for note in tgt.notes:
         err.print(Text(note, style="dim"))
     if batch is None and tgt.batch_size:
-        err.print(Text(f"starting at the script's own batch size, {tgt.batch_size}", style="dim"))
+        err.print(Text(f"starting at {tgt.batch_from} batch size, {tgt.batch_size}", style="dim"))
         start = tgt.batch_size
         options = dataclasses.replace(
             options, batch_size=start, max_batch=max(options.max_batch, start)

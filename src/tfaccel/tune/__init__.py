@@ -42,7 +42,8 @@ class Target:
     runner: Callable[..., TrialResult]
     fingerprint: str | None
     notes: tuple[str, ...] = field(default=())
-    batch_size: int | None = None  # what the script trains at, where it says so
+    batch_size: int | None = None  # what the user's own training runs at, where known
+    batch_from: str = "the script's own"  # where batch_size was read, for a note
 
 
 def hardware() -> Hardware:
@@ -70,8 +71,10 @@ def prepare(target: str | Sequence[str]) -> Target:
         from tfaccel.workloads import source_fingerprint
         from tfaccel.workloads.check import check_entry_point
 
-        check_entry_point(target)
-        return Target(target, run_trial, source_fingerprint(target))
+        batch = check_entry_point(target)
+        return Target(
+            target, run_trial, source_fingerprint(target), batch_size=batch, batch_from="its data's"
+        )
     from tfaccel.trial.script import check_script, parse_command, run_script_trial
 
     script = parse_command(target)

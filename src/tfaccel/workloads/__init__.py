@@ -48,7 +48,8 @@ class Workload:
     model: Any  # keras.Model
     loss: Any = "sparse_categorical_crossentropy"
     optimizer: Any = "adam"
-    dataset: Any = None
+    dataset: Any = None  # examples (workloads.inputs)
+    batch_size: int | None = None  # the size of the batches the user's data came in
     sample_unit: str = "samples"
     label_shape: tuple[int, ...] = ()
     label_dtype: str = "int32"
@@ -141,8 +142,9 @@ def source_fingerprint(spec: str) -> str | None:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16] + f" {path.name}"
 
 
-def load_workload(spec: str) -> Workload:
-    """Build a built-in workload by name, or the user's `module:function`."""
+def load_workload(spec: str, peek: bool = False) -> Workload:
+    """Build a built-in workload by name, or the user's `module:function`. `peek`: read
+    the first batch of a dataset whose batch size is not static (`Workload.batch_size`)."""
     import keras
 
     target = BUILTIN.get(spec, spec)
@@ -178,11 +180,12 @@ def load_workload(spec: str) -> Workload:
             if not isinstance(result, (dict, tuple))
             else f"{type(result).__name__} holding {type(model).__name__}",
         )
+    batch_size = None
     if dataset is not None:
-        from tfaccel.workloads.inputs import as_examples
+        from tfaccel.workloads.inputs import user_data
 
-        dataset = as_examples(dataset, model, extras.pop("batched", None))
-    wl = Workload(name=spec, model=model, dataset=dataset)
+        dataset, batch_size = user_data(dataset, model, extras.pop("batched", None), peek)
+    wl = Workload(name=spec, model=model, dataset=dataset, batch_size=batch_size)
     if getattr(model, "compiled", False) and getattr(model, "optimizer", None) is not None:
         wl.optimizer = model.optimizer
         wl.loss = getattr(model, "loss", None) or wl.loss

@@ -3,7 +3,8 @@
     python -m tfaccel.workloads.check 'module:function'
 
 The child imports the module, builds the workload (`load_workload`), reads one batch
-of its data and calls the model on it (or on synthetic inputs), so that a typo, an
+of its data (and so learns the size of the user's batches, where it comes in batches)
+and calls the model on it (or on synthetic inputs), so that a typo, an
 import error, a model that does not build or data that does not fit the model ends
 the command with exit 2 before a trial, a journal or a GPU is touched. The GPU stays
 hidden from the child: TensorFlow would reserve its memory.
@@ -21,15 +22,17 @@ from tfaccel.workloads import BUILTIN, _import_callable
 MARK = "TFACCEL_CHECK "
 
 
-def check_entry_point(spec: str, timeout_s: float = 300.0) -> None:
-    """Raise InputError when `spec` is no workload tfaccel can run (built-ins pass)."""
+def check_entry_point(spec: str, timeout_s: float = 300.0) -> int | None:
+    """Raise InputError when `spec` is no workload tfaccel can run (built-ins pass);
+    else the size of the batches its data comes in (None: examples, or no data)."""
     if spec in BUILTIN:
-        return
+        return None
     if ":" not in spec:
         _import_callable(spec)  # raises, with the built-in names and a close match
     env = child_env(overrides={"CUDA_VISIBLE_DEVICES": ""})
     out = run_child(["-m", "tfaccel.workloads.check", spec], MARK, env, timeout_s)
-    out.required(f"Checking the entry point {spec!r}", timeout_s, InputError)
+    found = out.required(f"Checking the entry point {spec!r}", timeout_s, InputError)
+    return found.get("batch_size")
 
 
 def _sample(wl: Any) -> Any:
@@ -72,10 +75,11 @@ def main(argv: list[str]) -> int:
 
     spec = argv[0]
     try:
-        wl = load_workload(spec)
+        wl = load_workload(spec, peek=True)
         _check_names(wl)
         wl.model(_sample(wl), training=False)
-        emit(MARK, {"ok": True, "parameters": int(wl.model.count_params())})
+        facts = {"parameters": int(wl.model.count_params()), "batch_size": wl.batch_size}
+        emit(MARK, {"ok": True, **facts})
     except InputError as exc:
         tb = user_traceback(exc) if exc.__cause__ else None
         error = {"error": exc.problem, "expected": exc.expected, "received": str(exc.received)}

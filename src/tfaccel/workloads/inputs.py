@@ -9,13 +9,17 @@ the model's declared inputs: an element of the same rank as a model input (which
 counts the batch dimension) is a batch, one of a rank less is an example. A model that
 declares no inputs (subclassed) leaves it open where every element dimension is
 static; the entry point then says so with `"batched": True` or `False`.
+
+The size of the user's batches, where the data comes in batches, is what their own
+training runs at: `tune` starts there, so that Keras' defaults are measured as the user
+would run them. It is read from the data's static first dimension or its first batch.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
@@ -26,15 +30,27 @@ FORMS = (
 )
 
 
+class UserData(NamedTuple):
+    examples: Any  # a tf.data.Dataset of single (inputs, labels[, weights]) examples
+    batch_size: int | None  # the size of the user's batches; None: examples, or not read
+
+
 def as_examples(data: Any, model: Any, batched: bool | None = None) -> Any:
     """`data` as a tf.data.Dataset of single (inputs, labels[, weights]) examples."""
+    return user_data(data, model, batched).examples
+
+
+def user_data(data: Any, model: Any, batched: bool | None = None, peek: bool = False) -> UserData:
+    """`data` as examples, and the size of its batches. A tf.data.Dataset of batches
+    whose first dimension is unknown (`.batch(64)`) gives its size only with `peek`,
+    which reads its first batch."""
     tf = import_tensorflow()
     if isinstance(data, tf.data.Dataset):
-        return _dataset(data, model, batched)
+        return _dataset(data, model, batched, peek)
     if _is_py_dataset(data):
         return _from_iterator(lambda: _batches_of(data), model, batched=True)
     if isinstance(data, (tuple, list)) and len(data) in (2, 3):
-        return _from_arrays(tuple(data))
+        return UserData(_from_arrays(tuple(data)), None)
     if isinstance(data, Iterator):
         return _from_iterator(_once(data), model, batched, read_once=True)
     if callable(data):
@@ -46,11 +62,25 @@ def as_examples(data: Any, model: Any, batched: bool | None = None) -> Any:
     )
 
 
-def _dataset(ds: Any, model: Any, batched: bool | None) -> Any:
+def _dataset(ds: Any, model: Any, batched: bool | None, peek: bool) -> UserData:
     _check_pairs(ds.element_spec)
     if batched is None:
         batched = is_batched(ds.element_spec, model)
-    return ds.unbatch() if batched else ds
+    if not batched:
+        return UserData(ds, None)
+    size = _leading(ds.element_spec)
+    if size is None and peek:
+        size = _leading(next(iter(ds.take(1)), None))
+    return UserData(ds.unbatch(), size)
+
+
+def _leading(element: Any) -> int | None:
+    """The first dimension of an element's first input (a batch's size), if known."""
+    tf = import_tensorflow()
+    if element is None:
+        return None
+    first = (_shape(tf.nest.flatten(element[0])[0]) or (None,))[0]
+    return int(first) if first is not None else None
 
 
 def _check_pairs(element: Any) -> None:
@@ -171,7 +201,7 @@ def _from_iterator(
     model: Any,
     batched: bool | None,
     read_once: bool = False,
-) -> Any:
+) -> UserData:
     """A dataset over Python elements; the first one gives the signature. A generator
     object can be read only once: its elements are kept (`cache`) for the repeats."""
     tf = import_tensorflow()
@@ -204,7 +234,7 @@ def _from_iterator(
         source = make
     ds = tf.data.Dataset.from_generator(lambda: _as_tuples(source()), output_signature=signature)
     ds = ds.unbatch() if batched else ds
-    return ds.cache() if read_once else ds
+    return UserData(ds.cache() if read_once else ds, _leading(first) if batched else None)
 
 
 def _as_tuples(it: Iterator[Any]) -> Iterator[Any]:
