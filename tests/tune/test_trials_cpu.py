@@ -53,6 +53,7 @@ def test_a_real_trial_reports_throughput_compile_and_losses() -> None:
     assert r.samples_per_s and r.samples_per_s > 0
     assert len(r.windows) == 2 and r.compile_s is not None
     assert r.losses and all(x == x for x in r.losses)  # finite, not NaN
+    assert r.extra["float_inputs"] is True  # images: input_cast may apply
     assert r.device == "CPU"
 
 

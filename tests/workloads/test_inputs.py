@@ -193,3 +193,18 @@ def test_the_size_of_the_users_batches_is_kept(
     assert load_workload(f"{user_module}:{entry}", peek=True).batch_size == size
     if read_first:  # without peek, a dataset of unknown batch size is not read for it
         assert load_workload(f"{user_module}:{entry}").batch_size is None
+
+
+def test_whether_a_model_takes_float_inputs() -> None:
+    """What `tune` reads before trying input_cast, which leaves integer inputs alone."""
+    import keras
+
+    from tfaccel.workloads.inputs import takes_floats
+
+    tokens = keras.Input((16,), dtype="int32")
+    text = keras.Model(tokens, keras.layers.Embedding(100, 4)(tokens))
+    assert takes_floats(text) is False
+    image = keras.Input((8, 8, 3))
+    mixed = keras.Model([tokens, image], [text(tokens), image])
+    assert takes_floats(mixed) is True
+    assert takes_floats(keras.Sequential([keras.layers.Dense(2)])) is None  # no inputs yet

@@ -97,13 +97,16 @@ class TuneTry:
     counts them among the model's layers, nested ones included. `guard`: the knob
     changes the arithmetic, so the guard holds its losses to the best run's.
     `together`: knobs next to each other in KNOBS with the same name here are tried in
-    one trial (each its first value), where more than one applies."""
+    one trial (each its first value), where more than one applies. `saves_ms`: the knob
+    saves host time per step, at most this much; where the best's step is so long that
+    this is under the noise floor, it is not tried."""
 
     values: tuple[Any, ...]
     needs: tuple[Need, ...] = ()
     layers: str | None = None
     guard: bool = False
     together: str | None = None
+    saves_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -139,14 +142,19 @@ KNOBS: tuple[Knob, ...] = (
     # The GPU knobs that rarely pay come first among the late trials, so that a time
     # budget cuts them after the layer rewrites. They run in one trial: neither changes
     # the model's arithmetic, and each gained nothing alone on BERT-base and GPT-2 on the
-    # H200 (-1 % to +0 %); a trial saved is a minute of a ResNet-50 tune.
+    # H200 (-1 % to +0 %); a trial saved is a minute of a ResNet-50 tune. What they save
+    # is host time per step (allocations, the wait for the next batch): on the H200 at
+    # most 0.88 ms (a small convnet's 7.0 ms steps, 6.1 ms with both), and nothing beyond
+    # the noise on steps of 46-483 ms (stacked LSTM, ResNet-50 at 512 and 1024 with
+    # 308 MB of input a step, BERT-base). Twice that most is allowed: steps over 67 ms
+    # (at the 3 % floor) leave them untried.
     Knob(
         "allocator",
         ALLOCATORS,
         shown="{}",
         quiet="default",
         skippable=True,
-        tune=TuneTry(("cuda_malloc_async",), needs=("gpu",), together="runtime"),
+        tune=TuneTry(("cuda_malloc_async",), needs=("gpu",), together="runtime", saves_ms=2.0),
     ),
     Knob(
         "prefetch",
@@ -154,7 +162,7 @@ KNOBS: tuple[Knob, ...] = (
         shown="prefetch={}",
         quiet="auto",
         skippable=True,
-        tune=TuneTry(("device",), needs=("one_gpu",), together="runtime"),
+        tune=TuneTry(("device",), needs=("one_gpu",), together="runtime", saves_ms=2.0),
     ),
     Knob("input_cast", INPUT_CASTS, shown="input_cast={}", quiet="off", skippable=True),
     # philox16 draws another random stream, so the guard holds it; only if the guard

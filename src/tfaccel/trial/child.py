@@ -254,15 +254,17 @@ def _fit_marks(
 
 
 def _model_facts(model: Any, report: Any, count_flops: bool) -> dict[str, Any]:
-    """What a trial reports of the model: its layer counts, FLOPs (on request), the
-    layers in float8 and the attention calls cuDNN ran."""
+    """What a trial reports of the model: its layer counts, FLOPs (on request), whether
+    it takes float inputs, the layers in float8 and the attention calls cuDNN ran."""
     from tfaccel.optimize.attention import cudnn_calls
+    from tfaccel.workloads.inputs import takes_floats
 
     settings = report.settings
     flops, gemm_share = _flops(model) if count_flops else (None, None)
     return {
         "forward_flops_per_sample": flops,
         "gemm_flop_share": gemm_share,
+        "float_inputs": takes_floats(model),
         **_layer_counts(model),
         **({"float8_layers": len(report.float8_layers)} if settings.float8 else {}),
         **({"cudnn_attention_calls": cudnn_calls()} if settings.attention == "cudnn" else {}),

@@ -151,6 +151,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "window",
                 "forward_flops_per_sample",
                 "gemm_flop_share",
+                "float_inputs",
                 "attention_dropout_layers",
                 "float8_layers",
                 "cudnn_attention_calls",

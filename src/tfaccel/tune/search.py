@@ -10,7 +10,8 @@ order of their expected gain (a time budget cuts the last ones):
    failure) or stops paying; paused after a step that gained little;
 4. each precision without XLA (models that XLA slows down or cannot compile), unless
    Keras' defaults already prove XLA's own gain;
-5. steps_per_execution, then 16-bit input transfers (GPU, 16-bit precision);
+5. steps_per_execution and 16-bit input transfers (GPU, 16-bit precision, float
+   inputs): one trial where both apply, each alone where that pair did not pay;
 6. the paused ladder, by doubling; or the larger batch once more, if the ladder
    stopped within the noise;
 7. XLA's GEMM options (models of matrix products), then the late knobs, each as its
@@ -157,6 +158,12 @@ XLA_PROVEN = 1.4
 # then +16 %, and its 4x step after that did not finish compiling in six minutes), while
 # steps_per_execution and input_cast gained +29 % and +14 % on ResNet-50 at 1024.
 LADDER_PAUSE = 0.20
+# steps_per_execution and input_cast share a trial where both apply: neither has run
+# slower beyond the noise in any tune measured on the H200 (steps_per_execution
+# 0.97-1.29x: MNIST convnet to ResNet-50; input_cast 1.04-1.23x: BERT-base to ResNet-50),
+# and a trial of a large model costs minutes of compilation (ResNet-50: two). A pair that
+# fails or runs slower beyond the noise is followed by each alone (`_spe_and_cast`).
+SPE_WITH_CAST = ("steps_per_execution", "input_cast")
 # The stage of a journal's trial of another machine, measured again here.
 AGAIN = "again, here"
 
@@ -543,8 +550,7 @@ class Tuner:
             self._xla_precisions,
             self._batch_ladder,
             self._no_xla_precisions,
-            self._steps_per_execution,
-            self._input_cast,
+            self._spe_and_cast,
             self._batch_again,
             self._gemm_options,
             self._late_knobs,
@@ -835,6 +841,39 @@ class Tuner:
             self._near_miss(st, knob, value, out.r, out.gain, guard)
         return out
 
+    def _spe_and_cast(self, st: _State) -> None:
+        """Stage 5: steps_per_execution, longest first, and 16-bit input transfers; in
+        one trial where both apply (SPE_WITH_CAST), each alone where that pair failed or
+        ran slower beyond the noise."""
+        cast = self._cast_applies(st)
+        old = _compat.keras_needs("timing steps_per_execution", *_compat.KERAS_TUNE_SPE)
+        longest = max(self.opt.spe_choices)
+        pair = set(SPE_WITH_CAST).isdisjoint(self.opt.skip)
+        if cast and pair and not old and longest > 1 and self._spe_with_cast(st, longest):
+            return
+        self._steps_per_execution(st)
+        if cast:
+            self._knob(st, "input_cast", "compute")
+
+    def _spe_with_cast(self, st: _State, spe: int) -> bool:
+        """steps_per_execution `spe` and input_cast in one trial; True where that decided
+        both: kept together, or within the noise (neither alone is then tried)."""
+        values = dict(zip(SPE_WITH_CAST, (spe, "compute"), strict=True))
+        stage = " + ".join(values)
+        what = f"spe={spe}, input_cast=compute, together"
+        out = self._attempt(st, st.best_s.replace(**values), stage, what)
+        if out is None or out.worse:
+            return False
+        if not out.win:
+            for knob, value in values.items():
+                self._near_miss(st, knob, value, out.r, out.gain, False)
+            self.decide(
+                stage,
+                "each alone not tried: together they gained nothing beyond the noise, and "
+                "neither has run slower beyond it in any tune measured",
+            )
+        return True
+
     def _steps_per_execution(self, st: _State) -> None:
         old = _compat.keras_needs("timing steps_per_execution", *_compat.KERAS_TUNE_SPE)
         if old:
@@ -860,11 +899,21 @@ class Tuner:
     def _resolved_precision(self, st: _State) -> str:
         return st.best.precision or "" if st.best_s.precision == "auto" else st.best_s.precision
 
-    def _input_cast(self, st: _State) -> None:
-        """16-bit input transfers (GPU, 16-bit precision): for models whose float32
-        batch copy is a large part of the step."""
-        if self.hw.gpus and input_cast_dtype("compute", self._resolved_precision(st)):
-            self._knob(st, "input_cast", "compute")
+    def _cast_applies(self, st: _State) -> bool:
+        """16-bit input transfers: on a GPU, under a 16-bit precision, for a model with
+        float inputs (its float32 batch copy may be a large part of the step); a model
+        of token ids is said to be left out."""
+        if not (self.hw.gpus and input_cast_dtype("compute", self._resolved_precision(st))):
+            return False
+        base = self.result.baseline
+        if base is not None and base.extra.get("float_inputs") is False:
+            self.decide(
+                "input_cast",
+                "not tried: the model's inputs are all integers (token ids, say), which "
+                "input_cast leaves as they are",
+            )
+            return False
+        return True
 
     def _batch_again(self, st: _State) -> None:
         """The ladder, paused, goes on by doubling; or, where it stopped within the
@@ -927,7 +976,24 @@ class Tuner:
         if knob.name in self.opt.skip:
             self.decide(knob.name, SKIPPED)
             return False
+        too_long = self._step_too_long(t, st)
+        if too_long:
+            self.decide(knob.name, f"not tried: {too_long}")
+            return False
         return True
+
+    def _step_too_long(self, t: TuneTry, st: _State) -> str | None:
+        """Why a knob that saves host time per step (`TuneTry.saves_ms`) is left out:
+        the best's steps are so long that its most is under the noise floor."""
+        if t.saves_ms is None or not st.best.ok or not st.best.samples_per_s:
+            return None
+        step_ms = 1000.0 * (st.best_s.batch_size or self.opt.batch_size) / st.best.samples_per_s
+        if step_ms * self.opt.noise_floor <= t.saves_ms:
+            return None
+        return (
+            f"a step takes {step_ms:.0f} ms, and this knob saves host time per step, at "
+            f"most {t.saves_ms:g} ms: under the {self.opt.noise_floor:.0%} noise floor"
+        )
 
     def _late_one(self, st: _State, knob: Knob) -> None:
         """One late knob: each value in turn, until the guard lets one be measured."""

@@ -135,6 +135,18 @@ def _verdict(shape: tuple[Any, ...], model_shape: tuple[Any, ...]) -> bool | Non
     return True if fits(shape[1:]) and shape else False if fits(shape) else None
 
 
+def takes_floats(model: Any) -> bool | None:
+    """Does the model declare a floating-point input (what `input_cast` sends in 16
+    bits)? False for a model of token ids only; None where it declares no inputs."""
+    try:
+        inputs = model.inputs
+    except (AttributeError, ValueError):  # subclassed: no declared inputs
+        return None
+    if not inputs:
+        return None
+    return any("float" in str(getattr(t, "dtype", "")) for t in inputs)
+
+
 def _declared_shapes(model: Any) -> list[tuple[Any, ...]]:
     tf = import_tensorflow()
     try:
