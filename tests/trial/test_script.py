@@ -121,6 +121,8 @@ def test_a_dataset_script_is_timed_without_its_callbacks(here: Path) -> None:
     r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=16), SMALL)
     assert r.ok, (r.error, r.traceback)
     assert r.extra["measured"] == "model.fit at train.py:12"
+    # the script's time to fit, from its start (TensorFlow's import at least: > 0.5 s)
+    assert 0.5 < r.extra["setup_s"] < r.wall_s
     assert not (here / "users_model.keras").exists()  # the user's checkpoint untouched
 
 

@@ -54,6 +54,8 @@ def test_a_real_trial_reports_throughput_compile_and_losses() -> None:
     assert len(r.windows) == 2 and r.compile_s is not None
     assert r.losses and all(x == x for x in r.losses)  # finite, not NaN
     assert r.extra["float_inputs"] is True  # images: input_cast may apply
+    # the time to fit (TensorFlow's import, the build) is reported apart, within the wall
+    assert 0 < r.extra["setup_s"] < r.wall_s - (r.compile_s or 0)
     assert r.device == "CPU"
 
 

@@ -28,6 +28,9 @@ from tfaccel.optimize.settings import LAYER_KNOBS
 from tfaccel.workloads.synthetic import rebatched
 
 MARK = "TFACCEL_TRIAL "
+# When this process's trial began (near the interpreter's start; a script's hook passes
+# its own): `setup_s`, the time to `fit` (TensorFlow's import, the build, the data).
+STARTED = time.perf_counter()
 
 
 def synthetic_batches(model: Any, wl: Any, batch: int, report: Any, cast: bool = True) -> Any:
@@ -186,10 +189,11 @@ def timed_fit(
     plan: Plan,
     batch: int,
     config: dict[str, Any],
+    started: float = STARTED,
 ) -> dict[str, Any]:
     """`fit(ds, ...)` for `plan`'s steps with a clock callback; the trial's payload:
-    throughput per timed window, the time to the first step apart (tracing and XLA
-    compilation), the losses, peak memory and the model's layer counts."""
+    throughput per timed window, the time to `fit` and to the first step apart (tracing
+    and XLA compilation), the losses, peak memory and the model's layer counts."""
     marks, plan = _fit_marks(fit, ds, plan, batch)
     # marks[i] ends step marks[i][0] (the last step of its execution).
     first_end = marks[0][1]
@@ -200,6 +204,7 @@ def timed_fit(
     )
     start = marks[0][1] - marks[0][3]
     return {
+        "setup_s": round(start - started, 3),
         **_model_facts(model, report, bool(config.get("count_flops"))),
         "status": "ok",
         "precision": report.precision,

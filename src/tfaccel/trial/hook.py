@@ -27,12 +27,14 @@ import inspect
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 ENV = "TFACCEL_SCRIPT"
 MARK = "TFACCEL_TRIAL "
+STARTED = time.perf_counter()  # the script's start, near enough: sitecustomize imports this
 
 
 def install() -> None:
@@ -210,7 +212,9 @@ def _tuned_fit(
         batch = report.settings.batch_size or a.get("batch_size") or 32
         ds = report.dataset(rebatched(_examples(model, a), batch), batch=False)
         plan = Plan.of(config["steps"], report.settings.steps_per_execution)
-        out = timed_fit(lambda *p, **k: fit(model, *p, **k), model, ds, report, plan, batch, config)
+        out = timed_fit(
+            lambda *p, **k: fit(model, *p, **k), model, ds, report, plan, batch, config, STARTED
+        )
         out["measured"] = f"model.fit at {where}"
     except Exception as exc:
         text = f"{type(exc).__name__}: {exc}"

@@ -149,6 +149,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "input",
                 "input_bytes_per_sample",
                 "window",
+                "setup_s",
                 "forward_flops_per_sample",
                 "gemm_flop_share",
                 "float_inputs",
