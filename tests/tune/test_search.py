@@ -1287,7 +1287,16 @@ def test_the_report_shows_each_confirmation_round() -> None:
     def r(label: str, rate: float | None) -> TrialResult:
         if rate is None:
             return TrialResult(label, label, {}, "timeout", error="killed at 600 s")
-        return TrialResult(label, label, {}, "ok", samples_per_s=rate, windows=(rate,))
+        return TrialResult(
+            label,
+            label,
+            {},
+            "ok",
+            samples_per_s=rate,
+            windows=(rate,),
+            compile_s=30.0,
+            extra={"setup_s": 6.0},
+        )
 
     best = r("mixed_bfloat16 xla=jit batch=2048 spe=1", 4400)
     defaults = r("tf32 xla=auto batch=128 spe=1", 1800)
@@ -1302,6 +1311,8 @@ def test_the_report_shows_each_confirmation_round() -> None:
     assert "2.44x Keras defaults (1,800/s" in text  # the search's runs
     assert "confirmation 1, back to back: 2.43x Keras defaults (4,500/s against 1,850/s)" in text
     assert "confirmation 2: b: timeout (killed at 600 s)" in text
+    # where the tune's time went, besides the timed steps
+    assert "60 s of it compiling, 12 s starting (import, build, data)" in text
 
 
 class OtherMachine(FakeTrials):

@@ -107,10 +107,11 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
                 f"  confirmation {i}, back to back: {c.speedup:.2f}x Keras defaults "
                 f"({b.samples_per_s:,.0f}/s against {a.samples_per_s:,.0f}/s)"
             )
+    setup = f", {res.setup_s_total:.0f} s starting (import, build, data)" * bool(res.setup_s_total)
     lines.append(
         f"  {len(res.trials)} trial{'' if len(res.trials) == 1 else 's'} "
         f"({res.resumed} from the journal) in "
-        f"{res.wall_s:.0f} s, {res.compile_s_total:.0f} s of it compiling"
+        f"{res.wall_s:.0f} s, {res.compile_s_total:.0f} s of it compiling{setup}"
     )
     console.print(Text("\n".join(lines), style="bold"))
 

@@ -58,6 +58,7 @@ def result_json(result: TuneResult) -> str:
     doc["speedup_over_keras_defaults"] = result.speedup(result.keras_defaults)
     doc["confirmed_speedup_over_keras_defaults"] = result.confirmed_speedup
     doc["compile_s_total"] = result.compile_s_total
+    doc["setup_s_total"] = result.setup_s_total
     doc["seconds_to_1_5x_keras_defaults"] = result.time_to(1.5)
     doc["largest_fitting_batch"] = result.largest_fitting_batch
     from tfaccel.environment import environment

@@ -231,6 +231,11 @@ class TuneResult:
     def compile_s_total(self) -> float:
         return sum(t.compile_s or 0.0 for t in self.trials)
 
+    @property
+    def setup_s_total(self) -> float:
+        """The trials' time to `fit`: TensorFlow's import, the build, the data."""
+        return sum(t.extra.get("setup_s") or 0.0 for t in self.trials)
+
     def speedup(self, over: TrialResult | None) -> float | None:
         if self.best is None or over is None or not over.ok or not self.best.samples_per_s:
             return None
