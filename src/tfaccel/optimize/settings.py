@@ -205,6 +205,8 @@ KNOBS: tuple[Knob, ...] = (
     ),
     Knob("xla_options", shown="xla_options={}", quiet=(), skippable=True),
 )
+# Each knob by its name.
+KNOB_NAMED = {k.name: k for k in KNOBS}
 # The knobs `tune --skip` can leave as they are.
 SKIPPABLE = tuple(k.name for k in KNOBS if k.skippable)
 # The knobs that replace a Keras function for the process.

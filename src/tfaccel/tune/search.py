@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 from tfaccel import _compat
 from tfaccel.hardware.capabilities import precisions, supports
 from tfaccel.optimize.settings import (
+    KNOB_NAMED,
     LATE_KNOBS,
     Knob,
     Need,
@@ -864,16 +865,12 @@ class Tuner:
         """steps_per_execution `spe` and input_cast in one trial; True where that decided
         both: kept together, or within the noise (neither alone is then tried)."""
         values = dict(zip(SPE_WITH_CAST, (spe, "compute"), strict=True))
-        stage = " + ".join(values)
-        what = f"spe={spe}, input_cast=compute, together"
-        out = self._attempt(st, st.best_s.replace(**values), stage, what)
+        out = self._joint(st, values)
         if out is None or out.worse:
             return False
         if not out.win:
-            for knob, value in values.items():
-                self._near_miss(st, knob, value, out.r, out.gain, False)
             self.decide(
-                stage,
+                " + ".join(values),
                 "each alone not tried: together they gained nothing beyond the noise, and "
                 "neither has run slower beyond it in any tune measured",
             )
@@ -1010,19 +1007,22 @@ class Tuner:
             self._note_attention_calls(st)
 
     def _late_together(self, st: _State, knobs: list[Knob]) -> None:
-        """The knobs of one `together` group, each at its first value, in one trial; a
-        gain under the threshold is remembered for each, for stage `together`."""
+        """The knobs of one `together` group, each at its first value, in one trial."""
         values = {k.name: k.tune.values[0] for k in knobs if k.tune}
-        guard = any(k.tune and k.tune.guard for k in knobs)
+        if st.best_s.replace(**values) != st.best_s:
+            self._joint(st, values, guard=any(k.tune and k.tune.guard for k in knobs))
+
+    def _joint(self, st: _State, values: dict[str, Any], guard: bool = False) -> _Outcome | None:
+        """Knobs' values in one trial against the best so far (see `_attempt`), its
+        stage their names joined by " + "; a gain under the threshold is remembered
+        for each knob, for stage `together`."""
+        shown = ", ".join((KNOB_NAMED[k].shown or "{}").format(v) for k, v in values.items())
         s = st.best_s.replace(**values)
-        if s == st.best_s:
-            return
-        shown = ", ".join((k.shown or "{}").format(values[k.name]) for k in knobs)
-        stage = " + ".join(values)
-        out = self._attempt(st, s, stage, f"{shown}, together", guard)
+        out = self._attempt(st, s, " + ".join(values), f"{shown}, together", guard)
         if out is not None and not out.win:
             for knob, value in values.items():
                 self._near_miss(st, knob, value, out.r, out.gain, guard)
+        return out
 
     def _holds(self, need: Need, st: _State) -> bool:
         """Does a late trial's need (settings.Need) hold on this hardware and best?"""
