@@ -283,5 +283,42 @@ def test_run_rebatches_a_scripts_dataset(here: Path, capfd: pytest.CaptureFixtur
     settings = Settings(precision="float32", xla="off", batch_size=64)
     assert run_script(script, settings) == 0
     err = capfd.readouterr().err
-    assert "model.fit call 1 at train.py:12: batch 64 (re-batched); tf.data settings applied" in err
+    assert "model.fit call 1 at train.py:12: batch 64 (re-batched from 32); tf.data settings" in err
+    assert "Keras counts the re-batched dataset's steps in its first epoch" in err
     assert "model.fit call 2 at train.py:13" in err  # run mode runs every fit
+
+
+# An epoch of steps_per_epoch batches: a repeated dataset, a finite one, numpy arrays.
+STEPS_SCRIPT = """
+import json
+import numpy as np
+import tensorflow as tf
+import keras
+
+x = np.random.rand(256, 4).astype("float32")
+y = np.random.rand(256, 1).astype("float32")
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+seen = []
+class Count(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        seen.append(0)
+    def on_train_batch_end(self, batch, logs=None):
+        seen[-1] += 1
+repeated = tf.data.Dataset.from_tensor_slices((x, y)).batch(16).repeat()
+model.fit(repeated, epochs=1, steps_per_epoch=8, callbacks=[Count()], verbose=0)
+model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(64), callbacks=[Count()], verbose=0)
+model.fit(x, y, batch_size=16, steps_per_epoch=8, callbacks=[Count()], verbose=0)
+json.dump(seen, open("steps.json", "w"))
+"""
+
+
+def test_run_keeps_the_examples_of_an_epoch(here: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    script = parse_command(["python", str(_write(here, "train.py", STEPS_SCRIPT))])
+    assert run_script(script, Settings(precision="float32", xla="off", batch_size=64)) == 0
+    err = capfd.readouterr().err
+    assert "batch 64 (re-batched from 16); steps_per_epoch 8 -> 2" in err
+    assert "batch 64 (the data's own); tf.data settings applied" in err
+    assert "batch_size=64; steps_per_epoch 8 -> 2" in err
+    assert "Keras counts" not in err  # the data's own batches keep its length
+    assert json.loads((here / "steps.json").read_text()) == [2, 4, 2]

@@ -214,9 +214,9 @@ class ConfigureReport:
         size = self.settings.batch_size
         if not size:
             return ds
-        from tfaccel.workloads.inputs import as_examples
+        from tfaccel.workloads.inputs import rebatch
 
-        return as_examples(ds, model).batch(size)
+        return rebatch(ds, model, size)[0]
 
     def _rebatched_or_kept(self, ds: Any, model: Any) -> Any:
         """`rebatched`, or where it cannot tell, the data's own batches, and it says so."""

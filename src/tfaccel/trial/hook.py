@@ -10,7 +10,8 @@ environment (`ENV`). When the script imports Keras, this module
   policy takes effect);
 - patches `keras.Model.compile` (XLA, steps_per_execution, gradient accumulation,
   checkpointing, float8) and `keras.Model.fit` (the batch size: numpy inputs get
-  `batch_size`, datasets are re-batched; input_cast and prefetch on datasets).
+  `batch_size`, datasets are re-batched, and `steps_per_epoch` scaled to keep an
+  epoch's examples; input_cast and prefetch on datasets).
 
 In "tune" mode the first `fit` call is timed (`trial.child.timed_fit`) on the script's
 data, repeated and re-batched at the trial's batch size, without the script's
@@ -237,21 +238,61 @@ def _run_fit(
     notes: list[str] = []
     if _is_dataset(x):
         try:
-            ds = report.rebatched(x, model)
-            notes.append(f"batch {size} (re-batched)" if size else "batch as the script's")
-            a.update(x=report.dataset(ds, batch=False))
-            notes.append("tf.data settings applied")
+            _fit_dataset(a, model, report, size, notes)
         except Exception as exc:
             notes.append(f"the dataset kept as it is ({type(exc).__name__}: {exc})")
     elif size and _is_array(x):
+        own = a.get("batch_size") or 32  # Keras' default
         a["batch_size"] = size
         notes.append(f"batch_size={size}")
+        _same_examples_per_epoch(a, own, size, notes)
         notes.append("tf.data settings not applicable: numpy inputs")
     elif size:
-        notes.append(f"batch {size} not applied: the script's {type(x).__name__} makes its batches")
+        notes.append(
+            f"batch {size} not applied: the script's {type(x).__name__} makes its own "
+            f"batches (make them {size} there, or give fit a tf.data.Dataset or arrays)"
+        )
     _say(f"model.fit call {call} at {where}: " + "; ".join(notes))
     kw = a.pop("kwargs", {})
     return fit(model, **a, **kw)
+
+
+def _fit_dataset(
+    a: dict[str, Any], model: Any, report: Any, size: int | None, notes: list[str]
+) -> None:
+    """fit's dataset at the tuned batch size with the tf.data settings, in `a`."""
+    from tfaccel.workloads.inputs import rebatch
+
+    x = a["x"]
+    ds, own = rebatch(x, model, size) if size else (x, None)
+    if not size:
+        notes.append("batch as the script's")
+    elif own == size:
+        notes.append(f"batch {size} (the data's own)")
+    else:
+        notes.append(f"batch {size} (re-batched" + (f" from {own})" if own else ")"))
+        _same_examples_per_epoch(a, own, size, notes)
+    a["x"] = report.dataset(ds, batch=False)
+    notes.append("tf.data settings applied")
+    if a.get("steps_per_epoch") is None and int(x.cardinality()) >= 0 > int(ds.cardinality()):
+        notes.append(
+            "Keras counts the re-batched dataset's steps in its first epoch (it shows "
+            "'Unknown', and warns then that the input ran out of data: harmless)"
+        )
+
+
+def _same_examples_per_epoch(
+    a: dict[str, Any], own: int | None, size: int, notes: list[str]
+) -> None:
+    """steps_per_epoch counts batches: at another batch size it is scaled so that an
+    epoch holds the examples it held in the script (else a larger batch would make
+    each epoch, and the run, that many times longer)."""
+    steps = a.get("steps_per_epoch")
+    if not steps or not own or own == size:
+        return
+    scaled = max(1, -(-steps * own // size))
+    a["steps_per_epoch"] = scaled
+    notes.append(f"steps_per_epoch {steps} -> {scaled} (the examples of an epoch kept)")
 
 
 def _is_dataset(x: Any) -> bool:

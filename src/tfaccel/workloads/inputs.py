@@ -62,6 +62,17 @@ def user_data(data: Any, model: Any, batched: bool | None = None, peek: bool = F
     )
 
 
+def rebatch(ds: Any, model: Any, size: int) -> tuple[Any, int | None]:
+    """A tf.data.Dataset at batch `size`, and the size of its own batches (None where it
+    holds examples). Batches of that size already are kept as they are: unbatching
+    loses a dataset's length where its batch dimension is not static, and Keras then
+    learns it only at the end of the first epoch."""
+    found = user_data(ds, model, peek=True)
+    if found.batch_size == size:
+        return ds, size
+    return found.examples.batch(size), found.batch_size
+
+
 def _dataset(ds: Any, model: Any, batched: bool | None, peek: bool) -> UserData:
     _check_pairs(ds.element_spec)
     if batched is None:
