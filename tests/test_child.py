@@ -26,6 +26,13 @@ def test_payload_exit_codes_and_timeouts() -> None:
     assert out.payload is None and out.killed and "out of memory?" in out.exit_text()
     out = run_child(["-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"], "M ", env, 30)
     assert out.returncode == 3 and out.tail() == "boom"
+    absl = (
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\\n"
+        "I0000 00:00:1796304394.900666    3266 cudart_stub.cc:31] Could not find cuda drivers\\n"
+    )
+    code = f"import sys; sys.stderr.write('{absl}ValueError: bad\\n{absl}'); sys.exit(1)"
+    out = run_child(["-c", code], "M ", env, 30)
+    assert out.tail() == "ValueError: bad"  # TensorFlow's chatter at import is left out
     out = run_child(["-c", "import time; time.sleep(30)"], "M ", env, 0.5)
     assert out.timed_out and out.payload is None
 

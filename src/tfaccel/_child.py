@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NoReturn
 
+from tfaccel._native import is_noise
 from tfaccel.errors import InputError, TfaccelError
 
 log = logging.getLogger("tfaccel")  # `tfaccel -v` shows its debug lines
@@ -55,8 +56,10 @@ class ChildResult:
         return self.returncode in _KILLED
 
     def tail(self, lines: int = 15, sep: str = "\n") -> str:
-        """The last `lines` lines of the child's stderr."""
-        return sep.join(self.stderr.strip().splitlines()[-lines:])
+        """The last `lines` lines of the child's stderr, without absl's chatter
+        (TensorFlow's INFO lines at import would otherwise fill it)."""
+        kept = [ln for ln in self.stderr.strip().splitlines() if not is_noise(ln)]
+        return sep.join(kept[-lines:])
 
     def required(self, what: str, timeout_s: float, error: type[TfaccelError]) -> dict[str, Any]:
         """The payload of a child that must answer: `error` (a TfaccelError type) when it
