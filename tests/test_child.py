@@ -33,6 +33,12 @@ def test_payload_exit_codes_and_timeouts() -> None:
     code = f"import sys; sys.stderr.write('{absl}ValueError: bad\\n{absl}'); sys.exit(1)"
     out = run_child(["-c", code], "M ", env, 30)
     assert out.tail() == "ValueError: bad"  # TensorFlow's chatter at import is left out
+    assert out.raised() == "ValueError: bad"
+    code = "class Scale: pass\nScale().factor"
+    out = run_child(["-c", code], "M ", env, 30)
+    assert out.raised() == "AttributeError: 'Scale' object has no attribute 'factor'"
+    bold = run_child(["-c", "import sys; sys.stderr.write('\\x1b[1mbold\\x1b[0m')"], "M ", env, 30)
+    assert bold.tail() == "bold" and bold.raised() is None  # Keras bolds its messages
     out = run_child(["-c", "import time; time.sleep(30)"], "M ", env, 0.5)
     assert out.timed_out and out.payload is None
 

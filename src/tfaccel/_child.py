@@ -30,6 +30,7 @@ from tfaccel.errors import InputError, TfaccelError
 
 log = logging.getLogger("tfaccel")  # `tfaccel -v` shows its debug lines
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds parts of its error messages
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b.*$", re.MULTILINE)
 _OWN = os.path.dirname(os.path.abspath(__file__))  # tfaccel's package directory
 # A process ended by SIGKILL: the kernel's OOM killer, most often (or a user's kill -9).
 _KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
@@ -58,8 +59,14 @@ class ChildResult:
     def tail(self, lines: int = 15, sep: str = "\n") -> str:
         """The last `lines` lines of the child's stderr, without absl's chatter
         (TensorFlow's INFO lines at import would otherwise fill it)."""
-        kept = [ln for ln in self.stderr.strip().splitlines() if not is_noise(ln)]
+        kept = [ln for ln in ANSI.sub("", self.stderr).strip().splitlines() if not is_noise(ln)]
         return sep.join(kept[-lines:])
+
+    def raised(self) -> str | None:
+        """The last Python exception line on the child's stderr ("ValueError: ..."), where
+        it ended with an uncaught exception of its own."""
+        found = _RAISED.findall(ANSI.sub("", self.stderr))
+        return found[-1].strip()[:300] if found else None
 
     def required(self, what: str, timeout_s: float, error: type[TfaccelError]) -> dict[str, Any]:
         """The payload of a child that must answer: `error` (a TfaccelError type) when it

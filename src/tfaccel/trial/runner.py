@@ -237,8 +237,9 @@ def result_of(
         return failed("timeout", error=f"killed after {timeout_s:.0f} s")
     if out.returncode == 0 and silent:
         return failed("error", error=silent, traceback=out.tail())
+    raised = out.raised()
     return failed(
         "oom" if out.killed else "error",
-        error=f"trial process {out.exit_text()}",
+        error=f"trial process {out.exit_text()}" + (f": {raised}" if raised else ""),
         traceback=out.tail(),
     )
