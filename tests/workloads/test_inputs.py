@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -208,3 +209,30 @@ def test_whether_a_model_takes_float_inputs() -> None:
     mixed = keras.Model([tokens, image], [text(tokens), image])
     assert takes_floats(mixed) is True
     assert takes_floats(keras.Sequential([keras.layers.Dense(2)])) is None  # no inputs yet
+
+
+def test_sequences_padded_per_batch_are_padded_again() -> None:
+    """Text padded per batch (`padded_batch`): its examples differ in length, so they
+    are batched again with padding, in a trial and in `run`."""
+    import tensorflow as tf
+
+    from tfaccel.workloads.inputs import as_examples, rebatch
+
+    lengths = [3, 9, 4, 12, 5, 7]
+    seqs = tf.data.Dataset.from_generator(
+        lambda: ([1] * n for n in lengths), output_signature=tf.TensorSpec([None], tf.int32)
+    )
+    ds = tf.data.Dataset.zip((seqs, tf.data.Dataset.range(6))).padded_batch(2)
+    model = keras_model_of_tokens()
+    again, own = rebatch(ds, model, 4)
+    shapes = [tuple(x.shape) for x, _ in again]
+    assert own == 2 and shapes == [(4, 12), (2, 7)]
+    x, y = next(iter(rebatched(as_examples(ds, model), 3)))  # a trial's batches
+    assert x.shape == (3, 12) and y.shape == (3,)
+
+
+def keras_model_of_tokens() -> Any:
+    import keras
+
+    inputs = keras.Input((None,), dtype="int32")
+    return keras.Model(inputs, keras.layers.Embedding(20, 4)(inputs))

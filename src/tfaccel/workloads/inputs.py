@@ -70,7 +70,22 @@ def rebatch(ds: Any, model: Any, size: int) -> tuple[Any, int | None]:
     found = user_data(ds, model, peek=True)
     if found.batch_size == size:
         return ds, size
-    return found.examples.batch(size), found.batch_size
+    return batched(found.examples, size), found.batch_size
+
+
+def batched(examples: Any, size: int, drop_remainder: bool = False) -> Any:
+    """Examples in batches of `size`; padded with zeros, as `padded_batch` pads, where an
+    example's shape varies (token sequences that came padded per batch: each keeps its
+    old padding, and a batch pads to its longest)."""
+    tf = import_tensorflow()
+    specs = tf.nest.flatten(examples.element_spec)
+    if any(isinstance(s, tf.TensorSpec) and _varies(s.shape) for s in specs):
+        return examples.padded_batch(size, drop_remainder=drop_remainder)
+    return examples.batch(size, drop_remainder=drop_remainder)
+
+
+def _varies(shape: Any) -> bool:
+    return shape.rank is not None and None in shape.as_list()
 
 
 def _dataset(ds: Any, model: Any, batched: bool | None, peek: bool) -> UserData:
