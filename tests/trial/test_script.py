@@ -254,6 +254,12 @@ def test_run_command_checks_its_config_first(here: Path) -> None:
     assert not (here / "after_fit.txt").exists()
 
 
+ARGPARSE = """
+p.add_argument("--batch-size", type=int, default=256)
+p.add_argument("-b", dest="bs", type=int, default=16)
+"""
+
+
 @pytest.mark.parametrize(
     ("source", "batch"),
     [
@@ -262,10 +268,30 @@ def test_run_command_checks_its_config_first(here: Path) -> None:
         ("ds = ds.batch(64)\nmodel.fit(ds)", 64),
         ("model.fit(x, y, batch_size=args.batch)", None),
         ("model.fit(x, y)", None),
+        (f"{ARGPARSE}model.fit(x, y, batch_size=args.batch_size)", 256),
+        (f"{ARGPARSE}ds = ds.batch(opts.bs)", 16),
+        ("flags.DEFINE_integer('batch_size', 48, 'per step')\nds.batch(FLAGS.batch_size)", 48),
     ],
 )
 def test_the_scripts_own_batch_size_is_read_from_its_source(source: str, batch: int | None) -> None:
     assert own_batch_size(ast.parse(source)) == batch
+
+
+@pytest.mark.parametrize(
+    ("args", "batch"),
+    [((), 256), (("--batch-size", "512"), 512), (("--epochs", "3", "--batch-size=64"), 64)],
+)
+def test_the_batch_size_given_on_the_scripts_command_line_wins(
+    args: tuple[str, ...], batch: int
+) -> None:
+    source = f"{ARGPARSE}model.fit(x, y, batch_size=args.batch_size)"
+    assert own_batch_size(ast.parse(source), args) == batch
+
+
+def test_a_scripts_own_arguments_are_kept_apart(here: Path) -> None:
+    _write(here, "train.py", NUMPY_SCRIPT)
+    script = parse_command(["python", "-u", "./train.py", "--batch-size", "8"])
+    assert script.args == ("--batch-size", "8") and script.path == Path("train.py")
 
 
 def test_keras_backend_in_the_environment_is_refused(

@@ -39,12 +39,13 @@ NO_FIT = (
 @dataclass(frozen=True)
 class Script:
     """A command that runs a Python training script: `argv` as it runs (this
-    interpreter first), `shown` as the user wrote it, and the script's file (None
-    for `-m module`)."""
+    interpreter first), `shown` as the user wrote it, the script's file (None for
+    `-m module`) and its own arguments."""
 
     argv: tuple[str, ...]
     shown: tuple[str, ...]
     path: Path | None
+    args: tuple[str, ...] = ()  # the script's own arguments (after its file or module)
 
     @property
     def name(self) -> str:
@@ -91,7 +92,7 @@ def parse_command(args: Sequence[str]) -> Script:
                 received=str(path.resolve()),
             )
     # This interpreter: it has tfaccel and TensorFlow.
-    return Script((sys.executable, *args[1:]), tuple(args), path)
+    return Script((sys.executable, *args[1:]), tuple(args), path, tuple(rest[1:]))
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def check_script(script: Script) -> ScriptFacts:
             received=f"line {line}: {exc}" if line else str(exc),
         ) from exc
     _refuse_other_backend(script.path, tree)
-    return ScriptFacts(tuple(_fit_notes(script.path, tree)), own_batch_size(tree))
+    return ScriptFacts(tuple(_fit_notes(script.path, tree)), own_batch_size(tree, script.args))
 
 
 def _refuse_other_backend(path: Path, tree: ast.AST) -> None:
@@ -170,10 +171,12 @@ def _fit_notes(path: Path, tree: ast.AST) -> list[str]:
     return []
 
 
-def own_batch_size(tree: ast.AST) -> int | None:
+def own_batch_size(tree: ast.AST, args: Sequence[str] = ()) -> int | None:
     """The batch size the script trains at, where its source says it with a number:
-    `fit(..., batch_size=128)` or `.batch(64)`, the number written there or assigned
-    to the name written there at the top level (`batch_size = 128`)."""
+    `fit(..., batch_size=128)` or `.batch(64)`, the number written there, assigned
+    to the name written there at the top level (`batch_size = 128`), or an option's
+    (`args.batch_size`: the value in the script's arguments `args`, else the default
+    in its `add_argument` or absl `DEFINE_integer`)."""
     names = {
         t.id: n.value.value
         for n in getattr(tree, "body", [])
@@ -181,11 +184,14 @@ def own_batch_size(tree: ast.AST) -> int | None:
         for t in n.targets
         if isinstance(t, ast.Name)
     }
+    options = _options(tree, names, args)
 
     def number(node: ast.AST | None) -> int | None:
         value = node.value if isinstance(node, ast.Constant) else None
         if isinstance(node, ast.Name):
             value = names.get(node.id)
+        if isinstance(node, ast.Attribute):
+            value = options.get(node.attr)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     for n in ast.walk(tree):
@@ -198,6 +204,55 @@ def own_batch_size(tree: ast.AST) -> int | None:
                 continue
             if found and found[0] and found[0] > 0:
                 return found[0]
+    return None
+
+
+def _options(tree: ast.AST, names: dict[str, Any], args: Sequence[str]) -> dict[str, Any]:
+    """The script's command-line options, by name: the value given in `args`, else the
+    default its source writes (argparse's `add_argument`, absl's `DEFINE_integer`)."""
+    found: dict[str, Any] = {}
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+            continue
+        strings = [
+            a.value for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        ]
+        keywords = {k.arg: k.value for k in n.keywords if k.arg}
+        if n.func.attr == "add_argument":
+            flags = strings
+            given = keywords.get("dest")
+            dest = given.value if isinstance(given, ast.Constant) else _dest(flags)
+            default = keywords.get("default")
+        elif n.func.attr == "DEFINE_integer" and len(n.args) > 1 and strings:
+            dest, flags = strings[0], [f"--{strings[0]}"]
+            default = keywords.get("default", n.args[1])
+        else:
+            continue
+        value: Any = _given(flags, args)
+        if value is None and isinstance(default, ast.Constant):
+            value = default.value
+        elif value is None and isinstance(default, ast.Name):
+            value = names.get(default.id)
+        if isinstance(dest, str):
+            found[dest] = value
+    return found
+
+
+def _dest(flags: list[str]) -> str | None:
+    """argparse's name for an option: its first long flag's, else its first flag's."""
+    first = next((f for f in flags if f.startswith("--")), flags[0] if flags else None)
+    return first.lstrip("-").replace("-", "_") if first else None
+
+
+def _given(flags: list[str], args: Sequence[str]) -> int | None:
+    """The integer given for one of `flags` in `args` (`--batch 64` or `--batch=64`)."""
+    for i, arg in enumerate(args):
+        for flag in (f for f in flags if f.startswith("-")):
+            text = args[i + 1] if arg == flag and i + 1 < len(args) else None
+            if arg.startswith(flag + "="):
+                text = arg[len(flag) + 1 :]
+            if text is not None:
+                return int(text) if text.lstrip("-").isdigit() else None
     return None
 
 
