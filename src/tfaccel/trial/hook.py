@@ -271,8 +271,9 @@ def _fit_dataset(
         notes.append(f"batch {size} (the data's own)")
     else:
         notes.append(f"batch {size} (re-batched" + (f" from {own})" if own else ")"))
-        _same_examples_per_epoch(a, own, size, notes)
     a["x"] = report.dataset(ds, batch=False)
+    if size:
+        _same_examples_per_epoch(a, own, size, notes)
     notes.append("tf.data settings applied")
     if a.get("steps_per_epoch") is None and int(x.cardinality()) >= 0 > int(ds.cardinality()):
         notes.append(

@@ -70,10 +70,10 @@ def rebatch(ds: Any, model: Any, size: int) -> tuple[Any, int | None]:
     found = user_data(ds, model, peek=True)
     if found.batch_size == size:
         return ds, size
-    return batched(found.examples, size), found.batch_size
+    return in_batches(found.examples, size), found.batch_size
 
 
-def batched(examples: Any, size: int, drop_remainder: bool = False) -> Any:
+def in_batches(examples: Any, size: int, drop_remainder: bool = False) -> Any:
     """Examples in batches of `size`; padded with zeros, as `padded_batch` pads, where an
     example's shape varies (token sequences that came padded per batch: each keeps its
     old padding, and a batch pads to its longest)."""

@@ -154,9 +154,9 @@ def label_specs(wl: Any, batch: int) -> Any:
 def rebatched(dataset: Any, batch: int) -> Any:
     """The user's examples (`Workload.dataset`, see workloads.inputs) repeated and
     batched at `batch`, as tfaccel measures them."""
-    from tfaccel.workloads.inputs import batched
+    from tfaccel.workloads.inputs import in_batches
 
-    return batched(dataset.repeat(), batch, drop_remainder=True)
+    return in_batches(dataset.repeat(), batch, drop_remainder=True)
 
 
 def dataset_specs(dataset: Any, batch: int) -> tuple[Any, Any]:
