@@ -268,6 +268,8 @@ p.add_argument("-b", dest="bs", type=int, default=16)
         ("ds = ds.batch(64)\nmodel.fit(ds)", 64),
         ("model.fit(x, y, batch_size=args.batch)", None),
         ("model.fit(x, y)", None),
+        ("ds = image_dataset_from_directory('d', batch_size=16)\nmodel.fit(ds)", 16),
+        ("BS = 8\ntrain = keras.utils.text_dataset_from_directory('d', batch_size=BS)", 8),
         (f"{ARGPARSE}model.fit(x, y, batch_size=args.batch_size)", 256),
         (f"{ARGPARSE}ds = ds.batch(opts.bs)", 16),
         ("flags.DEFINE_integer('batch_size', 48, 'per step')\nds.batch(FLAGS.batch_size)", 48),

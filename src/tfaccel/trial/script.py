@@ -173,7 +173,8 @@ def _fit_notes(path: Path, tree: ast.AST) -> list[str]:
 
 def own_batch_size(tree: ast.AST, args: Sequence[str] = ()) -> int | None:
     """The batch size the script trains at, where its source says it with a number:
-    `fit(..., batch_size=128)` or `.batch(64)`, the number written there, assigned
+    `fit(..., batch_size=128)`, `.batch(64)` or a loader's `batch_size=` (Keras'
+    `image_dataset_from_directory`, say), the number written there, assigned
     to the name written there at the top level (`batch_size = 128`), or an option's
     (`args.batch_size`: the value in the script's arguments `args`, else the default
     in its `add_argument` or absl `DEFINE_integer`)."""
@@ -194,12 +195,15 @@ def own_batch_size(tree: ast.AST, args: Sequence[str] = ()) -> int | None:
             value = options.get(node.attr)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-            if n.func.attr == "fit":
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    # fit's own and the pipeline's first; then a loader's (image_dataset_from_directory)
+    for rank in ("fit", "batch", "loader"):
+        for n in calls:
+            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+            if rank == "batch":
+                found = [number(n.args[0])] if name == "batch" and n.args else []
+            elif (name == "fit") == (rank == "fit"):
                 found = [number(k.value) for k in n.keywords if k.arg == "batch_size"]
-            elif n.func.attr == "batch":
-                found = [number(n.args[0] if n.args else None)]
             else:
                 continue
             if found and found[0] and found[0] > 0:
