@@ -104,6 +104,7 @@ def test_tune_an_unmodified_script_end_to_end(here: Path) -> None:
     assert all(t["status"] == "ok" for t in trials), trials
     assert trials[0]["extra"]["measured"] == "model.fit at train.py:17"
     assert trials[0]["extra"]["dropout_layers"] == 1
+    assert trials[0]["extra"]["fit_data"] == "arrays"  # no tf.data setting reaches them
     assert not (here / "after_fit.txt").exists()  # what follows fit is not run
     written = json.loads((here / "tfaccel.json").read_text())
     assert written["workload"] == "script: python train.py"
@@ -121,6 +122,7 @@ def test_a_dataset_script_is_timed_without_its_callbacks(here: Path) -> None:
     r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=16), SMALL)
     assert r.ok, (r.error, r.traceback)
     assert r.extra["measured"] == "model.fit at train.py:12"
+    assert r.extra["fit_data"] == "dataset"
     # the script's time to fit, from its start (TensorFlow's import at least: > 0.5 s)
     assert 0.5 < r.extra["setup_s"] < r.wall_s
     assert not (here / "users_model.keras").exists()  # the user's checkpoint untouched

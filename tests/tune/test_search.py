@@ -188,6 +188,25 @@ def test_input_cast_is_tried_on_the_gpu_with_16_bit_and_float_inputs_only(
     assert said(res, "steps_per_execution") == ["25: +20% kept"]  # alone
 
 
+def test_a_script_feeding_fit_numpy_arrays_gets_no_tf_data_trials(tmp_path: Path) -> None:
+    """`tfaccel run` passes a script's arrays to fit as they are: input_cast and device
+    prefetch, which act on a tf.data pipeline, would measure what it cannot apply."""
+    arrays = FakeTrials(extra={"fit_data": "arrays"})
+    res = tuner(tmp_path, arrays).run()
+    assert all(s.input_cast == "off" and s.prefetch == "auto" for s in arrays.calls)
+    why = (
+        "not tried: the script gives fit numpy arrays, which tfaccel run passes as they "
+        "are (tf.data settings act on a tf.data.Dataset)"
+    )
+    assert said(res, "input_cast") == [why]
+    assert said(res, "prefetch") == [why]
+    assert said(res, "allocator") == ["cuda_malloc_async: +0% (threshold 3%)"]  # alone
+    pipeline = FakeTrials(extra={"fit_data": "dataset"})
+    (tmp_path / "pipeline").mkdir()
+    tuner(tmp_path / "pipeline", pipeline).run()
+    assert any(s.input_cast == "compute" for s in pipeline.calls)
+
+
 @pytest.mark.parametrize(
     ("spe", "cast", "alone"),
     [

@@ -217,6 +217,7 @@ def _tuned_fit(
             lambda *p, **k: fit(model, *p, **k), model, ds, report, plan, batch, config, STARTED
         )
         out["measured"] = f"model.fit at {where}"
+        out["fit_data"] = _data_form(a.get("x"))
     except Exception as exc:
         text = f"{type(exc).__name__}: {exc}"
         out = {
@@ -294,6 +295,12 @@ def _same_examples_per_epoch(
     scaled = max(1, -(-steps * own // size))
     a["steps_per_epoch"] = scaled
     notes.append(f"steps_per_epoch {steps} -> {scaled} (the examples of an epoch kept)")
+
+
+def _data_form(x: Any) -> str:
+    """What the script gives fit: a tf.data "dataset", numpy "arrays" (which `run`
+    passes to fit as they are: no tf.data setting reaches them), or an "iterator"."""
+    return "dataset" if _is_dataset(x) else "arrays" if _is_array(x) else "iterator"
 
 
 def _is_dataset(x: Any) -> bool:

@@ -158,6 +158,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "cudnn_attention_calls",
                 "checkpointing",
                 "measured",
+                "fit_data",
             )
             if k in payload
         }

@@ -907,6 +907,10 @@ class Tuner:
         of token ids is said to be left out."""
         if not (self.hw.gpus and input_cast_dtype("compute", self._resolved_precision(st))):
             return False
+        arrays = self._arrays()
+        if arrays:
+            self.decide("input_cast", f"not tried: {arrays}")
+            return False
         base = self.result.baseline
         if base is not None and base.extra.get("float_inputs") is False:
             self.decide(
@@ -1037,8 +1041,22 @@ class Tuner:
         hardware = {"gpu": True, "fp8": self.hw.float8, "flash_attention": self.hw.flash_attention}
         return bool(self.hw.gpus) and hardware[need]
 
+    def _arrays(self) -> str | None:
+        """Why tf.data settings are left out: a script that gives fit numpy arrays,
+        which `tfaccel run` passes to fit as they are."""
+        base = self.result.baseline
+        if base is None or base.extra.get("fit_data") != "arrays":
+            return None
+        return (
+            "the script gives fit numpy arrays, which tfaccel run passes as they are "
+            "(tf.data settings act on a tf.data.Dataset)"
+        )
+
     def _blocked(self, knob: str) -> str | None:
-        """Why a knob would gain nothing on this model although it has its layers."""
+        """Why a knob would gain nothing on this model although it has its layers, or
+        could not be applied to its data."""
+        if knob == "prefetch":
+            return self._arrays()
         layers = self._model_count("attention_layers")
         dropping = self._model_count("attention_dropout_layers")
         if knob == "attention" and layers and dropping == layers:
