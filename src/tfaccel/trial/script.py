@@ -195,20 +195,18 @@ def own_batch_size(tree: ast.AST, args: Sequence[str] = ()) -> int | None:
             value = options.get(node.attr)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
-    # fit's own and the pipeline's first; then a loader's (image_dataset_from_directory)
-    for rank in ("fit", "batch", "loader"):
-        for n in calls:
-            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-            if rank == "batch":
-                found = [number(n.args[0])] if name == "batch" and n.args else []
-            elif (name == "fit") == (rank == "fit"):
-                found = [number(k.value) for k in n.keywords if k.arg == "batch_size"]
-            else:
-                continue
-            if found and found[0] and found[0] > 0:
-                return found[0]
-    return None
+    # fit's own first, then the pipeline's, then a loader's (image_dataset_from_directory)
+    found: dict[str, list[int | None]] = {"fit": [], "batch": [], "loader": []}
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Call):
+            continue
+        name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+        if name == "batch" and n.args:
+            found["batch"].append(number(n.args[0]))
+            continue
+        sizes = [number(k.value) for k in n.keywords if k.arg == "batch_size"]
+        found["fit" if name == "fit" else "loader"] += sizes[:1]
+    return next((b for rank in found.values() for b in rank if b and b > 0), None)
 
 
 def _options(tree: ast.AST, names: dict[str, Any], args: Sequence[str]) -> dict[str, Any]:
