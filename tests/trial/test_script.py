@@ -172,6 +172,35 @@ def test_a_script_that_never_fits_says_so(here: Path) -> None:
     assert "has no .fit( call of its own" in check_script(script).notes[0]
     r = run_script_trial(script, Settings(batch_size=8), SMALL)
     assert r.status == "error" and r.error and "without calling keras.Model.fit" in r.error
+    assert r.extra["before_fit"]  # the search stops after the baseline (test_search.py)
+
+
+# A user's bug before fit: a layer's call needs an argument Keras 3 does not pass.
+FAILS_BEFORE_FIT = """
+import keras
+
+class Block(keras.layers.Layer):
+    def call(self, inputs, training):
+        return inputs
+
+inputs = keras.Input((4,))
+Block()(inputs)
+"""
+
+
+def test_a_script_failing_before_fit_is_tuned_no_further(here: Path) -> None:
+    """One trial, the user's own traceback, and exit 5 (nothing ran)."""
+    _write(here, "train.py", FAILS_BEFORE_FIT)
+    result = runner.invoke(app, ["tune", "--warmup", "1", "--", "python", "train.py"])
+    assert result.exit_code == 5, result.output
+    assert "trial float32 xla=off batch=32 spe=1 failed:" in result.output  # one trial
+    assert "the baseline ended before the script's first fit" in result.output
+    assert "missing a required argument: 'training'" in result.output
+    assert 'train.py", line 9, in <module>\n    Block()(inputs)' in result.output
+    in_fit = NUMPY_SCRIPT.replace("y = keras.utils.to_categorical(", "y = (")  # labels unfit
+    script = parse_command(["python", str(_write(here, "in_fit.py", in_fit))])
+    r = run_script_trial(script, Settings(batch_size=32), SMALL)
+    assert r.status == "error" and "before_fit" not in r.extra
 
 
 def test_another_keras_backend_is_refused(

@@ -381,6 +381,34 @@ def test_a_gpu_that_tensorflow_cannot_use_stops_the_tune_after_the_baseline(
     assert len(on_gpu.calls) > 1
 
 
+def test_a_script_failing_before_fit_stops_the_tune_after_the_baseline(tmp_path: Path) -> None:
+    """The baseline changes nothing a script does before fit: a failure there is the
+    script's own, and Keras' defaults would fail the same way."""
+
+    class Broken(FakeTrials):
+        def __call__(self, w: str, s: Settings, steps: StepPlan, t: float) -> TrialResult:
+            self.calls.append(s)
+            return TrialResult(
+                settings_key(w, s, steps),
+                label_of(s),
+                s.to_dict(),
+                "error",
+                error="trial process exited with code 1: TypeError: bad layer",
+                extra={"before_fit": True},
+            )
+
+    trials = Broken()
+    res = tuner(tmp_path, trials).run()
+    assert len(trials.calls) == 1 and res.keras_defaults is None and res.best is None
+    (why,) = said(res, "baseline")
+    assert why.startswith("the baseline ended before the script's first fit (trial ")
+    assert why.endswith(
+        "TypeError: bad layer); before fit it changes nothing the "
+        "script does (float32, no XLA), so any settings end the same way: "
+        "nothing to tune"
+    )
+
+
 def test_trials_of_an_edited_entry_point_are_measured_again(tmp_path: Path) -> None:
     def run(fingerprint: str | None) -> tuple[FakeTrials, Journal]:
         j = Journal(tmp_path / "j.jsonl", fingerprint=fingerprint)

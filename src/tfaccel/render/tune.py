@@ -71,7 +71,8 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
     for text, labels in failed.items():
         which = f"trial {labels[0]}" if len(labels) == 1 else f"{len(labels)} trials ("
         which += "" if len(labels) == 1 else "; ".join(labels) + ")"
-        console.print(Text(f"{which} failed:\n{text}", style="red"))
+        # soft_wrap: a traceback's paths stay whole lines (to copy, and to open)
+        console.print(Text(f"{which} failed:\n{text}", style="red"), soft_wrap=True)
     if res.best is None or not res.best.ok:
         console.print(Text("no configuration ran successfully", style="bold red"))
         return

@@ -18,7 +18,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -273,7 +273,12 @@ def run_script_trial(
     overrides = {ENV: json.dumps(config), **(env_overrides or {})}
     env = child_env(hooked_env(), paths="as_is", overrides=overrides)
     out = run_command(script.argv, MARK, env, timeout_s)
-    return result_of(key, settings, out, timeout_s, silent=NO_FIT)
+    result = result_of(key, settings, out, timeout_s, silent=NO_FIT)
+    if out.payload is None and not out.timed_out:
+        # The hook answers from inside the first fit, errors included, and ends the
+        # process there: no answer means the script ended (or failed) before it.
+        result = replace(result, extra={**result.extra, "before_fit": True})
+    return result
 
 
 def run_script(script: Script, settings: Settings) -> int:

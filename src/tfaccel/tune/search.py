@@ -570,6 +570,16 @@ class Tuner:
         res = self.result
         res.baseline = self.trial(self.base, "baseline")
         self._check_device(res.baseline)
+        if res.baseline.extra.get("before_fit"):
+            # The baseline sets nothing before fit that Keras does not (float32, no
+            # XLA), so the script fails the same way at any settings.
+            self.decide(
+                "baseline",
+                f"the baseline ended before the script's first fit ({res.baseline.error}); "
+                "before fit it changes nothing the script does (float32, no XLA), so any "
+                "settings end the same way: nothing to tune",
+            )
+            return None
         defaults_s = self.base.replace(xla="auto", precision=self._default_precision)
         res.keras_defaults = self.trial(defaults_s, "keras defaults")
         if not res.baseline.ok and not res.keras_defaults.ok:
