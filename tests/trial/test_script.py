@@ -325,6 +325,10 @@ def test_a_scripts_own_arguments_are_kept_apart(here: Path) -> None:
     _write(here, "train.py", NUMPY_SCRIPT)
     script = parse_command(["python", "-u", "./train.py", "--batch-size", "8"])
     assert script.args == ("--batch-size", "8") and script.path == Path("train.py")
+    # interpreter options that take a value: the value is not the script
+    script = parse_command(["python3", "-W", "ignore", "-X", "dev", "-O", "train.py", "-v"])
+    assert script.path == Path("train.py") and script.args == ("-v",)
+    assert script.argv[1:] == ("-W", "ignore", "-X", "dev", "-O", "train.py", "-v")
 
 
 def test_keras_backend_in_the_environment_is_refused(

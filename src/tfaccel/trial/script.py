@@ -29,6 +29,8 @@ from tfaccel.trial.hook import ENV, MARK
 from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key, trial_config
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?(\.exe)?$")
+# The interpreter's options whose value is the next argument (`python -W ignore x.py`).
+_VALUED = ("-W", "-X", "--check-hash-based-pycs")
 USAGE = "python SCRIPT.py [ARGS...] or python -m MODULE [ARGS...]"
 NO_FIT = (
     "the script ended without calling keras.Model.fit: tfaccel times the first fit call "
@@ -76,7 +78,7 @@ def parse_command(args: Sequence[str]) -> Script:
         )
     rest = args[1:]
     while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c"):
-        rest = rest[1:]  # interpreter options (-u, -O, -X ...)
+        rest = rest[2 if rest[0] in _VALUED else 1 :]  # interpreter options (-u, -X dev)
     if not rest or rest[0] == "-c":
         raise InputError("No script to run", expected=USAGE, received=shlex.join(args))
     path = None
