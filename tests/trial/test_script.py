@@ -188,12 +188,30 @@ Block()(inputs)
 """
 
 
+def test_a_scripts_own_batch_size_is_read_by_a_trial(here: Path) -> None:
+    """Where the source cannot tell (`.batch(n * replicas)`), a trial at batch None
+    runs at the data's own batches and says which; through the command line, the
+    search starts there."""
+    source = DATASET_SCRIPT.replace(".batch(32)", ".batch(16 * len(x) // 256)")
+    script = parse_command(["python", str(_write(here, "train.py", source))])
+    assert check_script(script).batch_size is None
+    r = run_script_trial(script, Settings(precision="float32", xla="off"), SMALL)
+    assert r.ok and r.extra["own_batch"] == 16, (r.error, r.traceback)
+    args = ["tune", "--max-batch", "32", "--warmup", "2", "--windows", "2", "--window", "3"]
+    result = runner.invoke(app, [*args, "--format", "json", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["baseline"]["settings"]["batch_size"] == 16
+    assert doc["keras_defaults"]["settings"]["batch_size"] == 16
+
+
 def test_a_script_failing_before_fit_is_tuned_no_further(here: Path) -> None:
     """One trial, the user's own traceback, and exit 5 (nothing ran)."""
     _write(here, "train.py", FAILS_BEFORE_FIT)
     result = runner.invoke(app, ["tune", "--warmup", "1", "--", "python", "train.py"])
     assert result.exit_code == 5, result.output
-    assert "trial float32 xla=off batch=32 spe=1 failed:" in result.output  # one trial
+    assert "trial float32 xla=off batch=own spe=1 failed:" in result.output  # one trial
+    assert "starting at" not in result.output
     assert "the baseline ended before the script's first fit" in result.output
     assert "missing a required argument: 'training'" in result.output
     assert 'train.py", line 9, in <module>\n    Block()(inputs)' in result.output

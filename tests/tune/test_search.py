@@ -381,6 +381,39 @@ def test_a_gpu_that_tensorflow_cannot_use_stops_the_tune_after_the_baseline(
     assert len(on_gpu.calls) > 1
 
 
+def test_a_scripts_own_batch_size_is_read_by_its_baseline(tmp_path: Path) -> None:
+    """Where a script's source does not say its batch size (`.batch(args.bs * n)`), the
+    baseline runs at the script's own and says which: Keras' defaults run at it, the
+    ladder starts from it, and a resumed tune finds the baseline in the journal."""
+    base = FakeTrials()
+
+    def own_128(w: str, s: Settings, steps: StepPlan, t: float) -> TrialResult:
+        r = base(w, s.replace(batch_size=s.batch_size or 128), steps, t)
+        key = settings_key(w, s, steps)  # as a trial keys it: at the settings it was given
+        return dataclasses.replace(r, key=key, extra={**r.extra, "own_batch": 128})
+
+    def run(path: Path) -> TuneResult:
+        j = Journal(path / "j.jsonl")
+        j.load("w")
+        opts = TuneOptions(batch_size=None, max_batch=1024, steps=STEPS)
+        return Tuner("w", H200, opts, j, trial_fn=own_128).run()  # type: ignore[arg-type]
+
+    res = run(tmp_path)
+    assert base.calls[0].batch_size == 128 and res.baseline is not None
+    assert res.baseline.label == "float32 xla=off batch=128 spe=1"
+    assert res.trials[0] is res.baseline
+    assert res.keras_defaults is not None and res.keras_defaults.settings["batch_size"] == 128
+    assert said(res, "batch size")[:2] == [
+        "starting at the script's own batch size, 128 (read in the baseline trial)",
+        "batch 512: +52% over batch 128",
+    ]
+    assert res.best_settings is not None and res.best_settings.batch_size == 512
+    ran = len(base.calls)
+    again = run(tmp_path)
+    assert len(base.calls) == ran and again.baseline is not None  # all from the journal
+    assert (again.baseline.key, again.baseline.label) == (res.baseline.key, res.baseline.label)
+
+
 def test_a_script_failing_before_fit_stops_the_tune_after_the_baseline(tmp_path: Path) -> None:
     """The baseline changes nothing a script does before fit: a failure there is the
     script's own, and Keras' defaults would fail the same way."""

@@ -50,7 +50,8 @@ def tune(
         "-b",
         min=1,
         help="Starting batch size; default: what the user's training runs at (a script's "
-        "fit(batch_size=N), the size of an entry point's batches), else 32.",
+        "fit(batch_size=N) or its data's batches, the size of an entry point's batches), "
+        "else 32.",
         show_default=False,
     ),
     max_batch: int = typer.Option(4096, "--max-batch", min=1, help="Largest batch size to try."),
@@ -143,6 +144,8 @@ def tune(
         options = dataclasses.replace(
             options, batch_size=start, max_batch=max(options.max_batch, start)
         )
+    elif batch is None and tgt.batch_in_trial:  # the search says which, after the baseline
+        options = dataclasses.replace(options, batch_size=None)
     outputs = tune_lib.Outputs(output, plot, journal)  # tune_lib.run checks them first
     hw = tune_lib.hardware()
     budget = [BudgetLeft(options.time_budget_s)] if options.time_budget_s else []

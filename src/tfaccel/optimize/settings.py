@@ -225,6 +225,7 @@ def label_of(s: Settings) -> str:
         if knob.shown is None or (knob.quiet is not None and value == knob.quiet):
             continue
         shown = ",".join(value) if isinstance(value, tuple) else value
+        shown = "own" if value is None else shown  # batch_size: the script's own
         parts.append(knob.shown.format(shown))
     return " ".join(parts)
 

@@ -184,14 +184,16 @@ def _fit_arguments(fit: Any, model: Any, args: Any, kwargs: Any) -> dict[str, An
     return out
 
 
-def _examples(model: Any, a: dict[str, Any]) -> Any:
-    """fit's data as a dataset of single examples (workloads.inputs)."""
-    from tfaccel.workloads.inputs import as_examples
+def _examples(model: Any, a: dict[str, Any]) -> tuple[Any, int]:
+    """fit's data as a dataset of single examples (workloads.inputs), and the batch
+    size the script trains at: its data's batches, else fit's `batch_size` (Keras'
+    32 where it gives none)."""
+    from tfaccel.workloads.inputs import user_data
 
     x, y, w = a.get("x"), a.get("y"), a.get("sample_weight")
-    if y is None and w is None:
-        return as_examples(x, model)
-    return as_examples((x, y) if w is None else (x, y, w), model)
+    data = x if y is None and w is None else (x, y) if w is None else (x, y, w)
+    found = user_data(data, model, peek=True)
+    return found.examples, found.batch_size or a.get("batch_size") or 32
 
 
 def _tuned_fit(
@@ -210,14 +212,16 @@ def _tuned_fit(
 
     try:
         a = _fit_arguments(fit, model, args, kwargs)
-        batch = report.settings.batch_size or a.get("batch_size") or 32
-        ds = report.dataset(rebatched(_examples(model, a), batch), batch=False)
+        examples, own = _examples(model, a)
+        batch = report.settings.batch_size or own  # None: the script's own
+        ds = report.dataset(rebatched(examples, batch), batch=False)
         plan = Plan.of(config["steps"], report.settings.steps_per_execution)
         out = timed_fit(
             lambda *p, **k: fit(model, *p, **k), model, ds, report, plan, batch, config, STARTED
         )
         out["measured"] = f"model.fit at {where}"
         out["fit_data"] = _data_form(a.get("x"))
+        out["own_batch"] = own
     except Exception as exc:
         text = f"{type(exc).__name__}: {exc}"
         out = {

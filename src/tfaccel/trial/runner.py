@@ -159,6 +159,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "checkpointing",
                 "measured",
                 "fit_data",
+                "own_batch",
             )
             if k in payload
         }

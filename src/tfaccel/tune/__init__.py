@@ -44,6 +44,8 @@ class Target:
     notes: tuple[str, ...] = field(default=())
     batch_size: int | None = None  # what the user's own training runs at, where known
     batch_from: str = "the script's own"  # where batch_size was read, for a note
+    # A script's batch size that its source does not say is read by the baseline trial.
+    batch_in_trial: bool = False
 
 
 def hardware() -> Hardware:
@@ -84,7 +86,9 @@ def prepare(target: str | Sequence[str]) -> Target:
         return run_script_trial(script, *args, **kwargs)
 
     fingerprint = _file_fingerprint(script.path)
-    return Target(script.name, runner, fingerprint, facts.notes, facts.batch_size)
+    return Target(
+        script.name, runner, fingerprint, facts.notes, facts.batch_size, batch_in_trial=True
+    )
 
 
 def _file_fingerprint(path: Path | None) -> str | None:

@@ -101,7 +101,7 @@ class Hardware:
 
 @dataclass(frozen=True)
 class TuneOptions:
-    batch_size: int = 32
+    batch_size: int | None = 32  # None: a script's own, which its baseline trial reads
     max_batch: int = 4096
     steps: StepPlan = field(default_factory=StepPlan)
     timeout_s: float = 600.0
@@ -305,7 +305,7 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     # the ladder: at most one trial per doubling (4x steps, a 2x step after a failed
     # one, doubling after a pause)
     batches = 0
-    b = opt.batch_size
+    b = opt.batch_size or 32
     while b * 2 <= opt.max_batch:
         batches += 1
         b *= 2
@@ -501,6 +501,10 @@ class Tuner:
         timeout = self._timeout()
         r = self.trial_fn(self.workload, settings, self.opt.steps, timeout)
         self._ran.append(self.clock() - t0)
+        if settings.batch_size is None and r.extra.get("own_batch"):
+            # "the script's own": the trial says which, and is labelled with it
+            s = settings.replace(batch_size=int(r.extra["own_batch"]))
+            r = dataclasses.replace(r, settings=s.to_dict(), label=label_of(s))
         if r.status == "timeout" and timeout < self.opt.timeout_s:
             r = dataclasses.replace(r, error=f"{r.error}: stopped at the time budget")
         if record is not None:
@@ -570,16 +574,10 @@ class Tuner:
         res = self.result
         res.baseline = self.trial(self.base, "baseline")
         self._check_device(res.baseline)
-        if res.baseline.extra.get("before_fit"):
-            # The baseline sets nothing before fit that Keras does not (float32, no
-            # XLA), so the script fails the same way at any settings.
-            self.decide(
-                "baseline",
-                f"the baseline ended before the script's first fit ({res.baseline.error}); "
-                "before fit it changes nothing the script does (float32, no XLA), so any "
-                "settings end the same way: nothing to tune",
-            )
+        if self._ended_before_fit(res.baseline):
             return None
+        if self.base.batch_size is None:
+            self._own_batch(res.baseline)
         defaults_s = self.base.replace(xla="auto", precision=self._default_precision)
         res.keras_defaults = self.trial(defaults_s, "keras defaults")
         if not res.baseline.ok and not res.keras_defaults.ok:
@@ -607,6 +605,36 @@ class Tuner:
     def _default_precision(self) -> str:
         """Keras' default float32 runs as TF32 on GPUs that have it."""
         return "tf32" if "tf32" in self.hw.precisions else "float32"
+
+    def _ended_before_fit(self, baseline: TrialResult) -> bool:
+        """A script whose baseline ended before its first fit (a bug of its own, data
+        it cannot load, no fit at all) ends the same way at any settings: the baseline
+        sets nothing before fit that Keras does not (float32, no XLA)."""
+        if not baseline.extra.get("before_fit"):
+            return False
+        self.decide(
+            "baseline",
+            f"the baseline ended before the script's first fit ({baseline.error}); "
+            "before fit it changes nothing the script does (float32, no XLA), so any "
+            "settings end the same way: nothing to tune",
+        )
+        return True
+
+    def _batch(self, st: _State) -> int:
+        """The best so far's batch size."""
+        return st.best_s.batch_size or self.opt.batch_size or 32
+
+    def _own_batch(self, baseline: TrialResult) -> None:
+        """A script whose source does not say its batch size: the baseline ran at its
+        own (its data's batches, or fit's batch_size) and said which; the search goes
+        on from there (Keras' defaults at the same, the ladder from it)."""
+        own = baseline.settings.get("batch_size") or 32
+        self.base = self.base.replace(batch_size=own)
+        self.opt = dataclasses.replace(
+            self.opt, batch_size=own, max_batch=max(self.opt.max_batch, own)
+        )
+        how = "read in the baseline trial" if baseline.ok else "Keras' default: the baseline failed"
+        self.decide("batch size", f"starting at the script's own batch size, {own} ({how})")
 
     def _check_device(self, baseline: TrialResult) -> None:
         """The commonest set-up failure: NVML sees the GPU, TensorFlow cannot use it (a
@@ -760,7 +788,7 @@ class Tuner:
         the noise ends the ladder, since the batch between would gain less. A 4x step
         that gained under LADDER_PAUSE pauses it until after steps_per_execution and
         input_cast (`_batch_again`)."""
-        b = st.best_s.batch_size or self.opt.batch_size
+        b = self._batch(st)
         while b * 2 <= self.opt.max_batch:
             factor = widest if b * widest <= self.opt.max_batch else 2
             step, gain = self._ladder_step(st, b, b * factor, stage)
@@ -939,7 +967,7 @@ class Tuner:
             st.paused = False
             self._batch_ladder(st, widest=2, stage="batch size, again")
             return
-        b = st.best_s.batch_size or self.opt.batch_size
+        b = self._batch(st)
         if st.stopped_by_noise and b * 2 <= self.opt.max_batch and st.best_s != st.ladder_end:
             s = st.best_s.replace(batch_size=b * 2)
             self._attempt(st, s, "batch size, again", f"batch {b * 2} with the settings above")
@@ -1003,7 +1031,7 @@ class Tuner:
         the best's steps are so long that its most is under the noise floor."""
         if t.saves_ms is None or not st.best.ok or not st.best.samples_per_s:
             return None
-        step_ms = 1000.0 * (st.best_s.batch_size or self.opt.batch_size) / st.best.samples_per_s
+        step_ms = 1000.0 * self._batch(st) / st.best.samples_per_s
         if step_ms * self.opt.noise_floor <= t.saves_ms:
             return None
         return (
