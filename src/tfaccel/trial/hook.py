@@ -210,6 +210,7 @@ def _tuned_fit(
     from tfaccel.trial.child import Plan, timed_fit
     from tfaccel.workloads.synthetic import rebatched
 
+    own = None
     try:
         a = _fit_arguments(fit, model, args, kwargs)
         examples, own = _examples(model, a)
@@ -229,6 +230,7 @@ def _tuned_fit(
             "error": text.splitlines()[0][:500] if text else type(exc).__name__,
             "traceback": user_traceback(exc),
             "measured": f"model.fit at {where}",
+            **({"own_batch": own} if own else {}),
         }
     emit(MARK, out)
 

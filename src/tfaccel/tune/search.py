@@ -628,12 +628,13 @@ class Tuner:
         """A script whose source does not say its batch size: the baseline ran at its
         own (its data's batches, or fit's batch_size) and said which; the search goes
         on from there (Keras' defaults at the same, the ladder from it)."""
-        own = baseline.settings.get("batch_size") or 32
+        read = baseline.settings.get("batch_size")
+        own = read or 32
         self.base = self.base.replace(batch_size=own)
         self.opt = dataclasses.replace(
             self.opt, batch_size=own, max_batch=max(self.opt.max_batch, own)
         )
-        how = "read in the baseline trial" if baseline.ok else "Keras' default: the baseline failed"
+        how = "read in the baseline trial" if read else "Keras' default: the baseline read none"
         self.decide("batch size", f"starting at the script's own batch size, {own} ({how})")
 
     def _check_device(self, baseline: TrialResult) -> None:
