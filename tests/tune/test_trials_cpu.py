@@ -357,6 +357,15 @@ def test_tune_bad_flags(args: list[str], message: str) -> None:
     assert result.exit_code == 2 and message in unboxed(result.output)
 
 
+def test_max_batch_alone_caps_the_start() -> None:
+    """`--max-batch 16` without `--batch` starts at 16, not at an error about a --batch
+    the user never gave."""
+    from tfaccel.cli.tune import _options
+
+    options = _options(None, 16, StepPlan(), "600s", None, None, None, 0)
+    assert (options.batch_size, options.max_batch) == (16, 16)
+
+
 def test_tune_of_a_model_that_never_runs_exits_5(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -196,7 +196,7 @@ def _options(
     confirm: int,
 ) -> TuneOptions:
     """The search's options from the flags, every one checked before any work."""
-    batch = 32 if batch is None else batch
+    batch = min(32, max_batch) if batch is None else batch  # --max-batch 16 alone: from 16
     if max_batch < batch:
         raise InputError("--max-batch is below --batch", expected=f">= {batch}", received=max_batch)
     chosen: tuple[str, ...] | None = None
