@@ -345,6 +345,9 @@ class Tuner:
         self._start: float | None = None
         self._ran: list[float] = []  # wall seconds of the trials run (not resumed)
         self._skipped = 0
+        # The baseline and Keras' defaults run whatever the budget: without the defaults
+        # measured, no answer could be said to be at least as fast as them.
+        self._references_run = False
         self.hw = hardware
         self.opt = options
         self.journal = journal
@@ -516,19 +519,20 @@ class Tuner:
     def _timeout(self) -> float:
         """A trial's timeout: --timeout, or what is left of the time budget if less, so
         that a trial running at the budget's end (a batch whose compilation fills the
-        GPU) is stopped there; a resumed tune runs it again (`trial`). Not before a
-        trial has been measured: a budget shorter than the first trial would leave no
-        answer at all."""
+        GPU) is stopped there; a resumed tune runs it again (`trial`). Not for the
+        baseline and Keras' defaults: a budget shorter than they take would leave no
+        answer that is at least Keras' defaults."""
         if self.opt.time_budget_s is None or self._start is None:
             return self.opt.timeout_s
-        if not any(t.ok for t in self.result.trials):
+        if not self._references_run:
             return self.opt.timeout_s
         left = self.opt.time_budget_s - (self.clock() - self._start)
         return max(1.0, min(self.opt.timeout_s, left))
 
     def _over_budget(self) -> bool:
-        """Would the next trial likely end past the time budget?"""
-        if self.opt.time_budget_s is None or self._start is None:
+        """Would the next trial likely end past the time budget? (Never the baseline or
+        Keras' defaults: `_references_run`.)"""
+        if self.opt.time_budget_s is None or self._start is None or not self._references_run:
             return False
         expected = sum(self._ran) / len(self._ran) if self._ran else 0.0
         return self.clock() - self._start + expected > self.opt.time_budget_s
@@ -580,6 +584,7 @@ class Tuner:
             self._own_batch(res.baseline)
         defaults_s = self.base.replace(xla="auto", precision=self._default_precision)
         res.keras_defaults = self.trial(defaults_s, "keras defaults")
+        self._references_run = True
         if not res.baseline.ok and not res.keras_defaults.ok:
             self.decide(
                 "baseline",
