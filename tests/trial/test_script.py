@@ -205,6 +205,24 @@ def test_a_scripts_own_batch_size_is_read_by_a_trial(here: Path) -> None:
     assert doc["keras_defaults"]["settings"]["batch_size"] == 16
 
 
+# A process killed inside fit (as the kernel's OOM killer would): no answer, in fit.
+DIES_IN_FIT = """
+import os, signal
+import numpy as np
+import keras
+
+class Dies(keras.layers.Layer):
+    def call(self, x, training=None):
+        if training:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return x
+
+model = keras.Sequential([keras.Input((4,)), Dies(), keras.layers.Dense(2)])
+model.compile(loss="mse")
+model.fit(np.zeros((64, 4)), np.zeros((64, 2)), verbose=0)
+"""
+
+
 def test_a_script_failing_before_fit_is_tuned_no_further(here: Path) -> None:
     """One trial, the user's own traceback, and exit 5 (nothing ran)."""
     _write(here, "train.py", FAILS_BEFORE_FIT)
@@ -219,6 +237,9 @@ def test_a_script_failing_before_fit_is_tuned_no_further(here: Path) -> None:
     script = parse_command(["python", str(_write(here, "in_fit.py", in_fit))])
     r = run_script_trial(script, Settings(batch_size=32), SMALL)
     assert r.status == "error" and "before_fit" not in r.extra
+    script = parse_command(["python", str(_write(here, "dies.py", DIES_IN_FIT))])
+    r = run_script_trial(script, Settings(batch_size=32), SMALL)  # no answer: killed in fit
+    assert r.status == "oom" and "before_fit" not in r.extra, r
 
 
 def test_another_keras_backend_is_refused(

@@ -35,6 +35,7 @@ from typing import Any
 
 ENV = "TFACCEL_SCRIPT"
 MARK = "TFACCEL_TRIAL "
+FIT_STARTED = "TFACCEL_FIT_STARTED"  # on stdout, as the timed fit starts (tune mode)
 STARTED = time.perf_counter()  # the script's start, near enough: sitecustomize imports this
 
 
@@ -210,6 +211,7 @@ def _tuned_fit(
     from tfaccel.trial.child import Plan, timed_fit
     from tfaccel.workloads.synthetic import rebatched
 
+    print(FIT_STARTED, flush=True)  # a process that dies from here on died in fit
     own = None
     try:
         a = _fit_arguments(fit, model, args, kwargs)

@@ -25,7 +25,7 @@ from typing import Any
 from tfaccel._child import child_env, hooked_env, run_command
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
-from tfaccel.trial.hook import ENV, MARK
+from tfaccel.trial.hook import ENV, FIT_STARTED, MARK
 from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key, trial_config
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?(\.exe)?$")
@@ -276,9 +276,9 @@ def run_script_trial(
     env = child_env(hooked_env(), paths="as_is", overrides=overrides)
     out = run_command(script.argv, MARK, env, timeout_s)
     result = result_of(key, settings, out, timeout_s, silent=NO_FIT)
-    if out.payload is None and not out.timed_out:
-        # The hook answers from inside the first fit, errors included, and ends the
-        # process there: no answer means the script ended (or failed) before it.
+    if out.payload is None and not out.timed_out and FIT_STARTED not in out.stdout:
+        # The hook says when the first fit starts and answers from inside it, errors
+        # included: neither means the script ended (or failed) before it.
         result = replace(result, extra={**result.extra, "before_fit": True})
     return result
 
