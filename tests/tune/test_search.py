@@ -1747,7 +1747,7 @@ def test_the_answer_is_never_below_keras_defaults(tmp_path: Path) -> None:
     assert res.best_settings is not None and res.best_settings.xla == "auto"
     assert res.speedup(res.keras_defaults) == 1.0
     answer = said(res, "answer")
-    assert len(answer) == 1 and answer[0].startswith("Keras' defaults: the fastest trial")
+    assert len(answer) == 1 and answer[0].startswith("Keras' defaults: the search's best (")
     assert "nothing to change" in answer[0]
 
 

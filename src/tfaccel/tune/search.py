@@ -1168,9 +1168,9 @@ class Tuner:
             if not win:
                 self.decide(
                     "answer",
-                    f"Keras' defaults: the fastest trial ({st.best.label}, {gain:+.1%} vs "
-                    f"{against.label}) is within the noise threshold {thr:.0%} of them, so "
-                    "there is nothing to change",
+                    f"Keras' defaults: the search's best ({st.best.label}, {gain:+.1%} vs "
+                    f"{against.label}) does not beat them beyond the noise (threshold "
+                    f"{thr:.0%}), so there is nothing to change",
                 )
                 st.best, st.best_s = defaults, st.defaults
         res.best, res.best_settings = st.best, st.best_s
