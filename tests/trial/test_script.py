@@ -380,6 +380,37 @@ def test_keras_backend_in_the_environment_is_refused(
     assert os.environ["KERAS_BACKEND"] == "jax"
 
 
+@pytest.mark.parametrize(
+    ("source", "legacy", "refused"),
+    [
+        ("import tf_keras as keras\n", "", "it imports tf_keras (line 1)"),
+        ("from tf_keras import layers\n", "", "it imports tf_keras (line 1)"),
+        ("import tensorflow as tf\nm = tf.keras.Sequential()\n", "1", "TF_USE_LEGACY_KERAS"),
+        ("from tensorflow import keras\n", "true", "TF_USE_LEGACY_KERAS"),
+        ("from tensorflow.keras import layers\n", "1", "TF_USE_LEGACY_KERAS"),
+        ("import tensorflow as tf\nm = tf.keras.Sequential()\n", "", None),  # Keras 3
+        ("import keras\n", "1", None),  # Keras 3 whatever the variable
+        ("from tensorflow.python.ops import math_ops\n", "1", None),
+    ],
+)
+def test_a_script_on_keras_2_is_refused(
+    here: Path, monkeypatch: pytest.MonkeyPatch, source: str, legacy: str, refused: str | None
+) -> None:
+    """tf_keras models never call Keras 3's compile and fit, where the settings apply:
+    refused before any trial (exit 2), rather than "the script never calls fit"."""
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", legacy)
+    script = parse_command(["python", str(_write(here, "train.py", source))])
+    if refused is None:
+        check_script(script)
+        return
+    with pytest.raises(InputError, match="trains with Keras 2 \\(tf_keras\\)") as caught:
+        check_script(script)
+    assert refused in str(caught.value)
+    result = runner.invoke(app, ["tune", "--", "python", "train.py"])
+    assert result.exit_code == 2 and "Keras 2" in result.output
+    assert not (here / "tfaccel-tune.jsonl").exists()
+
+
 def test_run_rebatches_a_scripts_dataset(here: Path, capfd: pytest.CaptureFixture[str]) -> None:
     script = parse_command(["python", str(_write(here, "train.py", DATASET_SCRIPT))])
     settings = Settings(precision="float32", xla="off", batch_size=64)

@@ -128,6 +128,7 @@ def check_script(script: Script) -> ScriptFacts:
             received=f"line {line}: {exc}" if line else str(exc),
         ) from exc
     _refuse_other_backend(script.path, tree)
+    _refuse_keras_2(script.path, tree)
     return ScriptFacts(tuple(_fit_notes(script.path, tree)), own_batch_size(tree, script.args))
 
 
@@ -141,6 +142,51 @@ def _refuse_other_backend(path: Path, tree: ast.AST) -> None:
                 expected="a script on the TensorFlow backend: tfaccel's settings are TensorFlow's",
                 received=f"KERAS_BACKEND = {named!r}",
             )
+
+
+def _refuse_keras_2(path: Path, tree: ast.AST) -> None:
+    """A script on Keras 2 (the tf_keras package): tfaccel's hook applies the settings
+    through Keras 3's `Model.compile` and `fit`, which such a script never calls."""
+    how = None
+    for n in ast.walk(tree):
+        names = [a.name for a in n.names] if isinstance(n, ast.Import) else []
+        names += [n.module or ""] if isinstance(n, ast.ImportFrom) else []
+        if any(name.split(".")[0] == "tf_keras" for name in names):
+            how = f"it imports tf_keras (line {n.lineno})"  # type: ignore[attr-defined]
+            break
+    legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
+    if how is None and legacy and _uses_tf_keras(tree):
+        how = "TF_USE_LEGACY_KERAS is set, which makes its tf.keras tf_keras"
+    if how is not None:
+        raise InputError(
+            f"{path.name} trains with Keras 2 (tf_keras): {how}",
+            expected="a script on Keras 3 (import keras, or tf.keras without "
+            "TF_USE_LEGACY_KERAS): tfaccel applies its settings through Keras 3's "
+            "Model.compile and fit",
+            received=how,
+            hint="unset TF_USE_LEGACY_KERAS, or train with Keras 3",
+        )
+
+
+def _uses_tf_keras(tree: ast.AST) -> bool:
+    """`tf.keras...`, `from tensorflow import keras` or `import tensorflow.keras`."""
+    return any(_tf_keras_node(n) for n in ast.walk(tree))
+
+
+_TF_NAMES = ("tf", "tensorflow")
+
+
+def _tf_keras_node(n: ast.AST) -> bool:
+    if isinstance(n, ast.Attribute):
+        value = n.value
+        return n.attr == "keras" and isinstance(value, ast.Name) and value.id in _TF_NAMES
+    if isinstance(n, ast.ImportFrom):
+        module = n.module or ""
+        keras = module == "tensorflow" and any(a.name == "keras" for a in n.names)
+        return keras or module.startswith("tensorflow.keras")
+    if isinstance(n, ast.Import):
+        return any(a.name.startswith("tensorflow.keras") for a in n.names)
+    return False
 
 
 def _backend_set(node: ast.AST) -> str | None:
