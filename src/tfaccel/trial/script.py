@@ -34,7 +34,8 @@ _VALUED = ("-W", "-X", "--check-hash-based-pycs")
 USAGE = "python SCRIPT.py [ARGS...] or python -m MODULE [ARGS...]"
 NO_FIT = (
     "the script ended without calling keras.Model.fit: tfaccel times the first fit call "
-    "(a script that trains with a loop of its own cannot be tuned this way)"
+    "(a script that trains with a loop of its own, or with Keras 2's tf_keras, cannot be "
+    "tuned this way)"
 )
 
 
