@@ -185,15 +185,17 @@ def _fit_arguments(fit: Any, model: Any, args: Any, kwargs: Any) -> dict[str, An
     return out
 
 
-def _examples(model: Any, a: dict[str, Any]) -> tuple[Any, int]:
+def _examples(model: Any, a: dict[str, Any], peek: bool) -> tuple[Any, int]:
     """fit's data as a dataset of single examples (workloads.inputs), and the batch
     size the script trains at: its data's batches, else fit's `batch_size` (Keras'
-    32 where it gives none)."""
+    32 where it gives none). A dataset whose batch dimension is not static tells its
+    size only from a first batch read (`peek`): only the trial that needs it reads one
+    (each read fills a shuffle buffer once more)."""
     from tfaccel.workloads.inputs import user_data
 
     x, y, w = a.get("x"), a.get("y"), a.get("sample_weight")
     data = x if y is None and w is None else (x, y) if w is None else (x, y, w)
-    found = user_data(data, model, peek=True)
+    found = user_data(data, model, peek=peek)
     return found.examples, found.batch_size or a.get("batch_size") or 32
 
 
@@ -215,8 +217,10 @@ def _tuned_fit(
     own = None
     try:
         a = _fit_arguments(fit, model, args, kwargs)
-        examples, own = _examples(model, a)
-        batch = report.settings.batch_size or own  # None: the script's own
+        learn = report.settings.batch_size is None  # the script's own, to be said
+        examples, read = _examples(model, a, peek=learn)
+        own = read if learn else None
+        batch = report.settings.batch_size or read
         ds = report.dataset(rebatched(examples, batch), batch=False)
         plan = Plan.of(config["steps"], report.settings.steps_per_execution)
         out = timed_fit(
@@ -224,7 +228,8 @@ def _tuned_fit(
         )
         out["measured"] = f"model.fit at {where}"
         out["fit_data"] = _data_form(a.get("x"))
-        out["own_batch"] = own
+        if own:
+            out["own_batch"] = own
     except Exception as exc:
         text = f"{type(exc).__name__}: {exc}"
         out = {
