@@ -314,6 +314,36 @@ def test_run_trains_the_script_with_the_settings_and_keeps_its_exit_code(
     assert (here / "after_fit.txt").exists()  # run mode runs the whole script
 
 
+# A model loaded from a file keeps the dtype policy it was saved with.
+LOADS_ITS_MODEL = """
+import os
+import numpy as np
+import keras
+
+if not os.path.exists("pre.keras"):
+    keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)]).save("pre.keras")
+model = keras.models.load_model("pre.keras")
+model.compile("adam", "mse")
+model.fit(np.zeros((256, 8)), np.zeros((256, 2)), batch_size=32, verbose=0)
+"""
+
+
+def test_a_16_bit_policy_that_does_not_reach_the_model_is_said(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A trial labelled mixed_bfloat16 would time float32: it fails, saying why, and
+    run says the policy did not reach the model."""
+    script = parse_command(["python", str(_write(here, "train.py", LOADS_ITS_MODEL))])
+    assert run_script(script, Settings(precision="float32")) == 0  # saves pre.keras
+    r = run_script_trial(script, Settings(precision="mixed_bfloat16", xla="off"), SMALL)
+    assert r.status == "error" and r.error
+    assert "mixed_bfloat16 not applied: every layer of the model computes in float32" in r.error
+    assert run_script(script, Settings(precision="mixed_bfloat16")) == 0
+    assert "mixed_bfloat16 not applied" in capfd.readouterr().err
+    ok = run_script_trial(script, Settings(precision="float32", xla="off"), SMALL)
+    assert ok.ok, ok.error
+
+
 def test_run_command_checks_its_config_first(here: Path) -> None:
     _write(here, "train.py", NUMPY_SCRIPT)
     missing = runner.invoke(app, ["run", "--config", "nope.json", "--", "python", "train.py"])

@@ -194,6 +194,9 @@ def timed_fit(
     """`fit(ds, ...)` for `plan`'s steps with a clock callback; the trial's payload:
     throughput per timed window, the time to `fit` and to the first step apart (tracing
     and XLA compilation), the losses, peak memory and the model's layer counts."""
+    missed = unapplied_precision(model, report.precision)
+    if missed:  # the trial would time float32 under a 16-bit label
+        raise ValueError(missed)
     marks, plan = _fit_marks(fit, ds, plan, batch)
     # marks[i] ends step marks[i][0] (the last step of its execution).
     first_end = marks[0][1]
@@ -274,6 +277,28 @@ def _model_facts(model: Any, report: Any, count_flops: bool) -> dict[str, Any]:
         **({"float8_layers": len(report.float8_layers)} if settings.float8 else {}),
         **({"cudnn_attention_calls": cudnn_calls()} if settings.attention == "cudnn" else {}),
     }
+
+
+def unapplied_precision(model: Any, precision: str) -> str | None:
+    """Why a 16-bit policy did not reach the model, where none of its layers with
+    weights computes in 16 bits: layers keep the dtype policy they were built or saved
+    with (a model from `keras.models.load_model`, layers given `dtype="float32"`), and
+    the global policy reaches only layers built after it. None where it did, or where
+    the model cannot tell (not built yet)."""
+    if not precision.startswith("mixed_"):
+        return None
+    try:
+        layers = [x for x in model._flatten_layers(include_self=False) if x.weights]
+    except Exception:
+        return None
+    if not layers or any(str(x.compute_dtype) in ("float16", "bfloat16") for x in layers):
+        return None
+    return (
+        f"{precision} not applied: every layer of the model computes in "
+        f"{layers[0].compute_dtype} (layers keep the dtype policy they were built or saved "
+        "with: a model from keras.models.load_model, or a clone of it, keeps the saved "
+        "one; a model built in code after the policy is set takes it)"
+    )
 
 
 def checkpointing(report: Any) -> dict[str, Any]:
