@@ -328,6 +328,25 @@ model.fit(np.zeros((256, 8)), np.zeros((256, 2)), batch_size=32, verbose=0)
 """
 
 
+# A subclassed model, built inside fit, whose layers pin float32.
+BUILT_IN_FIT = """
+import numpy as np
+import keras
+
+class Model(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(2, dtype="float32")
+
+    def call(self, x):
+        return self.dense(x)
+
+model = Model()
+model.compile("adam", "mse")
+model.fit(np.zeros((256, 8)), np.zeros((256, 2)), batch_size=32, verbose=0)
+"""
+
+
 def test_a_16_bit_policy_that_does_not_reach_the_model_is_said(
     here: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -342,6 +361,9 @@ def test_a_16_bit_policy_that_does_not_reach_the_model_is_said(
     assert "mixed_bfloat16 not applied" in capfd.readouterr().err
     ok = run_script_trial(script, Settings(precision="float32", xla="off"), SMALL)
     assert ok.ok, ok.error
+    lazy = parse_command(["python", str(_write(here, "lazy.py", BUILT_IN_FIT))])
+    r = run_script_trial(lazy, Settings(precision="mixed_bfloat16", xla="off"), SMALL)
+    assert r.status == "error" and "mixed_bfloat16 not applied" in (r.error or "")
 
 
 def test_run_command_checks_its_config_first(here: Path) -> None:

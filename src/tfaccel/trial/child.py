@@ -194,10 +194,9 @@ def timed_fit(
     """`fit(ds, ...)` for `plan`'s steps with a clock callback; the trial's payload:
     throughput per timed window, the time to `fit` and to the first step apart (tracing
     and XLA compilation), the losses, peak memory and the model's layer counts."""
-    missed = unapplied_precision(model, report.precision)
-    if missed:  # the trial would time float32 under a 16-bit label
-        raise ValueError(missed)
+    _check_precision(model, report)  # a model built before fit: before its time is spent
     marks, plan = _fit_marks(fit, ds, plan, batch)
+    _check_precision(model, report)  # one built inside fit (subclassed)
     # marks[i] ends step marks[i][0] (the last step of its execution).
     first_end = marks[0][1]
     ends = {b: t for b, t, _, _ in marks}
@@ -277,6 +276,13 @@ def _model_facts(model: Any, report: Any, count_flops: bool) -> dict[str, Any]:
         **({"float8_layers": len(report.float8_layers)} if settings.float8 else {}),
         **({"cudnn_attention_calls": cudnn_calls()} if settings.attention == "cudnn" else {}),
     }
+
+
+def _check_precision(model: Any, report: Any) -> None:
+    """The trial fails where it would time float32 under a 16-bit label."""
+    missed = unapplied_precision(model, report.precision)
+    if missed:
+        raise ValueError(missed)
 
 
 def unapplied_precision(model: Any, precision: str) -> str | None:
