@@ -366,6 +366,45 @@ def test_a_16_bit_policy_that_does_not_reach_the_model_is_said(
     assert r.status == "error" and "mixed_bfloat16 not applied" in (r.error or "")
 
 
+# In the style of Keras' VAE example: its own train_step, and fit(x) without labels.
+AUTOENCODER = """
+import numpy as np
+import tensorflow as tf
+import keras
+
+class AutoEncoder(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.encode = keras.layers.Dense(4, activation="relu")
+        self.decode = keras.layers.Dense(16)
+
+    def call(self, x):
+        return self.decode(self.encode(x))
+
+    def train_step(self, data):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self(data, training=True) - data))
+        grads = tape.gradient(loss, self.trainable_weights)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_weights))
+        return {"loss": loss}
+
+model = AutoEncoder()
+model.compile(optimizer="adam")
+model.fit(np.random.rand(256, 16).astype("float32"), epochs=1, batch_size=32, verbose=0)
+"""
+
+
+def test_a_script_fitting_inputs_alone_is_tuned_and_run(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    script = parse_command(["python", str(_write(here, "train.py", AUTOENCODER))])
+    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=64), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert r.extra["fit_data"] == "arrays" and r.samples_per_s > 0
+    assert run_script(script, Settings(precision="float32", batch_size=64)) == 0
+    assert "batch_size=64" in capfd.readouterr().err
+
+
 def test_run_command_checks_its_config_first(here: Path) -> None:
     _write(here, "train.py", NUMPY_SCRIPT)
     missing = runner.invoke(app, ["run", "--config", "nope.json", "--", "python", "train.py"])

@@ -91,8 +91,19 @@ def subclassed_said():
 def wrong_shape():
     return model(), tf.data.Dataset.from_tensors((np.ones((64, 100), "float32"), np.zeros(64)))
 
-def no_labels():
-    return model(), tf.data.Dataset.from_tensor_slices(np.ones((8, 256), "float32"))
+def inputs_alone():                      # an autoencoder's arrays: fit(x)
+    return model(), np.ones((100, 256), "float32")
+
+def inputs_alone_batches():               # a dataset of x alone, in batches
+    return model(), tf.data.Dataset.from_tensor_slices(np.ones((100, 256), "float32")).batch(16)
+
+def inputs_alone_dict():
+    a = keras.Input((8,), name="a")
+    return keras.Model({"a": a}, keras.layers.Dense(2)(a)), {"a": np.ones((40, 8), "float32")}
+
+def quadruples():
+    x = np.ones((8, 256), "float32")
+    return model(), tf.data.Dataset.from_tensor_slices((x, x, x, x))
 
 def uneven():
     return model(), (np.ones((10, 256), "float32"), np.zeros(9))
@@ -144,6 +155,26 @@ def test_dict_inputs_of_batches(user_module: str) -> None:
     assert x == {"a": (4, 8), "b": (4, 3)} and y == (4,)
 
 
+@pytest.mark.parametrize(
+    ("entry", "shape", "size"),
+    [
+        ("inputs_alone", (32, 256), None),
+        ("inputs_alone_batches", (32, 256), 16),
+        ("inputs_alone_dict", {"a": (32, 8)}, None),
+    ],
+)
+def test_inputs_alone_are_read_as_fit_reads_them(
+    user_module: str, entry: str, shape: object, size: int | None
+) -> None:
+    """x without labels (an autoencoder, a model whose own train_step needs none):
+    batches of inputs alone, as Keras packs them, not 1-tuples."""
+    wl = load_workload(f"{user_module}:{entry}", peek=True)
+    assert wl.batch_size == size
+    x = next(iter(rebatched(wl.dataset, 32)))
+    got = {k: tuple(v.shape) for k, v in x.items()} if isinstance(x, dict) else tuple(x.shape)
+    assert got == shape
+
+
 def test_a_dataset_of_batches_trains_at_another_batch_size(user_module: str) -> None:
     """What failed before: batches batched again (32, 64, 256) against (None, 256)."""
     wl = load_workload(f"{user_module}:from_tensors")
@@ -157,7 +188,7 @@ def test_a_dataset_of_batches_trains_at_another_batch_size(user_module: str) -> 
     [
         ("subclassed_ambiguous", "examples or batches", '"batched": True or False'),
         ("wrong_shape", "do not match the model's", "(64, 100)"),
-        ("no_labels", "not (inputs, labels) pairs", "(256,)"),
+        ("quadruples", "tuples of 4", "(256,)"),
         ("uneven", "same number of examples", "(9,)"),
         ("misspelled", "unknown keys", "'optimiser'"),
         ("empty", "yielded nothing", "no element"),

@@ -191,10 +191,12 @@ def _examples(model: Any, a: dict[str, Any], peek: bool) -> tuple[Any, int]:
     32 where it gives none). A dataset whose batch dimension is not static tells its
     size only from a first batch read (`peek`): only the trial that needs it reads one
     (each read fills a shuffle buffer once more)."""
+    import keras
+
     from tfaccel.workloads.inputs import user_data
 
-    x, y, w = a.get("x"), a.get("y"), a.get("sample_weight")
-    data = x if y is None and w is None else (x, y) if w is None else (x, y, w)
+    # as fit packs them: a dataset or generator alone, arrays with or without labels
+    data = keras.utils.pack_x_y_sample_weight(a.get("x"), a.get("y"), a.get("sample_weight"))
     found = user_data(data, model, peek=peek)
     return found.examples, found.batch_size or a.get("batch_size") or 32
 

@@ -4,7 +4,10 @@ single examples that each trial batches at its own batch size.
 Accepted: a `tf.data.Dataset` of examples or of batches (static or unknown batch
 dimension), `(x, y)` arrays or tensors (numpy, as `keras.datasets` returns them; x may
 be a tuple or dict), a `keras.utils.PyDataset`, a generator object, or a function that
-returns a fresh iterator. Whether a dataset yields examples or batches is read from
+returns a fresh iterator. As in `model.fit`, an element is `(inputs, labels)`,
+`(inputs, labels, sample_weights)`, or inputs alone (a tensor, a dict, or a 1-tuple:
+an autoencoder's, or a model whose own `train_step` or `add_loss` needs no labels).
+Whether a dataset yields examples or batches is read from
 the model's declared inputs: an element of the same rank as a model input (which
 counts the batch dimension) is a batch, one of a rank less is an example. A model that
 declares no inputs (subclassed) leaves it open where every element dimension is
@@ -25,18 +28,19 @@ from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
 
 FORMS = (
-    "a tf.data.Dataset of (inputs, labels) examples or batches, (x, y) arrays, a "
-    "keras.utils.PyDataset, a generator, or a function returning an iterator"
+    "a tf.data.Dataset of (inputs, labels) examples or batches, (x, y) arrays (or x "
+    "alone), a keras.utils.PyDataset, a generator, or a function returning an iterator"
 )
+ELEMENTS = "(inputs, labels), (inputs, labels, sample_weights) or inputs alone, as model.fit takes"
 
 
 class UserData(NamedTuple):
-    examples: Any  # a tf.data.Dataset of single (inputs, labels[, weights]) examples
+    examples: Any  # a tf.data.Dataset of single examples, of the user's structure
     batch_size: int | None  # the size of the user's batches; None: examples, or not read
 
 
 def as_examples(data: Any, model: Any, batched: bool | None = None) -> Any:
-    """`data` as a tf.data.Dataset of single (inputs, labels[, weights]) examples."""
+    """`data` as a tf.data.Dataset of single examples (see the module's doc)."""
     return user_data(data, model, batched).examples
 
 
@@ -49,8 +53,10 @@ def user_data(data: Any, model: Any, batched: bool | None = None, peek: bool = F
         return _dataset(data, model, batched, peek)
     if _is_py_dataset(data):
         return _from_iterator(lambda: _batches_of(data), model, batched=True)
-    if isinstance(data, (tuple, list)) and len(data) in (2, 3):
+    if isinstance(data, (tuple, list)) and len(data) in (1, 2, 3):
         return UserData(_from_arrays(tuple(data)), None)
+    if isinstance(data, dict) or hasattr(data, "shape"):  # x alone: arrays or tensors
+        return UserData(_from_arrays(data), None)
     if isinstance(data, Iterator):
         return _from_iterator(_once(data), model, batched, read_once=True)
     if callable(data):
@@ -89,7 +95,7 @@ def _varies(shape: Any) -> bool:
 
 
 def _dataset(ds: Any, model: Any, batched: bool | None, peek: bool) -> UserData:
-    _check_pairs(ds.element_spec)
+    _check_element(ds.element_spec)
     if batched is None:
         batched = is_batched(ds.element_spec, model)
     if not batched:
@@ -105,15 +111,21 @@ def _leading(element: Any) -> int | None:
     tf = import_tensorflow()
     if element is None:
         return None
-    first = (_shape(tf.nest.flatten(element[0])[0]) or (None,))[0]
+    first = (_shape(tf.nest.flatten(inputs_of(element))[0]) or (None,))[0]
     return int(first) if first is not None else None
 
 
-def _check_pairs(element: Any) -> None:
-    if not isinstance(element, tuple) or len(element) not in (2, 3):
+def inputs_of(element: Any) -> Any:
+    """The inputs of an element: its first item, or the element where it is inputs alone
+    (how `keras.utils.unpack_x_y_sample_weight` reads it)."""
+    return element[0] if isinstance(element, tuple) else element
+
+
+def _check_element(element: Any) -> None:
+    if isinstance(element, tuple) and len(element) not in (1, 2, 3):
         raise InputError(
-            "The data's elements are not (inputs, labels) pairs",
-            expected="(inputs, labels) or (inputs, labels, sample_weights), as model.fit takes",
+            f"The data's elements are tuples of {len(element)}",
+            expected=ELEMENTS,
             received=_shapes(element),
         )
 
@@ -122,7 +134,7 @@ def is_batched(element: Any, model: Any) -> bool:
     """Are these elements (an element_spec, or arrays) batches for `model`? See the
     module's doc; raises InputError naming the shapes where it cannot tell."""
     tf = import_tensorflow()
-    x = element[0]
+    x = inputs_of(element)
     shapes = [_shape(t) for t in tf.nest.flatten(x)]
     declared = _declared_shapes(model)
     if declared:
@@ -203,13 +215,14 @@ def _shapes(element: Any) -> str:
         return repr(element)[:300]
 
 
-def _from_arrays(data: tuple[Any, ...]) -> Any:
-    """Arrays of the whole data set, one row an example (keras.datasets style)."""
+def _from_arrays(data: Any) -> Any:
+    """Arrays of the whole data set, one row an example (keras.datasets style): a tuple
+    (x, y[, w]) or (x,), or x alone."""
     tf = import_tensorflow()
     sizes = {(_shape(t) or (None,))[0] for t in tf.nest.flatten(data)}
     if len(sizes) != 1 or None in sizes:
         raise InputError(
-            "The (x, y) arrays do not hold the same number of examples",
+            "The arrays do not hold the same number of examples",
             expected="arrays whose first dimensions are equal (one row per example)",
             received=_shapes(data),
         )
@@ -251,7 +264,7 @@ def _from_iterator(
             "The entry point's data yielded nothing", expected=FORMS, received="no element"
         ) from None
     first = tuple(first) if isinstance(first, list) else first
-    _check_pairs(first)
+    _check_element(first)
     if batched is None:
         batched = is_batched(first, model)
 

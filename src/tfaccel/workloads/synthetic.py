@@ -161,18 +161,15 @@ def rebatched(dataset: Any, batch: int) -> Any:
 
 def dataset_specs(dataset: Any, batch: int) -> tuple[Any, Any]:
     """(inputs, labels) TensorSpec structures of the dataset's elements at `batch`: the
-    shapes of the user's own data, for a model that declares no inputs (subclassed)."""
+    shapes of the user's own data, for a model that declares no inputs (subclassed).
+    Labels are None where the elements are inputs alone."""
     tf = import_tensorflow()
 
     from tfaccel.errors import InputError
 
     element = dataset.element_spec
-    if not isinstance(element, tuple) or len(element) < 2:
-        raise InputError(
-            "The dataset's elements are not (inputs, labels) pairs",
-            expected="a tf.data.Dataset of (inputs, labels)",
-            received=repr(element)[:200],
-        )
+    if not isinstance(element, tuple):
+        element = (element,)
 
     def at_batch(spec: Any) -> Any:
         dims = list(spec.shape)
@@ -184,4 +181,5 @@ def dataset_specs(dataset: Any, batch: int) -> tuple[Any, Any]:
             )
         return tf.TensorSpec([batch, *dims], spec.dtype)
 
-    return tf.nest.map_structure(at_batch, element[0]), tf.nest.map_structure(at_batch, element[1])
+    labels = tf.nest.map_structure(at_batch, element[1]) if len(element) > 1 else None
+    return tf.nest.map_structure(at_batch, element[0]), labels
