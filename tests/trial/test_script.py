@@ -383,7 +383,8 @@ class AutoEncoder(keras.Model):
 
     def train_step(self, data):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(self(data, training=True) - data))
+            pred = tf.cast(self(data, training=True), data.dtype)
+            loss = tf.reduce_mean(tf.square(pred - data))
         grads = tape.gradient(loss, self.trainable_weights)
         self.optimizer.apply_gradients(zip(grads, self.trainable_weights))
         return {"loss": loss}
@@ -403,6 +404,27 @@ def test_a_script_fitting_inputs_alone_is_tuned_and_run(
     assert r.extra["fit_data"] == "arrays" and r.samples_per_s > 0
     assert run_script(script, Settings(precision="float32", batch_size=64)) == 0
     assert "batch_size=64" in capfd.readouterr().err
+
+
+def test_an_own_train_step_that_does_not_scale_the_loss_is_not_timed_in_float16(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Under mixed_float16 Keras divides the gradients by the loss scale: a model's own
+    train_step that does not scale its loss would learn from gradients 2**15 too small."""
+    script = parse_command(["python", str(_write(here, "train.py", AUTOENCODER))])
+    r = run_script_trial(script, Settings(precision="mixed_float16", xla="off"), SMALL)
+    assert r.status == "error" and r.error
+    assert "AutoEncoder.train_step does not scale its loss for mixed_float16" in r.error
+    assert run_script(script, Settings(precision="mixed_float16")) == 0
+    assert "does not scale its loss" in capfd.readouterr().err
+    scaled = AUTOENCODER.replace(
+        "tf.square(pred - data))",
+        "tf.square(pred - data))\n            loss = self.optimizer.scale_loss(loss)",
+    )
+    assert "scale_loss" in scaled
+    ok = parse_command(["python", str(_write(here, "scaled.py", scaled))])
+    r = run_script_trial(ok, Settings(precision="mixed_float16", xla="off"), SMALL)
+    assert r.ok, (r.error, r.traceback)
 
 
 def test_run_command_checks_its_config_first(here: Path) -> None:

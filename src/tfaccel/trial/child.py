@@ -12,6 +12,7 @@ one JSON line; an out-of-memory error is a result ("oom"), not a crash.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import os
@@ -279,10 +280,44 @@ def _model_facts(model: Any, report: Any, count_flops: bool) -> dict[str, Any]:
 
 
 def _check_precision(model: Any, report: Any) -> None:
-    """The trial fails where it would time float32 under a 16-bit label."""
-    missed = unapplied_precision(model, report.precision)
+    """The trial fails where it would not train as its label says."""
+    missed = precision_problem(model, report.precision)
     if missed:
         raise ValueError(missed)
+
+
+def precision_problem(model: Any, precision: str) -> str | None:
+    """Why the model would not train in `precision` as it should: the policy did not
+    reach it (it would time float32 under a 16-bit label), or its own train_step does
+    not scale the loss that mixed_float16 needs scaled."""
+    return unapplied_precision(model, precision) or unscaled_loss(model, precision)
+
+
+def unscaled_loss(model: Any, precision: str) -> str | None:
+    """Under mixed_float16, Keras wraps the optimizer in a LossScaleOptimizer, which
+    divides the gradients it gets by the loss scale: Keras' own train_step scales the
+    loss first (`optimizer.scale_loss`); a model's own train_step (a GAN's, a VAE's, as
+    Keras' examples write them) that does not learns from gradients 2**15 times too
+    small, and nothing fails. None where the step is Keras' own, where its source scales
+    the loss or calls Keras' (`super().train_step`), or where it cannot be read."""
+    if precision != "mixed_float16":
+        return None
+    owner = next((c for c in type(model).__mro__ if "train_step" in vars(c)), None)
+    if owner is None or owner.__module__.split(".")[0] == "keras":
+        return None
+    try:
+        source = inspect.getsource(owner.train_step)
+    except (OSError, TypeError):
+        return None
+    if "scale_loss" in source or "super(" in source:
+        return None
+    return (
+        f"{owner.__name__}.train_step does not scale its loss for mixed_float16 "
+        "(loss = self.optimizer.scale_loss(loss), before the gradients), and Keras' "
+        "LossScaleOptimizer divides the gradients by the loss scale (32768 at first): it "
+        "would learn from gradients that much too small. Scale the loss there, or train "
+        "in mixed_bfloat16 (no loss scaling; GPUs of compute capability 8.0 and newer)"
+    )
 
 
 def unapplied_precision(model: Any, precision: str) -> str | None:

@@ -268,9 +268,9 @@ def _run_fit(
             f"batch {size} not applied: the script's {type(x).__name__} makes its own "
             f"batches (make them {size} there, or give fit a tf.data.Dataset or arrays)"
         )
-    from tfaccel.trial.child import unapplied_precision
+    from tfaccel.trial.child import precision_problem
 
-    notes += filter(None, [unapplied_precision(model, report.precision)])
+    notes += filter(None, [precision_problem(model, report.precision)])
     _say(f"model.fit call {call} at {where}: " + "; ".join(notes))
     kw = a.pop("kwargs", {})
     return fit(model, **a, **kw)
