@@ -119,6 +119,7 @@ def test_a_dataset_script_is_timed_without_its_callbacks(here: Path) -> None:
     facts = check_script(script)
     assert facts.batch_size == 32
     assert "calls fit at lines 12, 13: each trial times the first call made" in facts.notes[0]
+    assert "(--fit N times the N-th)" in facts.notes[0]
     r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=16), SMALL)
     assert r.ok, (r.error, r.traceback)
     assert r.extra["measured"] == "model.fit at train.py:12"
@@ -126,6 +127,34 @@ def test_a_dataset_script_is_timed_without_its_callbacks(here: Path) -> None:
     # the script's time to fit, from its start (TensorFlow's import at least: > 0.5 s)
     assert 0.5 < r.extra["setup_s"] < r.wall_s
     assert not (here / "users_model.keras").exists()  # the user's checkpoint untouched
+
+
+def test_fit_chooses_which_fit_call_is_timed(here: Path) -> None:
+    """A fine-tuning script's second fit: the first trains one step, without its
+    callbacks; a script that makes fewer fit calls says so and ends the search."""
+    from dataclasses import replace
+
+    script = replace(
+        parse_command(["python", str(_write(here, "train.py", DATASET_SCRIPT))]), fit=2
+    )
+    facts = check_script(script)
+    assert facts.batch_size is None  # which fit's batch size: read in the baseline
+    assert "each trial times fit call 2 that train.py makes" in facts.notes[0]
+    assert script.name.endswith("train.py (fit call 2)")  # its own journal keys
+    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=None), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert r.extra["measured"] == "model.fit at train.py:13 (call 2)"
+    assert r.extra["own_batch"] == 32
+    assert not (here / "users_model.keras").exists()  # the first fit's callback not run
+    r = run_script_trial(replace(script, fit=3), Settings(precision="float32", xla="off"), SMALL)
+    assert r.status == "error" and "ended before its fit call 3 (--fit 3)" in (r.error or "")
+    assert r.extra.get("before_fit")
+
+
+def test_fit_is_refused_for_an_entry_point(here: Path) -> None:
+    result = runner.invoke(app, ["tune", "--fit", "2", "tiny"])
+    assert result.exit_code == 2
+    assert "--fit chooses which of a script's model.fit calls is timed" in result.output
 
 
 def test_a_scripts_timing_stops_only_on_settled_windows(here: Path) -> None:
@@ -230,7 +259,7 @@ def test_a_script_failing_before_fit_is_tuned_no_further(here: Path) -> None:
     assert result.exit_code == 5, result.output
     assert "trial float32 xla=off batch=own spe=1 failed:" in result.output  # one trial
     assert "starting at" not in result.output
-    assert "the baseline ended before the script's first fit" in result.output
+    assert "the baseline ended before the script's timed fit" in result.output
     assert "missing a required argument: 'training'" in result.output
     assert 'train.py", line 9, in <module>\n    Block()(inputs)' in result.output
     in_fit = NUMPY_SCRIPT.replace("y = keras.utils.to_categorical(", "y = (")  # labels unfit

@@ -434,7 +434,7 @@ def test_a_script_failing_before_fit_stops_the_tune_after_the_baseline(tmp_path:
     res = tuner(tmp_path, trials).run()
     assert len(trials.calls) == 1 and res.keras_defaults is None and res.best is None
     (why,) = said(res, "baseline")
-    assert why.startswith("the baseline ended before the script's first fit (trial ")
+    assert why.startswith("the baseline ended before the script's timed fit (trial ")
     assert why.endswith(
         "TypeError: bad layer); before fit it changes nothing the "
         "script does (float32, no XLA), so any settings end the same way: "

@@ -55,6 +55,13 @@ def tune(
         show_default=False,
     ),
     max_batch: int = typer.Option(4096, "--max-batch", min=1, help="Largest batch size to try."),
+    fit: int = typer.Option(
+        1,
+        "--fit",
+        min=1,
+        help="Which of a script's model.fit calls to time, counted as the script makes them "
+        "(2: a fine-tuning fit after a first one); the calls before it train one step each.",
+    ),
     warmup: int = typer.Option(10, "--warmup", min=1, help="Warm-up steps per trial (untimed)."),
     windows: int = typer.Option(5, "--windows", min=1, help="Timed windows per trial, at most."),
     min_windows: int = typer.Option(
@@ -134,7 +141,7 @@ def tune(
         time_budget,
         confirm,
     )
-    tgt = tune_lib.prepare(_target(target))  # a bad entry point or script: exit 2 now
+    tgt = tune_lib.prepare(_target(target), fit)  # a bad entry point or script: exit 2 now
     err = stderr_console()
     for note in tgt.notes:
         err.print(Text(note, style="dim"))

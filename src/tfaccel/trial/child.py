@@ -306,7 +306,7 @@ def unscaled_loss(model: Any, precision: str) -> str | None:
     if owner is None or owner.__module__.split(".")[0] == "keras":
         return None
     try:
-        source = inspect.getsource(owner.train_step)
+        source = inspect.getsource(vars(owner)["train_step"])
     except (OSError, TypeError):
         return None
     if "scale_loss" in source or "super(" in source:

@@ -13,11 +13,12 @@ environment (`ENV`). When the script imports Keras, this module
   `batch_size`, datasets are re-batched, and `steps_per_epoch` scaled to keep an
   epoch's examples; input_cast and prefetch on datasets).
 
-In "tune" mode the first `fit` call is timed (`trial.child.timed_fit`) on the script's
-data, repeated and re-batched at the trial's batch size, without the script's
-callbacks (they may write the user's files); the payload goes to the parent, and the
-process ends: what the script does after `fit` is not run. In "run" mode the script
-runs as written, with the settings, and the hook says on stderr what was applied.
+In "tune" mode the first `fit` call (or the one `tune --fit` names; those before it
+train one step each) is timed (`trial.child.timed_fit`) on the script's data, repeated
+and re-batched at the trial's batch size, without the script's callbacks (they may
+write the user's files); the payload goes to the parent, and the process ends: what
+the script does after `fit` is not run. In "run" mode the script runs as written, with
+the settings, and the hook says on stderr what was applied.
 """
 
 from __future__ import annotations
@@ -169,12 +170,36 @@ def _patch(keras: Any, report: Any, config: dict[str, Any]) -> None:
         calls["fit"] += 1
         where = _caller()
         if config.get("mode") == "tune":
+            timed = int(config.get("fit", 1))  # tune --fit: which call is timed
+            if calls["fit"] < timed:
+                return _one_step_fit(fit, self, args, kwargs)
+            where += f" (call {timed})" if timed > 1 else ""
             _tuned_fit(fit, self, report, config, where, args, kwargs)
             _end()
         return _run_fit(fit, self, report, where, calls["fit"], args, kwargs)
 
     keras.Model.compile = compile_with_settings
     keras.Model.fit = fit_with_settings
+
+
+def _one_step_fit(fit: Any, model: Any, args: Any, kwargs: Any) -> Any:
+    """A fit before the timed one (tune --fit N): one step, without the script's
+    callbacks (they may write its files) and validation. How far it trains changes
+    nothing of the timed fit's speed; its compile has the trial's settings."""
+    a = _fit_arguments(fit, model, args, kwargs)
+    kw = a.pop("kwargs", {})
+    if _is_array(a.get("x")) and not a.get("batch_size"):
+        a["batch_size"] = 32  # Keras' default: given steps alone, it makes one batch of all
+    a.update(
+        epochs=1,
+        initial_epoch=0,
+        steps_per_epoch=1,
+        callbacks=None,
+        verbose=0,
+        validation_data=None,
+        validation_split=0.0,
+    )
+    return fit(model, **a, **kw)
 
 
 def _fit_arguments(fit: Any, model: Any, args: Any, kwargs: Any) -> dict[str, Any]:

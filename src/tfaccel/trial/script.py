@@ -39,6 +39,13 @@ NO_FIT = (
 )
 
 
+def too_few_fits(n: int) -> str:
+    return (
+        f"the script ended before its fit call {n} (--fit {n}): it made fewer keras.Model.fit "
+        "calls (count the calls as the script makes them, the first is 1)"
+    )
+
+
 @dataclass(frozen=True)
 class Script:
     """A command that runs a Python training script: `argv` as it runs (this
@@ -49,11 +56,13 @@ class Script:
     shown: tuple[str, ...]
     path: Path | None
     args: tuple[str, ...] = ()  # the script's own arguments (after its file or module)
+    fit: int = 1  # which of the fit calls it makes is timed (tune --fit)
 
     @property
     def name(self) -> str:
         """The script as a workload name (journal keys, reports)."""
-        return "script: " + shlex.join(self.shown)
+        timed = f" (fit call {self.fit})" if self.fit > 1 else ""
+        return "script: " + shlex.join(self.shown) + timed
 
 
 def is_command(args: Sequence[str]) -> bool:
@@ -130,7 +139,10 @@ def check_script(script: Script) -> ScriptFacts:
         ) from exc
     _refuse_other_backend(script.path, tree)
     _refuse_keras_2(script.path, tree)
-    return ScriptFacts(tuple(_fit_notes(script.path, tree)), own_batch_size(tree, script.args))
+    notes = tuple(_fit_notes(script.path, tree, script.fit))
+    if script.fit > 1:  # which fit's batch_size the source means: the baseline reads it
+        return ScriptFacts(notes)
+    return ScriptFacts(notes, own_batch_size(tree, script.args))
 
 
 def _refuse_other_backend(path: Path, tree: ast.AST) -> None:
@@ -203,12 +215,18 @@ def _backend_set(node: ast.AST) -> str | None:
     return None
 
 
-def _fit_notes(path: Path, tree: ast.AST) -> list[str]:
+def _fit_notes(path: Path, tree: ast.AST, timed: int = 1) -> list[str]:
     lines = sorted(
         n.lineno
         for n in ast.walk(tree)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "fit"
     )
+    if timed > 1:
+        at = f" (its source calls fit at lines {', '.join(map(str, lines))})" if lines else ""
+        return [
+            f"each trial times fit call {timed} that {path.name} makes{at}; the calls "
+            "before it train one step each"
+        ]
     if not lines:
         return [
             f"{path.name} has no .fit( call of its own: the trials time the first "
@@ -216,7 +234,10 @@ def _fit_notes(path: Path, tree: ast.AST) -> list[str]:
         ]
     if len(lines) > 1:
         at = ", ".join(map(str, lines))
-        return [f"{path.name} calls fit at lines {at}: each trial times the first call made"]
+        return [
+            f"{path.name} calls fit at lines {at}: each trial times the first call made "
+            "(--fit N times the N-th)"
+        ]
     return []
 
 
@@ -318,11 +339,12 @@ def run_script_trial(
 ) -> TrialResult:
     """One trial: the script in a fresh process, its first fit timed at `settings`."""
     key = settings_key(script.name, settings, steps, extra)
-    config = {"mode": "tune", **trial_config(settings, steps, seed, extra)}
+    config = {"mode": "tune", "fit": script.fit, **trial_config(settings, steps, seed, extra)}
     overrides = {ENV: json.dumps(config), **(env_overrides or {})}
     env = child_env(hooked_env(), paths="as_is", overrides=overrides)
     out = run_command(script.argv, MARK, env, timeout_s)
-    result = result_of(key, settings, out, timeout_s, silent=NO_FIT)
+    silent = NO_FIT if script.fit == 1 else too_few_fits(script.fit)
+    result = result_of(key, settings, out, timeout_s, silent=silent)
     if out.payload is None and not out.timed_out and FIT_STARTED not in out.stdout:
         # The hook says when the first fit starts and answers from inside it, errors
         # included: neither means the script ended (or failed) before it.

@@ -65,9 +65,18 @@ def hardware_of(info: Any) -> Hardware:
     return Hardware(len(gpus), gpus[0].compute_capability if gpus else None)
 
 
-def prepare(target: str | Sequence[str]) -> Target:
+def prepare(target: str | Sequence[str], fit: int = 1) -> Target:
     """Check what is to be tuned before any trial (InputError: exit 2, in seconds): a
-    workload name or `module:function`, or the command of a training script."""
+    workload name or `module:function`, or the command of a training script, of whose
+    `model.fit` calls the `fit`-th is timed."""
+    if fit < 1:
+        raise InputError("fit calls count from 1", expected="1 or more", received=fit)
+    if isinstance(target, str) and fit != 1:
+        raise InputError(
+            "--fit chooses which of a script's model.fit calls is timed",
+            expected="a script's command after -- (tfaccel tune --fit 2 -- python train.py)",
+            received=target,
+        )
     if isinstance(target, str):
         from tfaccel.trial.runner import run_trial
         from tfaccel.workloads import source_fingerprint
@@ -79,7 +88,7 @@ def prepare(target: str | Sequence[str]) -> Target:
         )
     from tfaccel.trial.script import check_script, parse_command, run_script_trial
 
-    script = parse_command(target)
+    script = dataclasses.replace(parse_command(target), fit=fit)
     facts = check_script(script)
 
     def runner(_: str, *args: Any, **kwargs: Any) -> TrialResult:

@@ -619,7 +619,7 @@ class Tuner:
             return False
         self.decide(
             "baseline",
-            f"the baseline ended before the script's first fit ({baseline.error}); "
+            f"the baseline ended before the script's timed fit ({baseline.error}); "
             "before fit it changes nothing the script does (float32, no XLA), so any "
             "settings end the same way: nothing to tune",
         )
