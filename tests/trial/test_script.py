@@ -456,6 +456,34 @@ def test_an_own_train_step_that_does_not_scale_the_loss_is_not_timed_in_float16(
     assert r.ok, (r.error, r.traceback)
 
 
+# A script that sets its own mixed precision, as many examples do.
+OWN_POLICY = """
+import numpy as np
+import tensorflow as tf
+import keras
+
+tf.keras.mixed_precision.set_global_policy("mixed_float16")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+model.compile("adam", "mse")
+model.fit(np.zeros((256, 8)), np.zeros((256, 2)), batch_size=32, verbose=0)
+open("dtype.txt", "w").write(model.layers[0].compute_dtype)
+"""
+
+
+def test_the_scripts_own_dtype_policy_does_not_replace_the_trials(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Else every trial would train in the script's policy under its own label."""
+    script = parse_command(["python", str(_write(here, "train.py", OWN_POLICY))])
+    assert "sets its own dtype policy (line 6)" in " ".join(check_script(script).notes)
+    assert run_script(script, Settings(precision="mixed_bfloat16")) == 0
+    assert (here / "dtype.txt").read_text() == "bfloat16"
+    err = capfd.readouterr().err
+    assert "train.py:6: the script's dtype policy 'mixed_float16' left out" in err
+    r = run_script_trial(script, Settings(precision="float32", xla="off"), SMALL)
+    assert r.ok and r.precision == "float32", (r.error, r.traceback)
+
+
 def test_run_command_checks_its_config_first(here: Path) -> None:
     _write(here, "train.py", NUMPY_SCRIPT)
     missing = runner.invoke(app, ["run", "--config", "nope.json", "--", "python", "train.py"])

@@ -132,7 +132,30 @@ def _on_keras(config: dict[str, Any]) -> None:
         report.summary(_stderr_console())
     else:  # trials start from the same weights, so the accuracy guard compares losses
         keras.utils.set_random_seed(int(config.get("seed", 0)))
+    _keep_policy(report.precision)
     _patch(keras, report, config)
+
+
+POLICY_SETTERS = ("set_global_policy", "set_dtype_policy")
+
+
+def _keep_policy(precision: str) -> None:
+    """The script's own `keras.mixed_precision.set_global_policy` (or
+    `keras.config.set_dtype_policy`), called after configure, would train every trial in
+    its policy under the trial's label: it is left out, and said. Patched in each Keras
+    module that holds it, and at its source for the modules imported later (tf.keras)."""
+    from keras.src.dtype_policies import dtype_policy
+
+    original = dtype_policy.set_dtype_policy
+
+    def keep(policy: Any) -> None:
+        name = getattr(policy, "name", policy)
+        _say(f"{_caller()}: the script's dtype policy {name!r} left out: {precision} applies")
+
+    for module in [m for k, m in list(sys.modules.items()) if k.split(".")[0] == "keras"]:
+        for attr in POLICY_SETTERS:
+            if getattr(module, attr, None) is original:
+                setattr(module, attr, keep)
 
 
 def _stderr_console() -> Any:

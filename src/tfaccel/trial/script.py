@@ -25,7 +25,7 @@ from typing import Any
 from tfaccel._child import child_env, hooked_env, run_command
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
-from tfaccel.trial.hook import ENV, FIT_STARTED, MARK
+from tfaccel.trial.hook import ENV, FIT_STARTED, MARK, POLICY_SETTERS
 from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key, trial_config
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?(\.exe)?$")
@@ -139,7 +139,7 @@ def check_script(script: Script) -> ScriptFacts:
         ) from exc
     _refuse_other_backend(script.path, tree)
     _refuse_keras_2(script.path, tree)
-    notes = tuple(_fit_notes(script.path, tree, script.fit))
+    notes = tuple(_fit_notes(script.path, tree, script.fit) + _policy_notes(script.path, tree))
     if script.fit > 1:  # which fit's batch_size the source means: the baseline reads it
         return ScriptFacts(notes)
     return ScriptFacts(notes, own_batch_size(tree, script.args))
@@ -239,6 +239,23 @@ def _fit_notes(path: Path, tree: ast.AST, timed: int = 1) -> list[str]:
             "(--fit N times the N-th)"
         ]
     return []
+
+
+def _policy_notes(path: Path, tree: ast.AST) -> list[str]:
+    """A script that sets its own dtype policy (`set_global_policy("mixed_float16")`):
+    the trial's precision replaces it (`trial.hook`), as `run`'s tuned one does."""
+    lines = sorted(
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and getattr(n.func, "attr", getattr(n.func, "id", "")) in POLICY_SETTERS
+    )
+    if not lines:
+        return []
+    return [
+        f"{path.name} sets its own dtype policy (line {lines[0]}): each trial's precision "
+        "applies instead, as the tuned one does in tfaccel run"
+    ]
 
 
 def own_batch_size(tree: ast.AST, args: Sequence[str] = ()) -> int | None:
