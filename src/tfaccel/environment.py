@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib.metadata as md
+import json
 import os
 import platform
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 
@@ -62,3 +65,33 @@ def machine_id() -> str:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     gpus = visible if visible is not None else "all"
     return f"{platform.node()}/{boot or 'unknown-boot'}/gpus={gpus}"
+
+
+def keras_backend(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The backend Keras 3 runs on, and what chose it, read as Keras reads it (without
+    importing Keras): `KERAS_BACKEND`, else the "backend" of keras.json (in
+    `KERAS_HOME`, else ~/.keras, or /tmp/.keras where the home folder is not writable),
+    else Keras' default, "tensorflow"."""
+    env = os.environ if env is None else env
+    if env.get("KERAS_BACKEND"):
+        return env["KERAS_BACKEND"], "KERAS_BACKEND"
+    path = _keras_json(env)
+    backend = None
+    if path is not None:
+        try:
+            backend = json.loads(path.read_text()).get("backend")
+        except (OSError, ValueError, AttributeError):  # Keras ignores a file it cannot read
+            backend = None
+    if isinstance(backend, str) and backend:
+        return backend, str(path)
+    return "tensorflow", "Keras' default"
+
+
+def _keras_json(env: Mapping[str, str]) -> Path | None:
+    if env.get("KERAS_HOME"):
+        return Path(env["KERAS_HOME"]).expanduser() / "keras.json"
+    home = env.get("HOME")
+    if not home:
+        return None
+    base = home if os.access(home, os.W_OK) else "/tmp"
+    return Path(base) / ".keras" / "keras.json"

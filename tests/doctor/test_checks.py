@@ -207,6 +207,24 @@ def test_legacy_keras_flag_without_tf_keras(fake_tf: tuple[Path, MakeCtx]) -> No
     assert by["tf.keras_legacy"].fix == "pip install 'tf-keras~=2.21.0'"
 
 
+def test_keras_on_another_backend(fake_tf: tuple[Path, MakeCtx], tmp_path: Path) -> None:
+    """KERAS_BACKEND, or keras.json's backend: Keras models then never reach TF's GPU."""
+    _, make = fake_tf
+    by = rows(run_doctor(make(env={"KERAS_BACKEND": "jax"})).checks)
+    assert by["keras.backend"].status is Status.FAIL
+    assert "Keras runs on its jax backend (KERAS_BACKEND)" in by["keras.backend"].finding
+    assert by["keras.backend"].fix == "unset KERAS_BACKEND (or export KERAS_BACKEND=tensorflow)"
+    (tmp_path / ".keras").mkdir()
+    (tmp_path / ".keras/keras.json").write_text('{"backend": "torch"}')
+    by = rows(run_doctor(make(env={"HOME": str(tmp_path)})).checks)
+    assert by["keras.backend"].status is Status.FAIL
+    assert by["keras.backend"].fix == f'set "backend": "tensorflow" in {tmp_path}/.keras/keras.json'
+    (tmp_path / ".keras/keras.json").write_text("{not json")  # Keras ignores it too
+    by = rows(run_doctor(make(env={"HOME": str(tmp_path)})).checks)
+    assert by["keras.backend"].status is Status.OK
+    assert by["keras.backend"].finding == "tensorflow (Keras' default)"
+
+
 def test_cpu_only_build(fake_tf: tuple[Path, MakeCtx]) -> None:
     site, make = fake_tf
     info = site / "tensorflow/python/platform/build_info.py"

@@ -548,6 +548,13 @@ def test_keras_backend_in_the_environment_is_refused(
     with pytest.raises(InputError, match="KERAS_BACKEND=jax"):
         check_script(script)
     assert os.environ["KERAS_BACKEND"] == "jax"
+    # keras.json's backend, as Keras reads it where KERAS_BACKEND is not set
+    monkeypatch.delenv("KERAS_BACKEND")
+    monkeypatch.setenv("KERAS_HOME", str(here))
+    (here / "keras.json").write_text('{"backend": "torch", "floatx": "float32"}')
+    with pytest.raises(InputError, match=r"keras\.json selects Keras' torch backend") as caught:
+        check_script(script)
+    assert caught.value.hint == f'set "backend": "tensorflow" in {here / "keras.json"}'
 
 
 @pytest.mark.parametrize(

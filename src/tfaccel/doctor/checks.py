@@ -258,6 +258,34 @@ def check_keras(ctx: DoctorContext) -> list[Check]:
     return out
 
 
+def check_keras_backend(ctx: DoctorContext) -> list[Check]:
+    """Keras 3 runs on the backend KERAS_BACKEND or keras.json names: on JAX or PyTorch,
+    a Keras model never reaches TensorFlow's GPU (nor tfaccel's settings)."""
+    from tfaccel.environment import keras_backend
+
+    backend, where = keras_backend(ctx.env)
+    title = "Keras' backend"
+    if backend == "tensorflow":
+        return [Check("keras.backend", title, Status.OK, f"tensorflow ({where})")]
+    fix = (
+        "unset KERAS_BACKEND (or export KERAS_BACKEND=tensorflow)"
+        if where == "KERAS_BACKEND"
+        else f'set "backend": "tensorflow" in {where}'
+    )
+    return [
+        Check(
+            "keras.backend",
+            title,
+            Status.FAIL,
+            f"Keras runs on its {backend} backend ({where}): Keras models train with "
+            f"{backend}, not TensorFlow, so TensorFlow's GPU set-up and tfaccel's settings "
+            "do not reach them",
+            fix=fix,
+            see="python -c 'import keras; print(keras.backend.backend())'",
+        )
+    ]
+
+
 # --- 2. build ----------------------------------------------------------------------------
 def check_build(ctx: DoctorContext) -> list[Check]:
     title = "TensorFlow build (CUDA, cuDNN, compute capabilities)"
@@ -1352,6 +1380,7 @@ def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
 CHECKS: tuple[CheckFn, ...] = (
     check_tf_install,
     check_keras,
+    check_keras_backend,
     check_companions,
     check_tfaccel_support,
     check_build,

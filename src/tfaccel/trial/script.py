@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel._child import child_env, hooked_env, run_command
+from tfaccel.environment import keras_backend
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.hook import ENV, FIT_STARTED, MARK, POLICY_SETTERS
@@ -118,13 +119,14 @@ class ScriptFacts:
 
 def check_script(script: Script) -> ScriptFacts:
     """Refuse, before any trial, what cannot run; what the script's source says."""
-    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    backend, where = keras_backend()
     if backend != "tensorflow":
+        env = where == "KERAS_BACKEND"
         raise InputError(
-            f"KERAS_BACKEND={backend} selects Keras' {backend} backend",
+            f"{'KERAS_BACKEND=' + backend if env else where} selects Keras' {backend} backend",
             expected="the TensorFlow backend: tfaccel's settings are TensorFlow's",
-            received=f"KERAS_BACKEND={backend}",
-            hint="unset KERAS_BACKEND",
+            received=f"KERAS_BACKEND={backend}" if env else f'"backend": "{backend}" in {where}',
+            hint="unset KERAS_BACKEND" if env else f'set "backend": "tensorflow" in {where}',
         )
     if script.path is None:
         return ScriptFacts()
