@@ -95,3 +95,21 @@ def _keras_json(env: Mapping[str, str]) -> Path | None:
         return None
     base = home if os.access(home, os.W_OK) else "/tmp"
     return Path(base) / ".keras" / "keras.json"
+
+
+def require_tensorflow_backend() -> None:
+    """InputError where Keras would run on another backend: tfaccel's settings and
+    measurements are TensorFlow's (before any work, where a trial would fail at
+    `import keras`, or train on JAX or PyTorch)."""
+    from tfaccel.errors import InputError
+
+    backend, where = keras_backend()
+    if backend == "tensorflow":
+        return
+    env = where == "KERAS_BACKEND"
+    raise InputError(
+        f"{'KERAS_BACKEND=' + backend if env else where} selects Keras' {backend} backend",
+        expected="the TensorFlow backend: tfaccel's settings are TensorFlow's",
+        received=f"KERAS_BACKEND={backend}" if env else f'"backend": "{backend}" in {where}',
+        hint="unset KERAS_BACKEND" if env else f'set "backend": "tensorflow" in {where}',
+    )

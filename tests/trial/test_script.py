@@ -555,6 +555,9 @@ def test_keras_backend_in_the_environment_is_refused(
     with pytest.raises(InputError, match=r"keras\.json selects Keras' torch backend") as caught:
         check_script(script)
     assert caught.value.hint == f'set "backend": "tensorflow" in {here / "keras.json"}'
+    # an entry point (a built-in too) before any trial, exit 2
+    result = runner.invoke(app, ["tune", "tiny"])
+    assert result.exit_code == 2 and "selects Keras' torch backend" in result.output
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel._child import child_env, hooked_env, run_command
-from tfaccel.environment import keras_backend
+from tfaccel.environment import require_tensorflow_backend
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.hook import ENV, FIT_STARTED, MARK, POLICY_SETTERS
@@ -119,15 +119,7 @@ class ScriptFacts:
 
 def check_script(script: Script) -> ScriptFacts:
     """Refuse, before any trial, what cannot run; what the script's source says."""
-    backend, where = keras_backend()
-    if backend != "tensorflow":
-        env = where == "KERAS_BACKEND"
-        raise InputError(
-            f"{'KERAS_BACKEND=' + backend if env else where} selects Keras' {backend} backend",
-            expected="the TensorFlow backend: tfaccel's settings are TensorFlow's",
-            received=f"KERAS_BACKEND={backend}" if env else f'"backend": "{backend}" in {where}',
-            hint="unset KERAS_BACKEND" if env else f'set "backend": "tensorflow" in {where}',
-        )
+    require_tensorflow_backend()
     if script.path is None:
         return ScriptFacts()
     try:

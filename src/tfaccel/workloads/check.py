@@ -25,6 +25,9 @@ MARK = "TFACCEL_CHECK "
 def check_entry_point(spec: str, timeout_s: float = 300.0) -> int | None:
     """Raise InputError when `spec` is no workload tfaccel can run (built-ins pass);
     else the size of the batches its data comes in (None: examples, or no data)."""
+    from tfaccel.environment import require_tensorflow_backend
+
+    require_tensorflow_backend()
     if spec in BUILTIN:
         return None
     if ":" not in spec:
