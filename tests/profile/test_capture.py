@@ -74,6 +74,24 @@ def test_run_mode_profiles_an_unmodified_script(
     assert "the command failed" in failed.output
 
 
+def test_stop_ends_the_script_after_its_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A long training need not run to its end for the report; without --stop the run
+    goes on, and says so once."""
+    (tmp_path / "train.py").write_text(SCRIPT + "open('after.txt', 'w').write('ran')\n")
+    monkeypatch.chdir(tmp_path)
+    args = ["profile", "--start", "2", "--steps", "3", "--format", "json"]
+    result = CliRunner().invoke(app, [*args, "--stop", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert '"schema": "tfaccel.profile/1"' in result.stdout
+    assert not (tmp_path / "after.txt").exists()
+    assert "steps 2-4 captured; the script ends here (--stop)" in capfd.readouterr().err
+    result = CliRunner().invoke(app, [*args, "--", "python", "train.py"])
+    assert result.exit_code == 0 and (tmp_path / "after.txt").exists()
+    assert capfd.readouterr().err.count("the run goes on to its end") == 1
+
+
 def test_a_bad_run_meta_file_is_ignored(tmp_path: Path) -> None:
     from tfaccel.profile.load import _read_meta
 

@@ -123,6 +123,12 @@ def capture(
         10, "--start", min=0, help="First training step to profile (skip warm-up and compilation)."
     ),
     steps: int = typer.Option(10, "--steps", min=1, help="How many steps to profile."),
+    stop: bool = typer.Option(
+        False,
+        "--stop",
+        help="End the script once the window is captured (the report then comes in "
+        "seconds, not after the whole training; what the script does after it is not run).",
+    ),
     html: Path = HTML_OPTION,
     force: bool = FORCE_OPTION,
     fail_under: list[str] = FAIL_UNDER_OPTION,
@@ -145,7 +151,9 @@ def capture(
     logdir.mkdir(parents=True, exist_ok=True)
     probe_folder(logdir)  # a trace that cannot be written is said now, not after the run
     before = run_names(logdir)
-    code, why = run_profiled(command, logdir, start, steps, stdout_to_stderr=fmt is not Format.text)
+    code, why = run_profiled(
+        command, logdir, start, steps, stdout_to_stderr=fmt is not Format.text, stop=stop
+    )
     new = sorted(run_names(logdir) - before)
     if not new:  # never analyse an earlier capture as if it were this one
         raise WorkloadError(

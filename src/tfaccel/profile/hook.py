@@ -67,11 +67,31 @@ def guarded_callback() -> type:
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             self._guard(super().on_train_batch_end, batch, logs)
+            if self.captured and not self.failed:
+                _after_window(self)
 
         def on_train_end(self, logs: Any = None) -> None:
             self._guard(super().on_train_end, logs)
 
     return Guarded
+
+
+def _after_window(cb: Any) -> None:
+    """Once the window is captured: the script ends there (`--stop`), or goes on to its
+    end, which is said once (a long training would otherwise look like a hang)."""
+    window = f"steps {cb.start_step}-{cb.start_step + cb.steps - 1} captured"
+    if os.environ.get("TFACCEL_PROFILE_STOP") == "1":
+        from tfaccel._child import end_process
+
+        print(f"tfaccel profile: {window}; the script ends here (--stop)", file=sys.stderr)
+        end_process()
+    if not getattr(cb, "said", False):
+        cb.said = True
+        print(
+            f"tfaccel profile: {window}; the run goes on to its end, then the report "
+            "(--stop ends it after the window)",
+            file=sys.stderr,
+        )
 
 
 def say_no_profile(reason: str) -> None:

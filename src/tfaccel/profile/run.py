@@ -25,11 +25,13 @@ def run_profiled(
     steps: int = 10,
     timeout_s: float | None = None,
     stdout_to_stderr: bool = False,
+    stop: bool = False,
 ) -> ProfiledRun:
     """Run `command` with tfaccel's fit hook on PYTHONPATH.
 
     With `stdout_to_stderr` the command's own output goes to stderr, so that stdout
-    carries only tfaccel's report (`--format json`).
+    carries only tfaccel's report (`--format json`). With `stop` the script ends once
+    the window is captured (exit code 0).
     """
     if not command:
         raise InputError(
@@ -48,6 +50,7 @@ def run_profiled(
             TFACCEL_PROFILE_START=str(start),
             TFACCEL_PROFILE_STEPS=str(steps),
             TFACCEL_PROFILE_STATUS=str(status),
+            TFACCEL_PROFILE_STOP="1" if stop else "",
         )
         code = _run(cmd, env, timeout_s, stdout_to_stderr)
         said = status.read_text(encoding="utf-8").strip() if status.exists() else ""
