@@ -338,6 +338,7 @@ def test_run_trains_the_script_with_the_settings_and_keeps_its_exit_code(
     settings = Settings(precision="float32", xla="off", batch_size=128)
     assert run_script(script, settings) == 3
     err = capfd.readouterr().err
+    assert "tfaccel: float32 on the CPU: precision float32, xla off" in err  # brief
     assert "model.fit call 1 at train.py:17: batch_size=128" in err
     assert "tf.data settings not applicable: numpy inputs" in err
     assert (here / "after_fit.txt").exists()  # run mode runs the whole script

@@ -87,6 +87,13 @@ class ConfigureReport:
 
         (console or Console()).print(configure_table(self))
 
+    def brief(self) -> list[str]:
+        """What changes, in a few lines (tfaccel run says them before the script's
+        output); warnings with their reasons."""
+        from tfaccel.render.configure import configure_brief
+
+        return configure_brief(self)
+
     def __rich__(self) -> Any:  # rich.print(report) shows the same table
         from tfaccel.render.configure import configure_table
 

@@ -44,3 +44,20 @@ def configure_table(report: Any) -> Table:
             row.detail,
         )
     return t
+
+
+def configure_brief(report: Any) -> list[str]:
+    """The report in a few lines, for `tfaccel run` (before the script's own output):
+    the knobs that change something, and each warning with its reason. The batch size
+    and tf.data settings are said at each fit, where they apply."""
+    gpus = f"{report.gpus} GPU(s)" if report.gpus else "the CPU"
+    changed = [
+        f"{row.knob} {row.value}"
+        for row in report.rows
+        if row.status in ("applied", "at-compile", "at-build")
+        and row.knob != "tf.data"
+        and row.value not in ("none", False)
+    ]
+    lines = [f"{report.precision} on {gpus}: " + ", ".join(changed)]
+    lines += [f"{row.knob}: {row.detail}" for row in report.rows if row.status == "warning"]
+    return lines

@@ -129,7 +129,8 @@ def _on_keras(config: dict[str, Any]) -> None:
         _fail(config, f"configure failed: {type(exc).__name__}: {exc}", traceback.format_exc())
         return
     if config.get("mode") == "run":
-        report.summary(_stderr_console())
+        for line in report.brief():
+            _say(line)
     else:  # trials start from the same weights, so the accuracy guard compares losses
         keras.utils.set_random_seed(int(config.get("seed", 0)))
     _keep_policy(report.precision)
@@ -156,12 +157,6 @@ def _keep_policy(precision: str) -> None:
         for attr in POLICY_SETTERS:
             if getattr(module, attr, None) is original:
                 setattr(module, attr, keep)
-
-
-def _stderr_console() -> Any:
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False)
 
 
 def _caller() -> str:
