@@ -63,6 +63,23 @@ class Batches(keras.utils.PyDataset):
 def py_dataset():
     return model(), Batches()
 
+class Loading(keras.utils.PyDataset):     # batches from files, read by 4 threads in fit
+    def __init__(self):
+        super().__init__(workers=4)
+        self.threads = set()
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        import threading, time
+        self.threads.add(threading.get_ident())
+        time.sleep(0.05)
+        return np.full((16, 256), i, "float32"), np.full(16, i % 4)
+
+LOADING = Loading()
+
+def py_dataset_workers():
+    return model(), LOADING
+
 def generator_object():                   # a generator of batches, read once
     return model(), (xb(16) for _ in range(10))
 
@@ -148,6 +165,17 @@ def _batch_shapes(spec: str, batch: int = 32) -> tuple[object, object]:
 )
 def test_each_form_is_rebatched_to_the_trial_batch(user_module: str, entry: str) -> None:
     assert _batch_shapes(f"{user_module}:{entry}") == ((32, 256), (32,))
+
+
+def test_a_py_datasets_workers_read_its_batches(user_module: str) -> None:
+    """As fit reads them: else a trial would time one reader, not the training."""
+    wl = load_workload(f"{user_module}:py_dataset_workers")
+    assert wl.batch_size == 16
+    batches = list(rebatched(wl.dataset, 32).take(4))
+    firsts = [b[0][:, 0].numpy().tolist() for b in batches]
+    assert firsts[0] == [0.0] * 16 + [1.0] * 16 and firsts[3] == [6.0] * 16 + [7.0] * 16
+    assert batches[0][1].dtype == np.int64 and batches[0][0].shape == (32, 256)
+    assert len(sys.modules[user_module].LOADING.threads) > 1
 
 
 def test_dict_inputs_of_batches(user_module: str) -> None:

@@ -52,7 +52,7 @@ def user_data(data: Any, model: Any, batched: bool | None = None, peek: bool = F
     if isinstance(data, tf.data.Dataset):
         return _dataset(data, model, batched, peek)
     if _is_py_dataset(data):
-        return _from_iterator(lambda: _batches_of(data), model, batched=True)
+        return _from_py_dataset(data, model)
     if isinstance(data, (tuple, list)) and len(data) in (1, 2, 3):
         return UserData(_from_arrays(tuple(data)), None)
     if isinstance(data, dict) or hasattr(data, "shape"):  # x alone: arrays or tensors
@@ -234,6 +234,41 @@ def _is_py_dataset(data: Any) -> bool:
 
     py_dataset = getattr(keras.utils, "PyDataset", None)
     return py_dataset is not None and isinstance(data, py_dataset)
+
+
+def _from_py_dataset(data: Any, model: Any) -> UserData:
+    """A PyDataset's batches, read by its `workers` threads at once as Keras' `fit`
+    reads them (one reader would time the input, not the training, of a PyDataset whose
+    `__getitem__` loads files); one after the other where it has one worker, no known
+    length, or strings (which a numpy_function cannot return as they came)."""
+    tf = import_tensorflow()
+    found = _from_iterator(lambda: _batches_of(data), model, batched=True)
+    workers = int(getattr(data, "workers", 1) or 1)
+    n = getattr(data, "num_batches", None)
+    spec = found.examples.element_spec
+    flat = tf.nest.flatten(spec)
+    if workers < 2 or n is None or any(s.dtype == tf.string for s in flat):
+        return found
+
+    def load(i: Any) -> list[Any]:
+        batch = data[int(i)]
+        batch = tuple(batch) if isinstance(batch, list) else batch
+        leaves = tf.nest.flatten(batch)
+        return [_np_array(x, s.dtype.as_numpy_dtype) for x, s in zip(leaves, flat, strict=True)]
+
+    def read(i: Any) -> Any:
+        leaves = tf.numpy_function(load, [i], [s.dtype for s in flat], stateful=False)
+        shaped = [tf.ensure_shape(t, [None, *s.shape]) for t, s in zip(leaves, flat, strict=True)]
+        return tf.nest.pack_sequence_as(spec, shaped)
+
+    batches = tf.data.Dataset.range(n).map(read, num_parallel_calls=workers, deterministic=True)
+    return UserData(batches.unbatch(), found.batch_size)
+
+
+def _np_array(x: Any, dtype: Any) -> Any:
+    import numpy as np
+
+    return np.asarray(x, dtype=dtype)
 
 
 def _batches_of(data: Any) -> Iterator[Any]:
