@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tfaccel._child import child_env, is_oom, run_child
+from tfaccel._child import child_env, error_line, is_oom, run_child
 
 
 def test_payload_exit_codes_and_timeouts() -> None:
@@ -46,6 +46,49 @@ def test_payload_exit_codes_and_timeouts() -> None:
 def test_is_oom_by_type_and_by_xlas_text() -> None:
     assert is_oom(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate"))
     assert not is_oom(ValueError("shapes do not match"))
+
+
+class InternalError(Exception):
+    """Named as TensorFlow's, whose graph errors open with their frames."""
+
+
+# As an H200 trial of float8 under XLA raised it (frames shortened).
+TWO_ROOTS = """Graph execution error:
+
+Detected at node while/cond/StatefulPartitionedCall defined at (most recent call last):
+  File "/tmp/repo/text_classification_with_transformer.py", line 116, in <module>
+
+  File "/tmp/site/keras/src/backend/tensorflow/trainer.py", line 399, in fit
+
+2 root error(s) found.
+  (0) INTERNAL:  Failed to capture gpu graph: RET_CHECK failure (cuda_blas_lt.cc:388) workspace
+\t [[{{node while/cond/StatefulPartitionedCall}}]]
+  (1) INTERNAL:  Failed to capture gpu graph: RET_CHECK failure (cuda_blas_lt.cc:388) workspace
+0 successful operations.
+0 derived errors ignored. [Op:__inference_multi_step_on_iterator_6693]"""
+
+ONE_ROOT = """Graph execution error:
+
+Detected at node embedding/GatherV2 defined at (most recent call last):
+  File "train.py", line 40, in <module>
+
+indices[3,0] = 20000 is not in [0, 20000)
+\t [[{{node embedding/GatherV2}}]] [Op:__inference_one_step_on_iterator_812]"""
+
+
+def test_an_error_in_one_line_names_tensorflows_root_error() -> None:
+    assert error_line(InternalError(TWO_ROOTS)) == (
+        "InternalError: Failed to capture gpu graph: RET_CHECK failure (cuda_blas_lt.cc:388) "
+        "workspace"
+    )
+    assert error_line(InternalError(ONE_ROOT)) == (
+        "InternalError: indices[3,0] = 20000 is not in [0, 20000)"
+    )
+    assert (
+        error_line(ValueError("\x1b[1mshapes\x1b[0m differ\nmore")) == "ValueError: shapes differ"
+    )
+    assert error_line(KeyError()) == "KeyError"
+    assert len(error_line(ValueError("x" * 900))) == 500
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")

@@ -255,6 +255,27 @@ def is_oom(exc: BaseException) -> bool:
     )
 
 
+# TensorFlow's graph errors open with "Graph execution error:", then the Python frames
+# where each failing op was defined, then the root errors ("(0) INTERNAL:  Failed to
+# ..."): the line a reader needs is the first root error, not the opening.
+_FRAME_LINE = re.compile(
+    r"^\s*($|File \"|Detected at node|Graph execution error:|\d+ root error\(s\) found"
+    r"|\[\[|\d+ successful operations|\d+ derived errors)"
+)
+_ROOT_CODE = re.compile(r"^\s*\(\d+\)\s+[A-Z_]+:\s+")
+
+
+def error_line(exc: BaseException, limit: int = 500) -> str:
+    """The error in one line: its type and the first line of its message, or, for a
+    TensorFlow graph error whose message opens with frames, its first root error."""
+    lines = ANSI.sub("", str(exc)).splitlines()
+    first = lines[0].strip() if lines else ""
+    if first.startswith("Graph execution error") or not first:
+        said = [ln for ln in lines if not _FRAME_LINE.match(ln)]
+        first = _ROOT_CODE.sub("", said[0]).strip() if said else first
+    return f"{type(exc).__name__}: {first}"[:limit] if first else type(exc).__name__
+
+
 def user_traceback(exc: BaseException, limit: int = 3000) -> str:
     """The traceback a user needs: where their code raised. When tfaccel wrapped the
     error (an entry point that raised while building the model), the wrapped error's

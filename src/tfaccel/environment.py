@@ -87,6 +87,14 @@ def keras_backend(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     return "tensorflow", "Keras' default"
 
 
+def backend_fix(where: str) -> str:
+    """How to put Keras back on TensorFlow, for what chose its backend (`keras_backend`'s
+    second value)."""
+    if where == "KERAS_BACKEND":
+        return "unset KERAS_BACKEND (or export KERAS_BACKEND=tensorflow)"
+    return f'set "backend": "tensorflow" in {where}'
+
+
 def _keras_json(env: Mapping[str, str]) -> Path | None:
     if env.get("KERAS_HOME"):
         return Path(env["KERAS_HOME"]).expanduser() / "keras.json"
@@ -111,5 +119,5 @@ def require_tensorflow_backend() -> None:
         f"{'KERAS_BACKEND=' + backend if env else where} selects Keras' {backend} backend",
         expected="the TensorFlow backend: tfaccel's settings are TensorFlow's",
         received=f"KERAS_BACKEND={backend}" if env else f'"backend": "{backend}" in {where}',
-        hint="unset KERAS_BACKEND" if env else f'set "backend": "tensorflow" in {where}',
+        hint=backend_fix(where),
     )

@@ -546,8 +546,9 @@ def test_keras_backend_in_the_environment_is_refused(
 ) -> None:
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     script = parse_command(["python", str(_write(here, "train.py", NUMPY_SCRIPT))])
-    with pytest.raises(InputError, match="KERAS_BACKEND=jax"):
+    with pytest.raises(InputError, match="KERAS_BACKEND=jax") as caught:
         check_script(script)
+    assert caught.value.hint == "unset KERAS_BACKEND (or export KERAS_BACKEND=tensorflow)"
     assert os.environ["KERAS_BACKEND"] == "jax"
     # keras.json's backend, as Keras reads it where KERAS_BACKEND is not set
     monkeypatch.delenv("KERAS_BACKEND")

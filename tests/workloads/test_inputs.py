@@ -37,6 +37,24 @@ def generator_batched():                  # examples from a generator, batched b
     sig = (tf.TensorSpec((256,), tf.float32), tf.TensorSpec((), tf.int32))
     return model(), tf.data.Dataset.from_generator(gen, output_signature=sig).batch(64)
 
+READS = []
+
+def cached_pipeline():                    # its size read from `.batch(64)`, no batch read
+    def gen():
+        for _ in range(200):
+            READS.append(1)
+            yield np.random.rand(256).astype("float32"), 1
+    sig = (tf.TensorSpec((256,), tf.float32), tf.TensorSpec((), tf.int32))
+    ds = tf.data.Dataset.from_generator(gen, output_signature=sig).cache().shuffle(50)
+    return model(), ds.batch(64).map(lambda x, y: (x * 2, y)).prefetch(2)
+
+def generator_of_batches():               # batches of 64 from the generator itself
+    def gen():
+        for _ in range(20):
+            yield np.random.rand(64, 256).astype("float32"), np.ones(64, "int32")
+    sig = (tf.TensorSpec((None, 256), tf.float32), tf.TensorSpec((None,), tf.int32))
+    return model(), tf.data.Dataset.from_generator(gen, output_signature=sig)
+
 def examples():
     return model(), tf.data.Dataset.from_tensor_slices(xb(100))
 
@@ -236,7 +254,9 @@ def test_data_tfaccel_cannot_read_gets_a_clear_error(
     ("entry", "size", "read_first"),
     [
         ("from_tensors", 64, None),  # a static batch dimension
-        ("generator_batched", 64, True),  # `.batch(64)`: unknown until the first batch is read
+        ("generator_batched", 64, False),  # `.batch(64)`: read from the op
+        ("cached_pipeline", 64, False),  # `.cache().shuffle().batch(64).map().prefetch()`
+        ("generator_of_batches", 64, True),  # unknown until the first batch is read
         ("py_dataset", 16, None),
         ("generator_object", 16, None),
         ("two_inputs", 16, None),
@@ -253,6 +273,9 @@ def test_the_size_of_the_users_batches_is_kept(
     assert load_workload(f"{user_module}:{entry}", peek=True).batch_size == size
     if read_first:  # without peek, a dataset of unknown batch size is not read for it
         assert load_workload(f"{user_module}:{entry}").batch_size is None
+    if read_first is False:  # known from the pipeline: no batch was read for it
+        assert load_workload(f"{user_module}:{entry}").batch_size == size
+        assert sys.modules[user_module].READS == []
 
 
 def test_whether_a_model_takes_float_inputs() -> None:

@@ -261,17 +261,12 @@ def check_keras(ctx: DoctorContext) -> list[Check]:
 def check_keras_backend(ctx: DoctorContext) -> list[Check]:
     """Keras 3 runs on the backend KERAS_BACKEND or keras.json names: on JAX or PyTorch,
     a Keras model never reaches TensorFlow's GPU (nor tfaccel's settings)."""
-    from tfaccel.environment import keras_backend
+    from tfaccel.environment import backend_fix, keras_backend
 
     backend, where = keras_backend(ctx.env)
     title = "Keras' backend"
     if backend == "tensorflow":
         return [Check("keras.backend", title, Status.OK, f"tensorflow ({where})")]
-    fix = (
-        "unset KERAS_BACKEND (or export KERAS_BACKEND=tensorflow)"
-        if where == "KERAS_BACKEND"
-        else f'set "backend": "tensorflow" in {where}'
-    )
     return [
         Check(
             "keras.backend",
@@ -280,7 +275,7 @@ def check_keras_backend(ctx: DoctorContext) -> list[Check]:
             f"Keras runs on its {backend} backend ({where}): Keras models train with "
             f"{backend}, not TensorFlow, so TensorFlow's GPU set-up and tfaccel's settings "
             "do not reach them",
-            fix=fix,
+            fix=backend_fix(where),
             see="python -c 'import keras; print(keras.backend.backend())'",
         )
     ]

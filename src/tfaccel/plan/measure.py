@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tfaccel._child import child_env, emit, is_oom, run_child
+from tfaccel._child import child_env, emit, error_line, is_oom, run_child
 from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
 
@@ -106,9 +106,9 @@ def _main(argv: list[str]) -> int:
         m.fit(ds, epochs=1, verbose=0)
         out["peak"] = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
     except Exception as exc:
-        first = (str(exc).splitlines() or [""])[0][:300]
         oom = is_oom(exc)
-        out = {"oom": oom, "error": first if oom else f"{type(exc).__name__}: {first}"}
+        said = error_line(exc, limit=300)
+        out = {"oom": oom, "error": said.partition(": ")[2] if oom else said}
     emit(_MARK, out)
     return 0
 

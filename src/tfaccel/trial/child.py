@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfaccel import stats
-from tfaccel._child import ANSI, emit, end_process, is_oom, user_traceback
+from tfaccel._child import emit, end_process, error_line, is_oom, user_traceback
 from tfaccel._tf import import_tensorflow
 from tfaccel.optimize.settings import LAYER_KNOBS
 from tfaccel.workloads.synthetic import rebatched
@@ -407,10 +407,9 @@ def main(argv: list[str]) -> int:
     try:
         out = run(config)
     except Exception as exc:
-        text = f"{type(exc).__name__}: {exc}"
         out = {
             "status": "oom" if is_oom(exc) else "error",
-            "error": ANSI.sub("", text.splitlines()[0])[:500],
+            "error": error_line(exc),
             "traceback": user_traceback(exc),
         }
     emit(MARK, out)

@@ -254,7 +254,7 @@ def _tuned_fit(
     kwargs: Any,
 ) -> None:
     """Time the script's fit at the trial's settings; the payload to the parent."""
-    from tfaccel._child import emit, is_oom, user_traceback
+    from tfaccel._child import emit, error_line, is_oom, user_traceback
     from tfaccel.trial.child import Plan, timed_fit
     from tfaccel.workloads.synthetic import rebatched
 
@@ -276,10 +276,9 @@ def _tuned_fit(
         if own:
             out["own_batch"] = own
     except Exception as exc:
-        text = f"{type(exc).__name__}: {exc}"
         out = {
             "status": "oom" if is_oom(exc) else "error",
-            "error": text.splitlines()[0][:500] if text else type(exc).__name__,
+            "error": error_line(exc),
             "traceback": user_traceback(exc),
             "measured": f"model.fit at {where}",
             **({"own_batch": own} if own else {}),

@@ -100,10 +100,37 @@ def _dataset(ds: Any, model: Any, batched: bool | None, peek: bool) -> UserData:
         batched = is_batched(ds.element_spec, model)
     if not batched:
         return UserData(ds, None)
-    size = _leading(ds.element_spec)
+    size = _leading(ds.element_spec) or _batch_op_size(ds)
     if size is None and peek:
         size = _leading(next(iter(ds.take(1)), None))
     return UserData(ds.unbatch(), size)
+
+
+# Transformations that keep a batch's size, between the dataset `fit` gets and its
+# `.batch(n)`: the size is read there, without reading a batch (which would read the
+# user's files, and after a `.cache()` makes TensorFlow warn that the cache was left
+# partly filled).
+_KEEP_BATCH = {
+    "_RepeatDataset", "_PrefetchDataset", "_MapDataset", "_ParallelMapDataset",
+    "_OptionsDataset", "_TakeDataset", "_SkipDataset", "_ShuffleDataset", "CacheDataset",
+    "_CacheDataset", "_FilterDataset", "_IgnoreErrorsDataset", "_AssertCardinalityDataset",
+    "_ShardDataset",
+}  # fmt: skip
+
+
+def _batch_op_size(ds: Any) -> int | None:
+    """The n of the last `.batch(n)` (or `padded_batch`) before `ds`, if only
+    size-keeping transformations follow it."""
+    tf = import_tensorflow()
+    for _ in range(64):
+        size = getattr(ds, "_batch_size", None)
+        if size is not None:
+            value = tf.get_static_value(size)
+            return int(value) if value is not None and int(value) > 0 else None
+        if type(ds).__name__ not in _KEEP_BATCH:
+            return None
+        ds = getattr(ds, "_input_dataset", None)
+    return None
 
 
 def _leading(element: Any) -> int | None:
