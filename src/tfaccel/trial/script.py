@@ -134,7 +134,9 @@ def check_script(script: Script) -> ScriptFacts:
     _refuse_other_backend(script.path, tree)
     _refuse_keras_2(script.path, tree)
     notes = tuple(_fit_notes(script.path, tree, script.fit) + _policy_notes(script.path, tree))
-    if script.fit > 1:  # which fit's batch_size the source means: the baseline reads it
+    if script.fit > 1 or len(_fit_lines(tree)) > 1:
+        # which call a batch_size in the source is for, the source cannot say: the
+        # baseline reads the timed call's own
         return ScriptFacts(notes)
     return ScriptFacts(notes, own_batch_size(tree, script.args))
 
@@ -209,12 +211,17 @@ def _backend_set(node: ast.AST) -> str | None:
     return None
 
 
-def _fit_notes(path: Path, tree: ast.AST, timed: int = 1) -> list[str]:
-    lines = sorted(
+def _fit_lines(tree: ast.AST) -> list[int]:
+    """The lines of the source's `.fit(` calls."""
+    return sorted(
         n.lineno
         for n in ast.walk(tree)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "fit"
     )
+
+
+def _fit_notes(path: Path, tree: ast.AST, timed: int = 1) -> list[str]:
+    lines = _fit_lines(tree)
     if timed > 1:
         at = f" (its source calls fit at lines {', '.join(map(str, lines))})" if lines else ""
         return [
