@@ -318,3 +318,25 @@ def keras_model_of_tokens() -> Any:
 
     inputs = keras.Input((None,), dtype="int32")
     return keras.Model(inputs, keras.layers.Embedding(20, 4)(inputs))
+
+
+def test_a_rebatched_dataset_keeps_its_length() -> None:
+    """Keras shows an epoch's progress and ends it without a warning where a dataset
+    says its length: a re-batched one says it where its `.batch(n)` tells the count."""
+    import keras
+    import tensorflow as tf
+
+    from tfaccel.workloads.inputs import rebatch
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    x, y = np.random.rand(200, 4).astype("float32"), np.random.rand(200, 1).astype("float32")
+    examples = tf.data.Dataset.from_tensor_slices((x, y))
+    for ds, batches in [
+        (examples.cache().shuffle(50).batch(32).prefetch(1), 4),  # 200 examples, 64 a batch
+        (examples.batch(32, drop_remainder=True).map(lambda a, b: (a, b)), 3),  # 192
+        (examples.padded_batch(32), 4),
+    ]:
+        out, own = rebatch(ds, model, 64)
+        assert own == 32 and int(out.cardinality()) == batches == sum(1 for _ in out)
+    out, _ = rebatch(examples.batch(32).take(3), model, 64)  # the count changed after .batch
+    assert int(out.cardinality()) < 0 and sum(1 for _ in out) == 2

@@ -71,12 +71,18 @@ def user_data(data: Any, model: Any, batched: bool | None = None, peek: bool = F
 def rebatch(ds: Any, model: Any, size: int) -> tuple[Any, int | None]:
     """A tf.data.Dataset at batch `size`, and the size of its own batches (None where it
     holds examples). Batches of that size already are kept as they are: unbatching
-    loses a dataset's length where its batch dimension is not static, and Keras then
-    learns it only at the end of the first epoch."""
+    loses a dataset's length (Keras then learns it only at the end of the first
+    epoch), which is told again where the pipeline's `.batch(n)` says how many
+    examples there are."""
+    tf = import_tensorflow()
     found = user_data(ds, model, peek=True)
     if found.batch_size == size:
         return ds, size
-    return in_batches(found.examples, size), found.batch_size
+    out = in_batches(found.examples, size)
+    examples = _examples_in(ds) if int(out.cardinality()) < 0 else None
+    if examples:
+        out = out.apply(tf.data.experimental.assert_cardinality(-(-examples // size)))
+    return out, found.batch_size
 
 
 def in_batches(examples: Any, size: int, drop_remainder: bool = False) -> Any:
@@ -118,19 +124,40 @@ _KEEP_BATCH = {
 }  # fmt: skip
 
 
-def _batch_op_size(ds: Any) -> int | None:
-    """The n of the last `.batch(n)` (or `padded_batch`) before `ds`, if only
-    size-keeping transformations follow it."""
-    tf = import_tensorflow()
+def _batch_op(ds: Any) -> Any:
+    """The last `.batch(n)` (or `padded_batch`) before `ds`, if only size-keeping
+    transformations follow it."""
     for _ in range(64):
-        size = getattr(ds, "_batch_size", None)
-        if size is not None:
-            value = tf.get_static_value(size)
-            return int(value) if value is not None and int(value) > 0 else None
+        if getattr(ds, "_batch_size", None) is not None:
+            return ds
         if type(ds).__name__ not in _KEEP_BATCH:
             return None
         ds = getattr(ds, "_input_dataset", None)
     return None
+
+
+def _static(tensor: Any) -> Any:
+    return import_tensorflow().get_static_value(tensor) if tensor is not None else None
+
+
+def _batch_op_size(ds: Any) -> int | None:
+    size = _static(getattr(_batch_op(ds), "_batch_size", None))
+    return int(size) if size is not None and int(size) > 0 else None
+
+
+def _examples_in(ds: Any) -> int | None:
+    """How many examples a finite dataset of batches holds, where its `.batch(n)` and
+    what comes before it say (a re-batched dataset's length: Keras would otherwise
+    learn it in the first epoch). None where anything between changes the count."""
+    op = _batch_op(ds)
+    size, drop = _batch_op_size(ds), _static(getattr(op, "_drop_remainder", None))
+    if size is None or drop is None:
+        return None
+    total, batches = int(op._input_dataset.cardinality()), int(ds.cardinality())
+    whole = total // size if drop else -(-total // size)
+    if total < 0 or batches != whole:
+        return None
+    return whole * size if drop else total
 
 
 def _leading(element: Any) -> int | None:
