@@ -1767,3 +1767,34 @@ def test_steps_per_execution_is_not_timed_on_a_keras_that_numbers_batches_per_ex
         "not tried: timing steps_per_execution needs Keras >= 3.11.0 (batch numbers per "
         "step in callbacks); this is 3.10.0"
     ]
+
+
+def test_the_plot_reads_each_trial_against_keras_defaults(tmp_path: Path) -> None:
+    from tfaccel.render import pyplot
+    from tfaccel.render.tune import tune_figure, tune_plot
+    from tfaccel.tune.search import TuneResult
+
+    def r(key: str, rate: float | None, status: str = "ok") -> TrialResult:
+        windows = [rate * 0.98, rate, rate * 1.01] if rate else []
+        return TrialResult(key, key, {}, status, samples_per_s=rate, windows=windows)
+
+    base, defaults, best = r("base", 3_458.0), r("defaults", 11_833.0), r("best", 304_255.0)
+    failed = r("float8", None, "error")
+    res = TuneResult(
+        "script", H200, [base, defaults, best, failed], best=best, keras_defaults=defaults
+    )
+    fig = tune_figure(res)
+    ax = fig.axes[0]
+    dashed = [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert dashed == [11_833.0]  # Keras' defaults
+    assert ax.get_legend().get_texts()[0].get_text() == "Keras defaults"
+    texts = [t.get_text() for t in ax.texts]
+    assert "  25.71x defaults" in texts and " error" in texts
+    assert ax.get_xlim()[1] > 304_255.0 * 1.01  # room for the speed-up's text
+    pyplot().close(fig)
+    # no defaults measured: no line, no speed-up
+    fig = tune_figure(TuneResult("script", H200, [failed]))
+    assert not [line for line in fig.axes[0].get_lines() if line.get_linestyle() == "--"]
+    assert fig.axes[0].get_legend() is None
+    pyplot().close(fig)
+    assert tune_plot(res, tmp_path / "t.png").stat().st_size > 0

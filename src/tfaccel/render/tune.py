@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -119,7 +120,19 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
 
 def tune_plot(res: TuneResult, path: Path, unit: str = "samples") -> Path:
     """A bar chart of throughput per trial (PNG), best highlighted."""
+    fig = tune_figure(res, unit)
+    try:
+        save_figure(fig, path)
+    finally:
+        pyplot().close(fig)
+    return path
+
+
+def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
+    """Throughput per trial with its windows' range, the chosen one green and its
+    speed-up written beside it, Keras' defaults as a dashed line to read the rest by."""
     plt = pyplot()
+    from matplotlib.ticker import StrMethodFormatter
 
     labels = [r.label for r in res.trials]
     values = [r.samples_per_s or 0.0 for r in res.trials]
@@ -128,19 +141,15 @@ def tune_plot(res: TuneResult, path: Path, unit: str = "samples") -> Path:
         for r in res.trials
     ]
     fig, ax = plt.subplots(figsize=(10, 0.35 * len(labels) + 1.5))
-    lows = [
-        v - min(r.windows) if r.ok and r.windows else 0.0
-        for v, r in zip(values, res.trials, strict=True)
-    ]
-    highs = [
-        max(r.windows) - v if r.ok and r.windows else 0.0
-        for v, r in zip(values, res.trials, strict=True)
-    ]
+    runs = list(zip(values, res.trials, strict=True))
+    lows = [v - min(r.windows) if r.ok and r.windows else 0.0 for v, r in runs]
+    highs = [max(r.windows) - v if r.ok and r.windows else 0.0 for v, r in runs]
     ax.barh(
         range(len(labels)), values, color=colors, xerr=[lows, highs], capsize=3, ecolor="#555555"
     )
     ax.set_yticks(range(len(labels)), labels=labels, fontsize=8)
     ax.invert_yaxis()
+    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     ax.set_xlabel(
         f"{unit}/s: median and range over timed windows\n(green: chosen; a faster bar "
         "within the noise is not chosen; red: failed or out of memory)",
@@ -150,9 +159,21 @@ def tune_plot(res: TuneResult, path: Path, unit: str = "samples") -> Path:
     for i, r in enumerate(res.trials):
         if not r.ok:
             ax.text(0, i, f" {r.status}", va="center", fontsize=8, color="#d62728")
+    _mark_defaults(ax, res, max((v + h for v, h in zip(values, highs, strict=True)), default=0.0))
     fig.tight_layout()
-    try:
-        save_figure(fig, path)
-    finally:
-        plt.close(fig)
-    return path
+    return fig
+
+
+def _mark_defaults(ax: Any, res: TuneResult, right: float) -> None:
+    defaults, best = res.keras_defaults, res.best
+    if defaults is None or not defaults.ok or not defaults.samples_per_s:
+        return
+    ax.axvline(defaults.samples_per_s, color="#555555", linestyle="--", linewidth=1)
+    ax.legend(["Keras defaults"], loc="lower right", fontsize=8)
+    speedup = res.speedup(defaults)
+    if best is None or speedup is None or not best.samples_per_s:
+        return
+    row = next(i for i, r in enumerate(res.trials) if r.key == best.key)
+    end = max(best.windows, default=best.samples_per_s)  # past its range's cap
+    ax.text(end, row, f"  {speedup:.2f}x defaults", va="center", fontsize=8)
+    ax.set_xlim(0, right * 1.2)
