@@ -92,6 +92,29 @@ def test_stop_ends_the_script_after_its_window(
     assert capfd.readouterr().err.count("the run goes on to its end") == 1
 
 
+def test_one_trace_a_script_of_the_fit_call_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script of two fit calls (16, then 8 samples a step): the first that runs past
+    the window is profiled, not both (the report reads the newest run); --fit 2 the
+    second, as tune --fit times it."""
+    fit_8 = 'm.fit(np.zeros((96, 8), "float32"), np.zeros((96, 4), "float32"), batch_size=8)\n'
+    (tmp_path / "train.py").write_text(SCRIPT + fit_8)
+    monkeypatch.chdir(tmp_path)
+    args = ["profile", "--start", "2", "--steps", "3", "--format", "json"]
+    for fit, per_step in ((None, 16), (2, 8)):
+        logdir = tmp_path / f"p{fit}"
+        chosen = ["--fit", str(fit)] if fit else []
+        result = CliRunner().invoke(
+            app, [*args, "--logdir", str(logdir), *chosen, "--", "python", "train.py"]
+        )
+        assert result.exit_code == 0, result.output
+        assert len({p.parent for p in logdir.rglob("*.xplane.pb")}) == 1
+        assert f'"samples_per_step": {per_step}' in result.stdout
+    result = CliRunner().invoke(app, [*args, "--fit", "3", "--", "python", "train.py"])
+    assert result.exit_code == 5 and "as the script's fit call 3" in result.output
+
+
 def test_a_bad_run_meta_file_is_ignored(tmp_path: Path) -> None:
     from tfaccel.profile.load import _read_meta
 

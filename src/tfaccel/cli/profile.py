@@ -129,6 +129,13 @@ def capture(
         help="End the script once the window is captured (the report then comes in "
         "seconds, not after the whole training; what the script does after it is not run).",
     ),
+    fit: int = typer.Option(
+        None,
+        "--fit",
+        min=1,
+        help="Which of the script's model.fit calls to profile, counted as the script "
+        "makes them (default: the first that runs past the window), as tune --fit.",
+    ),
     html: Path = HTML_OPTION,
     force: bool = FORCE_OPTION,
     fail_under: list[str] = FAIL_UNDER_OPTION,
@@ -152,13 +159,14 @@ def capture(
     probe_folder(logdir)  # a trace that cannot be written is said now, not after the run
     before = run_names(logdir)
     code, why = run_profiled(
-        command, logdir, start, steps, stdout_to_stderr=fmt is not Format.text, stop=stop
+        command, logdir, start, steps, stdout_to_stderr=fmt is not Format.text, stop=stop, fit=fit
     )
     new = sorted(run_names(logdir) - before)
     if not new:  # never analyse an earlier capture as if it were this one
         raise WorkloadError(
             "The command finished without writing a profile",
-            expected=f"a Keras fit() that runs past step {start + steps}",
+            expected=f"a Keras fit() that runs past step {start + steps}"
+            + (f" as the script's fit call {fit}" if fit else ""),
             received=f"exit code {code}" + (f"; the capture failed: {why}" if why else ""),
             hint="lower --start, or use tfaccel.profile.trace() in the script"
             if code == 0 and not why

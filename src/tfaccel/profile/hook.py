@@ -1,7 +1,9 @@
-"""`tfaccel profile -- python train.py`: tfaccel's ProfileCallback added to every
-`keras.Model.fit` call of an unmodified script, with the window from
-TFACCEL_PROFILE_LOGDIR / _START / _STEPS. Installed by tfaccel's sitecustomize
-(`tfaccel/_inject`) when Keras is imported; a failure to hook is said and ignored."""
+"""`tfaccel profile -- python train.py`: tfaccel's ProfileCallback added to the
+`keras.Model.fit` calls of an unmodified script, with the window from
+TFACCEL_PROFILE_LOGDIR / _START / _STEPS, until one has captured it (or to the call
+TFACCEL_PROFILE_FIT names alone): one trace a script, of the fit the report is about.
+Installed by tfaccel's sitecustomize (`tfaccel/_inject`) when Keras is imported; a
+failure to hook is said and ignored."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from tfaccel.trial.hook import when_keras_imported
 ENV = "TFACCEL_PROFILE_LOGDIR"
 # A file where the hook writes why it captured nothing (the parent reads it).
 STATUS_ENV = "TFACCEL_PROFILE_STATUS"
+FIT_ENV = "TFACCEL_PROFILE_FIT"  # which fit call to profile (profile --fit)
 
 
 def install() -> None:
@@ -26,8 +29,13 @@ def _patch() -> None:
         import keras
 
         fit = keras.Model.fit
+        chosen = int(os.environ.get(FIT_ENV) or 0)  # 0: the first call that captures
+        state = {"calls": 0, "captured": False}
 
         def fit_with_profile(self: Any, *args: Any, **kwargs: Any) -> Any:
+            state["calls"] += 1
+            if state["captured"] or chosen not in (0, state["calls"]):
+                return fit(self, *args, **kwargs)
             cb = guarded_callback()(
                 os.environ[ENV],
                 int(os.environ.get("TFACCEL_PROFILE_START", "10")),
@@ -35,7 +43,10 @@ def _patch() -> None:
                 batch_size=batch_size_of(args, kwargs),
             )
             kwargs["callbacks"] = [*list(kwargs.get("callbacks") or []), cb]
-            return fit(self, *args, **kwargs)
+            try:
+                return fit(self, *args, **kwargs)
+            finally:
+                state["captured"] = bool(cb.captured)
 
         keras.Model.fit = fit_with_profile
     except Exception as exc:

@@ -26,12 +26,14 @@ def run_profiled(
     timeout_s: float | None = None,
     stdout_to_stderr: bool = False,
     stop: bool = False,
+    fit: int | None = None,
 ) -> ProfiledRun:
     """Run `command` with tfaccel's fit hook on PYTHONPATH.
 
     With `stdout_to_stderr` the command's own output goes to stderr, so that stdout
     carries only tfaccel's report (`--format json`). With `stop` the script ends once
-    the window is captured (exit code 0).
+    the window is captured (exit code 0). `fit` profiles that call of the script's
+    `model.fit` calls alone (default: the first that runs past the window).
     """
     if not command:
         raise InputError(
@@ -51,6 +53,7 @@ def run_profiled(
             TFACCEL_PROFILE_STEPS=str(steps),
             TFACCEL_PROFILE_STATUS=str(status),
             TFACCEL_PROFILE_STOP="1" if stop else "",
+            TFACCEL_PROFILE_FIT=str(fit or ""),
         )
         code = _run(cmd, env, timeout_s, stdout_to_stderr)
         said = status.read_text(encoding="utf-8").strip() if status.exists() else ""
