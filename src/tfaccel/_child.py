@@ -276,6 +276,16 @@ def error_line(exc: BaseException, limit: int = 500) -> str:
     return f"{type(exc).__name__}: {first}"[:limit] if first else type(exc).__name__
 
 
+def failure(exc: BaseException) -> dict[str, Any]:
+    """A trial's result for an exception: out of memory or an error, its line and the
+    user's traceback."""
+    return {
+        "status": "oom" if is_oom(exc) else "error",
+        "error": error_line(exc),
+        "traceback": user_traceback(exc),
+    }
+
+
 def user_traceback(exc: BaseException, limit: int = 3000) -> str:
     """The traceback a user needs: where their code raised. When tfaccel wrapped the
     error (an entry point that raised while building the model), the wrapped error's

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfaccel import stats
-from tfaccel._child import emit, end_process, error_line, is_oom, user_traceback
+from tfaccel._child import emit, end_process, failure
 from tfaccel._tf import import_tensorflow
 from tfaccel.optimize.settings import LAYER_KNOBS
 from tfaccel.workloads.synthetic import rebatched
@@ -407,11 +407,7 @@ def main(argv: list[str]) -> int:
     try:
         out = run(config)
     except Exception as exc:
-        out = {
-            "status": "oom" if is_oom(exc) else "error",
-            "error": error_line(exc),
-            "traceback": user_traceback(exc),
-        }
+        out = failure(exc)
     emit(MARK, out)
     return 0
 

@@ -254,7 +254,7 @@ def _tuned_fit(
     kwargs: Any,
 ) -> None:
     """Time the script's fit at the trial's settings; the payload to the parent."""
-    from tfaccel._child import emit, error_line, is_oom, user_traceback
+    from tfaccel._child import emit, failure
     from tfaccel.trial.child import Plan, timed_fit
     from tfaccel.workloads.synthetic import rebatched
 
@@ -277,9 +277,7 @@ def _tuned_fit(
             out["own_batch"] = own
     except Exception as exc:
         out = {
-            "status": "oom" if is_oom(exc) else "error",
-            "error": error_line(exc),
-            "traceback": user_traceback(exc),
+            **failure(exc),
             "measured": f"model.fit at {where}",
             **({"own_batch": own} if own else {}),
         }

@@ -133,8 +133,9 @@ def check_script(script: Script) -> ScriptFacts:
         ) from exc
     _refuse_other_backend(script.path, tree)
     _refuse_keras_2(script.path, tree)
-    notes = tuple(_fit_notes(script.path, tree, script.fit) + _policy_notes(script.path, tree))
-    if script.fit > 1 or len(_fit_lines(tree)) > 1:
+    fits = _fit_lines(tree)
+    notes = tuple(_fit_notes(script.path, fits, script.fit) + _policy_notes(script.path, tree))
+    if script.fit > 1 or len(fits) > 1:
         # which call a batch_size in the source is for, the source cannot say: the
         # baseline reads the timed call's own
         return ScriptFacts(notes)
@@ -220,8 +221,7 @@ def _fit_lines(tree: ast.AST) -> list[int]:
     )
 
 
-def _fit_notes(path: Path, tree: ast.AST, timed: int = 1) -> list[str]:
-    lines = _fit_lines(tree)
+def _fit_notes(path: Path, lines: list[int], timed: int = 1) -> list[str]:
     if timed > 1:
         at = f" (its source calls fit at lines {', '.join(map(str, lines))})" if lines else ""
         return [

@@ -141,7 +141,12 @@ def _static(tensor: Any) -> Any:
 
 
 def _batch_op_size(ds: Any) -> int | None:
-    size = _static(getattr(_batch_op(ds), "_batch_size", None))
+    return _size_of(_batch_op(ds))
+
+
+def _size_of(op: Any) -> int | None:
+    """The n of a `.batch(n)` dataset, where it is a positive constant."""
+    size = _static(getattr(op, "_batch_size", None))
     return int(size) if size is not None and int(size) > 0 else None
 
 
@@ -150,7 +155,7 @@ def _examples_in(ds: Any) -> int | None:
     what comes before it say (a re-batched dataset's length: Keras would otherwise
     learn it in the first epoch). None where anything between changes the count."""
     op = _batch_op(ds)
-    size, drop = _batch_op_size(ds), _static(getattr(op, "_drop_remainder", None))
+    size, drop = _size_of(op), _static(getattr(op, "_drop_remainder", None))
     if size is None or drop is None:
         return None
     total, batches = int(op._input_dataset.cardinality()), int(ds.cardinality())
