@@ -11,15 +11,10 @@ import pytest
 
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.runner import StepPlan, TrialResult, beats, label_of, settings_key
+from tfaccel.tune.guard import loss_close
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.search import (
-    Hardware,
-    TuneOptions,
-    Tuner,
-    TuneResult,
-    estimate_trials,
-    loss_close,
-)
+from tfaccel.tune.result import Hardware, TuneOptions, TuneResult
+from tfaccel.tune.search import Tuner, estimate_trials
 
 STEPS = StepPlan(2, 2, 2)
 
@@ -859,7 +854,7 @@ def test_the_guard_allows_the_drift_two_32_bit_runs_already_show(
     assert res.best is not None and res.best.label == "mixed_bfloat16 xla=jit batch=128 spe=1"
     assert res.best.samples_per_s == pytest.approx(3389, rel=0.01)
     # Without the drift, a 12.8 % gap is still more than the 10 % tolerance.
-    from tfaccel.tune.search import loss_close
+    from tfaccel.tune.guard import loss_close
 
     bf16, tf32 = (
         next(t for t in res.trials if t.label == x)
@@ -1136,7 +1131,7 @@ def test_the_guard_compares_losses_of_the_same_steps(
 
 
 def test_loss_steps_follow_steps_per_execution() -> None:
-    from tfaccel.tune.search import loss_steps, mean_loss_gap
+    from tfaccel.tune.guard import loss_steps, mean_loss_gap
 
     def r(spe: int, losses: tuple[float, ...]) -> TrialResult:
         return TrialResult("k", "l", {"steps_per_execution": spe}, "ok", losses=losses)
@@ -1344,7 +1339,7 @@ def test_confirmation_runs_defaults_and_best_back_to_back(tmp_path: Path) -> Non
 
 
 def test_confirmation_median_and_failed_rounds() -> None:
-    from tfaccel.tune.search import Confirmation, TuneResult
+    from tfaccel.tune.result import Confirmation, TuneResult
 
     def r(rate: float | None) -> TrialResult:
         if rate is None:
@@ -1364,7 +1359,7 @@ def test_the_report_shows_each_confirmation_round() -> None:
     from rich.console import Console
 
     from tfaccel.render.tune import tune_text
-    from tfaccel.tune.search import Confirmation, TuneResult
+    from tfaccel.tune.result import Confirmation, TuneResult
 
     def r(label: str, rate: float | None) -> TrialResult:
         if rate is None:
@@ -1772,7 +1767,7 @@ def test_steps_per_execution_is_not_timed_on_a_keras_that_numbers_batches_per_ex
 def test_the_plot_reads_each_trial_against_keras_defaults(tmp_path: Path) -> None:
     from tfaccel.render import pyplot
     from tfaccel.render.tune import tune_figure, tune_plot
-    from tfaccel.tune.search import TuneResult
+    from tfaccel.tune.result import TuneResult
 
     def r(key: str, rate: float | None, status: str = "ok") -> TrialResult:
         windows = [rate * 0.98, rate, rate * 1.01] if rate else []

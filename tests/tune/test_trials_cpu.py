@@ -239,7 +239,7 @@ def test_a_model_that_fails_to_build_shows_the_users_frames_once(
     from tfaccel._child import user_traceback as trial_traceback
     from tfaccel.render.tune import tune_text
     from tfaccel.trial.runner import TrialResult
-    from tfaccel.tune.search import Hardware, TuneResult
+    from tfaccel.tune.result import Hardware, TuneResult
     from tfaccel.workloads import load_workload
 
     _user_module(tmp_path, monkeypatch, "fails_to_build", BUILD_FAILS)

@@ -33,7 +33,8 @@ from tfaccel.trial.runner import StepPlan, TrialResult, label_of
 from tfaccel.trial.script import is_command
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.output import result_json
-from tfaccel.tune.search import AGAIN, TuneOptions, TuneResult, estimate_trials
+from tfaccel.tune.result import TuneOptions, TuneResult
+from tfaccel.tune.search import AGAIN, estimate_trials
 
 
 @handle_errors

@@ -12,7 +12,7 @@ from rich.text import Text
 from tfaccel.render import pyplot
 from tfaccel.results import save_figure
 from tfaccel.trial.runner import TrialResult, TrialStatus
-from tfaccel.tune.search import TuneResult
+from tfaccel.tune.result import TuneResult
 
 _STATUS: dict[TrialStatus, str] = {
     "ok": "green",

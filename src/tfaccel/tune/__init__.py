@@ -16,7 +16,7 @@ from typing import Any
 from tfaccel.errors import InputError
 from tfaccel.results import check_writable
 from tfaccel.trial.runner import TrialResult
-from tfaccel.tune.search import Hardware, TuneOptions, TuneResult
+from tfaccel.tune.result import Hardware, TuneOptions, TuneResult
 
 __all__ = ["Outputs", "Target", "TuneOptions", "TuneResult", "found", "hardware", "prepare", "run"]
 

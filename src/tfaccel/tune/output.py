@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tfaccel.results import SCHEMAS, to_jsonable, write_atomic
-from tfaccel.tune.search import TuneResult
+from tfaccel.tune.result import TuneResult
 
 SETTINGS_SCHEMA = SCHEMAS["settings"]
 

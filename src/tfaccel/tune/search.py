@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tfaccel import _compat
-from tfaccel.hardware.capabilities import precisions, supports
 from tfaccel.optimize.settings import (
     KNOB_NAMED,
     LATE_KNOBS,
@@ -42,7 +40,7 @@ from tfaccel.optimize.settings import (
     TuneTry,
     input_cast_dtype,
 )
-from tfaccel.stats import NOISE_FLOOR, noise_threshold
+from tfaccel.stats import noise_threshold
 from tfaccel.trial.runner import (
     StepPlan,
     TrialResult,
@@ -53,71 +51,11 @@ from tfaccel.trial.runner import (
     settings_key,
     trial_noise,
 )
+from tfaccel.tune.guard import loss_close, mean_loss_gap
 from tfaccel.tune.journal import Journal
+from tfaccel.tune.result import Confirmation, Decision, Hardware, TuneOptions, TuneResult
 
 TrialFn = Callable[[str, Settings, StepPlan, float], TrialResult]
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """What the search prunes with."""
-
-    gpus: int
-    compute_capability: str | None
-
-    @property
-    def cudnn_layer_norm(self) -> bool:
-        """cuDNN's fused layer norms, backward pass included: compute capability 9.0+."""
-        return bool(self.gpus) and supports(self.compute_capability, "cudnn_layer_norm")
-
-    @property
-    def float8(self) -> bool:
-        """FP8 tensor cores: compute capability 8.9+."""
-        return bool(self.gpus) and supports(self.compute_capability, "fp8")
-
-    @property
-    def flash_attention(self) -> bool:
-        """cuDNN's flash attention: compute capability 8.0+."""
-        return bool(self.gpus) and supports(self.compute_capability, "flash_attention")
-
-    @property
-    def precisions(self) -> list[str]:
-        """Every precision this hardware runs well (16-bit only on tensor cores)."""
-        return precisions(self.compute_capability if self.gpus else None)
-
-    @property
-    def default_precisions(self) -> list[str]:
-        """What the search tries unless told otherwise.
-
-        Where bfloat16 runs (capability >= 8.0) it is as fast as float16 on the tensor
-        cores and needs no loss scaling, so float16 is left out (`--precisions` brings
-        it back); this is the rule of `precision="auto"`.
-        """
-        found = self.precisions
-        if "mixed_bfloat16" in found:
-            return [p for p in found if p != "mixed_float16"]
-        return found
-
-
-@dataclass(frozen=True)
-class TuneOptions:
-    batch_size: int | None = 32  # None: a script's own, which its baseline trial reads
-    max_batch: int = 4096
-    steps: StepPlan = field(default_factory=StepPlan)
-    timeout_s: float = 600.0
-    noise_floor: float = NOISE_FLOOR  # a gain must beat 3 % and twice the measured spread
-    loss_rtol: float = 0.10  # accuracy guard: mean loss within 10 % of float32's
-    spe_choices: tuple[int, ...] = (1, 10, 25)
-    precisions: tuple[str, ...] | None = None  # None: the hardware's default_precisions
-    skip: tuple[str, ...] = ()  # knobs (SKIPPABLE) the search leaves as they are
-    xla_cache_dir: str | None = None  # XLA autotuning results shared by the trials
-    # No new trial starts when it would likely end past this many seconds of tuning
-    # (the mean trial time so far); the best so far is the result, the journal resumes.
-    time_budget_s: float | None = None
-    # After the search: this many rounds of Keras' defaults and the best settings once
-    # more, back to back in fresh processes, so that the speedup compares two runs of the
-    # same hour (a resumed journal may hold runs of another day).
-    confirm: int = 0
 
 
 class _Outcome(NamedTuple):
@@ -167,126 +105,6 @@ LADDER_PAUSE = 0.20
 SPE_WITH_CAST = ("steps_per_execution", "input_cast")
 # The stage of a journal's trial of another machine, measured again here.
 AGAIN = "again, here"
-
-
-@dataclass(frozen=True)
-class Decision:
-    stage: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Confirmation:
-    """One round of `TuneOptions.confirm`: Keras' defaults, then the best, just after."""
-
-    keras_defaults: TrialResult
-    best: TrialResult
-
-    @property
-    def speedup(self) -> float | None:
-        a, b = self.keras_defaults, self.best
-        if not (a.ok and b.ok and a.samples_per_s and b.samples_per_s):
-            return None
-        return b.samples_per_s / a.samples_per_s
-
-
-@dataclass
-class TuneResult:
-    workload: str
-    hardware: Hardware
-    trials: list[TrialResult] = field(default_factory=list)
-    decisions: list[Decision] = field(default_factory=list)
-    baseline: TrialResult | None = None
-    keras_defaults: TrialResult | None = None
-    best: TrialResult | None = None
-    best_settings: Settings | None = None
-    resumed: int = 0
-    wall_s: float = 0.0
-    confirmations: list[Confirmation] = field(default_factory=list)
-    # The references ("baseline", "keras_defaults") whose speedup compares the best with
-    # a figure of another machine: a resumed journal had no machine with both.
-    other_machine: list[str] = field(default_factory=list)
-    # (seconds into the tune, samples/s) each time the best so far improved
-    best_so_far: list[tuple[float, float]] = field(default_factory=list)
-
-    def time_to(self, speedup: float) -> float | None:
-        """Seconds into the tune at which the best so far first reached `speedup` x
-        Keras' defaults (None: never, or no defaults measured)."""
-        d = self.keras_defaults
-        if d is None or not d.ok or not d.samples_per_s:
-            return None
-        target = speedup * d.samples_per_s
-        return next((t for t, v in self.best_so_far if v >= target), None)
-
-    @property
-    def confirmed_speedup(self) -> float | None:
-        """The median speedup over Keras' defaults of the confirmation rounds (None
-        without a round whose two runs both finished)."""
-        ratios = sorted(x for c in self.confirmations if (x := c.speedup) is not None)
-        if not ratios:
-            return None
-        mid = len(ratios) // 2
-        return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
-
-    @property
-    def compile_s_total(self) -> float:
-        return sum(t.compile_s or 0.0 for t in self.trials)
-
-    @property
-    def setup_s_total(self) -> float:
-        """The trials' time to `fit`: TensorFlow's import, the build, the data."""
-        return sum(t.extra.get("setup_s") or 0.0 for t in self.trials)
-
-    def speedup(self, over: TrialResult | None) -> float | None:
-        if self.best is None or over is None or not over.ok or not self.best.samples_per_s:
-            return None
-        return self.best.samples_per_s / (over.samples_per_s or math.nan)
-
-    @property
-    def largest_fitting_batch(self) -> int | None:
-        ok = [t.settings.get("batch_size") or 0 for t in self.trials if t.ok]
-        return max(ok) if ok else None
-
-
-def loss_steps(r: TrialResult) -> list[int]:
-    """The training step each of the trial's losses ends: a trial records one loss per
-    execution, and an execution of steps_per_execution N ends at step N-1, 2N-1, ..."""
-    spe = int(r.settings.get("steps_per_execution") or 1)
-    return [(i + 1) * spe - 1 for i in range(len(r.losses))]
-
-
-def _mean_losses(a: TrialResult, b: TrialResult) -> tuple[float, float, float] | None:
-    """(mean of a's losses, mean of b's, |difference| / |b's|) over the steps both
-    recorded; None if they share none (one execution of 25 steps against 1 step: the
-    losses at steps 24, 49, ... against 0, 1, ... compare nothing)."""
-    at_b = dict(zip(loss_steps(b), b.losses, strict=True))
-    pairs = [(x, at_b[i]) for i, x in zip(loss_steps(a), a.losses, strict=True) if i in at_b]
-    if not pairs:
-        return None
-    ma, mb = (sum(p[k] for p in pairs) / len(pairs) for k in (0, 1))
-    return ma, mb, abs(ma - mb) / max(abs(mb), 1e-12)
-
-
-def mean_loss_gap(a: TrialResult, b: TrialResult) -> float | None:
-    """|mean(a) - mean(b)| / |mean(b)| over the losses both recorded (None if either has
-    none or is not finite)."""
-    means = _mean_losses(a, b)
-    return means[2] if means is not None and math.isfinite(means[2]) else None
-
-
-def loss_close(candidate: TrialResult, reference: TrialResult, rtol: float) -> tuple[bool, str]:
-    """The accuracy guard: finite losses whose mean is within rtol of the reference's."""
-    if not candidate.losses:
-        return False, "no loss was recorded"
-    if any(not math.isfinite(x) for x in candidate.losses):
-        return False, "the loss became NaN or infinite"
-    means = _mean_losses(candidate, reference)
-    if means is None:
-        return True, "no reference losses at the same steps to compare with"
-    a, b, rel = means
-    if rel > rtol:
-        return False, f"mean loss {a:.4g} vs {b:.4g} of {reference.label} ({rel:.1%} > {rtol:.1%})"
-    return True, f"mean loss {a:.4g} vs {b:.4g} of {reference.label} ({rel:.1%})"
 
 
 def search_precisions(hw: Hardware, opt: TuneOptions) -> list[str]:

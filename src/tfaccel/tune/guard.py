@@ -1,0 +1,49 @@
+"""The accuracy guard: a trial that changes the arithmetic (a 16-bit precision, a rewrite
+of XLA's) is kept only if its losses stay finite and close to a 32-bit run's."""
+
+from __future__ import annotations
+
+import math
+
+from tfaccel.trial.runner import TrialResult
+
+
+def loss_steps(r: TrialResult) -> list[int]:
+    """The training step each of the trial's losses ends: a trial records one loss per
+    execution, and an execution of steps_per_execution N ends at step N-1, 2N-1, ..."""
+    spe = int(r.settings.get("steps_per_execution") or 1)
+    return [(i + 1) * spe - 1 for i in range(len(r.losses))]
+
+
+def _mean_losses(a: TrialResult, b: TrialResult) -> tuple[float, float, float] | None:
+    """(mean of a's losses, mean of b's, |difference| / |b's|) over the steps both
+    recorded; None if they share none (one execution of 25 steps against 1 step: the
+    losses at steps 24, 49, ... against 0, 1, ... compare nothing)."""
+    at_b = dict(zip(loss_steps(b), b.losses, strict=True))
+    pairs = [(x, at_b[i]) for i, x in zip(loss_steps(a), a.losses, strict=True) if i in at_b]
+    if not pairs:
+        return None
+    ma, mb = (sum(p[k] for p in pairs) / len(pairs) for k in (0, 1))
+    return ma, mb, abs(ma - mb) / max(abs(mb), 1e-12)
+
+
+def mean_loss_gap(a: TrialResult, b: TrialResult) -> float | None:
+    """|mean(a) - mean(b)| / |mean(b)| over the losses both recorded (None if either has
+    none or is not finite)."""
+    means = _mean_losses(a, b)
+    return means[2] if means is not None and math.isfinite(means[2]) else None
+
+
+def loss_close(candidate: TrialResult, reference: TrialResult, rtol: float) -> tuple[bool, str]:
+    """The accuracy guard: finite losses whose mean is within rtol of the reference's."""
+    if not candidate.losses:
+        return False, "no loss was recorded"
+    if any(not math.isfinite(x) for x in candidate.losses):
+        return False, "the loss became NaN or infinite"
+    means = _mean_losses(candidate, reference)
+    if means is None:
+        return True, "no reference losses at the same steps to compare with"
+    a, b, rel = means
+    if rel > rtol:
+        return False, f"mean loss {a:.4g} vs {b:.4g} of {reference.label} ({rel:.1%} > {rtol:.1%})"
+    return True, f"mean loss {a:.4g} vs {b:.4g} of {reference.label} ({rel:.1%})"

@@ -1,0 +1,152 @@
+"""What a tune finds: the hardware it prunes with, its options, and its result."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tfaccel.hardware.capabilities import precisions, supports
+from tfaccel.optimize.settings import Settings
+from tfaccel.stats import NOISE_FLOOR
+from tfaccel.trial.runner import StepPlan, TrialResult
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the search prunes with."""
+
+    gpus: int
+    compute_capability: str | None
+
+    @property
+    def cudnn_layer_norm(self) -> bool:
+        """cuDNN's fused layer norms, backward pass included: compute capability 9.0+."""
+        return bool(self.gpus) and supports(self.compute_capability, "cudnn_layer_norm")
+
+    @property
+    def float8(self) -> bool:
+        """FP8 tensor cores: compute capability 8.9+."""
+        return bool(self.gpus) and supports(self.compute_capability, "fp8")
+
+    @property
+    def flash_attention(self) -> bool:
+        """cuDNN's flash attention: compute capability 8.0+."""
+        return bool(self.gpus) and supports(self.compute_capability, "flash_attention")
+
+    @property
+    def precisions(self) -> list[str]:
+        """Every precision this hardware runs well (16-bit only on tensor cores)."""
+        return precisions(self.compute_capability if self.gpus else None)
+
+    @property
+    def default_precisions(self) -> list[str]:
+        """What the search tries unless told otherwise.
+
+        Where bfloat16 runs (capability >= 8.0) it is as fast as float16 on the tensor
+        cores and needs no loss scaling, so float16 is left out (`--precisions` brings
+        it back); this is the rule of `precision="auto"`.
+        """
+        found = self.precisions
+        if "mixed_bfloat16" in found:
+            return [p for p in found if p != "mixed_float16"]
+        return found
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    batch_size: int | None = 32  # None: a script's own, which its baseline trial reads
+    max_batch: int = 4096
+    steps: StepPlan = field(default_factory=StepPlan)
+    timeout_s: float = 600.0
+    noise_floor: float = NOISE_FLOOR  # a gain must beat 3 % and twice the measured spread
+    loss_rtol: float = 0.10  # accuracy guard: mean loss within 10 % of float32's
+    spe_choices: tuple[int, ...] = (1, 10, 25)
+    precisions: tuple[str, ...] | None = None  # None: the hardware's default_precisions
+    skip: tuple[str, ...] = ()  # knobs (SKIPPABLE) the search leaves as they are
+    xla_cache_dir: str | None = None  # XLA autotuning results shared by the trials
+    # No new trial starts when it would likely end past this many seconds of tuning
+    # (the mean trial time so far); the best so far is the result, the journal resumes.
+    time_budget_s: float | None = None
+    # After the search: this many rounds of Keras' defaults and the best settings once
+    # more, back to back in fresh processes, so that the speedup compares two runs of the
+    # same hour (a resumed journal may hold runs of another day).
+    confirm: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    stage: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """One round of `TuneOptions.confirm`: Keras' defaults, then the best, just after."""
+
+    keras_defaults: TrialResult
+    best: TrialResult
+
+    @property
+    def speedup(self) -> float | None:
+        a, b = self.keras_defaults, self.best
+        if not (a.ok and b.ok and a.samples_per_s and b.samples_per_s):
+            return None
+        return b.samples_per_s / a.samples_per_s
+
+
+@dataclass
+class TuneResult:
+    workload: str
+    hardware: Hardware
+    trials: list[TrialResult] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    baseline: TrialResult | None = None
+    keras_defaults: TrialResult | None = None
+    best: TrialResult | None = None
+    best_settings: Settings | None = None
+    resumed: int = 0
+    wall_s: float = 0.0
+    confirmations: list[Confirmation] = field(default_factory=list)
+    # The references ("baseline", "keras_defaults") whose speedup compares the best with
+    # a figure of another machine: a resumed journal had no machine with both.
+    other_machine: list[str] = field(default_factory=list)
+    # (seconds into the tune, samples/s) each time the best so far improved
+    best_so_far: list[tuple[float, float]] = field(default_factory=list)
+
+    def time_to(self, speedup: float) -> float | None:
+        """Seconds into the tune at which the best so far first reached `speedup` x
+        Keras' defaults (None: never, or no defaults measured)."""
+        d = self.keras_defaults
+        if d is None or not d.ok or not d.samples_per_s:
+            return None
+        target = speedup * d.samples_per_s
+        return next((t for t, v in self.best_so_far if v >= target), None)
+
+    @property
+    def confirmed_speedup(self) -> float | None:
+        """The median speedup over Keras' defaults of the confirmation rounds (None
+        without a round whose two runs both finished)."""
+        ratios = sorted(x for c in self.confirmations if (x := c.speedup) is not None)
+        if not ratios:
+            return None
+        mid = len(ratios) // 2
+        return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+
+    @property
+    def compile_s_total(self) -> float:
+        return sum(t.compile_s or 0.0 for t in self.trials)
+
+    @property
+    def setup_s_total(self) -> float:
+        """The trials' time to `fit`: TensorFlow's import, the build, the data."""
+        return sum(t.extra.get("setup_s") or 0.0 for t in self.trials)
+
+    def speedup(self, over: TrialResult | None) -> float | None:
+        if self.best is None or over is None or not over.ok or not self.best.samples_per_s:
+            return None
+        return self.best.samples_per_s / (over.samples_per_s or math.nan)
+
+    @property
+    def largest_fitting_batch(self) -> int | None:
+        ok = [t.settings.get("batch_size") or 0 for t in self.trials if t.ok]
+        return max(ok) if ok else None
