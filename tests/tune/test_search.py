@@ -76,6 +76,12 @@ def said(res: TuneResult, stage: str) -> list[str]:
     return [d.text.split(", against ")[0] for d in res.decisions if d.stage == stage]
 
 
+def same(calls: list[Settings], batch: int = 64) -> list[Settings]:
+    """The trials of the same-training stages (at the user's batch, 64 in `tuner`), not
+    the batch offer's after them."""
+    return [s for s in calls if s.batch_size == batch]
+
+
 def later(s: Settings) -> bool:
     """A trial of the last stage-7 knob, flat einsums (it carries what the other knobs
     kept)."""
@@ -99,12 +105,16 @@ def test_finds_the_fastest_combination(tmp_path: Path) -> None:
     res = tuner(tmp_path, FakeTrials()).run()
     assert res.best_settings is not None
     s = res.best_settings
+    # the same-training answer keeps the user's batch; the larger one is an offer
     assert (s.precision, s.xla, s.batch_size, s.steps_per_execution) == (
         "mixed_bfloat16",
         "jit",
-        512,
+        64,
         25,
     )
+    assert res.batch_offer is not None and res.batch_offer.batch == 512
+    assert res.batch_offer.settings == s.replace(batch_size=512)
+    assert res.batch_offer.verdict == "unproven"  # no race without a validation signal
     assert res.baseline is not None and res.baseline.settings["xla"] == "off"
     assert res.keras_defaults is not None and res.keras_defaults.settings["xla"] == "auto"
     assert res.speedup(res.baseline) is not None and res.speedup(res.baseline) > 5  # type: ignore[operator]
@@ -119,7 +129,7 @@ def test_finds_the_fastest_combination(tmp_path: Path) -> None:
     assert said(res, "steps_per_execution") == said(res, "input_cast") == []
     # and each decision names what it was compared with
     full = [d.text for d in res.decisions if d.stage == "steps_per_execution + input_cast"]
-    assert full[0].endswith(", against mixed_bfloat16 xla=jit batch=512 spe=1")
+    assert full[0].endswith(", against mixed_bfloat16 xla=jit batch=64 spe=1")
 
 
 @pytest.mark.parametrize(
@@ -398,11 +408,12 @@ def test_a_scripts_own_batch_size_is_read_by_its_baseline(tmp_path: Path) -> Non
     assert res.baseline.label == "float32 xla=off batch=128 spe=1"
     assert res.trials[0] is res.baseline
     assert res.keras_defaults is not None and res.keras_defaults.settings["batch_size"] == 128
-    assert said(res, "batch size")[:2] == [
+    assert said(res, "batch size") == [
         "starting at the script's own batch size, 128 (read in the baseline trial)",
-        "batch 512: +52% over batch 128",
     ]
-    assert res.best_settings is not None and res.best_settings.batch_size == 512
+    assert said(res, "batch offer")[0] == "batch 512: +52% over batch 128"
+    assert res.best_settings is not None and res.best_settings.batch_size == 128
+    assert res.batch_offer is not None and res.batch_offer.batch == 512
     ran = len(base.calls)
     again = run(tmp_path)
     assert len(base.calls) == ran and again.baseline is not None  # all from the journal
@@ -530,16 +541,16 @@ def test_time_budget_stops_new_trials_and_resume_goes_on(tmp_path: Path) -> None
 
 
 def test_a_trial_running_at_the_budgets_end_is_stopped_there(tmp_path: Path) -> None:
-    """A batch whose trial hangs (the U-Net's 2048 on the H200 filled the GPU and reached
-    no timed window in six minutes) gets what is left of the budget, not --timeout; the
-    resumed tune runs it again."""
+    """A trial that hangs (the U-Net's batch 2048 on the H200 filled the GPU and reached
+    no timed window in six minutes; here the steps_per_execution trial) gets what is
+    left of the budget, not --timeout; the resumed tune runs it again."""
     now = [0.0]
     timeouts: list[float] = []
 
     class Hangs(FakeTrials):
         def __call__(self, w: str, s: Settings, p: StepPlan, t: float) -> TrialResult:
             timeouts.append(t)
-            if (s.batch_size or 0) < 1024:
+            if s.steps_per_execution == 1:
                 now[0] += 60.0
                 return super().__call__(w, s, p, t)
             now[0] += t
@@ -555,14 +566,14 @@ def test_a_trial_running_at_the_budgets_end_is_stopped_there(tmp_path: Path) -> 
         return Tuner("w", H200, opts, j, trial_fn=Hangs(oom_above=4096), clock=lambda: now[0])
 
     res = make(600.0).run()
-    # baseline and defaults (--timeout: they run whatever the budget), TF32 + XLA,
-    # bf16 + XLA, batch 256 (60 s each, each given what is left of the budget), then
-    # batch 1024: given the last 300 s
-    assert timeouts == [600.0, 600.0, 480.0, 420.0, 360.0, 300.0]
+    # baseline and defaults (--timeout: they run whatever the budget), each precision
+    # with and without XLA (60 s each, each given what is left of the budget), then
+    # steps_per_execution: given the last 240 s
+    assert timeouts == [600.0, 600.0, 480.0, 420.0, 360.0, 300.0, 240.0]
     assert now[0] == 600.0
-    stopped = "batch 1024: timeout (killed after 300 s: stopped at the time budget)"
-    assert stopped in said(res, "batch size")
-    assert res.best_settings is not None and res.best_settings.batch_size == 256
+    (stopped,) = said(res, "steps_per_execution + input_cast")
+    assert stopped.endswith("timeout (killed after 240 s: stopped at the time budget)")
+    assert res.best_settings is not None and res.best_settings.precision == "mixed_bfloat16"
     now[0] = 0.0
     timeouts.clear()
     make(None).run()
@@ -606,7 +617,7 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         on_trial=lambda st, r, s: stages.append(st) if r is None else None,
     )
     t.run()
-    assert stages[-8:] == [
+    assert [x for x in stages if x != "batch offer"][-8:] == [
         "steps_per_execution + input_cast",
         "xla_options",
         "xla_options",
@@ -618,12 +629,12 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize(("slower", "tried"), [(1.0, True), (2.0, False)])
+@pytest.mark.parametrize(("slower", "tried"), [(1.0, True), (8.6, False)])
 def test_the_runtime_knobs_are_left_out_where_a_step_is_long(
     tmp_path: Path, slower: float, tried: bool
 ) -> None:
     """They save host time per step, at most 2 ms (twice the most measured): on the
-    best's steps of 37 ms that may beat the 3 % floor; on steps of 75 ms it cannot."""
+    best's steps of 9 ms that may beat the 3 % floor; on steps of 75 ms it cannot."""
     base = FakeTrials()
 
     def trials(w: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
@@ -683,7 +694,7 @@ def test_a_knobs_row_alone_makes_tune_try_it(tmp_path: Path, monkeypatch: Any) -
         j = Journal(tmp_path / f"j{dense_layers}.jsonl")
         j.load("w")
         res = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=trials).run()
-        return trials.calls, res
+        return same(trials.calls), res
 
     calls, _ = run(3)
     assert calls[-1].cache_dataset is True and not any(s.cache_dataset for s in calls[:-1])
@@ -722,14 +733,13 @@ def test_estimated_trials_covers_a_full_search(tmp_path: Path) -> None:
     estimate = t.estimated_trials()
     t.run()
     assert len(t.result.trials) <= estimate  # an upper bound for the progress bar
-    # Here the batch ladder takes three trials (64 to 256, 1024, 4096: steps of 4x) of
-    # the six the estimate allows (one per doubling),
-    # no two knobs fell just short, so nothing is tried together, and the guard let
-    # philox16's masks pass, so Keras' masks computed once are not tried, and
-    # steps_per_execution 25 and input_cast won in one trial, so neither 10 nor
-    # input_cast alone is tried, and a step of 75 ms leaves the allocator and device
-    # prefetch (one trial, one counted) untried.
-    assert estimate - len(t.result.trials) == 8
+    # Here the offer's batch ladder takes three trials (64 to 256, 1024, 4096: steps of
+    # 4x) of the six the estimate allows (one per doubling), and its race (two) does not
+    # run (synthetic data: nothing to judge the training by); no two knobs fell just
+    # short, so nothing is tried together, and the guard let philox16's masks pass, so
+    # Keras' masks computed once are not tried, and steps_per_execution 25 and
+    # input_cast won in one trial, so neither 10 nor input_cast alone is tried.
+    assert estimate - len(t.result.trials) == 9
 
 
 def test_default_precisions_leave_float16_out_where_bfloat16_runs(tmp_path: Path) -> None:
@@ -781,50 +791,48 @@ def test_accuracy_guard_compares_within_the_same_xla_mode(tmp_path: Path) -> Non
     assert (res.best_settings.precision, res.best_settings.xla) == ("mixed_bfloat16", "jit")
 
 
-def test_the_larger_batch_is_tried_again_after_the_other_knobs(tmp_path: Path) -> None:
-    """At one step per execution no batch past 256 pays (the ladder's 4x step to 1024
-    ends it); at ten, batch 512 does."""
-
-    class PaysWithSpe(FakeTrials):
-        def __call__(self, w: str, s: Settings, p: StepPlan, t: float) -> TrialResult:
-            r = super().__call__(w, s, p, t)
-            b = s.batch_size or 0
-            flat = (min(b, 256) / min(b, 512)) ** 0.3
-            pays = 1.15 if b >= 512 and s.steps_per_execution >= 10 else 1.0
-            rate = (r.samples_per_s or 0) * flat * pays
-            return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate)) if r.ok else r
-
-    res = tuner(tmp_path, PaysWithSpe(oom_above=4096)).run()
-    stop = "batch 1024: +0% vs batch 256, within the noise (3%): stop (batch 512 would gain less)"
-    assert stop in said(res, "batch size")
-    assert res.best_settings is not None and res.best_settings.batch_size == 512
-    again = [d for d in res.decisions if d.stage == "batch size, again"]
-    assert len(again) == 1 and "kept" in again[0].text
-
-
-def test_a_ladder_step_that_gained_little_waits_for_the_cheaper_knobs(tmp_path: Path) -> None:
-    """The U-Net on the H200: 4x the batch gained +61 %, the next 4x +16 %; the ladder
-    pauses there, steps_per_execution and input_cast run, and it goes on by doubling."""
-
-    class Unet(FakeTrials):
-        def __call__(self, w: str, s: Settings, p: StepPlan, t: float) -> TrialResult:
-            r = super().__call__(w, s, p, t)
-            b = s.batch_size or 0
-            gain = {64: 1.0, 256: 1.61, 1024: 1.61 * 1.16, 2048: 1.61 * 1.16 * 1.05}
-            rate = (r.samples_per_s or 0) / (min(b, 512) / 32) ** 0.3 * gain.get(b, 1.0)
-            return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
-
-    fake = Unet(oom_above=4096)
+def test_the_batch_offer_comes_after_every_same_training_stage(tmp_path: Path) -> None:
+    """Every knob that keeps the training as it was is measured at the user's batch
+    first; the ladder then starts from that answer, as an offer (4x while it pays, 2x
+    after a 4x step that did not fit), and never replaces it."""
+    fake = FakeTrials()
     res = tuner(tmp_path, fake).run()
-    ladder = said(res, "batch size")
-    assert ladder[:2] == ["batch 256: +61% over batch 64", "batch 1024: +16% over batch 256"]
-    assert ladder[2].startswith("paused at batch 1024: +16% for 4x the batch;")
-    order = [(s.batch_size, s.steps_per_execution, s.input_cast) for s in fake.calls]
-    at_1024 = order.index((1024, 1, "off"))
-    assert order.index((1024, 25, "compute")) > at_1024  # the pair, then
-    assert order.index((2048, 25, "compute")) > order.index((1024, 25, "compute"))
-    assert said(res, "batch size, again")[0] == "batch 2048: +5% over batch 1024"
-    assert res.best_settings is not None and res.best_settings.batch_size == 2048
+    sizes = [s.batch_size for s in fake.calls]
+    first_offer = next(i for i, b in enumerate(sizes) if b != 64)
+    assert all(b != 64 for b in sizes[first_offer:])
+    assert res.best_settings is not None and res.best_settings.batch_size == 64
+    assert fake.calls[first_offer] == res.best_settings.replace(batch_size=256)
+    assert [b for b in sizes[first_offer:]] == [256, 1024, 512]
+    assert said(res, "batch offer")[:3] == [
+        "batch 256: +52% over batch 64",
+        "batch 1024: oom (does not fit)",
+        "batch 512: +23% over batch 256",
+    ]
+    assert res.batch_offer is not None and res.batch_offer.batch == 512
+    assert res.batch_offer.samples_speedup == pytest.approx(8**0.3 / 1.0, rel=0.01)
+
+
+def test_no_batch_past_the_data(tmp_path: Path) -> None:
+    """A training set of 2,048 examples: an epoch of at least 16 steps caps the offer at
+    batch 128 (2x the user's 64); one of 1,024 leaves no larger batch to offer."""
+    for examples, sizes in ((2048, [128]), (1024, [])):
+        fake = FakeTrials(extra={"examples": examples})
+        (tmp_path / str(examples)).mkdir()
+        res = tuner(tmp_path / str(examples), fake).run()
+        assert [s.batch_size for s in fake.calls if s.batch_size != 64] == sizes
+    assert res.batch_offer is None and res.batch_note is not None
+    assert "1,024 examples would make an epoch of fewer than 16 steps" in res.batch_note
+
+
+def test_keras_defaults_on_a_cpu_are_the_baseline_measured_once(tmp_path: Path) -> None:
+    """Without a GPU Keras' jit_compile='auto' compiles nothing and float32 is the
+    precision: the defaults are the baseline's settings, timed once and said so."""
+    fake = FakeTrials()
+    res = tuner(tmp_path, fake, Hardware(0, None)).run()
+    assert res.keras_defaults is res.baseline
+    assert not any(s.xla == "auto" for s in fake.calls)
+    (note,) = said(res, "keras defaults")
+    assert "measured once" in note
 
 
 def test_the_guard_allows_the_drift_two_32_bit_runs_already_show(
@@ -917,7 +925,7 @@ def test_cudnn_layer_norm_is_tried_on_hopper_behind_the_accuracy_guard(
 ) -> None:
     trials = LayerNormTrials(nan)
     res = tuner(tmp_path, trials).run()
-    tried = [s for s in trials.calls if "cudnn_layer_norm" in s.xla_options]
+    tried = [s for s in same(trials.calls) if "cudnn_layer_norm" in s.xla_options]
     # one trial of its own; once kept, the later knobs' trials carry it
     assert tried and tried[0].precision == "mixed_bfloat16" and (len(tried) == 1) is nan
     assert ("cudnn_layer_norm" in res.best_settings.xla_options) is not nan
@@ -971,9 +979,9 @@ def test_knobs_that_each_fall_short_are_tried_together(
 ) -> None:
     trials = NearMissTrials(additive, diverge)
     res = tuner(tmp_path, trials).run()
-    both = [s for s in trials.calls if set(s.xla_options) == {"cublaslt", "cudnn_layer_norm"}]
+    both = [s for s in same(trials.calls) if set(s.xla_options) == {"cublaslt", "cudnn_layer_norm"}]
     assert len(both) == 1  # one trial of the two together, after the others
-    assert trials.calls[-1] == both[0]
+    assert same(trials.calls)[-1] == both[0]
     assert (res.best_settings == both[0]) is kept
     notes = said(res, "together")
     if diverge:
@@ -1047,7 +1055,7 @@ def test_dropout_masks_are_tried_under_xla_behind_the_guard(
     res = tuner(tmp_path, trials).run()
     tried = [
         s
-        for s in trials.calls
+        for s in same(trials.calls)
         if s.dropout != "keras" and not s.float8 and s.attention == "keras" and not later(s)
     ]
     assert all(s.xla == "jit" and s.precision == "mixed_bfloat16" for s in tried)
@@ -1076,7 +1084,7 @@ def test_a_near_miss_of_an_earlier_best_is_tried_again_on_a_later_one(tmp_path: 
     so cuBLASLt is tried once more on top of them, alone."""
     trials = DropoutTrials(lt=1.02)
     res = tuner(tmp_path, trials).run()
-    last = trials.calls[-1]
+    last = same(trials.calls)[-1]
     assert last.dropout == "philox16" and "cublaslt" in last.xla_options
     notes = said(res, "together")
     assert notes == [
@@ -1166,7 +1174,7 @@ def test_float8_is_tried_on_fp8_tensor_cores_behind_the_guard(
 ) -> None:
     trials = Float8Trials(drift)
     res = tuner(tmp_path, trials).run()
-    tried = [s for s in trials.calls if s.float8 and s.attention == "keras" and not later(s)]
+    tried = [s for s in same(trials.calls) if s.float8 and s.attention == "keras" and not later(s)]
     assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
     assert res.best_settings is not None and res.best_settings.float8 is kept
     if kept:
@@ -1223,7 +1231,7 @@ def test_cudnn_attention_is_tried_under_xla_in_16_bit_behind_the_guard(
 ) -> None:
     trials = AttentionTrials(drift=drift)
     res = tuner(tmp_path, trials).run()
-    tried = [s for s in trials.calls if s.attention == "cudnn" and not later(s)]
+    tried = [s for s in same(trials.calls) if s.attention == "cudnn" and not later(s)]
     assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
     assert res.best_settings is not None and res.best_settings.attention == kept
     if kept == "cudnn":
@@ -1323,7 +1331,7 @@ def test_confirmation_runs_defaults_and_best_back_to_back(tmp_path: Path) -> Non
     t = Tuner("w", H200, opts, j, trial_fn=trials)
     res = t.run()
     defaults = Settings(precision="tf32", xla="auto", batch_size=64, steps_per_execution=1)
-    assert trials.calls[-4:] == [defaults, res.best_settings] * 2
+    assert same(trials.calls)[-4:] == [defaults, res.best_settings] * 2
     assert [c.best.samples_per_s for c in res.confirmations] == [res.best.samples_per_s] * 2
     assert res.confirmed_speedup == pytest.approx(res.speedup(res.keras_defaults))
     assert any(d.stage == "confirm" and "2 round(s)" in d.text for d in res.decisions)
@@ -1594,7 +1602,7 @@ class EinsumTrials(GuardedKnobTrials):
 def test_flat_einsums_are_tried_last_behind_the_accuracy_guard(tmp_path: Path, nan: bool) -> None:
     trials = EinsumTrials(nan)
     res = tuner(tmp_path, trials).run()
-    tried = [s for s in trials.calls if s.einsum == "flat"]
+    tried = [s for s in same(trials.calls) if s.einsum == "flat"]
     assert len(tried) == 1 and tried[0].xla == "jit" and tried[0].precision == "mixed_bfloat16"
     assert res.best_settings is not None
     if nan:
@@ -1639,10 +1647,11 @@ class XlaDefaults(FakeTrials):
         return dataclasses.replace(r, extra={**r.extra, "jit_compile": s.xla != "off"})
 
 
-def test_sixteen_bit_xla_and_the_batch_ladder_come_right_after_the_defaults(
+def test_sixteen_bit_xla_comes_right_after_the_defaults_and_the_batch_offer_last(
     tmp_path: Path,
 ) -> None:
-    """Best first: what wins on tensor-core GPUs is measured before what rarely does."""
+    """Best first: what wins on tensor-core GPUs is measured before what rarely does;
+    a batch change, which changes the training, after all that keeps it."""
     fake = XlaDefaults()
     res = tuner(tmp_path, fake).run()
     order = [(s.precision, s.xla, s.batch_size) for s in fake.calls[:8]]
@@ -1651,11 +1660,11 @@ def test_sixteen_bit_xla_and_the_batch_ladder_come_right_after_the_defaults(
         ("tf32", "auto", 64),  # Keras' defaults
         ("mixed_bfloat16", "jit", 64),  # 16-bit + XLA next
     ]
-    # the ladder: 4x while it pays, 2x after a 4x step that did not fit
-    assert order[3:6] == [("mixed_bfloat16", "jit", b) for b in (256, 1024, 512)]
     no_xla = [i for i, s in enumerate(fake.calls) if s.xla == "off" and i > 0]
-    assert no_xla and min(no_xla) >= 6  # without XLA: after the ladder, at the best's batch
-    assert all(fake.calls[i].batch_size == 512 for i in no_xla)
+    assert no_xla and min(no_xla) == 3  # without XLA: next, at the user's batch
+    assert all(fake.calls[i].batch_size == 64 for i in no_xla)
+    offer = [i for i, s in enumerate(fake.calls) if s.batch_size != 64]
+    assert offer and min(offer) > max(no_xla)
     # the time the best so far first reached 1.5x Keras' defaults is reported
     assert res.time_to(1.5) is not None and res.best_so_far[0][1] < res.best_so_far[-1][1]
 
@@ -1737,7 +1746,7 @@ class DefaultsWin(FakeTrials):
 
 
 def test_the_answer_is_never_below_keras_defaults(tmp_path: Path) -> None:
-    res = tuner(tmp_path, DefaultsWin(), Hardware(0, None)).run()
+    res = tuner(tmp_path, DefaultsWin()).run()
     assert res.best is res.keras_defaults
     assert res.best_settings is not None and res.best_settings.xla == "auto"
     assert res.speedup(res.keras_defaults) == 1.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from tfaccel.hardware.capabilities import precisions, supports
 from tfaccel.optimize.settings import Settings
@@ -96,6 +97,15 @@ class Confirmation:
 
 @dataclass
 class TuneResult:
+    """A tune's trials, decisions and two answers.
+
+    `best` and `best_settings` are the same-training answer: the fastest settings that
+    leave what the model learns as it was (the user's batch size, the same math up to
+    the accuracy guard); `tfaccel run` applies them. `batch_offer` is a larger batch on
+    top of them, with its learning-rate rule and its race, or None with `batch_note`
+    saying why there is none.
+    """
+
     workload: str
     hardware: Hardware
     trials: list[TrialResult] = field(default_factory=list)
@@ -112,6 +122,9 @@ class TuneResult:
     other_machine: list[str] = field(default_factory=list)
     # (seconds into the tune, samples/s) each time the best so far improved
     best_so_far: list[tuple[float, float]] = field(default_factory=list)
+    # A larger batch with its learning-rate rule and race; or why there is none.
+    batch_offer: BatchOffer | None = None
+    batch_note: str | None = None
 
     def time_to(self, speedup: float) -> float | None:
         """Seconds into the tune at which the best so far first reached `speedup` x
@@ -150,3 +163,54 @@ class TuneResult:
     def largest_fitting_batch(self) -> int | None:
         ok = [t.settings.get("batch_size") or 0 for t in self.trials if t.ok]
         return max(ok) if ok else None
+
+
+@dataclass(frozen=True)
+class Race:
+    """Two trainings of the user's model from the same initial weights, for the same
+    training time: the same-training answer and a batch offer. Each curve holds
+    (seconds of training, validation loss) points, evaluation time left out."""
+
+    seconds: float  # each run's training time
+    validation: str  # where the validation loss comes from, in words
+    same: tuple[tuple[float, float], ...]
+    candidate: tuple[tuple[float, float], ...]
+    target: float | None  # the best validation loss the same-training run reached
+    same_s: float | None  # seconds each run needed to reach `target` (None: never)
+    candidate_s: float | None
+    error: str | None = None  # why a run did not finish, where one did not
+
+    @property
+    def to_target_speedup(self) -> float | None:
+        """How many times sooner the candidate reached the target (None: it did not)."""
+        if not self.same_s or self.candidate_s is None:
+            return None
+        return self.same_s / max(self.candidate_s, 1e-9)
+
+
+@dataclass(frozen=True)
+class BatchOffer:
+    """A batch larger than the user's, on top of the same-training answer: more samples
+    per second, but fewer optimizer steps per epoch, so other training. `tfaccel run`
+    applies it only when asked to, and only where its race passed."""
+
+    settings: Settings
+    trial: TrialResult
+    from_batch: int
+    samples_speedup: float  # its samples/s over the same-training answer's
+    lr: Any  # tfaccel.optimize.lr_scaling.LrChange
+    verdict: Literal["passed", "failed", "unproven"] = "unproven"
+    why: str = ""  # the verdict in words
+    race: Race | None = None
+
+    @property
+    def batch(self) -> int:
+        return int(self.settings.batch_size or self.from_batch)
+
+    @property
+    def summary(self) -> str:
+        head = (
+            f"batch {self.batch} (from {self.from_batch}), {self.lr.note}: "
+            f"{self.samples_speedup:.2f}x the samples/s of the same-training answer"
+        )
+        return f"{head}; {self.verdict}: {self.why}" if self.why else head

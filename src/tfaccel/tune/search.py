@@ -1,24 +1,31 @@
-"""The search: which settings make this model fastest on this machine.
+"""The search: which settings train this model soonest on this machine.
 
-Stages, each measured, each decision needing a gain larger than the noise, in the
-order of their expected gain (a time budget cuts the last ones):
+Two answers, in this order, each decision needing a gain larger than the noise:
+
+**Same training** (the headline, and all that `tfaccel run` applies unless told
+otherwise): the user's batch size, so the same optimizer steps per epoch, and the same
+math up to the 16-bit accuracy guard. Its stages, in the order of their expected gain
+(a time budget cuts the last ones):
 1. the user's baseline (float32, no XLA) and Keras' defaults (jit_compile="auto");
-2. each precision under XLA at the starting batch, where the hardware supports the
-   precision (no 16-bit trials without tensor cores); a 16-bit precision is kept only
-   if its loss stays finite and close to the 32-bit trajectory (the accuracy guard);
-3. batch size, 4x at a step until it runs out of memory (an OOM is data, not a
-   failure) or stops paying; paused after a step that gained little;
-4. each precision without XLA (models that XLA slows down or cannot compile), unless
+   where the defaults resolve to the baseline's settings (a CPU: no XLA, float32),
+   measured once;
+2. each precision under XLA, where the hardware supports the precision (no 16-bit
+   trials without tensor cores); a 16-bit precision is kept only if its loss stays
+   finite and close to the 32-bit trajectory (the accuracy guard);
+3. each precision without XLA (models that XLA slows down or cannot compile), unless
    Keras' defaults already prove XLA's own gain;
-5. steps_per_execution and 16-bit input transfers (GPU, 16-bit precision, float
+4. steps_per_execution and 16-bit input transfers (GPU, 16-bit precision, float
    inputs): one trial where both apply, each alone where that pair did not pay;
-6. the paused ladder, by doubling; or the larger batch once more, if the ladder
-   stopped within the noise;
-7. XLA's GEMM options (models of matrix products), then the late knobs, each as its
+5. XLA's GEMM options (models of matrix products), then the late knobs, each as its
    row of `tfaccel.optimize.settings.KNOBS` says (`TuneTry`): the allocator and device
    prefetch, dropout's masks, flat einsums, FP8 products, cuDNN's flash attention;
-8. the knobs that each gained too little alone, together;
-9. the answer, never below Keras' defaults.
+6. the knobs that each gained too little alone, together;
+7. the answer, never below Keras' defaults.
+
+**A batch offer** (`tfaccel.tune.offer`): larger batches on top of the same-training
+answer, up to a size that still leaves an epoch many steps; a larger batch changes what
+the model learns, so it is offered with the learning-rate rule that goes with it and,
+where the model has data to judge it by, a race to the same validation loss.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from tfaccel.trial.runner import (
     settings_key,
     trial_noise,
 )
+from tfaccel.tune import offer
 from tfaccel.tune.guard import loss_close, mean_loss_gap
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.result import Confirmation, Decision, Hardware, TuneOptions, TuneResult
@@ -92,11 +100,6 @@ NO_XLA_TF32_GAIN = 1.8
 # How far Keras' defaults must outrun the baseline beyond TF32's share for stage 4 to be
 # left out: XLA's own gain is then at least 1.4x.
 XLA_PROVEN = 1.4
-# A 4x step of the batch ladder that gained less pauses it: the next would likely gain
-# less still, for a larger compilation (H200: ResNet-50 +15 % from 256 to 1024, U-Net +61 %
-# then +16 %, and its 4x step after that did not finish compiling in six minutes), while
-# steps_per_execution and input_cast gained +29 % and +14 % on ResNet-50 at 1024.
-LADDER_PAUSE = 0.20
 # steps_per_execution and input_cast share a trial where both apply: neither has run
 # slower beyond the noise in any tune measured on the H200 (steps_per_execution
 # 0.97-1.29x: MNIST convnet to ResNet-50; input_cast 1.04-1.23x: BERT-base to ResNet-50),
@@ -118,10 +121,12 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     """At most how many trials a search runs (a progress bar's total).
 
     The float32/no-XLA trial is the baseline and steps_per_execution=1 is already
-    measured, so those two are not counted; the batch ladder may stop early.
+    measured, so those two are not counted; Keras' defaults are the baseline on a
+    machine without a GPU; the batch offer's ladder may stop early, and its race (two
+    runs) needs data to judge by.
     """
-    # the ladder: at most one trial per doubling (4x steps, a 2x step after a failed
-    # one, doubling after a pause)
+    # the offer's ladder: at most one trial per doubling (4x steps, a 2x step after a
+    # failed one)
     batches = 0
     b = opt.batch_size or 32
     while b * 2 <= opt.max_batch:
@@ -137,13 +142,15 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     spe = len([c for c in opt.spe_choices if c != 1])
     n = len(precisions)
     jit = n - (1 if "tf32" in precisions else 0)  # strict float32 under XLA: skipped
-    again = 1 if batches else 0  # the larger batch once more, after the other knobs
+    references = 2 if hw.gpus else 1
+    race = 2 if batches else 0
     together = 1 if hw.gpus else 0  # the knobs that each fell short, together
     runs = [k.tune for k in LATE_KNOBS if k.tune and _may_run(k.tune, hw)]
     late = sum(len(t.values) for t in runs if not t.together)
     late += len({t.together for t in runs if t.together})  # one trial a group
     confirm = 2 * opt.confirm
-    return 2 + (n - 1) + jit + batches + spe + gpu_stage + again + late + together + confirm
+    stages = (n - 1) + jit + spe + gpu_stage + late + together
+    return references + stages + confirm + batches + race
 
 
 class Tuner:
@@ -373,17 +380,17 @@ class Tuner:
                 stage(st)
             self._settle(st)
             self._confirm(st)
+            self._batch_offer(st)
         self._note_budget()
         res.wall_s = self.clock() - start
         return res
 
     def _stages(self) -> list[Callable[[_State], None]]:
+        """The same-training stages, in order (the module's doc)."""
         return [
             self._xla_precisions,
-            self._batch_ladder,
             self._no_xla_precisions,
             self._spe_and_cast,
-            self._batch_again,
             self._gemm_options,
             self._late_knobs,
             self._together,
@@ -401,7 +408,16 @@ class Tuner:
         if self.base.batch_size is None:
             self._own_batch(res.baseline)
         defaults_s = self.base.replace(xla="auto", precision=self._default_precision)
-        res.keras_defaults = self.trial(defaults_s, "keras defaults")
+        if self.hw.gpus:
+            res.keras_defaults = self.trial(defaults_s, "keras defaults")
+        else:
+            defaults_s, res.keras_defaults = self.base, res.baseline
+            self.decide(
+                "keras defaults",
+                "the baseline's settings on a machine without a GPU (Keras' "
+                "jit_compile='auto' compiles nothing there, and float32 is its precision): "
+                "measured once",
+            )
         self._references_run = True
         if not res.baseline.ok and not res.keras_defaults.ok:
             self.decide(
@@ -514,7 +530,7 @@ class Tuner:
     def _improved(self, st: _State, r: TrialResult, s: Settings) -> None:
         """`r` (of settings `s`) is the best so far: noted with the time it was found."""
         st.best, st.best_s = r, s
-        if r.ok and r.samples_per_s:
+        if r.ok and r.samples_per_s and not st.offer:
             self.result.best_so_far.append((self.clock() - (self._start or 0.0), r.samples_per_s))
 
     def _precisions_at(self, st: _State, xla: str, base: Settings) -> None:
@@ -604,34 +620,22 @@ class Tuner:
             + ": XLA speeds this model up, and 16-bit without XLA is slower than 32-bit"
         )
 
-    def _batch_ladder(self, st: _State, widest: int = 4, stage: str = "batch size") -> None:
-        """Stage 2: grow the batch while it fits and gains beyond the noise, `widest`
-        (4) times at a step where --max-batch leaves room (one trial where doubling
-        takes two), else twice. A 4x step that fails or runs slower beyond the noise is
-        followed by the 2x step between it and the best, the ladder's last; one within
-        the noise ends the ladder, since the batch between would gain less. A 4x step
-        that gained under LADDER_PAUSE pauses it until after steps_per_execution and
-        input_cast (`_batch_again`)."""
+    def _batch_ladder(self, st: _State, largest: int, stage: str = "batch size") -> None:
+        """Grow the batch while it fits and gains beyond the noise, 4x at a step where
+        `largest` leaves room (one trial where doubling takes two), else 2x. A 4x step
+        that fails or runs slower beyond the noise is followed by the 2x step between it
+        and the best, the ladder's last; one within the noise ends the ladder, since the
+        batch between would gain less."""
         b = self._batch(st)
-        while b * 2 <= self.opt.max_batch:
-            factor = widest if b * widest <= self.opt.max_batch else 2
-            step, gain = self._ladder_step(st, b, b * factor, stage)
+        while b * 2 <= largest:
+            factor = 4 if b * 4 <= largest else 2
+            step, _ = self._ladder_step(st, b, b * factor, stage)
             if step == "kept":
                 b *= factor
-                if factor == 4 and gain < LADDER_PAUSE and b * 2 <= self.opt.max_batch:
-                    st.paused = True
-                    self.decide(
-                        stage,
-                        f"paused at batch {b}: {gain:+.0%} for 4x the batch; "
-                        "steps_per_execution and input_cast first, then the ladder goes "
-                        "on by doubling",
-                    )
-                    break
                 continue
             if factor == 4 and step == "worse":
                 self._ladder_step(st, b, b * 2, stage)
             break
-        st.ladder_end = st.best_s
 
     def _ladder_step(self, st: _State, b: int, to: int, stage: str) -> tuple[str, float]:
         """One trial of the ladder, batch `b` (the best) to `to`: ("kept", "even"
@@ -653,7 +657,6 @@ class Tuner:
         else:
             then = f"stop (batch {b * 2} would gain less)" if even else f"batch {b * 2} instead"
         self.decide(stage, f"batch {to}: {gain:+.0%} vs batch {b}, {_short(gain, thr)}: {then}")
-        st.stopped_by_noise = st.stopped_by_noise or even
         return ("even" if even else "worse"), gain
 
     def _near_miss(
@@ -782,19 +785,6 @@ class Tuner:
             )
             return False
         return True
-
-    def _batch_again(self, st: _State) -> None:
-        """The ladder, paused, goes on by doubling; or, where it stopped within the
-        noise, the larger batch once more: with fewer launches and fewer bytes per
-        sample (steps_per_execution, input_cast) a batch that did not pay may pay now."""
-        if st.paused:
-            st.paused = False
-            self._batch_ladder(st, widest=2, stage="batch size, again")
-            return
-        b = self._batch(st)
-        if st.stopped_by_noise and b * 2 <= self.opt.max_batch and st.best_s != st.ladder_end:
-            s = st.best_s.replace(batch_size=b * 2)
-            self._attempt(st, s, "batch size, again", f"batch {b * 2} with the settings above")
 
     def _gemm_options(self, st: _State) -> None:
         """cuBLASLt epilogues, and cuDNN's layer norms (9.0+), under XLA. cuBLASLt runs
@@ -1021,6 +1011,35 @@ class Tuner:
                 + f" (the search's runs: {res.speedup(res.keras_defaults) or 0:.2f}x)",
             )
 
+    def _batch_offer(self, st: _State) -> None:
+        """Larger batches on top of the same-training answer, as an offer: they change
+        what the model learns (`tfaccel.tune.offer`). Never past the data: the ladder
+        stops where an epoch would shrink to a handful of steps."""
+        res = self.result
+        if res.best is None or not res.best.ok or res.best_settings is None:
+            return
+        own = self._batch(st)
+        largest, why = offer.largest_batch(own, self.opt.max_batch, self._examples())
+        if largest < 2 * own:
+            res.batch_note = why or f"--max-batch {self.opt.max_batch} leaves no larger batch"
+            self.decide("batch offer", f"none: {res.batch_note}")
+            return
+        if why:
+            self.decide("batch offer", why)
+        ladder = _State(res.best, res.best_settings, st.defaults, st.rtol, offer=True)
+        self._batch_ladder(ladder, largest, stage="batch offer")
+        if ladder.best is res.best:
+            res.batch_note = "no larger batch ran faster beyond the noise"
+            return
+        res.batch_offer = offer.make(res.best, ladder.best, ladder.best_s, res.baseline)
+        self.decide("batch offer", res.batch_offer.summary)
+
+    def _examples(self) -> int | None:
+        """How many examples the model trains on, where a trial could count them."""
+        base = self.result.baseline
+        n = base.extra.get("examples") if base is not None else None
+        return int(n) if n else None
+
     def _note_budget(self) -> None:
         if self._skipped:
             seconds = self.opt.time_budget_s or 0
@@ -1048,9 +1067,7 @@ class _State:
     rtol: float
     reference: dict[str, TrialResult] = field(default_factory=dict)
     near: list[_NearMiss] = field(default_factory=list)
-    stopped_by_noise: bool = False
-    paused: bool = False  # the ladder, until after steps_per_execution and input_cast
-    ladder_end: Settings | None = None
+    offer: bool = False  # the batch offer's state: its best is no same-training answer
 
 
 def _late_group(knob: Knob) -> str:

@@ -1,0 +1,128 @@
+"""The batch offer: a larger batch than the user's, proven or refused by a race.
+
+A larger batch runs more samples per second but takes fewer optimizer steps per epoch,
+so it changes what the model learns. It is offered, never applied silently:
+- never past the data: the ladder stops where an epoch would shrink to fewer than
+  MIN_STEPS_PER_EPOCH steps;
+- with the learning-rate rule that goes with it (`tfaccel.optimize.lr_scaling`);
+- judged by a race (`tfaccel.trial.race`): from the same initial weights, the
+  same-training answer and the candidate train for the same time, and the figure is
+  the time each needs to reach the best validation loss the same-training run reached.
+  It passes only if the candidate gets there sooner by more than RACE_MARGIN and more
+  than one evaluation interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Literal
+
+from tfaccel.optimize.lr_scaling import LrChange, change_for
+from tfaccel.optimize.settings import Settings
+from tfaccel.trial.runner import TrialResult
+from tfaccel.tune.result import BatchOffer, Race
+
+# An epoch of fewer steps than this is "a handful": the ladder stops before it.
+MIN_STEPS_PER_EPOCH = 16
+# A candidate must reach the target this much sooner (and by more than one evaluation
+# interval) to pass: one race of each is a single sample of a noisy curve.
+RACE_MARGIN = 0.10
+
+
+def largest_batch(own: int, max_batch: int, examples: int | None) -> tuple[int, str | None]:
+    """The largest batch the offer may try, and why it is below `max_batch` where the
+    data caps it."""
+    if not examples:
+        return max_batch, None
+    cap = examples // MIN_STEPS_PER_EPOCH
+    if cap >= max_batch:
+        return max_batch, None
+    why = (
+        f"batches up to {cap}: the data's {examples:,} examples would make an epoch of "
+        f"fewer than {MIN_STEPS_PER_EPOCH} steps beyond it"
+    )
+    return max(cap, own), why
+
+
+def lr_change(
+    same: TrialResult, batch: int, from_batch: int, baseline: TrialResult | None
+) -> LrChange:
+    """The learning-rate change for `batch`, from what the trials read of the model's
+    optimizer (the baseline's, else the same-training answer's)."""
+    facts = baseline.extra if baseline is not None and baseline.extra.get("optimizer") else None
+    facts = facts or same.extra
+    examples = facts.get("examples") or (baseline.extra.get("examples") if baseline else None)
+    steps = int(examples) // batch if examples else None
+    return change_for(batch / from_batch, facts.get("optimizer"), facts.get("lr_schedule"), steps)
+
+
+def make(
+    same: TrialResult, candidate: TrialResult, s: Settings, baseline: TrialResult | None
+) -> BatchOffer:
+    """The offer of `candidate` (settings `s`) over the same-training answer `same`,
+    not raced yet."""
+    own = int(same.settings.get("batch_size") or 32)
+    batch = int(s.batch_size or own)
+    speedup = (candidate.samples_per_s or 0.0) / (same.samples_per_s or 1.0)
+    lr = lr_change(same, batch, own, baseline)
+    return BatchOffer(s, candidate, own, speedup, lr, "unproven", "not raced")
+
+
+def time_to(curve: Sequence[tuple[float, float]], target: float) -> float | None:
+    """The first time a curve's validation loss is at or below `target`."""
+    return next((t for t, loss in curve if loss <= target), None)
+
+
+def race_of(
+    seconds: float,
+    validation: str,
+    same: Sequence[tuple[float, float]],
+    candidate: Sequence[tuple[float, float]],
+) -> Race:
+    """The race's figures: the target is the best validation loss of the same-training
+    run, and each run's time to reach it."""
+    target = min((loss for _, loss in same), default=None)
+    return Race(
+        seconds,
+        validation,
+        tuple(same),
+        tuple(candidate),
+        target,
+        time_to(same, target) if target is not None else None,
+        time_to(candidate, target) if target is not None else None,
+    )
+
+
+def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
+    """The offer with the race's verdict: passed only where the candidate reached the
+    target sooner by more than RACE_MARGIN and more than one evaluation interval."""
+    verdict: Literal["passed", "failed", "unproven"]
+    if race.error:
+        verdict, why = "unproven", f"the race did not finish ({race.error})"
+    elif race.same_s is None or race.target is None:
+        verdict, why = "unproven", "the same-training run recorded no validation loss"
+    elif race.candidate_s is None:
+        verdict = "failed"
+        why = (
+            f"more samples per second, but it did not reach the validation loss "
+            f"{race.target:.4g} of the same-training run in the {race.seconds:.0f} s race"
+        )
+    else:
+        gained = race.same_s - race.candidate_s
+        sooner = race.to_target_speedup or 0.0
+        if gained > max(RACE_MARGIN * race.same_s, interval_s):
+            verdict = "passed"
+            why = (
+                f"reaches the validation loss {race.target:.4g} of the same-training run "
+                f"{sooner:.2f}x sooner ({race.candidate_s:.0f} s vs {race.same_s:.0f} s, "
+                f"race of {race.seconds:.0f} s)"
+            )
+        else:
+            verdict = "failed"
+            why = (
+                f"more samples per second, but it reaches the validation loss "
+                f"{race.target:.4g} no sooner beyond the noise ({race.candidate_s:.0f} s vs "
+                f"{race.same_s:.0f} s, race of {race.seconds:.0f} s)"
+            )
+    return dataclasses.replace(offer, verdict=verdict, why=why, race=race)
