@@ -30,7 +30,9 @@ class FakeTrials:
         extra: dict[str, Any] | None = None,
     ) -> None:
         self.calls: list[Settings] = []
-        self.extra = extra or {}  # what every trial reports besides
+        # what every trial reports besides: by default a model of synthetic data, which
+        # no race can judge (a race's tests say otherwise)
+        self.extra = {"no_race": "its data is synthetic", **(extra or {})}
         self.nan_for = nan_for
         self.oom_above = oom_above
         self.gemm_share = gemm_share  # what a baseline trial that counts FLOPs reports
@@ -112,9 +114,11 @@ def test_finds_the_fastest_combination(tmp_path: Path) -> None:
         64,
         25,
     )
-    assert res.batch_offer is not None and res.batch_offer.batch == 512
-    assert res.batch_offer.settings == s.replace(batch_size=512)
-    assert res.batch_offer.verdict == "unproven"  # no race without a validation signal
+    # a larger batch runs faster, but synthetic data cannot show what it does to the
+    # training: no batch change is offered, and the note says why
+    assert res.batch_offer is None and res.batch_note is not None
+    assert res.batch_note.startswith("batch 512 runs ")
+    assert res.batch_note.endswith("its data is synthetic: no batch change is offered")
     assert res.baseline is not None and res.baseline.settings["xla"] == "off"
     assert res.keras_defaults is not None and res.keras_defaults.settings["xla"] == "auto"
     assert res.speedup(res.baseline) is not None and res.speedup(res.baseline) > 5  # type: ignore[operator]
@@ -413,7 +417,7 @@ def test_a_scripts_own_batch_size_is_read_by_its_baseline(tmp_path: Path) -> Non
     ]
     assert said(res, "batch offer")[0] == "batch 512: +52% over batch 128"
     assert res.best_settings is not None and res.best_settings.batch_size == 128
-    assert res.batch_offer is not None and res.batch_offer.batch == 512
+    assert res.batch_note is not None and res.batch_note.startswith("batch 512 runs 1.52x")
     ran = len(base.calls)
     again = run(tmp_path)
     assert len(base.calls) == ran and again.baseline is not None  # all from the journal
@@ -782,7 +786,7 @@ def test_accuracy_guard_compares_within_the_same_xla_mode(tmp_path: Path) -> Non
             if s.precision == "mixed_bfloat16":
                 losses = tuple(x * 1.04 for x in losses)
             return dataclasses.replace(
-                r, losses=losses, extra={"jit_compile": True} if s.xla == "auto" else {}
+                r, losses=losses, extra={**r.extra, "jit_compile": s.xla == "auto"}
             )
 
     res = tuner(tmp_path, XlaShiftsLoss()).run()
@@ -808,8 +812,7 @@ def test_the_batch_offer_comes_after_every_same_training_stage(tmp_path: Path) -
         "batch 1024: oom (does not fit)",
         "batch 512: +23% over batch 256",
     ]
-    assert res.batch_offer is not None and res.batch_offer.batch == 512
-    assert res.batch_offer.samples_speedup == pytest.approx(8**0.3 / 1.0, rel=0.01)
+    assert res.batch_note is not None and res.batch_note.startswith("batch 512 runs 1.87x")
 
 
 def test_no_batch_past_the_data(tmp_path: Path) -> None:
@@ -1288,7 +1291,7 @@ def test_layer_counts_come_from_any_trial_when_the_baseline_lacks_them(tmp_path:
         def __call__(self, w: str, s: Settings, st: StepPlan, t: float) -> TrialResult:
             r = super().__call__(w, s, st, t)
             if s.xla == "off":  # the baseline: no counts
-                return dataclasses.replace(r, extra={})
+                return dataclasses.replace(r, extra={"no_race": r.extra["no_race"]})
             counts = {"attention_layers": 12, "attention_dropout_layers": 12}
             return dataclasses.replace(r, extra={**r.extra, **counts})
 

@@ -26,6 +26,7 @@ from tfaccel import stats
 from tfaccel._child import emit, end_process, failure
 from tfaccel._tf import import_tensorflow
 from tfaccel.optimize.settings import LAYER_KNOBS
+from tfaccel.trial.race import data_facts
 from tfaccel.workloads.synthetic import rebatched
 
 MARK = "TFACCEL_TRIAL "
@@ -172,6 +173,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         wl = load_workload(config["workload"])
         report.compile(wl.model, optimizer=wl.optimizer, loss=wl.loss)
     batch = settings.batch_size or 32
+    if config.get("race"):
+        return race_workload(wl, report, batch, config)
     ds = (
         synthetic_batches(wl.model, wl, batch, report)
         if wl.dataset is None
@@ -179,7 +182,28 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     )
     fit = wl.model.fit
     ds = report.dataset(ds, batch=False)  # batched above, at the trial's size
-    return timed_fit(fit, wl.model, ds, report, plan, batch, config)
+    out = timed_fit(fit, wl.model, ds, report, plan, batch, config)
+    return {**out, **data_facts(wl.model, wl.examples, wl.dataset is not None)}
+
+
+def race_workload(wl: Any, report: Any, batch: int, config: dict[str, Any]) -> dict[str, Any]:
+    """A race (`trial.race`) of an entry point's model on its own data: a held-out part
+    for validation, the rest shuffled each epoch, as fit shuffles arrays."""
+    from tfaccel.trial.race import held_out, race_fit, steps_per_epoch
+
+    why = data_facts(wl.model, None, wl.dataset is not None).get("no_race")
+    if why:
+        raise ValueError(f"no race: {why}")
+    split = held_out(wl.dataset, wl.examples)
+    train = split.train.shuffle(10_000, seed=int(config.get("seed", 0)))
+    ds = report.dataset(rebatched(train, batch), batch=False)
+    steps = steps_per_epoch(split, batch)
+
+    def fit(callbacks: list[Any]) -> Any:
+        return wl.model.fit(ds, epochs=10**6, steps_per_epoch=steps, verbose=0, callbacks=callbacks)
+
+    out = race_fit(fit, wl.model, split.validation, {**config["race"], "batch": batch})
+    return {**out, "validation": split.what}
 
 
 def timed_fit(
@@ -268,8 +292,11 @@ def _model_facts(model: Any, report: Any, count_flops: bool) -> dict[str, Any]:
     from tfaccel.workloads.inputs import takes_floats
 
     settings = report.settings
+    from tfaccel.optimize.lr_scaling import optimizer_facts
+
     flops, gemm_share = _flops(model) if count_flops else (None, None)
     return {
+        **optimizer_facts(model),
         "forward_flops_per_sample": flops,
         "gemm_flop_share": gemm_share,
         "float_inputs": takes_floats(model),

@@ -192,7 +192,8 @@ def _patch(keras: Any, report: Any, config: dict[str, Any]) -> None:
             if calls["fit"] < timed:
                 return _one_step_fit(fit, self, args, kwargs)
             where += f" (call {timed})" if timed > 1 else ""
-            _tuned_fit(fit, self, report, config, where, args, kwargs)
+            timing = _raced_fit if config.get("race") else _tuned_fit
+            timing(fit, self, report, config, where, args, kwargs)
             _end()
         return _run_fit(fit, self, report, where, calls["fit"], args, kwargs)
 
@@ -228,20 +229,22 @@ def _fit_arguments(fit: Any, model: Any, args: Any, kwargs: Any) -> dict[str, An
     return out
 
 
-def _examples(model: Any, a: dict[str, Any], peek: bool) -> tuple[Any, int]:
-    """fit's data as a dataset of single examples (workloads.inputs), and the batch
-    size the script trains at: its data's batches, else fit's `batch_size` (Keras'
-    32 where it gives none). A dataset whose batch dimension is not static tells its
-    size only from a first batch read (`peek`): only the trial that needs it reads one
-    (each read fills a shuffle buffer once more)."""
+def _examples(model: Any, a: dict[str, Any], peek: bool) -> tuple[Any, int, int | None]:
+    """fit's data as a dataset of single examples (workloads.inputs), the batch size
+    the script trains at (its data's batches, else fit's `batch_size`: Keras' 32 where
+    it gives none), and how many examples there are where the data says. A dataset
+    whose batch dimension is not static tells its size only from a first batch read
+    (`peek`): only the trial that needs it reads one (each read fills a shuffle buffer
+    once more)."""
     import keras
 
-    from tfaccel.workloads.inputs import user_data
+    from tfaccel.workloads.inputs import count_examples, user_data
 
     # as fit packs them: a dataset or generator alone, arrays with or without labels
     data = keras.utils.pack_x_y_sample_weight(a.get("x"), a.get("y"), a.get("sample_weight"))
     found = user_data(data, model, peek=peek)
-    return found.examples, found.batch_size or a.get("batch_size") or 32
+    count = count_examples(a.get("x") if _is_dataset(a.get("x")) else data, found)
+    return found.examples, found.batch_size or a.get("batch_size") or 32, count
 
 
 def _tuned_fit(
@@ -256,6 +259,7 @@ def _tuned_fit(
     """Time the script's fit at the trial's settings; the payload to the parent."""
     from tfaccel._child import emit, failure
     from tfaccel.trial.child import Plan, timed_fit
+    from tfaccel.trial.race import data_facts
     from tfaccel.workloads.synthetic import rebatched
 
     print(FIT_STARTED, flush=True)  # a process that dies from here on died in fit
@@ -263,7 +267,7 @@ def _tuned_fit(
     try:
         a = _fit_arguments(fit, model, args, kwargs)
         learn = report.settings.batch_size is None  # the script's own, to be said
-        examples, read = _examples(model, a, peek=learn)
+        examples, read, count = _examples(model, a, peek=learn)
         own = read if learn else None
         batch = report.settings.batch_size or read
         ds = report.dataset(rebatched(examples, batch), batch=False)
@@ -273,6 +277,7 @@ def _tuned_fit(
         )
         out["measured"] = f"model.fit at {where}"
         out["fit_data"] = _data_form(a.get("x"))
+        out.update(data_facts(model, count, has_data=True))
         if own:
             out["own_batch"] = own
     except Exception as exc:
@@ -282,6 +287,74 @@ def _tuned_fit(
             **({"own_batch": own} if own else {}),
         }
     emit(MARK, out)
+
+
+def _raced_fit(
+    fit: Any,
+    model: Any,
+    report: Any,
+    config: dict[str, Any],
+    where: str,
+    args: Any,
+    kwargs: Any,
+) -> None:
+    """A race (`trial.race`) of the script's fit at the trial's settings, on its data
+    and validation data (else a held-out part); the payload to the parent. Of the
+    script's callbacks only those that set the learning rate are kept."""
+    from tfaccel._child import emit, failure
+    from tfaccel.trial.race import kept_callbacks, no_race, race_fit, steps_per_epoch
+    from tfaccel.workloads.synthetic import rebatched
+
+    print(FIT_STARTED, flush=True)
+    try:
+        a = _fit_arguments(fit, model, args, kwargs)
+        why = no_race(model)
+        if why:
+            raise ValueError(f"no race: {why}")
+        examples, own, count = _examples(model, a, peek=report.settings.batch_size is None)
+        batch = report.settings.batch_size or own
+        split = _validation(model, a, examples, count)
+        train = split.train
+        if _is_array(a.get("x")) and a.get("shuffle", True):  # as fit shuffles arrays
+            train = train.shuffle(10_000, seed=int(config.get("seed", 0)))
+        ds = report.dataset(rebatched(train, batch), batch=False)
+        steps = steps_per_epoch(split, batch)
+        kept = kept_callbacks(a.get("callbacks"))
+
+        def run(callbacks: list[Any]) -> Any:
+            return fit(
+                model,
+                ds,
+                epochs=10**6,
+                steps_per_epoch=steps,
+                verbose=0,
+                callbacks=[*kept, *callbacks],
+            )
+
+        out = race_fit(run, model, split.validation, {**config["race"], "batch": batch})
+        out.update(validation=split.what, measured=f"model.fit at {where}")
+    except Exception as exc:
+        out = {**failure(exc), "measured": f"model.fit at {where}"}
+    emit(MARK, out)
+
+
+def _validation(model: Any, a: dict[str, Any], examples: Any, count: int | None) -> Any:
+    """The race's validation examples: fit's `validation_data`, its
+    `validation_split` of arrays, else a held-out part of the training examples."""
+    import keras
+
+    from tfaccel.trial.race import Split, held_out, split_off
+    from tfaccel.workloads.inputs import user_data
+
+    given = a.get("validation_data")
+    if given is not None:
+        data = given if not isinstance(given, tuple) else keras.utils.pack_x_y_sample_weight(*given)
+        found = user_data(data, model)
+        return Split(examples, found.examples, "the script's validation_data", count)
+    fraction = float(a.get("validation_split") or 0.0)
+    if fraction > 0 and _is_array(a.get("x")):
+        return split_off(examples, count, fraction)
+    return held_out(examples, count)
 
 
 def _run_fit(

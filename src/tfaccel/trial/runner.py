@@ -160,6 +160,15 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "measured",
                 "fit_data",
                 "own_batch",
+                "examples",
+                "no_race",
+                "optimizer",
+                "learning_rate",
+                "lr_schedule",
+                "race",
+                "race_steps",
+                "validation",
+                "lr_applied",
             )
             if k in payload
         }

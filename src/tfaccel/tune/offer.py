@@ -15,6 +15,7 @@ so it changes what the model learns. It is offered, never applied silently:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -77,20 +78,24 @@ def time_to(curve: Sequence[tuple[float, float]], target: float) -> float | None
 def race_of(
     seconds: float,
     validation: str,
-    same: Sequence[tuple[float, float]],
-    candidate: Sequence[tuple[float, float]],
+    same: Sequence[tuple[float, ...]],
+    candidate: Sequence[tuple[float, ...]],
+    error: str | None = None,
 ) -> Race:
     """The race's figures: the target is the best validation loss of the same-training
-    run, and each run's time to reach it."""
-    target = min((loss for _, loss in same), default=None)
+    run (NaN left out), and each run's time to reach it."""
+    same_c = tuple((float(t), float(v)) for t, v in same)
+    cand_c = tuple((float(t), float(v)) for t, v in candidate)
+    target = min((v for _, v in same_c if math.isfinite(v)), default=None)
     return Race(
         seconds,
         validation,
-        tuple(same),
-        tuple(candidate),
+        same_c,
+        cand_c,
         target,
-        time_to(same, target) if target is not None else None,
-        time_to(candidate, target) if target is not None else None,
+        time_to(same_c, target) if target is not None else None,
+        time_to(cand_c, target) if target is not None else None,
+        error,
     )
 
 

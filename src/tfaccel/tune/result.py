@@ -72,6 +72,9 @@ class TuneOptions:
     # more, back to back in fresh processes, so that the speedup compares two runs of the
     # same hour (a resumed journal may hold runs of another day).
     confirm: int = 0
+    # Seconds of training each run of the batch offer's race gets (0: no race; the
+    # offer stays unproven, and `tfaccel run` does not apply it).
+    race_s: float = 60.0
 
 
 @dataclass(frozen=True)

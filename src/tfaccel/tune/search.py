@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tfaccel import _compat
+from tfaccel.optimize.lr_scaling import LrChange
 from tfaccel.optimize.settings import (
     KNOB_NAMED,
     LATE_KNOBS,
@@ -48,6 +49,7 @@ from tfaccel.optimize.settings import (
     input_cast_dtype,
 )
 from tfaccel.stats import noise_threshold
+from tfaccel.trial.race import POINTS as RACE_POINTS
 from tfaccel.trial.runner import (
     StepPlan,
     TrialResult,
@@ -61,9 +63,18 @@ from tfaccel.trial.runner import (
 from tfaccel.tune import offer
 from tfaccel.tune.guard import loss_close, mean_loss_gap
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.result import Confirmation, Decision, Hardware, TuneOptions, TuneResult
+from tfaccel.tune.result import (
+    BatchOffer,
+    Confirmation,
+    Decision,
+    Hardware,
+    TuneOptions,
+    TuneResult,
+)
 
 TrialFn = Callable[[str, Settings, StepPlan, float], TrialResult]
+# A race's run (`trial.race`): a trial function with the race's extras.
+RaceFn = Callable[[str, Settings, StepPlan, float, dict[str, Any]], TrialResult]
 
 
 class _Outcome(NamedTuple):
@@ -164,6 +175,7 @@ class Tuner:
         on_trial: Callable[[str, TrialResult | None, Settings], None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
         runner: Callable[..., TrialResult] = run_trial,
+        race_fn: RaceFn | None = None,
     ) -> None:
         self.workload = workload
         self.clock = clock
@@ -187,6 +199,9 @@ class Tuner:
             lambda w, s, p, t: runner(
                 w, s, p, t, env_overrides=env, extra=count if s == self.base else None
             )
+        )
+        self.race_fn: RaceFn = race_fn or (
+            lambda w, s, p, t, x: runner(w, s, p, t, env_overrides=env, extra=x)
         )
         self.on_trial = on_trial
         self.result = TuneResult(workload, hardware)
@@ -354,12 +369,13 @@ class Tuner:
         left = self.opt.time_budget_s - (self.clock() - self._start)
         return max(1.0, min(self.opt.timeout_s, left))
 
-    def _over_budget(self) -> bool:
-        """Would the next trial likely end past the time budget? (Never the baseline or
-        Keras' defaults: `_references_run`.)"""
+    def _over_budget(self, longer_s: float = 0.0) -> bool:
+        """Would the next trial (`longer_s` longer than the mean so far: a race) likely
+        end past the time budget? (Never the baseline or Keras' defaults:
+        `_references_run`.)"""
         if self.opt.time_budget_s is None or self._start is None or not self._references_run:
             return False
-        expected = sum(self._ran) / len(self._ran) if self._ran else 0.0
+        expected = (sum(self._ran) / len(self._ran) if self._ran else 0.0) + longer_s
         return self.clock() - self._start + expected > self.opt.time_budget_s
 
     def decide(self, stage: str, text: str) -> None:
@@ -1031,8 +1047,69 @@ class Tuner:
         if ladder.best is res.best:
             res.batch_note = "no larger batch ran faster beyond the noise"
             return
-        res.batch_offer = offer.make(res.best, ladder.best, ladder.best_s, res.baseline)
+        found = offer.make(res.best, ladder.best, ladder.best_s, res.baseline)
+        why = self._no_race()
+        if why:
+            res.batch_note = (
+                f"batch {found.batch} runs {found.samples_speedup:.2f}x the samples/s, but "
+                f"{why}: no batch change is offered"
+            )
+            self.decide("batch offer", res.batch_note)
+            return
+        res.batch_offer = self._raced(found)
         self.decide("batch offer", res.batch_offer.summary)
+
+    def _no_race(self) -> str | None:
+        """Why the offer cannot be raced: the trials said the model has no validation
+        signal (synthetic data, a train_step of its own)."""
+        base = self.result.baseline
+        return base.extra.get("no_race") if base is not None else None
+
+    def _raced(self, found: BatchOffer) -> BatchOffer:
+        """The offer judged by a race against the same-training answer, from the
+        journal where it holds both runs; unproven where the race is off (race_s 0)
+        or the time budget leaves too little for it."""
+        res = self.result
+        assert res.best_settings is not None
+        if not self.opt.race_s:
+            return dataclasses.replace(found, why="not raced (race_s is 0)")
+        budget = "not raced: the time budget was reached (run the same command again to race it)"
+        same = self._race_run(res.best_settings, None)
+        if same is None:
+            return dataclasses.replace(found, why=budget)
+        candidate = self._race_run(found.settings, found.lr)
+        if candidate is None:
+            return dataclasses.replace(found, why=budget)
+        race = offer.race_of(
+            self.opt.race_s,
+            str(same.extra.get("validation") or candidate.extra.get("validation") or ""),
+            [tuple(p) for p in same.extra.get("race") or ()],
+            [tuple(p) for p in candidate.extra.get("race") or ()],
+            error=next((f"{r.label}: {r.error}" for r in (same, candidate) if not r.ok), None),
+        )
+        return offer.judged(found, race, self.opt.race_s / RACE_POINTS)
+
+    def _race_run(self, s: Settings, lr: LrChange | None) -> TrialResult | None:
+        """One run of a race, from the journal or measured (and journaled); None where
+        the time budget leaves too little for it."""
+        change = lr.to_dict() if lr is not None and lr.rule != "none" else None
+        extra = {"race": {"seconds": self.opt.race_s, "lr": change}}
+        key = settings_key(self.workload, s, self.opt.steps, extra)
+        done = self.journal.results.get(key)
+        if done is not None:
+            return done
+        if self._over_budget(self.opt.race_s):
+            self._skipped += 1
+            return None
+        if self.on_trial:
+            self.on_trial("race", None, s)
+        timeout = max(self.opt.timeout_s, 3 * self.opt.race_s)
+        r = self.race_fn(self.workload, s, self.opt.steps, timeout, extra)
+        r = dataclasses.replace(r, key=key)
+        self.journal.append(self.workload, r)
+        if self.on_trial:
+            self.on_trial("race", r, s)
+        return r
 
     def _examples(self) -> int | None:
         """How many examples the model trains on, where a trial could count them."""

@@ -50,6 +50,7 @@ class Workload:
     optimizer: Any = "adam"
     dataset: Any = None  # examples (workloads.inputs)
     batch_size: int | None = None  # the size of the batches the user's data came in
+    examples: int | None = None  # how many examples the data holds, where it says
     sample_unit: str = "samples"
     label_shape: tuple[int, ...] = ()
     label_dtype: str = "int32"
@@ -180,12 +181,14 @@ def load_workload(spec: str, peek: bool = False) -> Workload:
             if not isinstance(result, (dict, tuple))
             else f"{type(result).__name__} holding {type(model).__name__}",
         )
-    batch_size = None
+    batch_size = examples = None
     if dataset is not None:
-        from tfaccel.workloads.inputs import user_data
+        from tfaccel.workloads.inputs import count_examples, user_data
 
-        dataset, batch_size = user_data(dataset, model, extras.pop("batched", None), peek)
-    wl = Workload(name=spec, model=model, dataset=dataset, batch_size=batch_size)
+        found = user_data(dataset, model, extras.pop("batched", None), peek)
+        examples = count_examples(dataset, found)
+        dataset, batch_size = found
+    wl = Workload(spec, model, dataset=dataset, batch_size=batch_size, examples=examples)
     if getattr(model, "compiled", False) and getattr(model, "optimizer", None) is not None:
         wl.optimizer = model.optimizer
         wl.loss = getattr(model, "loss", None) or wl.loss

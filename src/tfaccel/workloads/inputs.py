@@ -68,6 +68,29 @@ def user_data(data: Any, model: Any, batched: bool | None = None, peek: bool = F
     )
 
 
+def count_examples(data: Any, found: UserData) -> int | None:
+    """How many examples the user's data holds, where it says so without being read:
+    a dataset of known length (arrays, `from_tensor_slices`), one of batches whose
+    `.batch(n)` tells it, else its batches times their size (at most one batch over),
+    a PyDataset's length times its batch size; None otherwise (a generator)."""
+    tf = import_tensorflow()
+    n = int(found.examples.cardinality())
+    if n >= 0:
+        return n
+    if isinstance(data, tf.data.Dataset):
+        exact = _examples_in(data)
+        batches = int(data.cardinality())
+        if exact or batches < 0 or not found.batch_size:
+            return exact
+        return batches * found.batch_size
+    if _is_py_dataset(data) and found.batch_size:
+        try:
+            return len(data) * found.batch_size
+        except TypeError:
+            return None
+    return None
+
+
 def rebatch(ds: Any, model: Any, size: int) -> tuple[Any, int | None]:
     """A tf.data.Dataset at batch `size`, and the size of its own batches (None where it
     holds examples). Batches of that size already are kept as they are: unbatching

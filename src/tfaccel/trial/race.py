@@ -1,0 +1,169 @@
+"""A race: the user's model trained for a fixed time, its validation loss read at intervals.
+
+`tune` races the same-training answer against a batch offer (`tfaccel.tune.offer`):
+each run starts from the same initial weights (the trial's seed), trains on the same
+examples for the same training time, and evaluates the same validation set every
+`every_s` seconds of training; evaluation time is left out of the clock, compilation
+and everything else of training is in. The payload carries the curve of (seconds of
+training, validation loss).
+
+The validation set is the script's own (`validation_data`, or the `validation_split`
+Keras would take: the last part of its arrays), else a held-out part of its training
+data that is never trained on. A model with a `train_step` of its own and no
+`test_step` (a GAN, a VAE) has no validation loss to compare: no race.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+# The held-out part where the script has no validation data: a tenth of the examples,
+# within these bounds (their count unknown: HELD_OUT_UNKNOWN).
+HELD_OUT_MIN, HELD_OUT_MAX, HELD_OUT_UNKNOWN = 32, 5000, 1024
+# Validation batches are this size in both runs, whatever the batch under test.
+EVAL_BATCH = 256
+# Points on each curve: the race's time over this is the evaluation interval.
+POINTS = 12
+# The training callbacks a race keeps: they change the learning rate, not the user's
+# files; every other callback of the script (checkpoints, logs) is left out.
+KEPT_CALLBACKS = ("LearningRateScheduler", "ReduceLROnPlateau")
+
+
+def no_race(model: Any) -> str | None:
+    """Why the model has no validation loss to race by, or None."""
+    owner = next((c for c in type(model).__mro__ if "train_step" in vars(c)), None)
+    if owner is None or owner.__module__.split(".")[0] == "keras":
+        return None
+    tester = next((c for c in type(model).__mro__ if "test_step" in vars(c)), None)
+    if tester is not None and tester.__module__.split(".")[0] != "keras":
+        return None
+    return (
+        f"{owner.__name__} has a train_step of its own and no test_step, so evaluate() "
+        "gives no loss comparable across batch sizes (a GAN's or a VAE's)"
+    )
+
+
+SYNTHETIC = (
+    "its data is synthetic (a built-in, or an entry point without a dataset): there is "
+    "no training data to judge what a batch change does to the training by"
+)
+
+
+def data_facts(model: Any, examples: int | None, has_data: bool) -> dict[str, Any]:
+    """What a trial reports for the batch offer: how many examples the data holds
+    (where it says), and whether a race can judge the model (`no_race`: why not)."""
+    why = no_race(model) or (None if has_data else SYNTHETIC)
+    return {**({"examples": examples} if examples else {}), **({"no_race": why} if why else {})}
+
+
+class Split(NamedTuple):
+    """Training and validation examples, where the validation comes from (in words),
+    and how many training examples there are (None: unknown)."""
+
+    train: Any
+    validation: Any
+    what: str
+    train_count: int | None
+
+
+def held_out(examples: Any, count: int | None) -> Split:
+    """A tenth of the examples, from the start of the stream, never trained on."""
+    n = min(HELD_OUT_MAX, max(HELD_OUT_MIN, count // 10)) if count else HELD_OUT_UNKNOWN
+    what = f"a held-out {n:,} examples of the training data, never trained on"
+    rest = count - n if count and count > n else None
+    return Split(examples.skip(n), examples.take(n).cache(), what, rest)
+
+
+def split_off(examples: Any, count: int | None, fraction: float) -> Split:
+    """The last `fraction` of the examples for validation, as Keras' `validation_split`
+    takes it from arrays."""
+    if not count:
+        return held_out(examples, count)
+    n = max(1, int(count * fraction))
+    what = f"the script's validation_split={fraction:g} (the last {n:,} examples)"
+    return Split(examples.take(count - n), examples.skip(count - n).cache(), what, count - n)
+
+
+def steps_per_epoch(split: Split, batch: int) -> int:
+    """An epoch's steps in a race: the training examples over the batch (100 where
+    their count is unknown: epochs only pace the script's learning-rate callbacks)."""
+    return max(1, split.train_count // batch) if split.train_count else 100
+
+
+def kept_callbacks(callbacks: Any) -> list[Any]:
+    """The script's callbacks that change the learning rate (KEPT_CALLBACKS)."""
+    found = callbacks if isinstance(callbacks, (list, tuple)) else []
+    return [c for c in found if type(c).__name__ in KEPT_CALLBACKS]
+
+
+def race_fit(
+    fit: Callable[..., Any], model: Any, validation: Any, race: dict[str, Any]
+) -> dict[str, Any]:
+    """Call `fit(callbacks=[...])` (the caller binds the data, batch size and epochs)
+    until `race["seconds"]` of training have passed; the payload with the curve.
+    `validation`: a dataset of single examples; `race["batch"]`: the batch size
+    trained at; `race["lr"]`: a learning-rate change (`tfaccel.optimize.lr_scaling.
+    LrChange` as a dict) to apply, or None."""
+    import keras
+
+    from tfaccel.optimize.lr_scaling import LrChange, apply
+
+    seconds = float(race["seconds"])
+    val = validation.batch(EVAL_BATCH)
+    clock = _RaceClock(keras, val, seconds, seconds / POINTS)
+    extra: list[Any] = []
+    note = None
+    if race.get("lr"):
+        warmup, note = apply(model, LrChange(**race["lr"]))
+        extra = [warmup] if warmup is not None else []
+    fit(callbacks=[*extra, clock])
+    steps = int(model.optimizer.iterations)
+    samples = steps * int(race["batch"])
+    return {
+        "status": "ok",
+        "race": clock.curve,
+        "race_steps": steps,
+        "window_samples_per_s": [samples / clock.trained_s] if samples and clock.trained_s else [],
+        "final_loss": clock.curve[-1][1] if clock.curve else None,
+        **({"lr_applied": note} if note else {}),
+    }
+
+
+class _RaceClock:
+    """A Keras callback (built on first use: Keras is imported in the child only) that
+    evaluates at the start and every `every_s` seconds of training, and stops the fit
+    after `seconds`."""
+
+    def __new__(cls, keras: Any, val: Any, seconds: float, every_s: float) -> Any:
+        class RaceClock(keras.callbacks.Callback):
+            def __init__(self) -> None:
+                super().__init__()
+                self.curve: list[list[float]] = []
+                self.paused = 0.0
+                self.start = 0.0
+                self.next = every_s
+                self.trained_s = 0.0
+
+            def on_train_begin(self, logs: Any = None) -> None:
+                self.start = time.perf_counter()
+                self._point(0.0)
+
+            def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+                float((logs or {}).get("loss", 0.0))  # waits for the step to finish
+                t = time.perf_counter() - self.start - self.paused
+                self.trained_s = t
+                if t >= self.next or t >= seconds:
+                    self._point(t)
+                    self.next = t + every_s
+                if t >= seconds:
+                    self.model.stop_training = True
+
+            def _point(self, t: float) -> None:
+                t0 = time.perf_counter()
+                result = self.model.evaluate(val, verbose=0, return_dict=True)
+                self.paused += time.perf_counter() - t0
+                self.curve.append([round(t, 3), float(result.get("loss", float("nan")))])
+
+        return RaceClock()

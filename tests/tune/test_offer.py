@@ -1,0 +1,176 @@
+"""The batch offer: the data cap, the learning-rate rule, the race and its verdict, with
+trial and race functions standing in for the child processes."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tfaccel.optimize.lr_scaling import change_for, rule_for
+from tfaccel.optimize.settings import Settings
+from tfaccel.trial.runner import StepPlan, TrialResult, label_of, settings_key
+from tfaccel.tune import offer
+from tfaccel.tune.journal import Journal
+from tfaccel.tune.result import Hardware, TuneOptions
+from tfaccel.tune.search import Tuner
+
+from .test_search import STEPS, FakeTrials
+
+H200 = Hardware(1, "9.0")
+ADAM = {"optimizer": "Adam", "learning_rate": 0.001, "examples": 60_000}
+
+
+def curve(slope_until: float, floor: float, seconds: float = 60.0) -> list[list[float]]:
+    """A validation loss from 1.0 falling by 0.05 a second until `slope_until`
+    seconds, then flat at `floor` at the most; a point every 5 s."""
+    return [[t, max(floor, 1.0 - 0.05 * min(t, slope_until))] for t in range(0, 61, 5)]
+
+
+HALF_AT_20 = [[t, max(0.5, 1.0 - 0.025 * t)] for t in range(0, 61, 5)]
+HALF_AT_10 = [[t, max(0.5, 1.0 - 0.05 * t)] for t in range(0, 61, 5)]
+
+
+class FakeRace:
+    """Races: the same-training run's curve, and the candidate's (keyed by whether the
+    run is at the user's batch)."""
+
+    def __init__(self, same: list[list[float]], candidate: list[list[float]]) -> None:
+        self.same, self.candidate = same, candidate
+        self.calls: list[tuple[Settings, dict[str, Any]]] = []
+
+    def __call__(
+        self, w: str, s: Settings, p: StepPlan, t: float, extra: dict[str, Any]
+    ) -> TrialResult:
+        self.calls.append((s, extra))
+        points = self.same if s.batch_size == 64 else self.candidate
+        return TrialResult(
+            settings_key(w, s, p, extra),
+            label_of(s),
+            s.to_dict(),
+            "ok",
+            samples_per_s=1000.0,
+            windows=(1000.0,),
+            extra={"race": points, "validation": "a held-out 6,000 examples"},
+        )
+
+
+def tune(tmp_path: Path, race: Any, extra: dict[str, Any] | None = None, **opts: Any) -> Any:
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    options = TuneOptions(batch_size=64, steps=STEPS, **opts)
+    fake = FakeTrials(extra={"no_race": None, **ADAM, **(extra or {})})
+    return Tuner("w", H200, options, j, trial_fn=fake, race_fn=race).run()
+
+
+def test_a_larger_batch_that_reaches_the_loss_sooner_passes(tmp_path: Path) -> None:
+    """The candidate falls twice as fast: it reaches the same-training run's best loss
+    (0.5, at 20 s of 60) in half the time, beyond the margin: offered as passed."""
+    res = tune(tmp_path, race := FakeRace(same=HALF_AT_20, candidate=HALF_AT_10))
+    o = res.batch_offer
+    assert o is not None and o.verdict == "passed", o
+    assert o.batch == 512 and o.from_batch == 64
+    assert o.race is not None and o.race.target == 0.5
+    assert (o.race.same_s, o.race.candidate_s) == (20.0, 10.0)
+    assert o.race.to_target_speedup == 2.0
+    assert "2.00x sooner" in o.why
+    # the race ran the same-training answer and the candidate, the candidate with the
+    # square-root rule of Adam for 8x the batch
+    (same_s, same_x), (cand_s, cand_x) = race.calls
+    assert same_s == res.best_settings and same_x["race"]["lr"] is None
+    assert cand_s == res.best_settings.replace(batch_size=512)
+    assert cand_x["race"]["lr"]["rule"] == "sqrt"
+    assert cand_x["race"]["lr"]["scale"] == pytest.approx(8**0.5)
+
+
+def test_a_larger_batch_that_reaches_the_loss_later_is_refused(tmp_path: Path) -> None:
+    """More samples per second, but fewer steps: its loss stalls above the target."""
+    race = FakeRace(same=curve(12.0, 0.4), candidate=curve(60.0, 0.55))
+    res = tune(tmp_path, race)
+    o = res.batch_offer
+    assert o is not None and o.verdict == "failed"
+    assert o.why.startswith("more samples per second, but it did not reach the validation loss 0.4")
+
+
+def test_a_gain_within_the_margin_is_no_pass(tmp_path: Path) -> None:
+    """5 s sooner on 50 s: under the 10 % margin."""
+    same = [[t, max(0.5, 1.0 - t / 100)] for t in range(0, 61, 5)]  # 0.5 at 50 s
+    cand = [[t, max(0.5, 1.0 - t / 90)] for t in range(0, 61, 5)]  # 0.5 at 45 s
+    res = tune(tmp_path, FakeRace(same, cand))
+    assert res.batch_offer is not None and res.batch_offer.verdict == "failed"
+    assert "no sooner beyond the noise (45 s vs 50 s" in res.batch_offer.why
+
+
+def test_a_model_without_a_validation_loss_is_offered_no_batch_change(tmp_path: Path) -> None:
+    """A GAN's own train_step: the trials say no race can judge it; the larger batch's
+    speed is said, and no offer made."""
+    race = FakeRace(curve(10, 0.5), curve(10, 0.5))
+    gan = "GAN has a train_step of its own and no test_step"
+    res = tune(tmp_path, race, extra={"no_race": gan})
+    assert res.batch_offer is None and not race.calls
+    assert res.batch_note is not None and gan in res.batch_note
+    assert "no batch change is offered" in res.batch_note
+
+
+def test_races_resume_from_the_journal(tmp_path: Path) -> None:
+    race = FakeRace(HALF_AT_20, HALF_AT_10)
+    first = tune(tmp_path, race)
+    assert len(race.calls) == 2
+    again = tune(tmp_path, race)
+    assert len(race.calls) == 2  # both runs from the journal
+    assert again.batch_offer is not None and again.batch_offer.verdict == "passed"
+    assert first.batch_offer is not None and again.batch_offer.race == first.batch_offer.race
+
+
+def test_no_race_leaves_the_offer_unproven(tmp_path: Path) -> None:
+    race = FakeRace(curve(10, 0.5), curve(10, 0.5))
+    res = tune(tmp_path, race, race_s=0.0)
+    assert res.batch_offer is not None and res.batch_offer.verdict == "unproven"
+    assert not race.calls
+
+
+def test_a_failed_race_run_leaves_the_offer_unproven(tmp_path: Path) -> None:
+    race = FakeRace(curve(10, 0.5), [])
+
+    def fails(w: str, s: Settings, p: StepPlan, t: float, x: dict[str, Any]) -> TrialResult:
+        r = race(w, s, p, t, x)
+        if s.batch_size == 64:
+            return r
+        return dataclasses.replace(r, status="error", error="OOM in evaluate", samples_per_s=None)
+
+    res = tune(tmp_path, fails)
+    o = res.batch_offer
+    assert o is not None and o.verdict == "unproven"
+    assert "the race did not finish" in o.why and "OOM in evaluate" in o.why
+
+
+def test_the_data_caps_the_ladder() -> None:
+    assert offer.largest_batch(64, 4096, None) == (4096, None)
+    assert offer.largest_batch(64, 4096, 10**7) == (4096, None)
+    largest, why = offer.largest_batch(32, 4096, 1024)
+    assert largest == 64 and why is not None and "1,024 examples" in why
+    assert offer.largest_batch(64, 4096, 100)[0] == 64  # never below the user's own
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "rule", "scale"),
+    [("SGD", "linear", 8.0), ("Adam", "sqrt", 8**0.5), ("AdamW", "sqrt", 8**0.5)],
+)
+def test_the_learning_rate_rule_follows_the_optimizer(
+    optimizer: str, rule: str, scale: float
+) -> None:
+    change = change_for(8.0, optimizer, steps_per_epoch=117)
+    assert (change.rule, change.warmup_steps) == (rule, 117)
+    assert change.scale == pytest.approx(scale)
+
+
+def test_an_unknown_optimizer_gets_the_cautious_rule_and_a_schedule_stays() -> None:
+    assert rule_for("MyOptimizer")[0] == "sqrt"
+    assert "more cautious" in rule_for(None)[1]
+    kept = change_for(4.0, "Adam", schedule="CosineDecay")
+    assert (kept.rule, kept.scale) == ("none", 1.0)
+    assert "CosineDecay" in kept.note
+    assert change_for(4.0, "SGD").warmup_steps == 500  # an epoch of unknown length
+    assert change_for(4.0, "SGD", steps_per_epoch=3).warmup_steps == 10
