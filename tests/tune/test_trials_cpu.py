@@ -361,9 +361,36 @@ def test_max_batch_alone_caps_the_start() -> None:
     """`--max-batch 16` without `--batch` starts at 16, not at an error about a --batch
     the user never gave."""
     from tfaccel.cli.tune import _options
+    from tfaccel.tune import Target, start_batch
 
     options = _options(None, 16, StepPlan(), "600s", None, None, None, 0)
-    assert (options.batch_size, options.max_batch) == (16, 16)
+    started, _ = start_batch(options, Target("tiny", run_trial, None))
+    assert (started.batch_size, started.max_batch) == (16, 16)
+
+
+def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) -> None:
+    """`tfaccel.tune.run([...])` decides the batch size as the command line does: the
+    script's own (here `fit(batch_size=128)` in its source), not Keras' 32."""
+    from tfaccel import tune as tune_lib
+    from tfaccel.trial.runner import TrialResult, label_of, settings_key
+    from tfaccel.tune.result import Hardware
+
+    script = tmp_path / "train.py"
+    script.write_text("import keras\nmodel.fit(x, y, batch_size=128, epochs=2)\n")
+    tgt = tune_lib.prepare(["python", str(script)])
+    seen: list[int | None] = []
+
+    def runner(w: str, s: Any, p: StepPlan, t: float, **_: Any) -> TrialResult:
+        seen.append(s.batch_size)
+        key = settings_key(w, s, p)
+        return TrialResult(key, label_of(s), s.to_dict(), "ok", 100.0, 0.0, (100.0, 100.0))
+
+    target = tune_lib.Target(tgt.name, runner, None, batch_size=tgt.batch_size)
+    out = tune_lib.Outputs(tmp_path / "t.json", tmp_path / "t.png", tmp_path / "t.jsonl")
+    options = tune_lib.TuneOptions(steps=StepPlan(1, 1, 1), max_batch=128)
+    res = tune_lib.run(target, options, out, hw=Hardware(0, None))
+    assert seen[0] == 128 and res.best_settings is not None
+    assert res.best_settings.batch_size == 128
 
 
 def test_tune_of_a_model_that_never_runs_exits_5(

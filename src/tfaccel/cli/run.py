@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
-from tfaccel.cli._common import handle_errors
+from tfaccel.cli._common import handle_errors, stderr_console
 from tfaccel.errors import InputError
-from tfaccel.optimize.settings import read_settings_file
 from tfaccel.trial.script import check_script, parse_command, run_script
+from tfaccel.tune.output import read_answer
 
 
 @handle_errors
@@ -22,9 +23,17 @@ def run(
     config: Path = typer.Option(
         Path("tfaccel.json"), "--config", "-c", help="The settings file `tfaccel tune` wrote."
     ),
+    batch_offer: bool = typer.Option(
+        False,
+        "--batch-offer",
+        help="Also apply the file's batch offer (a larger batch with its learning-rate "
+        "rule and warm-up), which changes how the model trains; only an offer whose race "
+        "passed. Without it, the script's own batch size is kept.",
+    ),
 ) -> None:
     """Run a training script as it is, with tfaccel.json's settings applied inside it.
 
+    The same-training answer only (the script's own batch size), unless --batch-offer.
     What was applied, and what could not be (with the reason), is said on stderr; the
     script's own output and exit code are its own.
     """
@@ -35,7 +44,10 @@ def run(
             received=str(config),
             hint="tfaccel tune -- python train.py writes tfaccel.json",
         )
-    settings = read_settings_file(config)
+    answer = read_answer(config, batch_offer)
     script = parse_command(command or [])
     check_script(script)
-    raise typer.Exit(run_script(script, settings))
+    err = stderr_console()
+    for note in answer.notes:
+        err.print(Text(f"tfaccel: {note}", style="dim"), soft_wrap=True)
+    raise typer.Exit(run_script(script, answer.settings, answer.lr))

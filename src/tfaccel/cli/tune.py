@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -118,6 +117,14 @@ def tune(
         help="10 (minutes), 90s or 1.5h: start no trial that would likely end past it; the "
         "best so far is written, and the same command later resumes from the journal.",
     ),
+    race: str = typer.Option(
+        "60s",
+        "--race",
+        callback=seconds,
+        help="Training time of each run of the batch offer's race: 60 (s), 2m. A larger "
+        "batch is offered only where it reaches the same-training run's validation loss "
+        "sooner in it.",
+    ),
     confirm: int = typer.Option(
         0,
         "--confirm",
@@ -141,19 +148,13 @@ def tune(
         skip,
         time_budget,
         confirm,
+        race,
     )
     tgt = tune_lib.prepare(_target(target), fit)  # a bad entry point or script: exit 2 now
     err = stderr_console()
-    for note in tgt.notes:
+    options, start = tune_lib.start_batch(options, tgt)
+    for note in (*tgt.notes, *filter(None, [start])):
         err.print(Text(note, style="dim"))
-    if batch is None and tgt.batch_size:
-        err.print(Text(f"starting at {tgt.batch_from} batch size, {tgt.batch_size}", style="dim"))
-        start = tgt.batch_size
-        options = dataclasses.replace(
-            options, batch_size=start, max_batch=max(options.max_batch, start)
-        )
-    elif batch is None and tgt.batch_in_trial:  # the search says which, after the baseline
-        options = dataclasses.replace(options, batch_size=None)
     outputs = tune_lib.Outputs(output, plot, journal)  # tune_lib.run checks them first
     hw = tune_lib.hardware()
     budget = [BudgetLeft(options.time_budget_s)] if options.time_budget_s else []
@@ -202,10 +203,10 @@ def _options(
     skip: str | None,
     time_budget: str | None,
     confirm: int,
+    race: str | None = "60",
 ) -> TuneOptions:
     """The search's options from the flags, every one checked before any work."""
-    batch = min(32, max_batch) if batch is None else batch  # --max-batch 16 alone: from 16
-    if max_batch < batch:
+    if batch is not None and max_batch < batch:
         raise InputError("--max-batch is below --batch", expected=f">= {batch}", received=max_batch)
     chosen: tuple[str, ...] | None = None
     if precisions:
@@ -224,6 +225,7 @@ def _options(
         skip=name_list(skip, "--skip", "knob", list(SKIPPABLE)) if skip else (),
         time_budget_s=in_unit(time_budget, "s"),
         confirm=confirm,
+        race_s=in_unit(race, "s") or 60.0,
     )
 
 

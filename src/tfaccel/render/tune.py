@@ -77,7 +77,7 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
     if res.best is None or not res.best.ok:
         console.print(Text("no configuration ran successfully", style="bold red"))
         return
-    lines = [f"best: {res.best.label}: {res.best.samples_per_s:,.0f} {unit}/s"]
+    lines = [f"same training: {res.best.label}: {res.best.samples_per_s:,.0f} {unit}/s"]
     if res.best is res.keras_defaults:
         lines[0] += " (Keras' defaults: no setting beat them beyond the noise)"
     reached = res.time_to(1.5)
@@ -116,6 +116,22 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
         f"{res.wall_s:.0f} s, {res.compile_s_total:.0f} s of it compiling{setup}"
     )
     console.print(Text("\n".join(lines), style="bold"))
+    console.print(Text("\n".join(offer_lines(res, unit)), style="bold"))
+
+
+def offer_lines(res: TuneResult, unit: str = "samples") -> list[str]:
+    """The second answer: a larger batch with its learning rate and race, or why none."""
+    o = res.batch_offer
+    if o is None:
+        return [f"batch offer: none: {res.batch_note}"] if res.batch_note else []
+    lines = [f"batch offer ({o.verdict}): batch {o.batch} (from {o.from_batch}), {o.lr.note}"]
+    lines.append(f"  {o.samples_speedup:.2f}x the {unit}/s of the same-training answer")
+    lines.append(f"  {o.why}")
+    if o.verdict == "passed":
+        lines.append("  tfaccel run --batch-offer -- python train.py applies it")
+    else:
+        lines.append("  tfaccel run applies the same-training answer only")
+    return lines
 
 
 def tune_plot(res: TuneResult, path: Path, unit: str = "samples") -> Path:
@@ -136,11 +152,16 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
 
     labels = [r.label for r in res.trials]
     values = [r.samples_per_s or 0.0 for r in res.trials]
-    colors = [
-        "#2ca02c" if res.best and r.key == res.best.key else ("#1f77b4" if r.ok else "#d62728")
-        for r in res.trials
-    ]
-    fig, ax = plt.subplots(figsize=(10, 0.35 * len(labels) + 1.5))
+    colors = [_color(res, r) for r in res.trials]
+    race = res.batch_offer.race if res.batch_offer else None
+    height = 0.35 * len(labels) + 1.5
+    if race is None:
+        fig, ax = plt.subplots(figsize=(10, height))
+    else:
+        fig, (ax, race_ax) = plt.subplots(
+            2, 1, figsize=(10, height + 4.0), gridspec_kw={"height_ratios": [height, 4.0]}
+        )
+        race_axes(race_ax, res)
     runs = list(zip(values, res.trials, strict=True))
     lows = [v - min(r.windows) if r.ok and r.windows else 0.0 for v, r in runs]
     highs = [max(r.windows) - v if r.ok and r.windows else 0.0 for v, r in runs]
@@ -151,8 +172,9 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     ax.invert_yaxis()
     ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     ax.set_xlabel(
-        f"{unit}/s: median and range over timed windows\n(green: chosen; a faster bar "
-        "within the noise is not chosen; red: failed or out of memory)",
+        f"{unit}/s: median and range over timed windows\n(green: the same-training answer; "
+        "orange: the batch offer; a faster bar within the noise is not chosen; red: failed "
+        "or out of memory)",
         fontsize=9,
     )
     ax.set_title(f"tfaccel tune: {res.workload}")
@@ -162,6 +184,41 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     _mark_defaults(ax, res, max((v + h for v, h in zip(values, highs, strict=True)), default=0.0))
     fig.tight_layout()
     return fig
+
+
+def _color(res: TuneResult, r: TrialResult) -> str:
+    """Green: the same-training answer; orange: the batch offer; red: failed."""
+    if res.best is not None and r.key == res.best.key:
+        return "#2ca02c"
+    if res.batch_offer is not None and r.key == res.batch_offer.trial.key:
+        return "#ff7f0e"
+    return "#1f77b4" if r.ok else "#d62728"
+
+
+def race_axes(ax: Any, res: TuneResult) -> None:
+    """The batch offer's race: validation loss against seconds of training, for the
+    same-training answer and the larger batch, the target and each one's time to it."""
+    o = res.batch_offer
+    race = o.race if o else None
+    if o is None or race is None:
+        return
+    runs = (
+        (race.same, race.same_s, "#2ca02c", f"same training (batch {o.from_batch})"),
+        (race.candidate, race.candidate_s, "#ff7f0e", f"batch {o.batch}, {o.lr.note}"),
+    )
+    for points, reached, color, label in runs:
+        if points:
+            ax.plot(*zip(*points, strict=True), marker="o", ms=3, color=color, label=label)
+        if reached is not None and race.target is not None:
+            ax.plot([reached], [race.target], marker="*", ms=12, color=color)
+    if race.target is not None:
+        ax.axhline(race.target, color="#555555", linestyle=":", linewidth=1)
+    ax.set_xlabel("seconds of training (evaluation left out)", fontsize=9)
+    ax.set_ylabel("validation loss", fontsize=9)
+    sooner = race.to_target_speedup
+    verdict = f"{o.verdict}" + (f": {sooner:.2f}x sooner to the target" if sooner else "")
+    ax.set_title(f"race of {race.seconds:.0f} s ({race.validation}): {verdict}", fontsize=9)
+    ax.legend(fontsize=8, loc="upper right")
 
 
 def _mark_defaults(ax: Any, res: TuneResult, right: float) -> None:

@@ -195,7 +195,7 @@ def _patch(keras: Any, report: Any, config: dict[str, Any]) -> None:
             timing = _raced_fit if config.get("race") else _tuned_fit
             timing(fit, self, report, config, where, args, kwargs)
             _end()
-        return _run_fit(fit, self, report, where, calls["fit"], args, kwargs)
+        return _run_fit(fit, self, report, where, calls["fit"], args, kwargs, config.get("lr"))
 
     keras.Model.compile = compile_with_settings
     keras.Model.fit = fit_with_settings
@@ -358,9 +358,17 @@ def _validation(model: Any, a: dict[str, Any], examples: Any, count: int | None)
 
 
 def _run_fit(
-    fit: Any, model: Any, report: Any, where: str, call: int, args: Any, kwargs: Any
+    fit: Any,
+    model: Any,
+    report: Any,
+    where: str,
+    call: int,
+    args: Any,
+    kwargs: Any,
+    lr: dict[str, Any] | None = None,
 ) -> Any:
-    """The script's fit with the settings that apply to its arguments, said on stderr."""
+    """The script's fit with the settings that apply to its arguments (and an applied
+    batch offer's learning-rate change, `lr`), said on stderr."""
     a = _fit_arguments(fit, model, args, kwargs)
     size = report.settings.batch_size
     x = a.get("x")
@@ -384,9 +392,29 @@ def _run_fit(
     from tfaccel.trial.child import precision_problem
 
     notes += filter(None, [precision_problem(model, report.precision)])
+    if lr:
+        notes.append(_scale_learning_rate(model, a, lr, first=call == 1))
     _say(f"model.fit call {call} at {where}: " + "; ".join(notes))
     kw = a.pop("kwargs", {})
     return fit(model, **a, **kw)
+
+
+def _scale_learning_rate(model: Any, a: dict[str, Any], lr: dict[str, Any], first: bool) -> str:
+    """The batch offer's learning rate, with its warm-up, on the first fit (a later fit
+    trains on from the scaled rate); the script's callbacks that set the rate stay in
+    charge, and are named."""
+    from tfaccel.optimize.lr_scaling import LrChange, apply
+    from tfaccel.trial.race import kept_callbacks
+
+    if not first:
+        return "learning rate as the first fit left it"
+    warmup, note = apply(model, LrChange(**lr))
+    if warmup is not None:
+        a["callbacks"] = [*list(a.get("callbacks") or []), warmup]
+    setters = [type(c).__name__ for c in kept_callbacks(a.get("callbacks"))]
+    if setters:
+        note += f" (the script's {', '.join(setters)} sets the rate as it always does)"
+    return note
 
 
 def _fit_dataset(

@@ -370,9 +370,10 @@ def run_script_trial(
     return result
 
 
-def run_script(script: Script, settings: Settings) -> int:
-    """The script, once, with `settings` applied inside it; its exit code. Its output
-    is its own; tfaccel's notes go to stderr."""
+def run_script(script: Script, settings: Settings, lr: dict[str, Any] | None = None) -> int:
+    """The script, once, with `settings` applied inside it (and `lr`, a batch offer's
+    learning-rate change, `optimize.lr_scaling.LrChange` as a dict); its exit code. Its
+    output is its own; tfaccel's notes go to stderr."""
     env = hooked_env()
-    env[ENV] = json.dumps({"mode": "run", "settings": settings.to_dict()})
+    env[ENV] = json.dumps({"mode": "run", "settings": settings.to_dict(), "lr": lr})
     return subprocess.run(list(script.argv), env=env, check=False).returncode

@@ -18,7 +18,17 @@ from tfaccel.results import check_writable
 from tfaccel.trial.runner import TrialResult
 from tfaccel.tune.result import Hardware, TuneOptions, TuneResult
 
-__all__ = ["Outputs", "Target", "TuneOptions", "TuneResult", "found", "hardware", "prepare", "run"]
+__all__ = [
+    "Outputs",
+    "Target",
+    "TuneOptions",
+    "TuneResult",
+    "found",
+    "hardware",
+    "prepare",
+    "run",
+    "start_batch",
+]
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,25 @@ def prepare(target: str | Sequence[str], fit: int = 1) -> Target:
     )
 
 
+def start_batch(options: TuneOptions, target: Target) -> tuple[TuneOptions, str | None]:
+    """The batch size the search keeps, decided here alone for the command line and the
+    Python API: the one asked for (`options.batch_size`), else the user's own: what the
+    target's source or data says, else what the baseline trial of a script reads
+    (None here), else Keras' default 32 (within `max_batch`). Also a note of where it
+    came from, where it is the user's own."""
+    if options.batch_size is not None:
+        return options, None
+    if target.batch_size:
+        start = target.batch_size
+        grown = dataclasses.replace(
+            options, batch_size=start, max_batch=max(options.max_batch, start)
+        )
+        return grown, f"starting at {target.batch_from} batch size, {start}"
+    if target.batch_in_trial:  # the search says which, after the baseline
+        return options, None
+    return dataclasses.replace(options, batch_size=min(32, options.max_batch)), None
+
+
 def _file_fingerprint(path: Path | None) -> str | None:
     import hashlib
 
@@ -156,9 +185,9 @@ def run(
     from tfaccel.tune.output import write_settings
     from tfaccel.tune.search import Tuner
 
-    options = options or TuneOptions()
     out = outputs or Outputs()
     tgt = target if isinstance(target, Target) else prepare(target)
+    options, _ = start_batch(options or TuneOptions(), tgt)
     check_outputs(tgt, out, force, fresh)
     if fresh and out.journal.exists():
         out.journal.unlink()

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfaccel.optimize.settings import Settings
 from tfaccel.results import SCHEMAS, to_jsonable, write_atomic
-from tfaccel.tune.result import TuneResult
+from tfaccel.tune.result import BatchOffer, TuneResult
 
 SETTINGS_SCHEMA = SCHEMAS["settings"]
+
+
+# What `settings` holds in a settings file: the same-training answer (the user's batch
+# size, the same math up to the accuracy guard). Files of older tunes, without it,
+# hold a batch size chosen for samples per second alone.
+SAME_TRAINING = "same_training"
 
 
 def settings_document(result: TuneResult, plot: Path | None = None) -> dict[str, Any]:
@@ -18,17 +27,40 @@ def settings_document(result: TuneResult, plot: Path | None = None) -> dict[str,
         "schema": SETTINGS_SCHEMA,
         "workload": result.workload,
         **({"plot": str(plot)} if plot is not None else {}),
+        "answer": SAME_TRAINING,
         "settings": result.best_settings.to_dict() if result.best_settings else None,
         "measured": {
             "samples_per_s": best.samples_per_s if best else None,
             "spread": best.spread if best else None,
             "speedup_over_baseline": result.speedup(result.baseline),
-            "speedup_over_keras_defaults": result.speedup(result.keras_defaults),
+            "same_training_speedup_over_keras_defaults": result.speedup(result.keras_defaults),
             "confirmed_speedup_over_keras_defaults": result.confirmed_speedup,
             "speedups_across_machines": result.other_machine,
             "device": best.device if best else None,
         },
+        "batch_offer": offer_document(result.batch_offer),
+        **({"batch_note": result.batch_note} if result.batch_note else {}),
+        # `tfaccel run` applies the batch offer only where this is true (or with
+        # --batch-offer), and only an offer whose race passed.
+        "apply_batch_offer": False,
         "load_with": "tfaccel.configure.from_file('tfaccel.json')",
+    }
+
+
+def offer_document(o: BatchOffer | None) -> dict[str, Any] | None:
+    """The batch offer as the settings file and tune's JSON carry it."""
+    if o is None:
+        return None
+    race = o.race
+    return {
+        "batch_size": o.batch,
+        "from_batch_size": o.from_batch,
+        "learning_rate": o.lr.to_dict(),
+        "verdict": o.verdict,
+        "why": o.why,
+        "samples_speedup_over_same_training": o.samples_speedup,
+        "to_target_speedup_over_same_training": race.to_target_speedup if race else None,
+        "race": dataclasses.asdict(race) if race else None,
     }
 
 
@@ -56,6 +88,9 @@ def result_json(result: TuneResult) -> str:
     doc = to_jsonable(result)
     doc["speedup_over_baseline"] = result.speedup(result.baseline)
     doc["speedup_over_keras_defaults"] = result.speedup(result.keras_defaults)
+    doc["same_training_speedup_over_keras_defaults"] = result.speedup(result.keras_defaults)
+    doc["batch_offer"] = offer_document(result.batch_offer)
+    doc["to_target_speedup_over_keras_defaults"] = to_target_over_defaults(result)
     doc["confirmed_speedup_over_keras_defaults"] = result.confirmed_speedup
     doc["compile_s_total"] = result.compile_s_total
     doc["setup_s_total"] = result.setup_s_total
@@ -64,3 +99,84 @@ def result_json(result: TuneResult) -> str:
     from tfaccel.environment import environment
 
     return json.dumps({"schema": SCHEMAS["tune"], "environment": environment(), **doc}, indent=2)
+
+
+def to_target_over_defaults(result: TuneResult) -> float | None:
+    """How many times sooner the chosen answer reaches the target loss than Keras'
+    defaults would: the same-training speed-up (the same steps, so the same loss at
+    each step), times the race's to-target speed-up where the batch offer passed."""
+    same = result.speedup(result.keras_defaults)
+    o = result.batch_offer
+    if same is None or o is None or o.verdict != "passed" or o.race is None:
+        return same
+    return same * (o.race.to_target_speedup or 1.0)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What `tfaccel run` applies from a settings file: the settings, the learning-rate
+    change that goes with an applied batch offer (LrChange as a dict, or None), and
+    what was changed or left alone, in words."""
+
+    settings: Settings
+    lr: dict[str, Any] | None = None
+    notes: tuple[str, ...] = ()
+
+
+def read_answer(path: Path, batch_offer: bool = False) -> Answer:
+    """The settings file's same-training answer; with `batch_offer` (or the file's
+    `"apply_batch_offer": true`), its batch offer on top, only where its race passed
+    (ConfigFileError otherwise). A file of an older tune, whose batch size was chosen
+    for samples per second alone, keeps the script's own batch size unless asked."""
+    from tfaccel._deps import read_json
+    from tfaccel.optimize.settings import settings_from_dict
+
+    doc = read_json(path, "a tfaccel.json written by `tfaccel tune`")
+    settings = settings_from_dict(doc, str(path))
+    asked = batch_offer or (isinstance(doc, dict) and doc.get("apply_batch_offer") is True)
+    if isinstance(doc, dict) and "schema" in doc and doc.get("answer") != SAME_TRAINING:
+        return _older(path, settings, asked)
+    if not asked:
+        kept = settings.batch_size or "the script's own"
+        return Answer(settings, None, (f"batch size {kept}: the same training as the script's",))
+    return _with_offer(path, settings, doc.get("batch_offer"))
+
+
+def _older(path: Path, settings: Settings, asked: bool) -> Answer:
+    if asked or not settings.batch_size:
+        return Answer(settings)
+    note = (
+        f"{path} is from an older tune, which chose batch {settings.batch_size} for samples "
+        "per second alone: it is not applied, the script's own batch size is kept (tune "
+        "again for a batch offer proven by a race; --batch-offer applies the old one)"
+    )
+    return Answer(settings.replace(batch_size=None), None, (note,))
+
+
+def _with_offer(path: Path, settings: Settings, offer: Any) -> Answer:
+    from tfaccel.errors import ConfigFileError
+
+    if not isinstance(offer, dict):
+        raise ConfigFileError(
+            f"{path} holds no batch offer to apply",
+            expected="a settings file whose tune offered a larger batch (see its batch_note)",
+            received="batch_offer: null",
+            hint="tfaccel run without --batch-offer applies the same-training answer",
+        )
+    if offer.get("verdict") != "passed":
+        raise ConfigFileError(
+            f"{path}'s batch offer did not pass its race: {offer.get('why')}",
+            expected="an offer whose race passed (verdict 'passed')",
+            received=f"verdict {offer.get('verdict')!r}",
+            hint="tfaccel run without --batch-offer applies the same-training answer",
+        )
+    size, lr = offer.get("batch_size"), offer.get("learning_rate")
+    if not isinstance(size, int) or size < 1 or not isinstance(lr, dict):
+        raise ConfigFileError(
+            f"{path}'s batch offer is malformed",
+            expected="batch_size (an integer) and learning_rate (an object)",
+            received=f"batch_size {size!r}, learning_rate {lr!r}",
+        )
+    own = offer.get("from_batch_size")
+    note = f"batch offer applied: batch {size} (from {own}): {offer.get('why')}"
+    return Answer(settings.replace(batch_size=size), lr, (note,))

@@ -55,7 +55,10 @@ class Hardware:
 
 @dataclass(frozen=True)
 class TuneOptions:
-    batch_size: int | None = 32  # None: a script's own, which its baseline trial reads
+    # The batch size the search keeps (the same-training answer's): None, the user's own
+    # (`tfaccel.tune.start_batch`: an entry point's data's, a script's read in its source
+    # or by its baseline trial, else Keras' 32).
+    batch_size: int | None = None
     max_batch: int = 4096
     steps: StepPlan = field(default_factory=StepPlan)
     timeout_s: float = 600.0
