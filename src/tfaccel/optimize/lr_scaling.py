@@ -118,7 +118,8 @@ def optimizer_facts(model: Any) -> dict[str, Any]:
         facts["lr_schedule"] = type(raw).__name__
         return facts
     try:
-        facts["learning_rate"] = float(inner.learning_rate)
+        # a float32 variable: 0.001 reads 0.0010000000474974513
+        facts["learning_rate"] = float(f"{float(inner.learning_rate):.7g}")
     except Exception:
         facts["lr_schedule"] = type(raw).__name__ if raw is not None else "unknown"
     return facts

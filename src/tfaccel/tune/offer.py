@@ -26,6 +26,9 @@ from tfaccel.tune.result import BatchOffer, Race
 
 # An epoch of fewer steps than this is "a handful": the ladder stops before it.
 MIN_STEPS_PER_EPOCH = 16
+# Each curve is read as the trailing mean of this many evaluations: on a plateau the
+# single best evaluation of a noisy curve is no target another run can be held to.
+SMOOTH = 3
 # A candidate must reach the target this much sooner (and by more than one evaluation
 # interval) to pass: one race of each is a single sample of a noisy curve.
 RACE_MARGIN = 0.10
@@ -83,20 +86,31 @@ def race_of(
     error: str | None = None,
 ) -> Race:
     """The race's figures: the target is the best validation loss of the same-training
-    run (NaN left out), and each run's time to reach it."""
+    run, and each run's time to reach it, both on the curves smoothed over SMOOTH
+    evaluations (NaN, a diverged run, never reaches it)."""
     same_c = tuple((float(t), float(v)) for t, v in same)
     cand_c = tuple((float(t), float(v)) for t, v in candidate)
-    target = min((v for _, v in same_c if math.isfinite(v)), default=None)
+    same_m, cand_m = smoothed(same_c), smoothed(cand_c)
+    target = min((v for _, v in same_m if math.isfinite(v)), default=None)
     return Race(
         seconds,
         validation,
         same_c,
         cand_c,
         target,
-        time_to(same_c, target) if target is not None else None,
-        time_to(cand_c, target) if target is not None else None,
+        time_to(same_m, target) if target is not None else None,
+        time_to(cand_m, target) if target is not None else None,
         error,
     )
+
+
+def smoothed(curve: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Each point's loss as the mean of it and up to SMOOTH - 1 points before it."""
+    out = []
+    for i, (t, _) in enumerate(curve):
+        window = [v for _, v in curve[max(0, i - SMOOTH + 1) : i + 1]]
+        out.append((t, sum(window) / len(window)))
+    return out
 
 
 def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:

@@ -1,0 +1,218 @@
+"""Races on the CPU with real TensorFlow and learnable data (labels from a fixed teacher
+network, so that the validation loss means something): a moderately larger batch with
+its scaled learning rate wins, a far larger one that the linear rule makes diverge is
+refused; a script's race uses its own validation data; a GAN-style model is offered no
+batch change; the learning-rate rule on real Keras optimizers."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from tfaccel.optimize.lr_scaling import change_for
+from tfaccel.optimize.settings import Settings
+from tfaccel.trial.runner import StepPlan, TrialResult, run_trial
+from tfaccel.trial.script import parse_command, run_script_trial
+from tfaccel.tune import offer
+
+SMALL = StepPlan(warmup=2, windows=2, window=3)
+RACE_S = 6.0
+
+TEACHERS = """
+import numpy as np
+import keras
+import tensorflow as tf
+
+
+def _mlp(dim, optimizer, width=256):
+    model = keras.Sequential([
+        keras.Input((dim,)),
+        keras.layers.Dense(width, activation="relu"),
+        keras.layers.Dense(width, activation="relu"),
+        keras.layers.Dense(10),
+    ])
+    model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def linear_adam():
+    # labels: the argmax of a fixed linear teacher; learnt steadily over the race
+    rng = np.random.default_rng(7)
+    w = rng.normal(size=(64, 10))
+    x = rng.normal(size=(65536, 64)).astype("float32")
+    y = np.argmax(x @ w, axis=1).astype("int32")
+    model = _mlp(64, keras.optimizers.Adam(3e-4), width=64)
+    return model, tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+
+
+def tanh_sgd():
+    # labels: the argmax of a fixed one-hidden-layer tanh teacher
+    rng = np.random.default_rng(7)
+    w1, w2 = rng.normal(size=(32, 64)), rng.normal(size=(64, 10))
+    x = rng.normal(size=(32768, 32)).astype("float32")
+    y = np.argmax(np.tanh(x @ w1) @ w2, axis=1).astype("int32")
+    model = _mlp(32, keras.optimizers.SGD(0.01, momentum=0.9))
+    return model, tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+"""
+
+
+def _race(entry: str, batch: int, optimizer: str, examples: int) -> offer.Race:
+    """The same-training run (batch 32) against `batch` with its learning-rate rule."""
+    base = Settings(precision="float32", xla="off", batch_size=32)
+    same = run_trial(entry, base, SMALL, 300, extra={"race": {"seconds": RACE_S, "lr": None}})
+    lr = change_for(batch / 32, optimizer, steps_per_epoch=examples // batch)
+    extra = {"race": {"seconds": RACE_S, "lr": lr.to_dict()}}
+    cand = run_trial(entry, base.replace(batch_size=batch), SMALL, 300, extra=extra)
+    for r in (same, cand):
+        assert r.status == "ok", (r.error, r.traceback)
+        assert r.extra["validation"].startswith("a held-out ")
+    assert "warmed up over" in cand.extra["lr_applied"]
+    return offer.race_of(RACE_S, "", same.extra["race"], cand.extra["race"])
+
+
+def _judged(race: offer.Race, batch: int) -> str:
+    found = offer.BatchOffer(
+        Settings(batch_size=batch),
+        TrialResult("k", "l", {}, "ok"),
+        32,
+        2.0,
+        change_for(batch / 32, "Adam"),
+    )
+    return offer.judged(found, race, RACE_S / 12).verdict
+
+
+def test_a_moderately_larger_batch_with_its_learning_rate_wins_the_race(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adam, batch 32 -> 128 (learning rate x2, the square-root rule): on the CPU a
+    step of this small model costs about the same at 128 as at 32 (Keras' per-step
+    work), so the larger batch reaches the loss sooner."""
+    (tmp_path / "teachers.py").write_text(TEACHERS)
+    monkeypatch.chdir(tmp_path)
+    race = _race("teachers:linear_adam", 128, "Adam", 65536)
+    assert race.candidate_s is not None and race.same_s is not None
+    assert _judged(race, 128) == "passed", race
+
+
+def test_a_far_larger_batch_that_diverges_loses_the_race(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SGD with momentum, batch 32 -> 2048: the linear rule makes its rate 0.64, and
+    the validation loss climbs away from the target: refused."""
+    (tmp_path / "teachers.py").write_text(TEACHERS)
+    monkeypatch.chdir(tmp_path)
+    race = _race("teachers:tanh_sgd", 2048, "SGD", 32768)
+    assert race.candidate_s is None, race
+    assert race.candidate[-1][1] > race.target  # type: ignore[operator]
+    assert _judged(race, 2048) == "failed"
+
+
+SCRIPT_WITH_VALIDATION = """
+import numpy as np
+import keras
+
+rng = np.random.default_rng(3)
+w = rng.normal(size=(16, 4))
+x = rng.normal(size=(2048, 16)).astype("float32")
+y = np.argmax(x @ w, axis=1)
+model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"),
+                          keras.layers.Dense(4)])
+model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(x[:1536], y[:1536], batch_size=32, epochs=3, validation_data=(x[1536:], y[1536:]),
+          callbacks=[keras.callbacks.ModelCheckpoint("must-not-exist.keras")])
+"""
+
+GAN_SCRIPT = """
+import numpy as np
+import keras
+import tensorflow as tf
+
+class Gan(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.g = keras.layers.Dense(8)
+        self.d = keras.layers.Dense(1)
+
+    def call(self, x):
+        return self.d(self.g(x))
+
+    def train_step(self, data):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self(data)))
+        grads = tape.gradient(loss, self.trainable_weights)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_weights))
+        return {"loss": loss}
+
+model = Gan()
+model.compile("adam")
+model.fit(np.random.rand(512, 8).astype("float32"), batch_size=32, epochs=1)
+"""
+
+
+def test_a_scripts_race_uses_its_validation_data_and_writes_none_of_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT_WITH_VALIDATION))
+    monkeypatch.chdir(tmp_path)
+    script = parse_command(["python", "train.py"])
+    s = Settings(precision="float32", xla="off", batch_size=32)
+    baseline = run_script_trial(script, s, SMALL, 300)
+    assert baseline.status == "ok", (baseline.error, baseline.traceback)
+    assert baseline.extra["examples"] == 1536 and "no_race" not in baseline.extra
+    assert baseline.extra["optimizer"] == "Adam" and baseline.extra["learning_rate"] == 0.001
+    r = run_script_trial(script, s, SMALL, 300, extra={"race": {"seconds": 2.0, "lr": None}})
+    assert r.status == "ok", (r.error, r.traceback)
+    assert r.extra["validation"] == "the script's validation_data"
+    points = r.extra["race"]
+    assert len(points) >= 3 and points[0][0] == 0.0 and points[-1][1] < points[0][1]
+    assert not (tmp_path / "must-not-exist.keras").exists()
+
+
+def test_a_gan_style_train_step_has_no_race(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "gan.py").write_text(textwrap.dedent(GAN_SCRIPT))
+    monkeypatch.chdir(tmp_path)
+    script = parse_command(["python", "gan.py"])
+    s = Settings(precision="float32", xla="off", batch_size=32)
+    r = run_script_trial(script, s, SMALL, 300)
+    assert r.status == "ok", (r.error, r.traceback)
+    assert "Gan has a train_step of its own and no test_step" in r.extra["no_race"]
+
+
+def test_the_learning_rate_rule_on_real_keras_optimizers() -> None:
+    """Adam and SGD: the rate climbs from the user's over the warm-up, then holds at the
+    scaled one; a schedule of the user's is left alone."""
+    import keras
+    import numpy as np
+
+    from tfaccel.optimize.lr_scaling import apply, optimizer_facts
+
+    x = np.random.rand(256, 4).astype("float32")
+    y = np.random.rand(256, 1).astype("float32")
+    for opt, scale in ((keras.optimizers.Adam(0.001), 2.0), (keras.optimizers.SGD(0.01), 4.0)):
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        model.compile(opt, "mse")
+        name = type(opt).__name__
+        change = change_for(4.0, name, steps_per_epoch=10)
+        assert change.scale == scale
+        warmup, note = apply(model, change)
+        assert warmup is not None and "->" in note
+        seen: list[float] = []
+        record = keras.callbacks.LambdaCallback(
+            on_train_batch_end=lambda b, logs: seen.append(float(model.optimizer.learning_rate))
+        )
+        model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[warmup, record])
+        base = optimizer_facts(model)["learning_rate"] / scale
+        assert seen[0] == pytest.approx(base + (base * scale - base) / 10)
+        assert seen[0] < seen[5] < seen[9] and seen[-1] == pytest.approx(base * scale)
+    schedule = keras.optimizers.schedules.CosineDecay(0.01, 100)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(schedule), "mse")
+    assert optimizer_facts(model) == {"optimizer": "Adam", "lr_schedule": "CosineDecay"}
+    warmup, note = apply(model, change_for(4.0, "Adam"))
+    assert warmup is None and "CosineDecay" in note
