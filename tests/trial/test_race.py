@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,6 +185,18 @@ def test_a_gan_style_train_step_has_no_race(
     assert "Gan has a train_step of its own and no test_step" in r.extra["no_race"]
 
 
+def _rates(model: Any, x: Any, y: Any, warmup: Any) -> list[float]:
+    """The learning rate after each step of a two-epoch fit with the warm-up."""
+    import keras
+
+    seen: list[float] = []
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda b, logs: seen.append(float(model.optimizer.learning_rate))
+    )
+    model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[warmup, record])
+    return seen
+
+
 def test_the_learning_rate_rule_on_real_keras_optimizers() -> None:
     """Adam and SGD: the rate climbs from the user's over the warm-up, then holds at the
     scaled one; a schedule of the user's is left alone."""
@@ -202,11 +215,7 @@ def test_the_learning_rate_rule_on_real_keras_optimizers() -> None:
         assert change.scale == scale
         warmup, note = apply(model, change)
         assert warmup is not None and "->" in note
-        seen: list[float] = []
-        record = keras.callbacks.LambdaCallback(
-            on_train_batch_end=lambda b, logs: seen.append(float(model.optimizer.learning_rate))
-        )
-        model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[warmup, record])
+        seen = _rates(model, x, y, warmup)
         base = optimizer_facts(model)["learning_rate"] / scale
         assert seen[0] == pytest.approx(base + (base * scale - base) / 10)
         assert seen[0] < seen[5] < seen[9] and seen[-1] == pytest.approx(base * scale)
