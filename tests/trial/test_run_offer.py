@@ -1,0 +1,132 @@
+"""`tfaccel run` and the batch offer: the script's own batch size unless the user opts in,
+only an offer whose race passed, and then with its learning-rate rule and warm-up
+(real scripts, real TensorFlow on the CPU, through the command line)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("tensorflow")
+
+from tests.clitext import unboxed
+from tfaccel.cli import app
+from tfaccel.results import SCHEMAS
+
+runner = CliRunner()
+
+# Records each epoch's steps and the learning rate at the end.
+SCRIPT = """
+import json
+import numpy as np
+import keras
+
+x = np.random.rand(2048, 4).astype("float32")
+y = (x.sum(axis=1, keepdims=True) > 2).astype("float32")
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, activation="sigmoid")])
+model.compile(optimizer=keras.optimizers.SGD(0.01), loss="binary_crossentropy")
+steps = []
+class Steps(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        steps.append(self.params["steps"])
+model.fit(x, y, batch_size=64, epochs=3, verbose=0, callbacks=[Steps()])
+json.dump({"steps": steps, "lr": float(model.optimizer.learning_rate)}, open("seen.json", "w"))
+"""
+
+
+def _settings_file(folder: Path, verdict: str = "passed", answer: bool = True) -> Path:
+    """A settings file as tune writes it: the same-training answer at batch 64, and a
+    batch offer of 256 with the linear rule (SGD) and a warm-up of 4 steps."""
+    doc: dict[str, Any] = {
+        "schema": SCHEMAS["settings"],
+        "workload": "script: python train.py",
+        "settings": {"precision": "float32", "xla": "off", "batch_size": 64},
+        "batch_offer": {
+            "batch_size": 256,
+            "from_batch_size": 64,
+            "learning_rate": {
+                "rule": "linear",
+                "scale": 4.0,
+                "warmup_steps": 4,
+                "optimizer": "SGD",
+                "note": "learning rate x4 (SGD: linear rule), warmed up over 4 steps",
+            },
+            "verdict": verdict,
+            "why": "reaches the validation loss 0.3 of the same-training run 2.10x sooner"
+            if verdict == "passed"
+            else "more samples per second, but it reaches the validation loss later",
+        },
+    }
+    if answer:
+        doc["answer"] = "same_training"
+    else:  # an older tune's file: its batch size chosen for samples per second alone
+        doc["settings"]["batch_size"] = 1024
+        del doc["batch_offer"]
+    path = folder / "tfaccel.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    (tmp_path / "train.py").write_text(SCRIPT)
+    return tmp_path
+
+
+def _seen(folder: Path) -> dict[str, Any]:
+    return dict(json.loads((folder / "seen.json").read_text()))
+
+
+def test_run_keeps_the_scripts_batch_size_without_the_opt_in(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _settings_file(here)
+    result = runner.invoke(app, ["run", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert _seen(here) == {"steps": [32, 32, 32], "lr": pytest.approx(0.01)}
+    assert "batch size 64: the same training as the script's" in unboxed(result.output)
+
+
+def test_run_applies_a_passed_offer_with_its_learning_rate_when_asked(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _settings_file(here)
+    result = runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert _seen(here) == {"steps": [8, 8, 8], "lr": pytest.approx(0.04)}
+    assert "batch offer applied: batch 256 (from 64)" in unboxed(result.output)
+    err = capfd.readouterr().err
+    assert "batch_size=256; steps_per_epoch" not in err  # arrays: no steps to scale
+    assert "learning rate x4 (SGD: linear rule), warmed up over 4 steps: 0.01 -> 0.04" in err
+
+
+def test_the_offer_can_be_asked_for_in_the_file(here: Path) -> None:
+    path = _settings_file(here)
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "apply_batch_offer": True}))
+    result = runner.invoke(app, ["run", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert _seen(here)["steps"] == [8, 8, 8]
+
+
+def test_an_offer_that_did_not_pass_is_refused_before_the_script_runs(here: Path) -> None:
+    _settings_file(here, verdict="failed")
+    result = runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
+    assert result.exit_code == 2
+    out = unboxed(result.output)
+    assert "batch offer did not pass its race" in out and "verdict 'failed'" in out
+    assert not (here / "seen.json").exists()
+
+
+def test_an_older_files_speed_only_batch_is_not_applied(here: Path) -> None:
+    _settings_file(here, answer=False)
+    result = runner.invoke(app, ["run", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert _seen(here)["steps"] == [32, 32, 32]  # the script's own 64, not 1024
+    assert "from an older tune, which chose batch 1024" in unboxed(result.output)
