@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# On the GPU machine, after the TensorFlow set-up (../../tools, ../../../shared/gpu):
+# tune keras-io's public example scripts, unmodified, on learnable data (labels from a
+# fixed teacher: learnable_datasets/sitecustomize.py) with --time-budget $BUDGET, then
+# train each for $WALL seconds under plain python and under tfaccel run (the
+# same-training answer) and keep both logs (their val_loss lines).
+#   setsid nohup bash experiments/2026-12-04-time-to-target/run_gpu.sh &
+# The scripts are not part of this repository: put keras-io's examples/vision/
+# mnist_convnet.py and examples/nlp/bidirectional_lstm_imdb.py in $EXAMPLES first.
+set -u
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+HERE="$ROOT/experiments/2026-12-04-time-to-target"
+DEST="${DEST:-/tmp/ttt}"; BUDGET="${BUDGET:-10}"; WALL="${WALL:-60}"; RACE="${RACE:-45s}"
+EXAMPLES="${EXAMPLES:-$ROOT/.gpu-examples}"
+TARGETS="${TARGETS:-mnist_convnet bidirectional_lstm_imdb}"
+RUNS="${RUNS:-$TARGETS}"
+mkdir -p "$DEST"
+export PYTHONPATH="$ROOT/src:$HERE/learnable_datasets${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+cd "$EXAMPLES"
+for t in $TARGETS; do
+  t0=$(date +%s)
+  python3 -m tfaccel tune --time-budget "$BUDGET" --race "$RACE" --format json \
+    --output "$DEST/$t.json" --journal "$DEST/$t.jsonl" --plot "$DEST/$t.png" \
+    -- python "$t.py" > "$DEST/tune-$t.json" 2> "$DEST/tune-$t.err"
+  echo "$t tune exit $? wall $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"
+done
+# For $WALL seconds each, in a process group of its own, interrupted at the end.
+for_wall() {  # log, command...
+  local log="$1"; shift
+  setsid "$@" > "$log" 2>&1 &
+  local pid=$! t0=$(date +%s)
+  while kill -0 "$pid" 2>/dev/null && (( $(date +%s) - t0 < WALL )); do sleep 1; done
+  kill -INT -- "-$pid" 2>/dev/null; sleep 3; kill -KILL -- "-$pid" 2>/dev/null
+  echo "$log: $(( $(date +%s) - t0 )) s, last: $(grep -o 'val_loss: [0-9.]*' "$log" | tail -1)" \
+    | tee -a "$DEST/summary.txt"
+}
+for t in $RUNS; do
+  for_wall "$DEST/plain-$t.log" python3 "$t.py"
+  [ -f "$DEST/$t.json" ] && for_wall "$DEST/run-$t.log" \
+    python3 -m tfaccel run --config "$DEST/$t.json" -- python "$t.py"
+done
+touch "$DEST/done"
