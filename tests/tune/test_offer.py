@@ -187,3 +187,49 @@ def test_one_lucky_evaluation_counts_a_third() -> None:
     assert race.candidate_s == 15.0
     diverged = [(0.0, 2.0), (5.0, float("nan")), (10.0, float("nan"))]
     assert offer.race_of(25.0, "", same, diverged).candidate_s is None
+
+
+def test_both_answers_in_the_text_the_json_the_settings_file_and_the_plot(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from rich.console import Console
+
+    from tfaccel.render.tune import tune_figure, tune_text
+    from tfaccel.tune.output import result_json, settings_document
+
+    res = tune(tmp_path, FakeRace(HALF_AT_20, HALF_AT_10))
+    console = Console(width=120, record=True)
+    tune_text(res, console)
+    text = console.export_text()
+    assert "same training: mixed_bfloat16 xla=jit batch=64 spe=25" in text
+    assert "batch offer (passed): batch 512 (from 64), learning rate x2.83" in text
+    assert "1.50x sooner" in text and "tfaccel run --batch-offer" in text
+    doc = json.loads(result_json(res))
+    assert doc["same_training_speedup_over_keras_defaults"] == res.speedup(res.keras_defaults)
+    offer_doc = doc["batch_offer"]
+    assert offer_doc["to_target_speedup_over_same_training"] == 1.5
+    assert offer_doc["learning_rate"]["rule"] == "sqrt" and offer_doc["verdict"] == "passed"
+    assert doc["to_target_speedup_over_keras_defaults"] == pytest.approx(
+        1.5 * doc["same_training_speedup_over_keras_defaults"]
+    )
+    settings = settings_document(res)
+    assert settings["answer"] == "same_training" and settings["apply_batch_offer"] is False
+    assert settings["settings"]["batch_size"] == 64
+    assert settings["batch_offer"]["batch_size"] == 512
+    fig = tune_figure(res)
+    race_ax = fig.subfigs[1].axes[0]
+    assert race_ax.get_title().endswith("passed, 1.50x sooner to the target")
+    assert [line.get_label() for line in race_ax.get_lines()][:1] == ["same training (batch 64)"]
+
+
+def test_no_offer_is_said_in_the_text(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from tfaccel.render.tune import tune_text
+
+    res = tune(tmp_path, FakeRace([], []), extra={"no_race": "its data is synthetic"})
+    console = Console(width=200, record=True)
+    tune_text(res, console)
+    assert "batch offer: none: batch 512 runs" in console.export_text()

@@ -18,8 +18,12 @@ import tempfile
 import numpy as np
 
 
+# LEARNABLE_SCALE=0.1: a tenth of the examples, for a check on a CPU.
+SCALE = float(os.environ.get("LEARNABLE_SCALE", "1"))
+
+
 def _npz(name, make):
-    path = os.path.join(tempfile.gettempdir(), f"learnable-{name}")
+    path = os.path.join(tempfile.gettempdir(), f"learnable-{SCALE:g}-{name}")
     if not os.path.exists(path):
         np.savez(path, **make(np.random.default_rng(0)))
     return path
@@ -34,7 +38,7 @@ def _mnist(rng):
         y = np.argmax(np.einsum("nij,ijk->nk", blocks, teacher), axis=1).astype(np.uint8)
         return x, y
 
-    (x_train, y_train), (x_test, y_test) = split(60000), split(10000)
+    (x_train, y_train), (x_test, y_test) = split(int(60000 * SCALE)), split(int(10000 * SCALE))
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
 
 

@@ -148,7 +148,7 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     """Throughput per trial with its windows' range, the chosen one green and its
     speed-up written beside it, Keras' defaults as a dashed line to read the rest by."""
     plt = pyplot()
-    from matplotlib.ticker import StrMethodFormatter
+    from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
     labels = [r.label for r in res.trials]
     values = [r.samples_per_s or 0.0 for r in res.trials]
@@ -157,11 +157,11 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     height = 0.35 * len(labels) + 1.5
     if race is None:
         fig, ax = plt.subplots(figsize=(10, height))
-    else:
-        fig, (ax, race_ax) = plt.subplots(
-            2, 1, figsize=(10, height + 4.0), gridspec_kw={"height_ratios": [height, 4.0]}
-        )
-        race_axes(race_ax, res)
+    else:  # a panel each, each laid out on its own (the bars' long labels stay above)
+        fig = plt.figure(figsize=(10, height + 4.5), layout="constrained")
+        top, bottom = fig.subfigures(2, 1, height_ratios=[height, 4.5])
+        ax = top.subplots()
+        race_axes(bottom.subplots(), res)
     runs = list(zip(values, res.trials, strict=True))
     lows = [v - min(r.windows) if r.ok and r.windows else 0.0 for v, r in runs]
     highs = [max(r.windows) - v if r.ok and r.windows else 0.0 for v, r in runs]
@@ -171,9 +171,10 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     ax.set_yticks(range(len(labels)), labels=labels, fontsize=8)
     ax.invert_yaxis()
     ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    ax.xaxis.set_major_locator(MaxNLocator(7))
     ax.set_xlabel(
         f"{unit}/s: median and range over timed windows\n(green: the same-training answer; "
-        "orange: the batch offer; a faster bar within the noise is not chosen; red: failed "
+        "orange: the batch offer;\na faster bar within the noise is not chosen; red: failed "
         "or out of memory)",
         fontsize=9,
     )
@@ -182,7 +183,8 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
         if not r.ok:
             ax.text(0, i, f" {r.status}", va="center", fontsize=8, color="#d62728")
     _mark_defaults(ax, res, max((v + h for v, h in zip(values, highs, strict=True)), default=0.0))
-    fig.tight_layout()
+    if race is None:
+        fig.tight_layout()
     return fig
 
 
@@ -204,7 +206,7 @@ def race_axes(ax: Any, res: TuneResult) -> None:
         return
     runs = (
         (race.same, race.same_s, "#2ca02c", f"same training (batch {o.from_batch})"),
-        (race.candidate, race.candidate_s, "#ff7f0e", f"batch {o.batch}, {o.lr.note}"),
+        (race.candidate, race.candidate_s, "#ff7f0e", f"batch {o.batch}, {_lr_short(o)}"),
     )
     for points, reached, color, label in runs:
         if points:
@@ -213,12 +215,24 @@ def race_axes(ax: Any, res: TuneResult) -> None:
             ax.plot([reached], [race.target], marker="*", ms=12, color=color)
     if race.target is not None:
         ax.axhline(race.target, color="#555555", linestyle=":", linewidth=1)
-    ax.set_xlabel("seconds of training (evaluation left out)", fontsize=9)
+    ax.set_xlabel(
+        f"seconds of training (evaluation left out); validation: {race.validation}\n"
+        "(dotted: the target, the same-training run's best; a star where each reached it)",
+        fontsize=8,
+    )
     ax.set_ylabel("validation loss", fontsize=9)
     sooner = race.to_target_speedup
-    verdict = f"{o.verdict}" + (f": {sooner:.2f}x sooner to the target" if sooner else "")
-    ax.set_title(f"race of {race.seconds:.0f} s ({race.validation}): {verdict}", fontsize=9)
+    verdict = o.verdict + (f", {sooner:.2f}x sooner to the target" if sooner else "")
+    ax.set_title(f"the batch offer's race, {race.seconds:.0f} s each: {verdict}", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
+
+
+def _lr_short(o: Any) -> str:
+    """The offer's learning rate in a few words: "learning rate x2.83 (sqrt rule)"."""
+    lr = o.lr
+    if lr.rule == "none":
+        return "learning rate as the script's schedule sets it"
+    return f"learning rate x{lr.scale:.3g} ({lr.rule} rule, {lr.warmup_steps} warm-up steps)"
 
 
 def _mark_defaults(ax: Any, res: TuneResult, right: float) -> None:
