@@ -154,19 +154,26 @@ model.fit(np.random.rand(512, 8).astype("float32"), batch_size=32, epochs=1)
 """
 
 
+def _script_trial(folder: Path, source: str, race_s: float | None = None) -> TrialResult:
+    """A trial of `source` as a script in `folder` (the working directory), at batch 32;
+    with `race_s`, a race of that many seconds."""
+    (folder / "train.py").write_text(textwrap.dedent(source))
+    script = parse_command(["python", "train.py"])
+    s = Settings(precision="float32", xla="off", batch_size=32)
+    extra = {"race": {"seconds": race_s, "lr": None}} if race_s else None
+    r = run_script_trial(script, s, SMALL, 300, extra=extra)
+    assert r.status == "ok", (r.error, r.traceback)
+    return r
+
+
 def test_a_scripts_race_uses_its_validation_data_and_writes_none_of_its_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT_WITH_VALIDATION))
     monkeypatch.chdir(tmp_path)
-    script = parse_command(["python", "train.py"])
-    s = Settings(precision="float32", xla="off", batch_size=32)
-    baseline = run_script_trial(script, s, SMALL, 300)
-    assert baseline.status == "ok", (baseline.error, baseline.traceback)
+    baseline = _script_trial(tmp_path, SCRIPT_WITH_VALIDATION)
     assert baseline.extra["examples"] == 1536 and "no_race" not in baseline.extra
     assert baseline.extra["optimizer"] == "Adam" and baseline.extra["learning_rate"] == 0.001
-    r = run_script_trial(script, s, SMALL, 300, extra={"race": {"seconds": 2.0, "lr": None}})
-    assert r.status == "ok", (r.error, r.traceback)
+    r = _script_trial(tmp_path, SCRIPT_WITH_VALIDATION, race_s=2.0)
     assert r.extra["validation"] == "the script's validation_data"
     points = r.extra["race"]
     assert len(points) >= 3 and points[0][0] == 0.0 and points[-1][1] < points[0][1]
@@ -176,12 +183,8 @@ def test_a_scripts_race_uses_its_validation_data_and_writes_none_of_its_files(
 def test_a_gan_style_train_step_has_no_race(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "gan.py").write_text(textwrap.dedent(GAN_SCRIPT))
     monkeypatch.chdir(tmp_path)
-    script = parse_command(["python", "gan.py"])
-    s = Settings(precision="float32", xla="off", batch_size=32)
-    r = run_script_trial(script, s, SMALL, 300)
-    assert r.status == "ok", (r.error, r.traceback)
+    r = _script_trial(tmp_path, GAN_SCRIPT)
     assert "Gan has a train_step of its own and no test_step" in r.extra["no_race"]
 
 
