@@ -45,3 +45,12 @@ def test_repeats_settle_when_their_spread_keeps_the_threshold_at_the_floor() -> 
     assert not stats.settled([100.0, 102.0, 100.5])  # 2 %: it would be 4 %
     assert not stats.settled([100.0, 100.0])  # two repeats are not enough
     assert stats.settled([100.0, 104.0, 100.5], floor=0.1)
+
+
+def test_rising_repeats_are_a_warm_up_that_had_not_ended() -> None:
+    from tfaccel.stats import rising
+
+    assert rising([100, 104, 109, 115])
+    assert not rising([100, 104])  # too few to tell
+    assert not rising([100, 104, 103, 110])  # not each above the one before
+    assert not rising([100.0, 100.5, 101.0])  # within the noise floor

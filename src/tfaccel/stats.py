@@ -12,11 +12,13 @@ only beyond it.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Iterable
 
 NOISY = 0.10  # a spread above this flags a measurement as noisy
 NOISE_FLOOR = 0.03  # the smallest relative change called a gain or a loss
+BUSY = 0.20  # a spread above this says the machine was busy with other work
 
 
 def median(samples: Iterable[float]) -> float | None:
@@ -55,3 +57,14 @@ def settled(samples: Iterable[float], floor: float = NOISE_FLOOR) -> bool:
     xs = list(samples)
     s = spread(xs)
     return len(xs) >= 3 and s is not None and s <= floor / 2
+
+
+def rising(samples: Iterable[float], floor: float = NOISE_FLOOR) -> bool:
+    """Do repeats still climb: three or more, each above the one before, the last above
+    the first by more than `floor` (a warm-up that had not ended: caches filling, the
+    clocks going up, an allocator still growing)?"""
+    xs = list(samples)
+    if len(xs) < 3 or not xs[0]:
+        return False
+    steps_up = all(b > a for a, b in itertools.pairwise(xs))
+    return steps_up and xs[-1] / xs[0] - 1 > floor

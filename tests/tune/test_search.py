@@ -1805,3 +1805,33 @@ def test_the_plot_reads_each_trial_against_keras_defaults(tmp_path: Path) -> Non
     assert fig.axes[0].get_legend() is None
     pyplot().close(fig)
     assert tune_plot(res, tmp_path / "t.png").stat().st_size > 0
+
+
+def test_rising_windows_are_measured_again_with_a_longer_warm_up(tmp_path: Path) -> None:
+    """The baseline's windows climb (a warm-up that had not ended): it runs once more
+    with twice the warm-up, under the plan's key, and the decision says so; a spread
+    over 20 % says the machine looks busy."""
+    base = FakeTrials()
+    plans: list[StepPlan] = []
+
+    def trials(w: str, s: Settings, steps: StepPlan, t: float) -> TrialResult:
+        plans.append(steps)
+        r = base(w, s, steps, t)
+        if s.xla == "off" and s.precision == "float32" and steps.warmup == STEPS.warmup:
+            return dataclasses.replace(r, windows=(800.0, 900.0, 1000.0))
+        if s.steps_per_execution == 25:
+            rate = r.samples_per_s or 0.0
+            return dataclasses.replace(r, windows=(rate * 0.5, rate, rate * 1.5, rate))
+        return r
+
+    res = tuner(tmp_path, trials).run()  # type: ignore[arg-type]
+    assert plans[:2] == [STEPS, dataclasses.replace(STEPS, warmup=2 * STEPS.warmup)]
+    assert res.baseline is not None
+    assert res.baseline.key == settings_key("w", tuner_base(), STEPS)
+    noise = said(res, "noise")
+    assert noise[0].startswith("float32 xla=off batch=64 spe=1: its windows still rose")
+    assert any("the machine looks busy" in n for n in noise[1:])
+
+
+def tuner_base() -> Settings:
+    return Settings(precision="float32", xla="off", batch_size=64, steps_per_execution=1)

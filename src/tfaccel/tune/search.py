@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from tfaccel import _compat
+from tfaccel import _compat, stats
 from tfaccel.optimize.lr_scaling import LrChange
 from tfaccel.optimize.settings import (
     KNOB_NAMED,
@@ -342,7 +342,7 @@ class Tuner:
             self.on_trial(stage, None, settings)
         t0 = self.clock()
         timeout = self._timeout()
-        r = self.trial_fn(self.workload, settings, self.opt.steps, timeout)
+        r = self._settled_trial(settings, timeout)
         self._ran.append(self.clock() - t0)
         if settings.batch_size is None and r.extra.get("own_batch"):
             # "the script's own": the trial says which, and is labelled with it
@@ -354,6 +354,28 @@ class Tuner:
             record(r)
         if self.on_trial:
             self.on_trial(stage, r, settings)
+        return r
+
+    def _settled_trial(self, settings: Settings, timeout: float) -> TrialResult:
+        """A trial; measured once more with twice the warm-up where its windows still
+        rose (no decision on a warm-up that had not ended), kept under the plan's key;
+        a spread that says the machine was busy is said."""
+        r = self.trial_fn(self.workload, settings, self.opt.steps, timeout)
+        if r.ok and stats.rising(r.windows):
+            longer = dataclasses.replace(self.opt.steps, warmup=2 * self.opt.steps.warmup)
+            again = self.trial_fn(self.workload, settings, longer, timeout)
+            self.decide(
+                "noise",
+                f"{r.label}: its windows still rose ({r.samples_per_s:,.0f}/s median): "
+                f"measured again with a warm-up of {longer.warmup} steps",
+            )
+            r = dataclasses.replace(again, key=r.key) if again.ok else r
+        if r.ok and trial_noise(r) > stats.BUSY:
+            self.decide(
+                "noise",
+                f"{r.label}: its windows spread {trial_noise(r):.0%}: the machine looks busy "
+                "(other work on its GPU or CPU); gains under twice that are not decided",
+            )
         return r
 
     def _timeout(self) -> float:
