@@ -228,3 +228,17 @@ def test_the_learning_rate_rule_on_real_keras_optimizers() -> None:
     assert optimizer_facts(model) == {"optimizer": "Adam", "lr_schedule": "CosineDecay"}
     warmup, note = apply(model, change_for(4.0, "Adam"))
     assert warmup is None and "CosineDecay" in note
+
+
+def test_the_baseline_reads_the_gradient_noise_scale_of_the_users_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From squared gradient norms at the user's batch and 8x it, on its own data."""
+    (tmp_path / "teachers.py").write_text(TEACHERS)
+    monkeypatch.chdir(tmp_path)
+    base = Settings(precision="float32", xla="off", batch_size=32)
+    r = run_trial("teachers:linear_adam", base, SMALL, 300, extra={"count_flops": True})
+    assert r.status == "ok", (r.error, r.traceback)
+    assert r.extra["noise_scale_batches"] == [32, 256]
+    assert 1.0 < r.extra["noise_scale"] < 1e6
+    assert r.extra["examples"] == 65536

@@ -233,3 +233,22 @@ def test_no_offer_is_said_in_the_text(tmp_path: Path) -> None:
     console = Console(width=200, record=True)
     tune_text(res, console)
     assert "batch offer: none: batch 512 runs" in console.export_text()
+
+
+def test_the_noise_scale_caps_the_ladder_and_is_estimated_from_two_batch_sizes() -> None:
+    from tfaccel.trial.noise_scale import simple_noise_scale
+
+    # |g_b|^2 = |G|^2 + tr(S)/b with |G|^2 = 1, tr(S) = 500: B_simple = 500
+    assert simple_noise_scale(32, 256, 1 + 500 / 32, 1 + 500 / 256) == pytest.approx(500)
+    assert simple_noise_scale(32, 256, 1.0, 2.0) is None  # no noise seen: no estimate
+    largest, why = offer.largest_batch(64, 4096, 10**6, noise_scale=120.0)
+    assert largest == 960 and why is not None and "gradient noise scale, about 120" in why
+    assert offer.largest_batch(64, 4096, 10**6, noise_scale=4.0)[0] == 64  # none to offer
+
+
+def test_the_offer_stops_near_the_critical_batch(tmp_path: Path) -> None:
+    race = FakeRace(HALF_AT_20, HALF_AT_10)
+    res = tune(tmp_path, race, extra={"noise_scale": 40.0})
+    sizes = [s.batch_size for s, _ in race.calls]
+    assert sizes == [64, 256]  # 8 x 40 = 320 caps the ladder: 256, and no 512
+    assert any("gradient noise scale, about 40" in d.text for d in res.decisions)

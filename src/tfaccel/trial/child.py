@@ -183,7 +183,12 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     fit = wl.model.fit
     ds = report.dataset(ds, batch=False)  # batched above, at the trial's size
     out = timed_fit(fit, wl.model, ds, report, plan, batch, config)
-    return {**out, **data_facts(wl.model, wl.examples, wl.dataset is not None)}
+    out.update(data_facts(wl.model, wl.examples, wl.dataset is not None))
+    if config.get("count_flops") and "no_race" not in out:  # the baseline's
+        from tfaccel.trial import noise_scale
+
+        out.update(noise_scale.measure(wl.model, wl.dataset, batch))
+    return out
 
 
 def race_workload(wl: Any, report: Any, batch: int, config: dict[str, Any]) -> dict[str, Any]:

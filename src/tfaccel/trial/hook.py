@@ -258,6 +258,7 @@ def _tuned_fit(
 ) -> None:
     """Time the script's fit at the trial's settings; the payload to the parent."""
     from tfaccel._child import emit, failure
+    from tfaccel.trial import noise_scale
     from tfaccel.trial.child import Plan, timed_fit
     from tfaccel.trial.race import data_facts
     from tfaccel.workloads.synthetic import rebatched
@@ -278,6 +279,8 @@ def _tuned_fit(
         out["measured"] = f"model.fit at {where}"
         out["fit_data"] = _data_form(a.get("x"))
         out.update(data_facts(model, count, has_data=True))
+        if config.get("count_flops") and "no_race" not in out:  # the baseline's
+            out.update(noise_scale.measure(model, examples, batch))
         if own:
             out["own_batch"] = own
     except Exception as exc:

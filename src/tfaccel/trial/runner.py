@@ -169,6 +169,8 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "race_steps",
                 "validation",
                 "lr_applied",
+                "noise_scale",
+                "noise_scale_batches",
             )
             if k in payload
         }

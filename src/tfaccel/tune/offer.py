@@ -29,24 +29,35 @@ MIN_STEPS_PER_EPOCH = 16
 # Each curve is read as the trailing mean of this many evaluations: on a plateau the
 # single best evaluation of a noisy curve is no target another run can be held to.
 SMOOTH = 3
+# How far past the noise scale measured at the start of training the ladder may go:
+# the noise scale grows as the loss falls (McCandlish et al. 2018, section 3.2).
+NOISE_SCALE_FACTOR = 8
 # A candidate must reach the target this much sooner (and by more than one evaluation
 # interval) to pass: one race of each is a single sample of a noisy curve.
 RACE_MARGIN = 0.10
 
 
-def largest_batch(own: int, max_batch: int, examples: int | None) -> tuple[int, str | None]:
+def largest_batch(
+    own: int, max_batch: int, examples: int | None, noise_scale: float | None = None
+) -> tuple[int, str | None]:
     """The largest batch the offer may try, and why it is below `max_batch` where the
-    data caps it."""
-    if not examples:
-        return max_batch, None
-    cap = examples // MIN_STEPS_PER_EPOCH
-    if cap >= max_batch:
-        return max_batch, None
-    why = (
-        f"batches up to {cap}: the data's {examples:,} examples would make an epoch of "
-        f"fewer than {MIN_STEPS_PER_EPOCH} steps beyond it"
-    )
-    return max(cap, own), why
+    data or the gradient noise scale caps it."""
+    caps: list[tuple[int, str | None]] = [(max_batch, None)]
+    if examples:
+        why: str | None = (
+            f"the data's {examples:,} examples would make an epoch of fewer than "
+            f"{MIN_STEPS_PER_EPOCH} steps beyond it"
+        )
+        caps.append((examples // MIN_STEPS_PER_EPOCH, why))
+    if noise_scale:
+        why = (
+            f"the gradient noise scale, about {noise_scale:,.0f} at the start of training, "
+            f"predicts that batches far beyond it save few steps (it grows as the loss "
+            f"falls: {NOISE_SCALE_FACTOR}x is left for that)"
+        )
+        caps.append((int(NOISE_SCALE_FACTOR * noise_scale), why))
+    cap, reason = min(caps, key=lambda c: c[0])
+    return max(cap, own), (f"batches up to {cap}: {reason}" if reason else None)
 
 
 def lr_change(

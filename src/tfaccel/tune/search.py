@@ -1057,7 +1057,9 @@ class Tuner:
         if res.best is None or not res.best.ok or res.best_settings is None:
             return
         own = self._batch(st)
-        largest, why = offer.largest_batch(own, self.opt.max_batch, self._examples())
+        largest, why = offer.largest_batch(
+            own, self.opt.max_batch, self._examples(), self._baseline_fact("noise_scale")
+        )
         if largest < 2 * own:
             res.batch_note = why or f"--max-batch {self.opt.max_batch} leaves no larger batch"
             self.decide("batch offer", f"none: {res.batch_note}")
@@ -1135,9 +1137,13 @@ class Tuner:
 
     def _examples(self) -> int | None:
         """How many examples the model trains on, where a trial could count them."""
-        base = self.result.baseline
-        n = base.extra.get("examples") if base is not None else None
+        n = self._baseline_fact("examples")
         return int(n) if n else None
+
+    def _baseline_fact(self, key: str) -> Any:
+        """What the baseline trial reported under `key` (None where it did not)."""
+        base = self.result.baseline
+        return base.extra.get(key) if base is not None else None
 
     def _note_budget(self) -> None:
         if self._skipped:

@@ -1,0 +1,66 @@
+"""The gradient noise scale of the user's model, from a few batches of its own data.
+
+McCandlish et al. 2018 ("An Empirical Model of Large-Batch Training") show that the
+"simple" noise scale B = tr(S) / |G|^2 (S: the per-example gradient covariance, G: the
+true gradient) predicts the critical batch size: below it a batch k times larger
+saves nearly k times the steps, far beyond it almost none. Per-example gradients are
+not needed: the expected squared norm of a batch-b gradient is |G|^2 + tr(S) / b, so
+the mean squared norms at two batch sizes give both unknowns (their appendix A.1):
+
+    |G|^2 = (b_big |g_big|^2 - b_small |g_small|^2) / (b_big - b_small)
+    tr(S) = (|g_small|^2 - |g_big|^2) / (1 / b_small - 1 / b_big)
+
+Measured at the start of training it is an early value: the noise scale grows as the
+loss falls, so it bounds the ladder loosely (`tfaccel.tune.offer.NOISE_SCALE_FACTOR`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+BATCHES = 4  # batches read at each size; their squared norms are averaged
+BIG = 8  # the larger batch, this many times the user's
+
+
+def simple_noise_scale(small: int, big: int, norm2_small: float, norm2_big: float) -> float | None:
+    """B_simple from the mean squared gradient norms at two batch sizes; None where the
+    estimate is not positive (too few batches to see the noise through)."""
+    g2 = (big * norm2_big - small * norm2_small) / (big - small)
+    trace = (norm2_small - norm2_big) / (1 / small - 1 / big)
+    if g2 <= 0 or trace <= 0:
+        return None
+    return trace / g2
+
+
+def measure(model: Any, examples: Any, batch: int) -> dict[str, Any]:
+    """The payload's `noise_scale` (and the batch sizes it was read at) for a model
+    trained by Keras' own train_step, from `examples` (single examples); {} where it
+    cannot be read."""
+    from tfaccel.workloads.inputs import in_batches
+
+    sizes = (batch, BIG * batch)
+    norms = []
+    try:
+        for size in sizes:
+            found = [_norm2(model, b) for b in in_batches(examples, size, True).take(BATCHES)]
+            if len(found) < BATCHES:
+                return {}  # fewer examples than the larger batches take
+            norms.append(sum(found) / len(found))
+    except Exception:  # data read once (a generator), a loss compute_loss cannot give
+        return {}
+    scale = simple_noise_scale(*sizes, *norms)
+    return {"noise_scale": round(scale, 1), "noise_scale_batches": list(sizes)} if scale else {}
+
+
+def _norm2(model: Any, element: Any) -> float:
+    """|g|^2 of the compiled loss on one batch, in float32, the weights left as they are."""
+    import keras
+    import tensorflow as tf
+
+    x, y, weight = keras.utils.unpack_x_y_sample_weight(element)
+    with tf.GradientTape() as tape:
+        y_pred = model(x, training=True)
+        loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=weight)
+    grads = tape.gradient(loss, model.trainable_weights)
+    squares = [tf.reduce_sum(tf.square(tf.cast(g, "float32"))) for g in grads if g is not None]
+    return float(tf.add_n(squares))
