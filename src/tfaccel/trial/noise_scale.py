@@ -55,8 +55,10 @@ def measure(model: Any, examples: Any, batch: int) -> dict[str, Any]:
 def _norm2(model: Any, element: Any) -> float:
     """|g|^2 of the compiled loss on one batch, in float32, the weights left as they are."""
     import keras
-    import tensorflow as tf
 
+    from tfaccel._tf import import_tensorflow
+
+    tf = import_tensorflow()
     x, y, weight = keras.utils.unpack_x_y_sample_weight(element)
     with tf.GradientTape() as tape:
         y_pred = model(x, training=True)

@@ -3,8 +3,9 @@
 `tune` races the same-training answer against a batch offer (`tfaccel.tune.offer`):
 each run starts from the same initial weights (the trial's seed), trains on the same
 examples for the same training time, and evaluates the same validation set every
-`every_s` seconds of training; evaluation time is left out of the clock, compilation
-and everything else of training is in. The payload carries the curve of (seconds of
+`every_s` seconds of training. Evaluation time is left out of the clock, and so is the
+first execution (tracing and compilation, paid once by a training of hours, but a
+large share of a race of a minute); everything else of training is in. The payload carries the curve of (seconds of
 training, validation loss).
 
 The validation set is the script's own (`validation_data`, or the `validation_split`
@@ -133,8 +134,8 @@ def race_fit(
 
 class _RaceClock:
     """A Keras callback (built on first use: Keras is imported in the child only) that
-    evaluates at the start and every `every_s` seconds of training, and stops the fit
-    after `seconds`."""
+    evaluates at the start and every `every_s` seconds of training, the clock started
+    at the end of the first execution, and stops the fit after `seconds`."""
 
     def __new__(cls, keras: Any, val: Any, seconds: float, every_s: float) -> Any:
         class RaceClock(keras.callbacks.Callback):
@@ -145,6 +146,7 @@ class _RaceClock:
                 self.start = 0.0
                 self.next = every_s
                 self.trained_s = 0.0
+                self.compiled = False
 
             def on_train_begin(self, logs: Any = None) -> None:
                 self.start = time.perf_counter()
@@ -152,6 +154,9 @@ class _RaceClock:
 
             def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
                 float((logs or {}).get("loss", 0.0))  # waits for the step to finish
+                if not self.compiled:  # the first execution: tracing and compilation
+                    self.compiled = True
+                    self.start, self.paused = time.perf_counter(), 0.0
                 t = time.perf_counter() - self.start - self.paused
                 self.trained_s = t
                 if t >= self.next or t >= seconds:
