@@ -5,8 +5,8 @@ each run starts from the same initial weights (the trial's seed), trains on the 
 examples for the same training time, and evaluates the same validation set every
 `every_s` seconds of training. Evaluation time is left out of the clock, and so is the
 first execution (tracing and compilation, paid once by a training of hours, but a
-large share of a race of a minute); everything else of training is in. The payload carries the curve of (seconds of
-training, validation loss).
+large share of a race of a minute); everything else of training is in. The payload
+carries the curve of (seconds of training, validation loss).
 
 The validation set is the script's own (`validation_data`, or the `validation_split`
 Keras would take: the last part of its arrays), else a held-out part of its training
