@@ -44,6 +44,12 @@ STATUSES: tuple[TrialStatus, ...] = ("ok", "oom", "error", "timeout", "skipped")
 
 @dataclass(frozen=True)
 class TrialResult:
+    """What one trial measured: its journal key, label and settings, its status,
+    the median samples/s over its timed windows with their spread, the compile time,
+    peak memory, the first losses (the accuracy guard's), and `extra`: what the trial
+    read of the model and data (layer counts, FLOPs, examples, optimizer, noise
+    scale, a race's curve)."""
+
     key: str
     label: str
     settings: dict[str, Any]

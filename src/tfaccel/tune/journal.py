@@ -37,6 +37,10 @@ SCHEMA = SCHEMAS["tune-journal"]
 
 
 class Journal:
+    """The trials of a tune, one JSON line each, appended (and fsync'd) as they end, so
+    that the same command resumes: keyed by the target's fingerprint and the machine
+    that measured them."""
+
     def __init__(
         self, path: str | Path, fingerprint: str | None = None, machine: str | None = None
     ) -> None:

@@ -55,6 +55,11 @@ class Hardware:
 
 @dataclass(frozen=True)
 class TuneOptions:
+    """How a search runs: where the batch size starts and how far the offer may take
+    it, each trial's step plan and timeout, the noise floor and accuracy guard's
+    tolerance, the precisions and knobs to try or leave, the time budget, the
+    confirmation rounds and the race's length."""
+
     # The batch size the search keeps (the same-training answer's): None, the user's own
     # (`tfaccel.tune.start_batch`: an entry point's data's, a script's read in its source
     # or by its baseline trial, else Keras' 32).

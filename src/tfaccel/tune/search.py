@@ -165,6 +165,13 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
 
 
 class Tuner:
+    """One search over one target: times trials through `trial_fn` (a fresh process
+    each, by default), compares each with the best so far by the one noise rule
+    (`tfaccel.stats`), keeps the time budget on one clock (`clock`, from `run()`'s
+    start), journals every trial before it is reported, and runs the stages of the
+    module's doc in order. `run()` returns the TuneResult with both answers.
+    """
+
     def __init__(
         self,
         workload: str,
