@@ -194,9 +194,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 def race_workload(wl: Any, report: Any, batch: int, config: dict[str, Any]) -> dict[str, Any]:
     """A race (`trial.race`) of an entry point's model on its own data: a held-out part
     for validation, the rest shuffled each epoch, as fit shuffles arrays."""
-    from tfaccel.trial.race import held_out, race_fit, steps_per_epoch
+    from tfaccel.trial.race import held_out, race_blocker, race_fit, steps_per_epoch
 
-    why = data_facts(wl.model, None, wl.dataset is not None).get("no_race")
+    why = race_blocker(wl.model, wl.dataset is not None)
     if why:
         raise ValueError(f"no race: {why}")
     split = held_out(wl.dataset, wl.examples)
@@ -332,10 +332,10 @@ def unscaled_loss(model: Any, precision: str) -> str | None:
     Keras' examples write them) that does not learns from gradients 2**15 times too
     small, and nothing fails. None where the step is Keras' own, where its source scales
     the loss or calls Keras' (`super().train_step`), or where it cannot be read."""
-    if precision != "mixed_float16":
-        return None
-    owner = next((c for c in type(model).__mro__ if "train_step" in vars(c)), None)
-    if owner is None or owner.__module__.split(".")[0] == "keras":
+    from tfaccel.trial.race import own_step
+
+    owner = own_step(model, "train_step") if precision == "mixed_float16" else None
+    if owner is None:
         return None
     try:
         source = inspect.getsource(vars(owner)["train_step"])

@@ -192,8 +192,7 @@ def _patch(keras: Any, report: Any, config: dict[str, Any]) -> None:
             if calls["fit"] < timed:
                 return _one_step_fit(fit, self, args, kwargs)
             where += f" (call {timed})" if timed > 1 else ""
-            timing = _raced_fit if config.get("race") else _tuned_fit
-            timing(fit, self, report, config, where, args, kwargs)
+            _measured_fit(fit, self, report, config, where, args, kwargs)
             _end()
         return _run_fit(fit, self, report, where, calls["fit"], args, kwargs, config.get("lr"))
 
@@ -247,7 +246,7 @@ def _examples(model: Any, a: dict[str, Any], peek: bool) -> tuple[Any, int, int 
     return found.examples, found.batch_size or a.get("batch_size") or 32, count
 
 
-def _tuned_fit(
+def _measured_fit(
     fit: Any,
     model: Any,
     report: Any,
@@ -256,12 +255,11 @@ def _tuned_fit(
     args: Any,
     kwargs: Any,
 ) -> None:
-    """Time the script's fit at the trial's settings; the payload to the parent."""
+    """The script's fit at the trial's settings, timed (`_timing`) or raced
+    (`_racing`, `config["race"]`), on its own data at the trial's batch size (the
+    script's own where the settings leave it open: said as `own_batch`); the payload,
+    or the failure, to the parent."""
     from tfaccel._child import emit, failure
-    from tfaccel.trial import noise_scale
-    from tfaccel.trial.child import Plan, timed_fit
-    from tfaccel.trial.race import data_facts
-    from tfaccel.workloads.synthetic import rebatched
 
     print(FIT_STARTED, flush=True)  # a process that dies from here on died in fit
     own = None
@@ -271,74 +269,84 @@ def _tuned_fit(
         examples, read, count = _examples(model, a, peek=learn)
         own = read if learn else None
         batch = report.settings.batch_size or read
-        ds = report.dataset(rebatched(examples, batch), batch=False)
-        plan = Plan.of(config["steps"], report.settings.steps_per_execution)
-        out = timed_fit(
-            lambda *p, **k: fit(model, *p, **k), model, ds, report, plan, batch, config, STARTED
-        )
-        out["measured"] = f"model.fit at {where}"
-        out["fit_data"] = _data_form(a.get("x"))
-        out.update(data_facts(model, count, has_data=True))
-        if config.get("count_flops") and "no_race" not in out:  # the baseline's
-            out.update(noise_scale.measure(model, examples, batch))
-        if own:
-            out["own_batch"] = own
+        measure = _racing if config.get("race") else _timing
+        out = measure(fit, model, report, config, a, examples, batch, count)
     except Exception as exc:
-        out = {
-            **failure(exc),
-            "measured": f"model.fit at {where}",
-            **({"own_batch": own} if own else {}),
-        }
+        out = failure(exc)
+    out["measured"] = f"model.fit at {where}"
+    if own:
+        out["own_batch"] = own
     emit(MARK, out)
 
 
-def _raced_fit(
+def _timing(
     fit: Any,
     model: Any,
     report: Any,
     config: dict[str, Any],
-    where: str,
-    args: Any,
-    kwargs: Any,
-) -> None:
-    """A race (`trial.race`) of the script's fit at the trial's settings, on its data
-    and validation data (else a held-out part); the payload to the parent. Of the
-    script's callbacks only those that set the learning rate are kept."""
-    from tfaccel._child import emit, failure
-    from tfaccel.trial.race import kept_callbacks, no_race, race_fit, steps_per_epoch
+    a: dict[str, Any],
+    examples: Any,
+    batch: int,
+    count: int | None,
+) -> dict[str, Any]:
+    """A trial's timed fit (`trial.child.timed_fit`) on the script's examples, with
+    what the batch offer needs of the data (and, in the baseline, the noise scale)."""
+    from tfaccel.trial import noise_scale
+    from tfaccel.trial.child import Plan, timed_fit
+    from tfaccel.trial.race import data_facts
     from tfaccel.workloads.synthetic import rebatched
 
-    print(FIT_STARTED, flush=True)
-    try:
-        a = _fit_arguments(fit, model, args, kwargs)
-        why = no_race(model)
-        if why:
-            raise ValueError(f"no race: {why}")
-        examples, own, count = _examples(model, a, peek=report.settings.batch_size is None)
-        batch = report.settings.batch_size or own
-        split = _validation(model, a, examples, count)
-        train = split.train
-        if _is_array(a.get("x")) and a.get("shuffle", True):  # as fit shuffles arrays
-            train = train.shuffle(10_000, seed=int(config.get("seed", 0)))
-        ds = report.dataset(rebatched(train, batch), batch=False)
-        steps = steps_per_epoch(split, batch)
-        kept = kept_callbacks(a.get("callbacks"))
+    ds = report.dataset(rebatched(examples, batch), batch=False)
+    plan = Plan.of(config["steps"], report.settings.steps_per_execution)
+    out = timed_fit(
+        lambda *p, **k: fit(model, *p, **k), model, ds, report, plan, batch, config, STARTED
+    )
+    out["fit_data"] = _data_form(a.get("x"))
+    out.update(data_facts(model, count, has_data=True))
+    if config.get("count_flops") and "no_race" not in out:  # the baseline's
+        out.update(noise_scale.measure(model, examples, batch))
+    return out
 
-        def run(callbacks: list[Any]) -> Any:
-            return fit(
-                model,
-                ds,
-                epochs=10**6,
-                steps_per_epoch=steps,
-                verbose=0,
-                callbacks=[*kept, *callbacks],
-            )
 
-        out = race_fit(run, model, split.validation, {**config["race"], "batch": batch})
-        out.update(validation=split.what, measured=f"model.fit at {where}")
-    except Exception as exc:
-        out = {**failure(exc), "measured": f"model.fit at {where}"}
-    emit(MARK, out)
+def _racing(
+    fit: Any,
+    model: Any,
+    report: Any,
+    config: dict[str, Any],
+    a: dict[str, Any],
+    examples: Any,
+    batch: int,
+    count: int | None,
+) -> dict[str, Any]:
+    """A race (`trial.race`) of the script's fit on its data and validation data
+    (else a held-out part). Of the script's callbacks only those that set the learning
+    rate are kept."""
+    from tfaccel.trial.race import kept_callbacks, race_blocker, race_fit, steps_per_epoch
+    from tfaccel.workloads.synthetic import rebatched
+
+    why = race_blocker(model, has_data=True)
+    if why:
+        raise ValueError(f"no race: {why}")
+    split = _validation(model, a, examples, count)
+    train = split.train
+    if _is_array(a.get("x")) and a.get("shuffle", True):  # as fit shuffles arrays
+        train = train.shuffle(10_000, seed=int(config.get("seed", 0)))
+    ds = report.dataset(rebatched(train, batch), batch=False)
+    steps = steps_per_epoch(split, batch)
+    kept = kept_callbacks(a.get("callbacks"))
+
+    def run(callbacks: list[Any]) -> Any:
+        return fit(
+            model,
+            ds,
+            epochs=10**6,
+            steps_per_epoch=steps,
+            verbose=0,
+            callbacks=[*kept, *callbacks],
+        )
+
+    out = race_fit(run, model, split.validation, {**config["race"], "batch": batch})
+    return {**out, "validation": split.what}
 
 
 def _validation(model: Any, a: dict[str, Any], examples: Any, count: int | None) -> Any:

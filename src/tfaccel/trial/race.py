@@ -32,13 +32,19 @@ POINTS = 12
 KEPT_CALLBACKS = ("LearningRateScheduler", "ReduceLROnPlateau")
 
 
-def no_race(model: Any) -> str | None:
-    """Why the model has no validation loss to race by, or None."""
-    owner = next((c for c in type(model).__mro__ if "train_step" in vars(c)), None)
+def own_step(model: Any, name: str) -> type | None:
+    """The class of the model's that defines its `name` step ("train_step",
+    "test_step"), where that is not Keras' own; None where Keras' runs."""
+    owner = next((c for c in type(model).__mro__ if name in vars(c)), None)
     if owner is None or owner.__module__.split(".")[0] == "keras":
         return None
-    tester = next((c for c in type(model).__mro__ if "test_step" in vars(c)), None)
-    if tester is not None and tester.__module__.split(".")[0] != "keras":
+    return owner
+
+
+def no_race(model: Any) -> str | None:
+    """Why the model has no validation loss to race by, or None."""
+    owner = own_step(model, "train_step")
+    if owner is None or own_step(model, "test_step") is not None:
         return None
     return (
         f"{owner.__name__} has a train_step of its own and no test_step, so evaluate() "
@@ -52,10 +58,15 @@ SYNTHETIC = (
 )
 
 
+def race_blocker(model: Any, has_data: bool) -> str | None:
+    """Why no race can judge this model on this data, or None."""
+    return no_race(model) or (None if has_data else SYNTHETIC)
+
+
 def data_facts(model: Any, examples: int | None, has_data: bool) -> dict[str, Any]:
     """What a trial reports for the batch offer: how many examples the data holds
     (where it says), and whether a race can judge the model (`no_race`: why not)."""
-    why = no_race(model) or (None if has_data else SYNTHETIC)
+    why = race_blocker(model, has_data)
     return {**({"examples": examples} if examples else {}), **({"no_race": why} if why else {})}
 
 
