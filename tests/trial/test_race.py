@@ -103,12 +103,13 @@ def test_a_far_larger_batch_that_diverges_loses_the_race(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SGD with momentum, batch 32 -> 2048: the linear rule makes its rate 0.64, and
-    the validation loss climbs away from the target: refused."""
+    the validation loss climbs away from the target, whether or not it touched it on
+    the way (its first execution out of the clock, it may): refused."""
     (tmp_path / "teachers.py").write_text(TEACHERS)
     monkeypatch.chdir(tmp_path)
     race = _race("teachers:tanh_sgd", 2048, "SGD", 32768)
-    assert race.candidate_s is None, race
     assert race.candidate[-1][1] > race.target  # type: ignore[operator]
+    assert race.candidate_s is None or race.candidate_end > race.same_end * 1.1, race  # type: ignore[operator]
     assert _judged(race, 2048) == "failed"
 
 

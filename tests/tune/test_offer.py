@@ -252,3 +252,17 @@ def test_the_offer_stops_near_the_critical_batch(tmp_path: Path) -> None:
     sizes = [s.batch_size for s, _ in race.calls]
     assert sizes == [64, 256]  # 8 x 40 = 320 caps the ladder: 256, and no 512
     assert any("gradient noise scale, about 40" in d.text for d in res.decisions)
+
+
+def test_a_candidate_that_reaches_the_loss_and_drifts_away_fails() -> None:
+    """Sooner to the target, then away from it (a learning rate too large): no pass."""
+    same = [(float(t), max(0.5, 1.0 - 0.025 * t)) for t in range(0, 61, 5)]
+    # down to 0.5 by 10 s, there until 25 s, then away
+    cand = [(float(t), max(1.0 - 0.05 * t, 0.5 + 0.05 * (t - 25))) for t in range(0, 61, 5)]
+    race = offer.race_of(60.0, "", same, cand)
+    assert race.candidate_s is not None and race.candidate_s < race.same_s  # type: ignore[operator]
+    found = offer.BatchOffer(
+        Settings(batch_size=512), TrialResult("k", "l", {}, "ok"), 64, 2.0, change_for(8, "SGD")
+    )
+    judged = offer.judged(found, race, 5.0)
+    assert judged.verdict == "failed" and "drifts away" in judged.why

@@ -112,6 +112,8 @@ def race_of(
         time_to(same_m, target) if target is not None else None,
         time_to(cand_m, target) if target is not None else None,
         error,
+        same_m[-1][1] if same_m else None,
+        cand_m[-1][1] if cand_m else None,
     )
 
 
@@ -124,9 +126,20 @@ def smoothed(curve: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
+def _drifted(race: Race) -> bool:
+    """Did the candidate end the race worse than the same-training run beyond the
+    margin (or diverged), whenever it reached the target?"""
+    end, same = race.candidate_end, race.same_end
+    if end is None or same is None:
+        return False
+    return not math.isfinite(end) or end > same * (1 + RACE_MARGIN)
+
+
 def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
     """The offer with the race's verdict: passed only where the candidate reached the
-    target sooner by more than RACE_MARGIN and more than one evaluation interval."""
+    target sooner by more than RACE_MARGIN and more than one evaluation interval, and
+    ended the race no worse than the same-training run beyond RACE_MARGIN (one that
+    gets there and then drifts away, or diverges, is no sooner trained model)."""
     verdict: Literal["passed", "failed", "unproven"]
     if race.error:
         verdict, why = "unproven", f"the race did not finish ({race.error})"
@@ -137,6 +150,13 @@ def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
         why = (
             f"more samples per second, but it did not reach the validation loss "
             f"{race.target:.4g} of the same-training run in the {race.seconds:.0f} s race"
+        )
+    elif _drifted(race):
+        verdict = "failed"
+        why = (
+            f"it reaches the validation loss {race.target:.4g} in {race.candidate_s:.0f} s, "
+            f"but ends the race at {race.candidate_end:.4g} against the same-training run's "
+            f"{race.same_end:.4g}: it drifts away from it (as a learning rate too large does)"
         )
     else:
         gained = race.same_s - race.candidate_s

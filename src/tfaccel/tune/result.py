@@ -190,6 +190,9 @@ class Race:
     same_s: float | None  # seconds each run needed to reach `target` (None: never)
     candidate_s: float | None
     error: str | None = None  # why a run did not finish, where one did not
+    # Each run's smoothed validation loss at the race's end (NaN: it diverged).
+    same_end: float | None = None
+    candidate_end: float | None = None
 
     @property
     def to_target_speedup(self) -> float | None:
