@@ -183,6 +183,7 @@ def test_one_table_gives_labels_skip_names_choices_and_keras_patches() -> None:
     assert set(SKIPPABLE) == {
         "steps_per_execution",
         "input_cast",
+        "device_arrays",
         "xla_options",
         "allocator",
         "prefetch",

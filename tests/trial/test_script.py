@@ -342,7 +342,7 @@ def test_run_trains_the_script_with_the_settings_and_keeps_its_exit_code(
     err = capfd.readouterr().err
     assert "tfaccel: float32 on the CPU: precision float32, xla off" in err  # brief
     assert "model.fit call 1 at train.py:17: batch_size=128" in err
-    assert "tf.data settings not applicable: numpy inputs" in err
+    assert "numpy arrays passed as they are (device_arrays is off)" in err
     assert (here / "after_fit.txt").exists()  # run mode runs the whole script
 
 
@@ -645,3 +645,27 @@ def test_run_keeps_the_examples_of_an_epoch(here: Path, capfd: pytest.CaptureFix
     assert "batch_size=64; steps_per_epoch 8 -> 2" in err
     assert "Keras counts" not in err  # the data's own batches keep its length
     assert json.loads((here / "steps.json").read_text()) == [2, 4, 2]
+
+
+@pytest.mark.gpu
+def test_run_keeps_a_scripts_arrays_in_gpu_memory(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """device_arrays on the GPU: run says the arrays were kept there, the script's fit
+    (with its validation_split) trains and the script goes on."""
+    script = parse_command(["python", str(_write(here, "train.py", NUMPY_SCRIPT))])
+    settings = Settings(precision="float32", xla="off", device_arrays=True)
+    assert run_script(script, settings) == 0
+    err = capfd.readouterr().err
+    assert "kept in GPU memory, each batch gathered there" in err
+    assert (here / "after_fit.txt").exists()
+
+
+@pytest.mark.gpu
+def test_a_trial_times_a_scripts_arrays_kept_in_gpu_memory(here: Path) -> None:
+    script = parse_command(["python", str(_write(here, "train.py", NUMPY_SCRIPT))])
+    kept = Settings(precision="float32", xla="jit", device_arrays=True)
+    r = run_script_trial(script, kept, SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert r.extra["fit_data"] == "arrays" and r.extra["device_arrays_blocker"] is None
+    assert r.samples_per_s and r.samples_per_s > 0

@@ -216,6 +216,31 @@ def test_a_script_feeding_fit_numpy_arrays_gets_no_tf_data_trials(tmp_path: Path
     assert any(s.input_cast == "compute" for s in pipeline.calls)
 
 
+def test_a_scripts_arrays_are_tried_in_gpu_memory_before_steps_per_execution(
+    tmp_path: Path,
+) -> None:
+    """Numpy arrays given to fit: one trial keeps them in GPU memory (the same batches),
+    kept where it pays, before steps_per_execution; arrays too large are said, untried."""
+    base = FakeTrials(extra={"fit_data": "arrays"})
+
+    def trials(w: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        r = base(w, s, steps, timeout)
+        if s.device_arrays:
+            r = dataclasses.replace(r, samples_per_s=(r.samples_per_s or 0) * 1.3)
+        return r
+
+    res = tuner(tmp_path, trials).run()
+    assert said(res, "device_arrays") == ["on: +30% kept"]
+    first = next(i for i, s in enumerate(base.calls) if s.device_arrays)
+    assert all(s.steps_per_execution == 1 for s in base.calls[: first + 1])
+    assert res.best_settings is not None and res.best_settings.device_arrays
+    big = FakeTrials(extra={"fit_data": "arrays", "device_arrays_blocker": "too large"})
+    (tmp_path / "big").mkdir()
+    res = tuner(tmp_path / "big", big).run()
+    assert said(res, "device_arrays") == ["not tried: too large"]
+    assert not any(s.device_arrays for s in big.calls)
+
+
 @pytest.mark.parametrize(
     ("spe", "cast", "alone"),
     [
@@ -742,8 +767,9 @@ def test_estimated_trials_covers_a_full_search(tmp_path: Path) -> None:
     # run (synthetic data: nothing to judge the training by); no two knobs fell just
     # short, so nothing is tried together, and the guard let philox16's masks pass, so
     # Keras' masks computed once are not tried, and steps_per_execution 25 and
-    # input_cast won in one trial, so neither 10 nor input_cast alone is tried.
-    assert estimate - len(t.result.trials) == 9
+    # input_cast won in one trial, so neither 10 nor input_cast alone is tried; and the
+    # data are not a script's numpy arrays, so none is kept in GPU memory.
+    assert estimate - len(t.result.trials) == 10
 
 
 def test_default_precisions_leave_float16_out_where_bfloat16_runs(tmp_path: Path) -> None:

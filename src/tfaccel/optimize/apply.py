@@ -454,7 +454,7 @@ def _gpu_capability(tf: Any, gpus: list[Any]) -> str | None:
         return None
 
 
-def _gpu_total_mib() -> int | None:
+def gpu_total_mib() -> int | None:
     try:
         from tfaccel.hardware.nvml import driver_info
 
@@ -575,7 +575,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     xla_row = _apply_xla_options(s, initialized)
     tf = import_tensorflow()
     gpus = list(tf.config.list_physical_devices("GPU"))
-    rows.extend(_apply_memory(tf, s, gpus, initialized, _gpu_total_mib()))
+    rows.extend(_apply_memory(tf, s, gpus, initialized, gpu_total_mib()))
     if gpus and s.memory == "default" and _mps_running():
         rows.append(Applied("memory", "default", "warning", MPS_WARNING))
     cc = _gpu_capability(tf, gpus)
@@ -685,6 +685,7 @@ def _data_row(s: Settings, precision: str) -> Applied:
         "cache": s.cache_dataset,
         "deterministic": s.deterministic_data,
         "input_cast": cast,
+        "device_arrays": s.device_arrays,
     }
     how = "report.dataset(ds) applies them" + (
         f" and re-batches to {size}; numpy inputs: model.fit(x, y, **report.fit_kwargs())"

@@ -165,6 +165,7 @@ KNOBS: tuple[Knob, ...] = (
         tune=TuneTry(("device",), needs=("one_gpu",), together="runtime", saves_ms=2.0),
     ),
     Knob("input_cast", INPUT_CASTS, shown="input_cast={}", quiet="off", skippable=True),
+    Knob("device_arrays", shown="device_arrays", quiet=False, skippable=True),
     # philox16 draws another random stream, so the guard holds it; only if the guard
     # rejects it, mask_once (Keras' own masks, computed once: part of the saving).
     Knob(
@@ -268,6 +269,11 @@ class Settings:
         "so half the bytes cross PCIe",
     )
     cache_dataset: bool = _doc(False, "cache the dataset after its first pass")
+    device_arrays: bool = _doc(
+        False,
+        "a script's numpy arrays given to fit copied to GPU memory once and each batch "
+        "gathered there (tfaccel.optimize.device_arrays), where they fit in a quarter of it",
+    )
     dropout: Dropout = _doc(
         "keras",
         "mask_once: Keras' masks computed once under XLA; philox16: 16-bit random numbers, "
@@ -324,7 +330,13 @@ class Settings:
                 expected="1 < unified_oversubscription <= 8 (x the GPU's memory)",
                 received=f"unified_oversubscription={self.unified_oversubscription}",
             )
-        for name in ("float8", "gradient_checkpointing", "cache_dataset", "deterministic_data"):
+        for name in (
+            "float8",
+            "gradient_checkpointing",
+            "cache_dataset",
+            "deterministic_data",
+            "device_arrays",
+        ):
             if not isinstance(getattr(self, name), bool):  # "false" would read as true
                 raise InputError(
                     f"{name} must be true or false",

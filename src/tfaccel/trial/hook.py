@@ -23,6 +23,7 @@ the settings, and the hook says on stderr what was applied.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.util
 import inspect
@@ -296,12 +297,17 @@ def _timing(
     from tfaccel.trial.race import data_facts
     from tfaccel.workloads.synthetic import rebatched
 
-    ds = report.dataset(rebatched(examples, batch), batch=False)
     plan = Plan.of(config["steps"], report.settings.steps_per_execution)
-    out = timed_fit(
-        lambda *p, **k: fit(model, *p, **k), model, ds, report, plan, batch, config, STARTED
-    )
+    with contextlib.ExitStack() as stack:
+        ds = _timed_arrays(stack, model, report, a, batch)
+        if ds is None:
+            ds = report.dataset(rebatched(examples, batch), batch=False)
+        out = timed_fit(
+            lambda *p, **k: fit(model, *p, **k), model, ds, report, plan, batch, config, STARTED
+        )
     out["fit_data"] = _data_form(a.get("x"))
+    if out["fit_data"] == "arrays":
+        out["device_arrays_blocker"] = device_arrays_blocker(report, a, setting=False)
     out.update(data_facts(model, count, has_data=True))
     if config.get("count_flops") and "no_race" not in out:  # the baseline's
         out.update(noise_scale.measure(model, examples, batch))
@@ -394,7 +400,6 @@ def _run_fit(
         a["batch_size"] = size
         notes.append(f"batch_size={size}")
         _same_examples_per_epoch(a, own, size, notes)
-        notes.append("tf.data settings not applicable: numpy inputs")
     elif size:
         notes.append(
             f"batch {size} not applied: the script's {type(x).__name__} makes its own "
@@ -405,9 +410,51 @@ def _run_fit(
     notes += filter(None, [precision_problem(model, report.precision)])
     if lr:
         notes.append(_scale_learning_rate(model, a, lr, first=call == 1))
-    _say(f"model.fit call {call} at {where}: " + "; ".join(notes))
-    kw = a.pop("kwargs", {})
-    return fit(model, **a, **kw)
+    with contextlib.ExitStack() as stack:
+        if _is_array(x):
+            notes.append(_arrays(stack, model, report, a))
+        _say(f"model.fit call {call} at {where}: " + "; ".join(notes))
+        kw = a.pop("kwargs", {})
+        return fit(model, **a, **kw)
+
+
+def _arrays(stack: contextlib.ExitStack, model: Any, report: Any, a: dict[str, Any]) -> str:
+    """fit's numpy arrays kept in GPU memory for the fit (`device_arrays`), entered
+    on `stack`, or why they are passed as they are; the note to say."""
+    why = device_arrays_blocker(report, a)
+    if why:
+        return f"numpy arrays passed as they are ({why})"
+    from tfaccel.optimize.device_arrays import kept_on_device
+
+    return stack.enter_context(kept_on_device(model, a, a.get("batch_size") or 32, "/GPU:0"))
+
+
+def _timed_arrays(
+    stack: contextlib.ExitStack, model: Any, report: Any, a: dict[str, Any], batch: int
+) -> Any:
+    """The endless dataset of index batches a trial times where device_arrays keeps
+    fit's arrays in GPU memory (entered on `stack`), else None."""
+    if not _is_array(a.get("x")) or device_arrays_blocker(report, a):
+        return None
+    from tfaccel.optimize.device_arrays import kept_on_device
+
+    b = dict(a)
+    stack.enter_context(kept_on_device(model, b, batch, "/GPU:0", repeat=True))
+    return b["x"]
+
+
+def device_arrays_blocker(report: Any, a: dict[str, Any], setting: bool = True) -> str | None:
+    """Why fit's arguments `a` keep their arrays on the host under `report`'s
+    settings (`setting=False`: were device_arrays on), or None."""
+    from tfaccel.optimize.apply import gpu_total_mib
+    from tfaccel.optimize.device_arrays import blocker
+
+    if setting and not report.settings.device_arrays:
+        return "device_arrays is off"
+    if report.gpus != 1 or report.strategy_name != "none":
+        return "device_arrays needs one GPU and no distribution strategy"
+    mib = gpu_total_mib()
+    return blocker(a, mib * 2**20 if mib else None)
 
 
 def _scale_learning_rate(model: Any, a: dict[str, Any], lr: dict[str, Any], first: bool) -> str:

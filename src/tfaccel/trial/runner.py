@@ -89,21 +89,33 @@ def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool
     return gain > threshold, gain, threshold
 
 
+# Settings fields added after journals were written: at their default they stay out of
+# a trial's key, so that a journal written before them still resumes.
+LATER_FIELDS = ("device_arrays",)
+
+
 def settings_key(
     workload: str, settings: Settings, steps: StepPlan, extra: dict[str, Any] | None = None
 ) -> str:
     """A trial's identity in the journal: the workload (and its revision), every
-    setting, the step plan and the trial's extras. `window_s` and `min_windows` stay
-    out: they bound how long the same measurement takes, not what it measures; counting
-    FLOPs (after the timing) stays out too."""
+    setting (LATER_FIELDS where not at their default), the step plan and the trial's
+    extras. `window_s` and `min_windows` stay out: they bound how long the same
+    measurement takes, not what it measures; counting FLOPs (after the timing) stays
+    out too."""
     plan = {k: v for k, v in steps.__dict__.items() if k not in ("window_s", "min_windows")}
+    defaults = Settings()
+    shown = {
+        k: v
+        for k, v in settings.to_dict().items()
+        if k not in LATER_FIELDS or v != getattr(defaults, k)
+    }
     extra = {k: v for k, v in (extra or {}).items() if k != "count_flops"}
     revision = REVISION.get(workload)
     blob = json.dumps(
         {
             "w": workload,
             **({"r": revision} if revision else {}),
-            "s": settings.to_dict(),
+            "s": shown,
             "p": plan,
             **({"x": extra} if extra else {}),
         },
@@ -165,6 +177,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
                 "checkpointing",
                 "measured",
                 "fit_data",
+                "device_arrays_blocker",
                 "own_batch",
                 "examples",
                 "no_race",

@@ -14,13 +14,15 @@ math up to the 16-bit accuracy guard. Its stages, in the order of their expected
    finite and close to the 32-bit trajectory (the accuracy guard);
 3. each precision without XLA (models that XLA slows down or cannot compile), unless
    Keras' defaults already prove XLA's own gain;
-4. steps_per_execution and 16-bit input transfers (GPU, 16-bit precision, float
+4. a script's numpy arrays kept in GPU memory (`tfaccel.optimize.device_arrays`: the
+   same batches, each gathered there instead of sliced and copied from the host);
+5. steps_per_execution and 16-bit input transfers (GPU, 16-bit precision, float
    inputs): one trial where both apply, each alone where that pair did not pay;
-5. XLA's GEMM options (models of matrix products), then the late knobs, each as its
+6. XLA's GEMM options (models of matrix products), then the late knobs, each as its
    row of `tfaccel.optimize.settings.KNOBS` says (`TuneTry`): the allocator and device
    prefetch, dropout's masks, flat einsums, FP8 products, cuDNN's flash attention;
-6. the knobs that each gained too little alone, together;
-7. the answer, never below Keras' defaults.
+7. the knobs that each gained too little alone, together;
+8. the answer, never below Keras' defaults.
 
 **A batch offer** (`tfaccel.tune.offer`): larger batches on top of the same-training
 answer, up to a size that still leaves an epoch many steps; a larger batch changes what
@@ -145,7 +147,7 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
         b *= 2
     precisions = search_precisions(hw, opt)
     # XLA options: cuBLASLt, and cuDNN's layer norms on 9.0+
-    gpu_stage = 1 if hw.gpus else 0
+    gpu_stage = 2 if hw.gpus else 0  # cuBLASLt, and a script's arrays in GPU memory
     if hw.cudnn_layer_norm:
         gpu_stage += 1
     if hw.gpus and any(input_cast_dtype("compute", p) for p in precisions):
@@ -435,6 +437,7 @@ class Tuner:
         return [
             self._xla_precisions,
             self._no_xla_precisions,
+            self._device_arrays,
             self._spe_and_cast,
             self._gemm_options,
             self._late_knobs,
@@ -624,7 +627,7 @@ class Tuner:
                 self._improved(st, r, s)
 
     def _xla_precisions(self, st: _State) -> None:
-        """Stage 1: each precision under XLA, 16-bit + XLA first among the trials: the
+        """Stage 2: each precision under XLA, 16-bit + XLA first among the trials: the
         largest win on every tensor-core GPU workload measured."""
         self._precisions_at(st, "jit", self.base)
 
@@ -757,6 +760,17 @@ class Tuner:
             self._near_miss(st, knob, value, out.r, out.gain, guard)
         return out
 
+    def _device_arrays(self, st: _State) -> None:
+        """Stage 4: a script's numpy arrays kept in GPU memory, where they fit."""
+        base = self.result.baseline
+        if not self.hw.gpus or base is None or base.extra.get("fit_data") != "arrays":
+            return
+        why = base.extra.get("device_arrays_blocker")
+        if why:
+            self.decide("device_arrays", f"not tried: {why}")
+            return
+        self._knob(st, "device_arrays", True)
+
     def _spe_and_cast(self, st: _State) -> None:
         """Stage 5: steps_per_execution, longest first, and 16-bit input transfers; in
         one trial where both apply (SPE_WITH_CAST), each alone where that pair failed or
@@ -851,7 +865,7 @@ class Tuner:
             self._knob(st, "xla_options", opts, guard=True)
 
     def _late_knobs(self, st: _State) -> None:
-        """Stage 7: each knob of LATE_KNOBS, as its TuneTry says, where its needs hold
+        """Stage 6: each knob of LATE_KNOBS, as its TuneTry says, where its needs hold
         and the model holds its layers; the knobs of one `together` group that apply,
         in one trial."""
         for _, group in itertools.groupby(LATE_KNOBS, key=_late_group):
