@@ -13,8 +13,11 @@ HERE="$ROOT/experiments/2026-12-04-time-to-target"
 DEST="${DEST:-/tmp/ttt}"; BUDGET="${BUDGET:-10}"; WALL="${WALL:-60}"; RACE="${RACE:-45s}"
 EXAMPLES="${EXAMPLES:-$ROOT/.gpu-examples}"
 TARGETS="${TARGETS:-mnist_convnet bidirectional_lstm_imdb}"
-RUNS="${RUNS:-$TARGETS}"
+RUNS="${RUNS:-$TARGETS}"; REPEAT="${REPEAT:-1}"
 mkdir -p "$DEST"
+{ nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader
+  python3 -c "import tensorflow as tf, keras; print('tensorflow', tf.__version__, 'keras', keras.__version__)"
+  echo "budget $BUDGET race $RACE wall $WALL repeat $REPEAT"; } > "$DEST/environment.txt" 2>&1
 export PYTHONPATH="$ROOT/src:$HERE/learnable_datasets${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 cd "$EXAMPLES"
 for t in $TARGETS; do
@@ -35,8 +38,10 @@ for_wall() {  # log, command...
     | tee -a "$DEST/summary.txt"
 }
 for t in $RUNS; do
-  for_wall "$DEST/plain-$t.log" python3 "$t.py"
-  [ -f "$DEST/$t.json" ] && for_wall "$DEST/run-$t.log" \
-    python3 -m tfaccel run --config "$DEST/$t.json" -- python "$t.py"
+  for i in $(seq 1 "$REPEAT"); do
+    for_wall "$DEST/plain-$t-$i.log" python3 "$t.py"
+    [ -f "$DEST/$t.json" ] && for_wall "$DEST/run-$t-$i.log" \
+      python3 -m tfaccel run --config "$DEST/$t.json" -- python "$t.py"
+  done
 done
 touch "$DEST/done"
