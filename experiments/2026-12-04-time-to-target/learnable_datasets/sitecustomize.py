@@ -12,7 +12,9 @@ only measure memorisation) and the public example scripts run unmodified.
   `pad_sequences(maxlen=200)` keeps).
 """
 
+import importlib.util
 import os
+import sys
 import tempfile
 
 import numpy as np
@@ -66,11 +68,31 @@ def _imdb(rng):
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
 
 
-try:
-    import keras.src.datasets.imdb as _imdb_module
-    import keras.src.datasets.mnist as _mnist_module
+class _PatchOnImport:
+    """Patches each loader's module as the script imports it, not before: importing
+    Keras here would cost every Python process that starts with this folder on its
+    path (tfaccel's own command too) the seconds of TensorFlow's import."""
 
-    _mnist_module.get_file = lambda *a, **k: _npz("mnist.npz", _mnist)
-    _imdb_module.get_file = lambda *a, **k: _npz("imdb.npz", _imdb)
-except ImportError:
-    pass
+    LOADERS = {"keras.src.datasets.mnist": ("mnist.npz", _mnist),
+               "keras.src.datasets.imdb": ("imdb.npz", _imdb)}
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.LOADERS:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        execute = spec.loader.exec_module
+        file, make = self.LOADERS[name]
+
+        def exec_module(module):
+            execute(module)
+            module.get_file = lambda *a, **k: _npz(file, make)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _PatchOnImport())
