@@ -4,6 +4,7 @@ trial and race functions standing in for the child processes."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +267,56 @@ def test_a_candidate_that_reaches_the_loss_and_drifts_away_fails() -> None:
     )
     judged = offer.judged(found, race, 5.0)
     assert judged.verdict == "failed" and "drifts away" in judged.why
+
+
+def _judged_with_train(train: list[float]) -> offer.BatchOffer:
+    """The drifting candidate above, with its training loss at each point."""
+    same = [(float(t), max(0.5, 1.0 - 0.025 * t)) for t in range(0, 61, 5)]
+    cand = [
+        (float(t), max(1.0 - 0.05 * t, 0.5 + 0.05 * (t - 25)), None if t == 0 else train[t // 5])
+        for t in range(0, 61, 5)
+    ]
+    race = offer.race_of(60.0, "", same, cand)
+    found = offer.BatchOffer(
+        Settings(batch_size=512), TrialResult("k", "l", {}, "ok"), 64, 2.0, change_for(8, "Adam")
+    )
+    return offer.judged(found, race, 5.0)
+
+
+def test_a_candidate_whose_training_loss_still_falls_overfits_and_passes() -> None:
+    """Its validation loss rises late in the race while its training loss keeps
+    falling (the H200's bidirectional LSTM at 16x its batch: it trained ~25 epochs of
+    the data in the race): it did reach the trained model sooner, and the overfitting
+    is said, with what to do about it."""
+    judged = _judged_with_train([1.0 - 0.07 * i for i in range(13)])
+    assert judged.verdict == "passed", judged.why
+    assert "it overfits" in judged.why and "EarlyStopping" in judged.why
+
+
+def test_a_candidate_whose_training_loss_rises_too_diverges_and_fails() -> None:
+    falls_then_rises = [0.9, 0.7, 0.55, 0.5, 0.5, 0.52, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]
+    judged = _judged_with_train(falls_then_rises)
+    assert judged.verdict == "failed" and "drifts away" in judged.why
+
+
+def test_run_says_how_many_epochs_the_offer_needed(tmp_path: Path) -> None:
+    from tfaccel.tune.output import read_answer
+
+    doc = {
+        "schema": "tfaccel.settings/1",
+        "answer": "same_training",
+        "settings": {"precision": "float32"},
+        "batch_offer": {
+            "batch_size": 512,
+            "from_batch_size": 32,
+            "learning_rate": change_for(16, "Adam").to_dict(),
+            "verdict": "passed",
+            "why": "reaches it 5.8x sooner",
+            "epochs_to_target": 5.2,
+        },
+    }
+    path = tmp_path / "tfaccel.json"
+    path.write_text(json.dumps(doc))
+    answer = read_answer(path, batch_offer=True)
+    assert answer.settings.batch_size == 512
+    assert any("after about 5.2 epochs of the data" in n for n in answer.notes)

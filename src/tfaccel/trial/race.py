@@ -146,25 +146,29 @@ def race_fit(
 class _RaceClock:
     """A Keras callback (built on first use: Keras is imported in the child only) that
     evaluates at the start and every `every_s` seconds of training, the clock started
-    at the end of the first execution, and stops the fit after `seconds`."""
+    at the end of the first execution, and stops the fit after `seconds`. Each point:
+    [seconds, validation loss, training loss (Keras' mean over the epoch so far; None
+    at the start)]."""
 
     def __new__(cls, keras: Any, val: Any, seconds: float, every_s: float) -> Any:
         class RaceClock(keras.callbacks.Callback):
             def __init__(self) -> None:
                 super().__init__()
-                self.curve: list[list[float]] = []
+                self.curve: list[list[float | None]] = []
                 self.paused = 0.0
                 self.start = 0.0
                 self.next = every_s
                 self.trained_s = 0.0
                 self.compiled = False
+                self.train_loss: float | None = None  # none before the first step
 
             def on_train_begin(self, logs: Any = None) -> None:
                 self.start = time.perf_counter()
                 self._point(0.0)
 
             def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-                float((logs or {}).get("loss", 0.0))  # waits for the step to finish
+                # waits for the step to finish; Keras' mean over the epoch so far
+                self.train_loss = float((logs or {}).get("loss", float("nan")))
                 if not self.compiled:  # the first execution: tracing and compilation
                     self.compiled = True
                     self.start, self.paused = time.perf_counter(), 0.0
@@ -180,6 +184,7 @@ class _RaceClock:
                 t0 = time.perf_counter()
                 result = self.model.evaluate(val, verbose=0, return_dict=True)
                 self.paused += time.perf_counter() - t0
-                self.curve.append([round(t, 3), float(result.get("loss", float("nan")))])
+                loss = float(result.get("loss", float("nan")))
+                self.curve.append([round(t, 3), loss, self.train_loss])
 
         return RaceClock()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from tfaccel.optimize.lr_scaling import LrChange, change_for
 from tfaccel.optimize.settings import Settings
@@ -99,8 +99,7 @@ def race_of(
     """The race's figures: the target is the best validation loss of the same-training
     run, and each run's time to reach it, both on the curves smoothed over SMOOTH
     evaluations (NaN, a diverged run, never reaches it)."""
-    same_c = tuple((float(t), float(v)) for t, v in same)
-    cand_c = tuple((float(t), float(v)) for t, v in candidate)
+    same_c, cand_c = _validation_curve(same), _validation_curve(candidate)
     same_m, cand_m = smoothed(same_c), smoothed(cand_c)
     target = min((v for _, v in same_m if math.isfinite(v)), default=None)
     return Race(
@@ -114,7 +113,13 @@ def race_of(
         error,
         same_m[-1][1] if same_m else None,
         cand_m[-1][1] if cand_m else None,
+        tuple((float(p[0]), float(p[2])) for p in candidate if len(p) > 2 and p[2] is not None),
     )
+
+
+def _validation_curve(points: Sequence[Sequence[Any]]) -> tuple[tuple[float, float], ...]:
+    """(seconds, validation loss) of a race run's points ([t, val] or [t, val, train])."""
+    return tuple((float(p[0]), float(p[1])) for p in points)
 
 
 def smoothed(curve: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -126,20 +131,31 @@ def smoothed(curve: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def _drifted(race: Race) -> bool:
+def _ended_worse(race: Race) -> bool:
     """Did the candidate end the race worse than the same-training run beyond the
-    margin (or diverged), whenever it reached the target?"""
+    margin (or diverge), whenever it reached the target?"""
     end, same = race.candidate_end, race.same_end
     if end is None or same is None:
         return False
     return not math.isfinite(end) or end > same * (1 + RACE_MARGIN)
 
 
+def overfits(race: Race) -> bool:
+    """Does the candidate's training loss end near its lowest (within RACE_MARGIN)
+    while its validation loss ended worse? Then it overfits, having trained more epochs
+    in the race than the same-training run; a run that diverges loses on both."""
+    train = smoothed([p for p in race.candidate_train if p[0] > 0])
+    if len(train) < 2 or not all(math.isfinite(v) for _, v in train):
+        return False
+    return train[-1][1] <= min(v for _, v in train) * (1 + RACE_MARGIN)
+
+
 def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
     """The offer with the race's verdict: passed only where the candidate reached the
     target sooner by more than RACE_MARGIN and more than one evaluation interval, and
     ended the race no worse than the same-training run beyond RACE_MARGIN (one that
-    gets there and then drifts away, or diverges, is no sooner trained model)."""
+    gets there and then drifts away, or diverges, is no sooner trained model), unless
+    its training loss still falls: then it overfits, which is said."""
     verdict: Literal["passed", "failed", "unproven"]
     if race.error:
         verdict, why = "unproven", f"the race did not finish ({race.error})"
@@ -151,7 +167,7 @@ def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
             f"more samples per second, but it did not reach the validation loss "
             f"{race.target:.4g} of the same-training run in the {race.seconds:.0f} s race"
         )
-    elif _drifted(race):
+    elif _ended_worse(race) and not overfits(race):
         verdict = "failed"
         why = (
             f"it reaches the validation loss {race.target:.4g} in {race.candidate_s:.0f} s, "
@@ -168,6 +184,12 @@ def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
                 f"{sooner:.2f}x sooner ({race.candidate_s:.0f} s vs {race.same_s:.0f} s, "
                 f"race of {race.seconds:.0f} s)"
             )
+            if _ended_worse(race):
+                why += (
+                    "; later in the race its validation loss rises while its training loss "
+                    "still falls: it overfits (stop on the validation loss, e.g. Keras' "
+                    "EarlyStopping with restore_best_weights)"
+                )
         else:
             verdict = "failed"
             why = (

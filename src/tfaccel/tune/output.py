@@ -60,6 +60,7 @@ def offer_document(o: BatchOffer | None) -> dict[str, Any] | None:
         "why": o.why,
         "samples_speedup_over_same_training": o.samples_speedup,
         "to_target_speedup_over_same_training": race.to_target_speedup if race else None,
+        "epochs_to_target": o.epochs_to_target,
         "race": dataclasses.asdict(race) if race else None,
     }
 
@@ -178,5 +179,12 @@ def _with_offer(path: Path, settings: Settings, offer: Any) -> Answer:
             received=f"batch_size {size!r}, learning_rate {lr!r}",
         )
     own = offer.get("from_batch_size")
-    note = f"batch offer applied: batch {size} (from {own}): {offer.get('why')}"
-    return Answer(settings.replace(batch_size=size), lr, (note,))
+    notes = [f"batch offer applied: batch {size} (from {own}): {offer.get('why')}"]
+    epochs = offer.get("epochs_to_target")
+    if isinstance(epochs, (int, float)) and epochs > 0:
+        notes.append(
+            f"in its race, batch {size} reached that validation loss after about "
+            f"{epochs:.1f} epochs of the data: a script that trains fewer epochs ends "
+            "before it (more epochs, or stop on the validation loss)"
+        )
+    return Answer(settings.replace(batch_size=size), lr, tuple(notes))

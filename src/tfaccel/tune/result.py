@@ -193,6 +193,9 @@ class Race:
     # Each run's smoothed validation loss at the race's end (NaN: it diverged).
     same_end: float | None = None
     candidate_end: float | None = None
+    # The candidate's (seconds, training loss) points, where its run recorded them:
+    # they tell a run that diverges (training loss rising too) from one that overfits.
+    candidate_train: tuple[tuple[float, float], ...] = ()
 
     @property
     def to_target_speedup(self) -> float | None:
@@ -216,6 +219,9 @@ class BatchOffer:
     verdict: Literal["passed", "failed", "unproven"] = "unproven"
     why: str = ""  # the verdict in words
     race: Race | None = None
+    # Epochs of the training data the candidate needed to reach the race's target
+    # (None: unknown, or it did not reach it): a script that trains fewer ends first.
+    epochs_to_target: float | None = None
 
     @property
     def batch(self) -> int:

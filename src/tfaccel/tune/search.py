@@ -70,6 +70,7 @@ from tfaccel.tune.result import (
     Confirmation,
     Decision,
     Hardware,
+    Race,
     TuneOptions,
     TuneResult,
 )
@@ -1132,7 +1133,15 @@ class Tuner:
             [tuple(p) for p in candidate.extra.get("race") or ()],
             error=next((f"{r.label}: {r.error}" for r in (same, candidate) if not r.ok), None),
         )
-        return offer.judged(found, race, self.opt.race_s / RACE_POINTS)
+        judged = offer.judged(found, race, self.opt.race_s / RACE_POINTS)
+        return dataclasses.replace(judged, epochs_to_target=self._epochs(race, candidate))
+
+    def _epochs(self, race: Race, candidate: TrialResult) -> float | None:
+        """Epochs of the data the candidate trained before it reached the target."""
+        count = self._examples()
+        if race.candidate_s is None or not count or not candidate.samples_per_s:
+            return None
+        return race.candidate_s * candidate.samples_per_s / count
 
     def _race_run(self, s: Settings, lr: LrChange | None) -> TrialResult | None:
         """One run of a race, from the journal or measured (and journaled); None where
