@@ -143,3 +143,58 @@ def test_the_verbose_flag_turns_the_debug_log_on_for_one_command_only() -> None:
     assert log.level == logging.DEBUG
     CliRunner().invoke(app, ["hw", "--list-specs"])
     assert log.level == logging.NOTSET and not log.handlers
+
+
+def _alive(pid: int) -> bool:
+    """Is `pid` a process that has not ended (a zombie has ended) within 5 s (a
+    SIGKILL is delivered asynchronously)?"""
+    for _ in range(100):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            return False
+        if state == "Z":
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _helper_pid(path: Path) -> int:
+    for _ in range(100):
+        if path.exists() and path.read_text().strip():
+            return int(path.read_text())
+        time.sleep(0.05)
+    raise AssertionError("the helper never started")
+
+
+# A child that starts a helper inheriting its stdout and stderr (as a script starts a
+# TensorBoard or a GPU logger), writes its pid, then its result line, and ends.
+HELPER = """
+import subprocess, sys
+p = subprocess.Popen(["sleep", "611"])
+open(sys.argv[1], "w").write(str(p.pid))
+print('M {"a": 1}', flush=True)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups, /proc")
+def test_a_helper_holding_the_output_neither_holds_the_result_nor_outlives_the_child(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "helper.pid"
+    start = time.perf_counter()
+    out = run_child(["-c", HELPER, str(pid_file)], "M ", child_env(), 60)
+    assert time.perf_counter() - start < 30  # not the helper's 611 s, nor the timeout
+    assert out.payload == {"a": 1} and out.returncode == 0
+    assert not _alive(_helper_pid(pid_file))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups, /proc")
+def test_a_result_written_before_the_timeout_is_kept(tmp_path: Path) -> None:
+    """A child that wrote its result and then hung (its teardown, a helper it waits
+    for): killed at the timeout, its result still read, nothing left running."""
+    pid_file = tmp_path / "helper.pid"
+    hangs = HELPER + "import time; time.sleep(60)\n"
+    out = run_child(["-c", hangs, str(pid_file)], "M ", child_env(), 3)
+    assert out.timed_out and out.payload == {"a": 1}
+    assert not _alive(_helper_pid(pid_file))

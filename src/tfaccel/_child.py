@@ -10,6 +10,7 @@ exit code and the end of the child's stderr.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -19,6 +20,8 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -157,24 +160,95 @@ def run_command(
     env: Mapping[str, str],
     timeout_s: float,
 ) -> ChildResult:
-    """`argv` with `env`, its output captured; its last `mark` line parsed as JSON."""
+    """`argv` with `env`; its last `mark` line parsed as JSON.
+
+    It runs in a process group of its own, its output captured in files, not pipes: a
+    process it starts that inherits them (a TensorBoard, a GPU logger) cannot hold its
+    result back, since it ends when its own process ends; and what it wrote is read
+    whether it ended or was killed at the timeout. Then the group is killed, so nothing
+    it started outlives it."""
     start = time.perf_counter()
-    try:
-        proc = subprocess.run(
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
             list(argv),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
+            stdout=out,
+            stderr=err,
             env=dict(env),
-            check=False,
+            start_new_session=True,
             preexec_fn=_die_with_parent(),
         )
-    except subprocess.TimeoutExpired as exc:
-        _log_child(argv, f"killed at its {timeout_s:.0f} s timeout", _text(exc.stderr))
-        return ChildResult(None, None, _text(exc.stdout), _text(exc.stderr), timeout_s)
-    wall = time.perf_counter() - start
-    _log_child(argv, f"exit {proc.returncode} after {wall:.1f} s", proc.stderr)
-    return ChildResult(_payload(proc.stdout, mark), proc.returncode, proc.stdout, proc.stderr, wall)
+        try:
+            code: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            end_group(proc)
+        stdout, stderr = _read(out), _read(err)
+    wall = timeout_s if code is None else time.perf_counter() - start
+    how = f"killed at its {timeout_s:.0f} s timeout" if code is None else f"exit {code}"
+    _log_child(argv, f"{how} after {wall:.1f} s", stderr)
+    return ChildResult(_payload(stdout, mark), code, stdout, stderr, wall)
+
+
+# What a supervisor or a job scheduler sends to stop a process by its pid: passed on to
+# the command a user runs through tfaccel.
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+def run_attached(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    timeout_s: float | None = None,
+    stdout: int | None = None,
+) -> int:
+    """A command the user runs through tfaccel (`run --`, `profile --`), its output its
+    own (`stdout`: a file descriptor for it instead). It dies with tfaccel, even by
+    SIGKILL (Linux); the FORWARDED signals sent to tfaccel are passed on to it, so that
+    stopping tfaccel by its pid stops the training (Ctrl-C at a terminal reaches both
+    already, and is not sent twice). Its exit code, 128 + N where signal N ended it;
+    subprocess.TimeoutExpired past `timeout_s`, with the command killed."""
+    proc = subprocess.Popen(list(argv), env=dict(env), stdout=stdout, preexec_fn=_die_with_parent())
+
+    def forward(signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and _foreground():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    main = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, forward) for s in FORWARDED} if main else {}
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    return 128 - code if code < 0 else code
+
+
+def _foreground() -> bool:
+    """Is this process in the foreground of a terminal (whose Ctrl-C reaches the whole
+    process group, the command included)?"""
+    try:
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return False
+
+
+def end_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill the process group `proc` leads (it was started in a session of its own),
+    with whatever it started, and reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _read(f: Any) -> str:
+    f.seek(0)
+    return f.read().decode("utf-8", "replace")
 
 
 def _log_child(argv: Sequence[str], how: str, stderr: str) -> None:
@@ -204,12 +278,6 @@ def _die_with_parent() -> Callable[[], None] | None:
     except (OSError, AttributeError):
         return None
     return functools.partial(prctl, 1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _text(out: str | bytes | None) -> str:
-    if isinstance(out, bytes):
-        return out.decode("utf-8", "replace")
-    return out or ""
 
 
 def _payload(stdout: str, mark: str) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from tfaccel._child import hooked_env
+from tfaccel._child import hooked_env, run_attached
 from tfaccel.errors import InputError, WorkloadError
 
 
@@ -65,9 +65,7 @@ def _run(
 ) -> int:
     try:
         stdout = 2 if stdout_to_stderr else None  # fd 2: this process's stderr
-        return subprocess.run(
-            cmd, env=env, timeout=timeout_s, check=False, stdout=stdout
-        ).returncode
+        return run_attached(cmd, env, timeout_s, stdout)
     except FileNotFoundError as exc:
         raise InputError(
             f"Cannot run {cmd[0]!r}", expected="a command on PATH", received=str(exc)

@@ -15,14 +15,13 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tfaccel._child import child_env, hooked_env, run_command
+from tfaccel._child import child_env, hooked_env, run_attached, run_command
 from tfaccel.environment import require_tensorflow_backend
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
@@ -372,8 +371,10 @@ def run_script_trial(
 
 def run_script(script: Script, settings: Settings, lr: dict[str, Any] | None = None) -> int:
     """The script, once, with `settings` applied inside it (and `lr`, a batch offer's
-    learning-rate change, `optimize.lr_scaling.LrChange` as a dict); its exit code. Its
-    output is its own; tfaccel's notes go to stderr."""
+    learning-rate change, `optimize.lr_scaling.LrChange` as a dict); its exit code
+    (128 + N where signal N ended it). Its output is its own; tfaccel's notes go to
+    stderr. It dies with tfaccel, and a signal that stops tfaccel stops it
+    (`_child.run_attached`)."""
     env = hooked_env()
     env[ENV] = json.dumps({"mode": "run", "settings": settings.to_dict(), "lr": lr})
-    return subprocess.run(list(script.argv), env=env, check=False).returncode
+    return run_attached(script.argv, env)

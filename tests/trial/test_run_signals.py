@@ -1,0 +1,79 @@
+"""`tfaccel run` stopped by its pid stops the training script: SIGTERM passed on (exit
+128 + 15), SIGKILL of tfaccel kills the script too; nothing left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl, /proc")
+
+# A script that says its pid and trains "forever" (no Keras: the hook waits for it).
+SCRIPT = """
+import os, sys, time
+open(sys.argv[1], "w").write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`tfaccel run` of SCRIPT, and the script's pid once it runs."""
+    (tmp_path / "train.py").write_text(SCRIPT)
+    settings = {"schema": "tfaccel.settings/1", "settings": {"precision": "float32"}}
+    (tmp_path / "tfaccel.json").write_text(json.dumps(settings))
+    pid_file = tmp_path / "script.pid"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "tfaccel", "run", "--", "python", "train.py", str(pid_file)],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,  # not a terminal's foreground: signals come by pid
+        start_new_session=True,
+    )
+    for _ in range(400):
+        if pid_file.exists() and pid_file.read_text().strip():
+            return run, int(pid_file.read_text())
+        time.sleep(0.05)
+    run.kill()
+    raise AssertionError("the script never started")
+
+
+def _gone(pid: int) -> bool:
+    for _ in range(100):
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_to_run_stops_the_script_and_run_exits_128_plus_it(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    run, script = _start(tmp_path)
+    os.kill(run.pid, sig)
+    code = run.wait(timeout=30)
+    assert _gone(script), "the script outlived tfaccel run"
+    # SIGINT: the script's KeyboardInterrupt, which Python ends by SIGINT: 130 too
+    assert code == 128 + sig
+
+
+def test_run_killed_outright_takes_the_script_with_it(tmp_path: Path) -> None:
+    run, script = _start(tmp_path)
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait(timeout=30)
+    assert _gone(script), "the script outlived tfaccel run"
