@@ -306,6 +306,43 @@ def test_a_poisoned_journal_is_refused_before_any_trial(kind: str, tmp_path: Pat
     assert not (tmp_path / "tfaccel.json").exists()
 
 
+def test_a_journal_in_use_by_another_tune_is_refused_before_any_trial(tmp_path: Path) -> None:
+    from tfaccel.tune.journal import Journal
+
+    other = Journal(tmp_path / "j.jsonl")
+    other.hold()  # as a tune running on it holds it
+    try:
+        says = f"The journal j.jsonl is in use by pid {os.getpid()}"
+        case = Case("journal in use", ["tune", "tiny", "--journal", "j.jsonl"], 2, says)
+        assert run_case(case, tmp_path) == "clean"
+        assert not (tmp_path / "tfaccel.json").exists()
+    finally:
+        other.release()
+    assert not (tmp_path / "j.jsonl.lock").exists()
+
+
+def test_a_journal_that_cannot_be_written_is_refused_before_any_trial(tmp_path: Path) -> None:
+    """An earlier tune's journal on a file system now read-only: said before the first
+    trial, whose result would otherwise be lost."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(ro)]
+    mounted = subprocess.run(mount, check=False, capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("this machine does not allow tmpfs mounts (not root)")
+    try:
+        (ro / "j.jsonl").write_bytes(b"")
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        # in a folder that can be written (which the outputs' check looks at), a journal
+        # that cannot (as a file of another user's is to a user)
+        (tmp_path / "j.jsonl").symlink_to(ro / "j.jsonl")
+        argv = ["tune", "tiny", "--journal", "j.jsonl"]
+        case = Case("read-only journal", argv, 2, "Cannot write the journal j.jsonl")
+        assert run_case(case, tmp_path) == "clean"
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], check=False)
+
+
 # --- 5. places that cannot take the output ---------------------------------------------
 OUTPUTS: dict[str, list[str]] = {
     "tune --output": ["tune", "tiny", "--output", "{out}"],

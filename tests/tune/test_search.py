@@ -1861,3 +1861,16 @@ def test_rising_windows_are_measured_again_with_a_longer_warm_up(tmp_path: Path)
 
 def tuner_base() -> Settings:
     return Settings(precision="float32", xla="off", batch_size=64, steps_per_execution=1)
+
+
+def test_the_count_from_the_journal_is_what_this_tune_took_from_it(tmp_path: Path) -> None:
+    """A journal holding other trials of the workload (another step plan) gives this
+    tune nothing: 0 from the journal; the same tune again takes every trial from it."""
+    first = tuner(tmp_path, FakeTrials()).run()
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    other = dataclasses.replace(STEPS, windows=STEPS.windows + 1)
+    opts = TuneOptions(batch_size=64, steps=other)
+    assert Tuner("w", H200, opts, j, trial_fn=FakeTrials()).run().resumed == 0
+    again = tuner(tmp_path, FakeTrials()).run()
+    assert first.resumed == 0 and again.resumed == len(again.trials) > 0

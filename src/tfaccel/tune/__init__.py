@@ -189,18 +189,22 @@ def run(
     tgt = target if isinstance(target, Target) else prepare(target)
     options, _ = start_batch(options or TuneOptions(), tgt)
     check_outputs(tgt, out, force, fresh)
-    if fresh and out.journal.exists():
-        out.journal.unlink()
     journal = Journal(out.journal, fingerprint=tgt.fingerprint, machine=machine_id())
-    journal.load(tgt.name)
-    if on_journal is not None:
-        on_journal(journal)
-    hw = hw or hardware()
-    if hw.gpus and options.xla_cache_dir is None:
-        cache = str(out.journal.with_name(out.journal.name + ".xla-cache"))
-        options = dataclasses.replace(options, xla_cache_dir=cache)
-    tuner = Tuner(tgt.name, hw, options, journal, on_trial=on_trial, runner=tgt.runner)
-    result = tuner.run()
+    journal.hold()  # before --fresh discards it: another tune may be using it
+    try:
+        if fresh and out.journal.exists():
+            out.journal.unlink()
+        journal.load(tgt.name)
+        if on_journal is not None:
+            on_journal(journal)
+        hw = hw or hardware()
+        if hw.gpus and options.xla_cache_dir is None:
+            cache = str(out.journal.with_name(out.journal.name + ".xla-cache"))
+            options = dataclasses.replace(options, xla_cache_dir=cache)
+        tuner = Tuner(tgt.name, hw, options, journal, on_trial=on_trial, runner=tgt.runner)
+        result = tuner.run()
+    finally:
+        journal.release()
     if found(result):
         write_settings(out.settings, result, out.plot_path)
     return result

@@ -23,6 +23,7 @@ resume here replays the same comparison and the other machine's figure is kept).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from dataclasses import asdict, fields
@@ -54,6 +55,62 @@ class Journal:
         self.again: dict[tuple[str, str | None], TrialResult] = {}
         self.stale = 0  # trials of this workload measured on another version of its file
         self.retried = 0  # trials that failed with an error, to be run again
+        self._lock: Any = None  # the lock file while this tune holds the journal
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    def hold(self) -> None:
+        """Before any trial: the journal writable, and this tune its only user (an
+        exclusive lock on `lock_path`, which holds this process's pid; the lock goes
+        with the process). ConfigFileError otherwise: a second tune on the same journal
+        would measure the same trials twice, and a journal that cannot be written would
+        lose the first trial's result."""
+        lock = self._writable()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            lock.seek(0)
+            pid = lock.read().strip() or "?"
+            lock.close()
+            raise ConfigFileError(
+                f"The journal {self.path} is in use by pid {pid}",
+                expected="one tune at a time per journal",
+                received=f"{self.lock_path} locked",
+                hint="wait for that tune to end, or give this one --journal another path",
+            ) from exc
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        self._lock = lock
+
+    def _writable(self) -> Any:
+        """The lock file, open; the journal checked writable (created and removed
+        again where it did not exist)."""
+        existed = self.path.exists()
+        try:
+            with self.path.open("a", encoding="utf-8"):
+                pass
+            return self.lock_path.open("a+", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigFileError(
+                f"Cannot write the journal {self.path}",
+                expected="a file this user can write: tune appends each trial as it ends",
+                received=f"{type(exc).__name__}: {exc.strerror or exc}",
+                hint="--journal another path",
+            ) from exc
+        finally:
+            if not existed and self.path.is_file() and self.path.stat().st_size == 0:
+                self.path.unlink()
+
+    def release(self) -> None:
+        """The lock given back (`hold`), its file removed."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            self.lock_path.unlink(missing_ok=True)
+            lock.close()
 
     def here(self, key: str) -> bool:
         """Was this trial measured on this machine (always so without `machine`)?"""

@@ -125,7 +125,7 @@ class TuneResult:
     keras_defaults: TrialResult | None = None
     best: TrialResult | None = None
     best_settings: Settings | None = None
-    resumed: int = 0
+    resumed: int = 0  # trials this tune took from the journal instead of measuring
     wall_s: float = 0.0
     confirmations: list[Confirmation] = field(default_factory=list)
     # The references ("baseline", "keras_defaults") whose speedup compares the best with

@@ -232,6 +232,7 @@ class Tuner:
             again = done in self.result.trials
             if not again:
                 self.result.trials.append(done)
+                self.result.resumed += 1  # what this tune took from the journal
             if self.on_trial:
                 note = "(measured above)" if again else "(from the journal)"
                 self.on_trial(f"{stage} {note}", done, settings)
@@ -421,7 +422,6 @@ class Tuner:
         settle the answer: never below Keras' defaults."""
         start = self._start = self.clock()
         res = self.result
-        res.resumed = len(self.journal.results)
         st = self._references()
         if st is not None:
             for stage in self._stages():
