@@ -333,6 +333,21 @@ def test_the_environments_own_sitecustomize_still_runs(
     assert (here / "site_ran.txt").read_text() == "yes"
 
 
+def test_a_raising_sitecustomize_of_the_environment_is_shown_and_the_settings_apply(
+    here: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    own = here / "site"
+    own.mkdir()
+    _write(own, "sitecustomize.py", "raise RuntimeError('the site is broken')\n")
+    monkeypatch.setenv("PYTHONPATH", str(own))
+    script = parse_command(["python", str(_write(here, "train.py", EXITS_3))])
+    assert run_script(script, Settings(precision="float32", xla="off")) == 3
+    err = capfd.readouterr().err
+    assert "RuntimeError: the site is broken" in err and "Traceback" in err
+    assert f"sitecustomize ({own / 'sitecustomize.py'}) raised the error above" in err
+    assert "tfaccel: float32 on the CPU: precision float32, xla off" in err  # applied
+
+
 def test_run_trains_the_script_with_the_settings_and_keeps_its_exit_code(
     here: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
