@@ -343,6 +343,45 @@ def test_a_journal_that_cannot_be_written_is_refused_before_any_trial(tmp_path: 
         subprocess.run(["umount", "-l", str(ro)], check=False)
 
 
+def _settings(schema: str = "tfaccel.settings/1", **settings: Any) -> bytes:
+    return json.dumps({"schema": schema, "settings": settings}).encode()
+
+
+# A settings file of each wrong kind, refused by `run` before the script starts.
+SETTINGS_FILES: dict[str, tuple[bytes, str]] = {
+    "another version's": (_settings("tfaccel.settings/9"), "another version of tfaccel"),
+    "tune's report": (_settings("tfaccel.tune/1"), "is tune's report"),
+    "another report": (_settings("tfaccel.bench/1"), "is not a tfaccel settings file"),
+    "weights in bf16": (_settings(precision="bfloat16"), "it is for inference, and run trains"),
+    "a batch of 10**9": (_settings(batch_size=10**9), "larger than any training batch"),
+    "a boolean as a string": (_settings(device_arrays="false"), "device_arrays must be true"),
+    "an unknown knob": (_settings(turbo=True), "unknown settings: turbo"),
+}
+
+
+@pytest.mark.parametrize("kind", list(SETTINGS_FILES), ids=str)
+def test_run_refuses_a_settings_file_of_the_wrong_kind_before_the_script(
+    kind: str, tmp_path: Path
+) -> None:
+    data, says = SETTINGS_FILES[kind]
+    files = {"t.json": data, "train.py": b"open('ran.txt', 'w').write('it ran')\n"}
+    argv = ["run", "--config", "t.json", "--", "python", "train.py"]
+    assert run_case(Case(kind, argv, 2, says, files), tmp_path) == "clean"
+    assert not (tmp_path / "ran.txt").exists()
+
+
+def test_run_says_a_16_bit_precision_without_a_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    (tmp_path / "t.json").write_bytes(_settings(precision="mixed_float16"))
+    (tmp_path / "train.py").write_text("print('trained')\n")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["run", "--config", "t.json", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert "mixed_float16 on a machine without a GPU" in unboxed(result.output)
+
+
 # --- 5. places that cannot take the output ---------------------------------------------
 OUTPUTS: dict[str, list[str]] = {
     "tune --output": ["tune", "tiny", "--output", "{out}"],

@@ -199,3 +199,20 @@ def test_one_table_gives_labels_skip_names_choices_and_keras_patches() -> None:
         if knob.choices:
             with pytest.raises(InputError, match=f"Unknown {knob.name}"):
                 Settings(**{knob.name: "nonsense"})
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"memory": "limit", "memory_limit_mib": "4096"}, "memory_limit_mib must be a positive"),
+        ({"memory": "unified", "unified_oversubscription": "2"}, "must be a number from 1 to 8"),
+        ({"batch_size": 10**9}, "larger than any training batch"),
+    ],
+)
+def test_a_wrong_type_names_its_field_before_any_comparison(
+    fields: dict[str, object], says: str
+) -> None:
+    from tfaccel.errors import InputError
+
+    with pytest.raises(InputError, match=says):
+        Settings(**fields)  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -10,7 +11,7 @@ from rich.text import Text
 from tfaccel.cli._common import handle_errors, stderr_console
 from tfaccel.errors import InputError
 from tfaccel.trial.script import check_script, parse_command, run_script
-from tfaccel.tune.output import read_answer
+from tfaccel.tune.output import for_this_machine, read_answer
 
 
 @handle_errors
@@ -44,10 +45,19 @@ def run(
             received=str(config),
             hint="tfaccel tune -- python train.py writes tfaccel.json",
         )
-    answer = read_answer(config, batch_offer)
+    answer = for_this_machine(read_answer(config, batch_offer), _gpus())
     script = parse_command(command or [])
     check_script(script)
     err = stderr_console()
     for note in answer.notes:
         err.print(Text(f"tfaccel: {note}", style="dim"), soft_wrap=True)
     raise typer.Exit(run_script(script, answer.settings, answer.lr))
+
+
+def _gpus() -> int:
+    """The GPUs the script will see (NVML's, none where CUDA_VISIBLE_DEVICES hides them)."""
+    from tfaccel.hardware.nvml import driver_info
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1"):
+        return 0
+    return len(driver_info().gpus)

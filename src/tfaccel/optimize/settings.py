@@ -15,6 +15,10 @@ from typing import Any, Literal, get_args
 
 from tfaccel.errors import ConfigFileError, InputError
 
+# A batch size beyond this is a typo or a corrupt file, not a training batch (tune's
+# ladder stops at the data's size, 16 steps an epoch).
+MAX_BATCH = 1 << 24
+
 # Each knob's choices, as a type (for the fields of Settings and whoever passes them)
 # and as the tuple the checks and the command line list.
 Precision = Literal["auto", "float32", "tf32", "mixed_float16", "mixed_bfloat16", "bfloat16"]
@@ -318,18 +322,6 @@ class Settings:
         # JSON gives a list; a tuple keeps Settings hashable. Sorted and unique: the
         # same options are the same settings (tune's journal key).
         object.__setattr__(self, "xla_options", tuple(sorted(set(options))))
-        if self.memory == "limit" and (self.memory_limit_mib is None or self.memory_limit_mib <= 0):
-            raise InputError(
-                "memory='limit' needs a positive memory_limit_mib",
-                expected="memory_limit_mib=<MiB per GPU>",
-                received=f"memory_limit_mib={self.memory_limit_mib!r}",
-            )
-        if self.memory == "unified" and not 1.0 < self.unified_oversubscription <= 8.0:
-            raise InputError(
-                "memory='unified' needs an oversubscription factor",
-                expected="1 < unified_oversubscription <= 8 (x the GPU's memory)",
-                received=f"unified_oversubscription={self.unified_oversubscription}",
-            )
         for name in (
             "float8",
             "gradient_checkpointing",
@@ -361,12 +353,30 @@ class Settings:
                     expected="an integer >= 1, or null",
                     received=f"{name}={value!r}",
                 )
+        if self.batch_size is not None and self.batch_size > MAX_BATCH:
+            raise InputError(
+                f"batch_size {self.batch_size:,} is larger than any training batch",
+                expected=f"at most {MAX_BATCH:,} examples a step (tune never goes past the data)",
+                received=f"batch_size={self.batch_size!r}",
+            )
+        if self.memory == "limit" and (self.memory_limit_mib is None or self.memory_limit_mib <= 0):
+            raise InputError(
+                "memory='limit' needs a positive memory_limit_mib",
+                expected="memory_limit_mib=<MiB per GPU>",
+                received=f"memory_limit_mib={self.memory_limit_mib!r}",
+            )
         over = self.unified_oversubscription
         if isinstance(over, bool) or not isinstance(over, (int, float)) or not 1.0 <= over <= 8.0:
             raise InputError(
                 "unified_oversubscription must be a number from 1 to 8",
                 expected="1 <= unified_oversubscription <= 8 (x the GPU's memory)",
                 received=f"unified_oversubscription={over!r}",
+            )
+        if self.memory == "unified" and not 1.0 < self.unified_oversubscription <= 8.0:
+            raise InputError(
+                "memory='unified' needs an oversubscription factor",
+                expected="1 < unified_oversubscription <= 8 (x the GPU's memory)",
+                received=f"unified_oversubscription={self.unified_oversubscription}",
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -398,6 +408,31 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 FIELDS = tuple(f.name for f in dataclasses.fields(Settings))
 
 
+def _check_schema(schema: Any, source: str) -> None:
+    """A settings file of this tfaccel's schema, or a ConfigFileError that says what the
+    file is instead: another version's settings, tune's report, another report."""
+    from tfaccel.results import SCHEMAS
+
+    if schema == SCHEMAS["settings"]:
+        return
+    name = str(schema).rsplit("/", 1)[0] if isinstance(schema, str) else ""
+    if name == SCHEMAS["settings"].rsplit("/", 1)[0]:
+        problem = f"{source} was written by another version of tfaccel"
+        hint = "tune again with this version to write it anew"
+    elif name == SCHEMAS["tune"].rsplit("/", 1)[0]:
+        problem = f"{source} is tune's report (its --format json output), not a settings file"
+        hint = "the settings file is the one tune writes with --output (tfaccel.json)"
+    else:
+        problem = f"{source} is not a tfaccel settings file"
+        hint = "give the file tfaccel tune wrote (--output, tfaccel.json by default)"
+    raise ConfigFileError(
+        problem,
+        expected=f"schema {SCHEMAS['settings']!r}",
+        received=f"schema {schema!r}",
+        hint=hint,
+    )
+
+
 def settings_from_dict(data: Any, source: str = "settings") -> Settings:
     """Build Settings from parsed JSON; unknown keys and bad values are ConfigFileErrors."""
     if not isinstance(data, dict):
@@ -406,6 +441,8 @@ def settings_from_dict(data: Any, source: str = "settings") -> Settings:
             expected='{"precision": ...}',
             received=type(data).__name__,
         )
+    if "schema" in data:
+        _check_schema(data["schema"], source)
     payload = data.get("settings", data) if "schema" in data else data
     if not isinstance(payload, dict):
         raise ConfigFileError(

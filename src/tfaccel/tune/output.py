@@ -124,6 +124,28 @@ class Answer:
     notes: tuple[str, ...] = ()
 
 
+def for_this_machine(answer: Answer, gpus: int) -> Answer:
+    """The answer checked against what this machine can do, before the script starts:
+    weights in bf16 refused (tune measures training, and so does run), a 16-bit
+    precision without a GPU said (a CPU emulates it, slower than float32)."""
+    from tfaccel.errors import InputError
+
+    precision = answer.settings.precision
+    if precision == "bfloat16":
+        raise InputError(
+            "precision bfloat16 stores the weights in bf16: it is for inference, and run trains",
+            expected="mixed_bfloat16 (bf16 math, float32 weights)",
+            received="precision=bfloat16",
+        )
+    if gpus == 0 and precision in ("mixed_float16", "mixed_bfloat16"):
+        note = (
+            f"{precision} on a machine without a GPU: the CPU emulates 16-bit math, slower "
+            "than float32 (applied as the file asks; tune on this machine for its answer)"
+        )
+        return dataclasses.replace(answer, notes=(*answer.notes, note))
+    return answer
+
+
 def read_answer(path: Path, batch_offer: bool = False) -> Answer:
     """The settings file's same-training answer; with `batch_offer` (or the file's
     `"apply_batch_offer": true`), its batch offer on top, only where its race passed
