@@ -47,7 +47,18 @@ BASE: dict[str, list[str]] = {
     "power sweep": ["--limits", "300"],
 }
 TAIL: dict[str, list[str]] = {"profile capture": ["--", "python", "-c", "pass"]}
-JSON_MODE = {"doctor", "plan", "tune", "monitor", "bench", "scale", "profile", "power sweep"}
+JSON_MODE = {
+    "doctor",
+    "plan",
+    "tune",
+    "monitor",
+    "bench",
+    "scale",
+    "profile",
+    "power set",
+    "power reset",
+    "power sweep",
+}
 
 
 @dataclass(frozen=True)
@@ -517,6 +528,33 @@ def test_a_nonsense_cuda_visible_devices_is_not_rated_ok(value: str) -> None:
 
     rows = check_visible_devices(DoctorContext(env={"CUDA_VISIBLE_DEVICES": value}))
     assert rows and rows[0].status.value in ("warn", "fail"), rows
+
+
+# Each verb of `power`, failing on a machine without NVML (or without --yes): one JSON
+# object on stdout, whether --format json is the verb's or the group's.
+POWER_VERBS = [
+    ["power"],
+    ["power", "show"],
+    ["power", "set", "300", "--yes"],
+    ["power", "reset", "--yes"],
+    ["power", "sweep", "--limits", "300", "--yes"],
+    ["power", "sweep", "--limits", "300"],
+]
+
+
+@pytest.mark.parametrize("where", ["verb", "group"])
+@pytest.mark.parametrize("argv", POWER_VERBS, ids=" ".join)
+def test_every_power_verb_fails_as_one_json_object(argv: list[str], where: str) -> None:
+    from tfaccel.hardware.nvml import driver_info
+
+    if driver_info().gpus:
+        pytest.skip("a machine with an NVIDIA GPU: these verbs would work (or change it)")
+    flag = ["--format", "json"]
+    full = [*argv, *flag] if where == "verb" else [argv[0], *flag, *argv[1:]]
+    result = runner.invoke(app, full)
+    assert result.exit_code in (2, 4), result.output
+    doc = json.loads(result.stdout)
+    assert doc["exit_code"] == result.exit_code and doc["error"]["problem"]
 
 
 # --- 8. an unprivileged user ------------------------------------------------------------

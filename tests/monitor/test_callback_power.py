@@ -103,6 +103,8 @@ def test_setting_needs_yes_root_and_a_value_in_range() -> None:
     assert set_power_limit(0, 400, yes=True, lib=nv, is_root=True) == (700, 400)
     assert nv.set_calls == [(0, 400_000)]
     assert reset_power_limit(0, yes=True, lib=nv, is_root=True) == (400, 700)
+    with pytest.raises(InputError, match="GPU index 7 does not exist"):  # exit 2, as monitor
+        set_power_limit(7, 400, yes=True, lib=nv, is_root=True)
 
 
 def test_sweep_restores_after_a_failing_step_and_after_ctrl_c() -> None:

@@ -83,7 +83,7 @@ def handle_errors(fn: F) -> F:
         except (TfaccelError, OSError) as exc:
             error = WriteError.of(exc) if isinstance(exc, OSError) else exc
             report_error(error)
-            if getattr(kwargs.get("fmt"), "value", None) == "json":  # one JSON object on stdout
+            if _json_asked(kwargs):  # one JSON object on stdout
                 with contextlib.suppress(OSError):  # stdout itself may be what failed
                     write_out(error_json(error))
             raise typer.Exit(int(error.exit_code)) from None
@@ -92,6 +92,27 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _json_asked(kwargs: dict[str, Any]) -> bool:
+    """--format json, given to the command or to its group (`power --format json set`:
+    the group's flag means the same for each subcommand)."""
+    if getattr(kwargs.get("fmt"), "value", None) == "json":
+        return True
+    ctx = kwargs.get("ctx")  # the command's typer.Context, where it takes one
+    while ctx is not None:
+        if getattr(ctx.params.get("fmt"), "value", None) == "json":
+            return True
+        ctx = ctx.parent
+    return False
+
+
+def group_format(ctx: Any, fmt: Format) -> Format:
+    """A subcommand's --format, or its group's where it gave none of its own."""
+    if fmt is Format.json:
+        return fmt
+    parent = ctx.parent.params.get("fmt") if ctx is not None and ctx.parent else None
+    return parent if isinstance(parent, Format) else fmt
 
 
 def int_list(text: str | None, flag: str, example: str) -> list[int] | None:

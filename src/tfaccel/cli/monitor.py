@@ -13,6 +13,7 @@ from tfaccel.cli._common import (
     FORMAT_OPTION,
     WORKLOAD_HELP,
     finite,
+    group_format,
     handle_errors,
     int_list,
     positive,
@@ -134,7 +135,14 @@ power_app = typer.Typer(
 def _power(ctx: typer.Context, fmt: Format = FORMAT_OPTION) -> None:
     """Show the power limit, default and allowed range, draw and energy of every GPU."""
     if ctx.invoked_subcommand is None:
-        _show(fmt)
+        _show(fmt=fmt)
+
+
+@power_app.command("show")
+def power_show(ctx: typer.Context, fmt: Format = FORMAT_OPTION) -> None:
+    """The power limit, default and allowed range, draw and energy of every GPU (what
+    `tfaccel power` alone shows)."""
+    _show(fmt=group_format(ctx, fmt))
 
 
 @handle_errors
@@ -149,32 +157,41 @@ def _show(fmt: Format) -> None:
 @power_app.command("set")
 @handle_errors
 def power_set(
+    ctx: typer.Context,
     watts: float = typer.Argument(..., callback=positive, help="New limit in watts."),
     gpu: int = typer.Option(0, "--gpu-index", min=0, help="Which GPU (NVML index)."),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
+    fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Set a GPU's power limit (needs root and --yes; refuses values out of range)."""
     old, new = set_power_limit(gpu, watts, yes=yes)
-    stdout_console().print(
-        f"GPU {gpu}: power limit {old} W -> {new:g} W "
-        f"(undo: tfaccel power reset --gpu-index {gpu} --yes)"
-    )
+    undo = f"tfaccel power reset --gpu-index {gpu} --yes"
+    if group_format(ctx, fmt) is Format.json:
+        write_out(dumps({"gpu": gpu, "old_w": old, "new_w": new, "undo": undo}))
+    else:
+        stdout_console().print(f"GPU {gpu}: power limit {old} W -> {new:g} W (undo: {undo})")
 
 
 @power_app.command("reset")
 @handle_errors
 def power_reset(
+    ctx: typer.Context,
     gpu: int = typer.Option(0, "--gpu-index", min=0, help="Which GPU (NVML index)."),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
+    fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Restore a GPU's default power limit (needs root and --yes)."""
     old, new = reset_power_limit(gpu, yes=yes)
-    stdout_console().print(f"GPU {gpu}: power limit {old} W -> default {new:g} W")
+    if group_format(ctx, fmt) is Format.json:
+        write_out(dumps({"gpu": gpu, "old_w": old, "new_w": new}))
+    else:
+        stdout_console().print(f"GPU {gpu}: power limit {old} W -> default {new:g} W")
 
 
 @power_app.command("sweep")
 @handle_errors
 def power_sweep(
+    ctx: typer.Context,
     workload: str = typer.Argument(
         "resnet50", help="The workload trained at each limit (" + WORKLOAD_HELP + ")"
     ),
@@ -189,7 +206,11 @@ def power_sweep(
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Throughput, samples per joule and temperature at each power limit; restores after."""
-    if fmt is not Format.json:
+    fmt = group_format(ctx, fmt)
+    # the plot: in text mode, and in JSON mode where --plot was given
+    given = getattr(ctx.get_parameter_source("plot"), "name", "") == "COMMANDLINE"
+    draw = fmt is not Format.json or given
+    if draw:
         check_writable(plot, force, hint="tfaccel power sweep ... --plot other.png, or --force")
     try:
         watts = [float(x) for x in limits.split(",") if x.strip()]
@@ -210,6 +231,7 @@ def power_sweep(
         write_out(dumps(result))
     else:
         stdout_console().print(sweep_table(result))
+    if draw:
         from tfaccel.monitor.sweep import sweep_plot
 
         sweep_plot(result, plot)

@@ -34,6 +34,13 @@ def _w(v: Any) -> float | None:
 
 
 def _info(nv: Nvml, i: int) -> PowerInfo:
+    count = nv.get("nvmlDeviceGetCount")
+    if isinstance(count, int) and not 0 <= i < count:  # as monitor says it
+        raise InputError(
+            f"GPU index {i} does not exist",
+            expected=f"0..{count - 1}" if count else "a machine with an NVIDIA GPU",
+            received=i,
+        )
     h, err = nv.try_call("nvmlDeviceGetHandleByIndex", i)
     if err is not None:
         raise GpuError(
