@@ -598,3 +598,25 @@ def test_an_unprivileged_user_gets_a_clean_refusal(
     assert proc.returncode in codes, (proc.returncode, proc.stderr[-800:])
     assert says in proc.stderr
     assert left == []
+
+
+def test_what_the_user_typed_is_shown_as_typed_and_a_missing_module_has_no_traceback(
+    tmp_path: Path,
+) -> None:
+    """'a:b:c' is no emoji code to rich, and a module that is not there gets its
+    message alone: the import machinery's frames are nobody's code."""
+    case = Case("a:b:c", ["tune", "a:b:c"], 2, "of entry point 'a:b:c'")
+    assert run_case(case, tmp_path) == "clean"
+    result = runner.invoke(app, ["tune", "a:b:c", "--output", str(tmp_path / "o.json")])
+    assert "Traceback" not in result.output
+
+
+def test_a_module_that_fails_to_import_shows_the_users_line(tmp_path: Path) -> None:
+    (tmp_path / "badmod.py").write_text("import nonexistent_pkg_x\n")
+    case = Case("bad import", ["tune", "badmod:build"], 2, 'badmod.py", line 1, in <module>')
+    assert run_case(case, tmp_path) == "clean"
+
+
+def test_a_misspelled_verb_gets_a_suggestion_not_a_program_run(tmp_path: Path) -> None:
+    case = Case("profile analyse", ["profile", "analyse", "logs"], 2, "did you mean 'analyze'?")
+    assert run_case(case, tmp_path) == "clean"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import json
 import logging
 import os
@@ -35,6 +36,7 @@ log = logging.getLogger("tfaccel")  # `tfaccel -v` shows its debug lines
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Keras bolds parts of its error messages
 _RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b.*$", re.MULTILINE)
 _OWN = os.path.dirname(os.path.abspath(__file__))  # tfaccel's package directory
+_IMPORTLIB = os.path.dirname(importlib.__file__)
 # A process ended by SIGKILL: the kernel's OOM killer, most often (or a user's kill -9).
 _KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
 
@@ -371,8 +373,18 @@ def user_traceback(exc: BaseException, limit: int = 3000) -> str:
     return ANSI.sub("", text)[-limit:]
 
 
+def user_frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    """The frames of `exc`'s traceback that are the user's: not tfaccel's, nor Python's
+    import machinery (a module that is not there has no frame of the user's)."""
+    return [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith((_OWN, _IMPORTLIB, "<frozen importlib"))
+    ]
+
+
 def _without_own_frames(exc: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_OWN)]
+    frames = user_frames(exc)
     head = "Traceback (most recent call last):\n" if frames else ""
     body = "".join(traceback.format_list(frames))
     return head + body + "".join(traceback.format_exception_only(type(exc), exc))

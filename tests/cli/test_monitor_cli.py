@@ -58,7 +58,7 @@ def test_a_narrow_terminal_gets_the_compact_view(nvml: MonitorNvml) -> None:
 
 def test_live_json_lines_for_a_duration(nvml: MonitorNvml, tmp_path: object) -> None:
     result = runner.invoke(
-        app, ["monitor", "--interval", "0.05", "--duration", "0.4", "--format", "json"]
+        app, ["monitor", "--interval", "0.1", "--duration", "0.5", "--format", "json"]
     )
     assert result.exit_code == 0
     lines = [json.loads(x) for x in result.stdout.splitlines() if x.strip()]

@@ -36,7 +36,7 @@ WORKLOAD_HELP = (
 
 
 def stdout_console() -> Console:
-    return Console(soft_wrap=False, highlight=False)
+    return Console(soft_wrap=False, highlight=False, emoji=False)
 
 
 # `tfaccel -q ...`: no progress, status or notes on stderr; results and errors stay.
@@ -45,11 +45,11 @@ QUIET = {"on": False}
 
 def stderr_console() -> Console:
     """Progress, status and notes (silent under -q)."""
-    return Console(stderr=True, highlight=False, soft_wrap=True, quiet=QUIET["on"])
+    return Console(stderr=True, highlight=False, soft_wrap=True, quiet=QUIET["on"], emoji=False)
 
 
 def _error_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def error_json(exc: TfaccelError) -> str:
@@ -258,8 +258,22 @@ class DefaultSubcommand(TyperGroup):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         first = args[0] if args else None
         if first not in self.commands and first not in ctx.help_option_names:
+            self._refuse_a_misspelled_verb(ctx, first)
             args = [self.default, *args]
         return list(super().parse_args(ctx, args))
+
+    def _refuse_a_misspelled_verb(self, ctx: Any, word: str | None) -> None:
+        """`profile analyse` is a typo of a verb, not a program to run."""
+        import difflib
+
+        if not word or word.startswith("-"):
+            return
+        close = difflib.get_close_matches(word, list(self.commands), 1, cutoff=0.75)
+        if close:
+            ctx.fail(
+                f"No such verb {word!r}: did you mean {close[0]!r}? (a command to run "
+                f"goes after --: tfaccel {ctx.info_name} -- {word} ...)"
+            )
 
 
 def default_subcommand(verb: str) -> type[DefaultSubcommand]:

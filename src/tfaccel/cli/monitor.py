@@ -35,7 +35,14 @@ from tfaccel.results import SCHEMAS, check_writable
 @handle_errors
 def monitor(
     interval: float = typer.Option(
-        1.0, "--interval", "-i", callback=positive, help="Seconds between samples (> 0)."
+        1.0,
+        "--interval",
+        "-i",
+        min=0.1,
+        max=3600,
+        callback=finite,
+        # NVML's counters change a few times a second: a shorter interval repeats them
+        help="Seconds between samples.",
     ),
     gpus: str = typer.Option(None, "--gpu-index", help="GPU indices, e.g. 0,1 (default: all)."),
     once: bool = typer.Option(
@@ -51,7 +58,12 @@ def monitor(
         help="Address for --prometheus (default 127.0.0.1: this machine only).",
     ),
     temp: float = typer.Option(
-        85.0, "--temp-threshold", callback=finite, help="Temperature alert, C."
+        85.0,
+        "--temp-threshold",
+        min=20,
+        max=130,  # GPUs slow down near 90 C and shut down past about 100 C
+        callback=finite,
+        help="Temperature alert, C.",
     ),
     mem: float = typer.Option(
         95.0, "--mem-threshold", min=0, max=100, callback=finite, help="Memory alert, percent."

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from tfaccel._child import child_env, emit, run_child, user_traceback
+from tfaccel._child import child_env, emit, run_child, user_frames, user_traceback
 from tfaccel.errors import InputError
 from tfaccel.workloads import BUILTIN, _import_callable
 
@@ -84,7 +84,8 @@ def main(argv: list[str]) -> int:
         facts = {"parameters": int(wl.model.count_params()), "batch_size": wl.batch_size}
         emit(MARK, {"ok": True, **facts})
     except InputError as exc:
-        tb = user_traceback(exc) if exc.__cause__ else None
+        cause = exc.__cause__
+        tb = user_traceback(exc) if cause is not None and user_frames(cause) else None
         error = {"error": exc.problem, "expected": exc.expected, "received": str(exc.received)}
         emit(MARK, {**error, "kind": "input", "hint": tb})
     except Exception as exc:
