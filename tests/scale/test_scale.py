@@ -753,3 +753,33 @@ def test_scale_counts_only_the_gpus_cuda_visible_devices_leaves(
 def test_negative_cpu_replicas_are_refused_before_any_work() -> None:
     result = runner.invoke(app, ["scale", "tiny", "--cpu-replicas", "-1"])
     assert result.exit_code == 2 and "Invalid value for '--cpu-replicas'" in unboxed(result.output)
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        ({"cluster": {"worker": [["h", 1]]}, "task": {"type": "worker", "index": 0}}, "worker[0]"),
+        (
+            {"cluster": {"worker": ["HOST:2222", "host:2222"]}, "task": {"type": "worker"}},
+            "listed twice",
+        ),
+        ({"cluster": {"worker": ["h:1"]}, "task": {"type": ["worker"], "index": 0}}, "task.type"),
+    ],
+)
+def test_a_tf_config_of_the_wrong_types_names_its_field(config: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigFileError, match=says.replace("[", r"\[")):
+        validate(config)
+
+
+def test_scale_checks_and_says_a_tf_config_in_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bad = {"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 3}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(bad))
+    result = CliRunner().invoke(app, ["scale", "--workers", "a:1,b:1"])
+    assert result.exit_code == 2 and "TF_CONFIG task.index" in unboxed(result.output)
+    good = {"cluster": {"worker": ["h:1", "g:1"]}, "task": {"type": "worker", "index": 1}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(good))
+    result = CliRunner().invoke(app, ["scale", "--workers", "a:1,b:1"])
+    assert result.exit_code == 0, result.output
+    assert "TF_CONFIG in the environment: worker 1 of a cluster of 2" in unboxed(result.output)

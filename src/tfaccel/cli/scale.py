@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.text import Text
 
 from tfaccel import scale as scale_lib
 from tfaccel._deps import read_json
@@ -25,7 +26,7 @@ from tfaccel.results import SCHEMAS, check_writable
 from tfaccel.scale import Engine, InputMode
 from tfaccel.scale import mps as mpsmod
 from tfaccel.scale.runner import ScalePoint
-from tfaccel.scale.tfconfig import make
+from tfaccel.scale.tfconfig import from_environment, make
 from tfaccel.trial.parallel import AllReduce
 from tfaccel.trial.runner import StepPlan
 
@@ -140,6 +141,7 @@ def scale(
         tuned,
     )
     options.check()
+    _environment_tf_config()
     for path, flag in ((plot, "--plot other.png"), (out, "--output other.json")):
         if path is not None:
             check_writable(path, force, hint=f"tfaccel scale ... {flag}, or --force")
@@ -173,6 +175,21 @@ def scale(
         scale_text(report, stdout_console())
         if plot is not None:
             stdout_console().print(f"wrote {plot}")
+
+
+def _environment_tf_config() -> None:
+    """A TF_CONFIG already in the environment: checked (a wrong one is an error naming
+    its field), and said, since scale measures this machine's GPUs alone."""
+    found = from_environment()
+    if found is not None:
+        stderr_console().print(
+            Text(
+                f"TF_CONFIG in the environment: {found.task_type} {found.task_index} of a "
+                f"cluster of {found.num_workers} worker(s), checked; scale measures this "
+                "machine's GPUs and does not use the cluster",
+                style="dim",
+            )
+        )
 
 
 def _tf_config(workers: str, index: int, script: str, fmt: Format) -> None:

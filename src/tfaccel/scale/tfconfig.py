@@ -77,7 +77,7 @@ def validate(config: str | dict[str, Any]) -> TfConfig:
                 f"cluster.{ttype}", "not a list of addresses", '["host:port", ...]', repr(addrs)
             )
         for i, addr in enumerate(addrs):
-            m = _ADDR.match(str(addr))
+            m = _ADDR.match(addr) if isinstance(addr, str) else None
             if not m or not 0 < int(m.group(2)) < 65536:
                 raise _fail(
                     f"cluster.{ttype}[{i}]",
@@ -85,19 +85,20 @@ def validate(config: str | dict[str, Any]) -> TfConfig:
                     "host:port with a port in 1..65535",
                     repr(addr),
                 )
-            if addr in seen:
+            key = addr.lower()  # host names are case-insensitive
+            if key in seen:
                 raise _fail(
                     f"cluster.{ttype}[{i}]",
-                    f"{addr} is listed twice (also {seen[addr]})",
+                    f"{addr} is listed twice (also {seen[key]}; host names ignore case)",
                     "each address once",
                     repr(addr),
                 )
-            seen[addr] = f"cluster.{ttype}[{i}]"
+            seen[key] = f"cluster.{ttype}[{i}]"
     task = data.get("task")
     if not isinstance(task, dict):
         raise _fail("'task'", "missing", '{"type": "worker", "index": 0}', repr(task))
     ttype = task.get("type")
-    if ttype not in cluster:
+    if not isinstance(ttype, str) or ttype not in cluster:
         raise _fail(
             "task.type", "names no task in the cluster", f"one of {sorted(cluster)}", repr(ttype)
         )
@@ -114,6 +115,15 @@ def validate(config: str | dict[str, Any]) -> TfConfig:
             repr(index),
         )
     return TfConfig({k: list(v) for k, v in cluster.items()}, str(ttype), index)
+
+
+def from_environment(env: Any = None) -> TfConfig | None:
+    """The TF_CONFIG this process's environment sets, checked (ConfigFileError naming
+    the field that is wrong); None where it sets none."""
+    import os
+
+    text = (os.environ if env is None else env).get("TF_CONFIG", "")
+    return validate(text) if text.strip() else None
 
 
 def make(workers: list[str], index: int) -> TfConfig:
