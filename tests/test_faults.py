@@ -620,3 +620,23 @@ def test_a_module_that_fails_to_import_shows_the_users_line(tmp_path: Path) -> N
 def test_a_misspelled_verb_gets_a_suggestion_not_a_program_run(tmp_path: Path) -> None:
     case = Case("profile analyse", ["profile", "analyse", "logs"], 2, "did you mean 'analyze'?")
     assert run_case(case, tmp_path) == "clean"
+
+
+# One entry point's fault, one exit code, whichever command meets it first.
+BAD_ENTRY_POINTS = {
+    "exits by itself": "import sys\ndef build():\n    sys.exit(3)\n",
+    "an unknown optimizer": (
+        "import keras\ndef build():\n"
+        "    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+        "    m.compile(optimizer='adamx', loss='mse')\n    return m\n"
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(BAD_ENTRY_POINTS), ids=str)
+def test_a_bad_entry_point_gets_one_exit_code_in_plan_and_tune(kind: str, tmp_path: Path) -> None:
+    files = {"mymod.py": BAD_ENTRY_POINTS[kind].encode()}
+    for argv in (["plan", "mymod:build", "--spec", "H200"], ["tune", "mymod:build"]):
+        case = Case(f"{argv[0]} {kind}", argv, 2, "mymod:build", files)
+        assert run_case(case, tmp_path) == "clean", argv[0]

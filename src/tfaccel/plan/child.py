@@ -12,6 +12,7 @@ from typing import Any
 from tfaccel._child import child_env, emit, run_child
 from tfaccel.errors import InputError, WorkloadError
 from tfaccel.plan.memory import MemoryEstimate, StepTrace
+from tfaccel.workloads import BUILTIN
 
 _MARK = "TFACCEL_ESTIMATE "
 
@@ -36,7 +37,11 @@ def estimate_in_child(
     env = child_env(overrides={"CUDA_VISIBLE_DEVICES": "-1"})
     args = ["-m", "tfaccel.plan.child", model, precision, optimizer or ""]
     out = run_child(args, _MARK, env, timeout_s)
-    return _from_dict(out.required(f"Tracing {model!r}", timeout_s, WorkloadError))
+    # A user's entry point that ended the process by itself (sys.exit, an uncaught
+    # error at import) is bad input, as tune's check of the same entry point says.
+    ended = out.payload is None and out.returncode is not None and out.returncode > 0
+    error = InputError if ended and model not in BUILTIN else WorkloadError
+    return _from_dict(out.required(f"Tracing {model!r}", timeout_s, error))
 
 
 def _main(argv: list[str]) -> int:
