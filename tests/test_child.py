@@ -198,3 +198,18 @@ def test_a_result_written_before_the_timeout_is_kept(tmp_path: Path) -> None:
     out = run_child(["-c", hangs, str(pid_file)], "M ", child_env(), 3)
     assert out.timed_out and out.payload == {"a": 1}
     assert not _alive(_helper_pid(pid_file))
+
+
+def test_a_child_that_ends_with_os_exit_leaves_no_temporary_files(tmp_path: Path) -> None:
+    """As a trial ends (os._exit, after its result), autograph's temporary files stay
+    where its process put them: in a folder of its own, removed after it."""
+    code = (
+        "import json, os, tempfile\n"
+        "fd, path = tempfile.mkstemp(suffix='.py')\n"
+        "print('M ' + json.dumps({'path': path}), flush=True)\n"
+        "os._exit(0)\n"
+    )
+    out = run_child(["-c", code], "M ", child_env(), 30)
+    assert out.payload is not None
+    left = Path(out.payload["path"])
+    assert left.name.endswith(".py") and not left.exists() and not left.parent.exists()

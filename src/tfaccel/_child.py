@@ -168,14 +168,21 @@ def run_command(
     process it starts that inherits them (a TensorBoard, a GPU logger) cannot hold its
     result back, since it ends when its own process ends; and what it wrote is read
     whether it ended or was killed at the timeout. Then the group is killed, so nothing
-    it started outlives it."""
+    it started outlives it, and its temporary folder is removed."""
     start = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryDirectory(prefix="tfaccel-child-") as tmp,
+    ):
+        # its temporary files (autograph's converted functions, which a process that
+        # ends with os._exit never removes) go in a folder removed after it
+        own_tmp = {"TMPDIR": tmp, "TEMP": tmp, "TMP": tmp}
         proc = subprocess.Popen(
             list(argv),
             stdout=out,
             stderr=err,
-            env=dict(env),
+            env={**env, **own_tmp},
             start_new_session=True,
             preexec_fn=_die_with_parent(),
         )
