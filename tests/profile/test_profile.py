@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -650,3 +651,30 @@ def test_op_names_wrap_whole_at_80_columns(traces: Path) -> None:
     table = text[text.index("top ops") :].splitlines()[2:]  # below the title and header
     first_column = "".join(line.split()[0] for line in table[:3])
     assert name in first_column
+
+
+def test_a_folder_name_that_is_not_utf8_is_said_before_xprof(traces: Path, tmp_path: Path) -> None:
+    import shutil
+
+    name = os.fsdecode(b"run-\xff")  # bytes no UTF-8 text spells, as Python holds them
+    shutil.copytree(traces / "cpu_normal", tmp_path / name)
+    with pytest.raises(InputError) as caught:
+        analyze(tmp_path / name)
+    assert "is not UTF-8 text" in caught.value.message and "run-\\udcff" in caught.value.message
+
+
+def test_a_folder_that_cannot_be_listed_is_not_called_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As for a user without read permission on it (root reads every folder, so the
+    refusal is the file system's, reproduced)."""
+    from tfaccel.profile import load
+
+    def refuse(path: object) -> list[str]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(load.os, "listdir", refuse)
+    with pytest.raises(InputError) as caught:
+        analyze(tmp_path)
+    assert "Cannot read the folder" in caught.value.message
+    assert "Permission denied" in caught.value.message

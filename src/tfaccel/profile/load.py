@@ -8,6 +8,7 @@ that name the file and what was expected.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,21 @@ def _runs(root: Path) -> dict[str, list[Path]]:
     return runs
 
 
+def _check_name(path: Path) -> None:
+    """XProf's converters take UTF-8 paths: a name that is not (bytes the file system
+    holds but no UTF-8 text spells) is said here, not as their traceback."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        shown = str(path).encode("utf-8", "backslashreplace").decode()
+        raise InputError(
+            f"The path {shown} is not UTF-8 text",
+            expected="a log directory whose path is UTF-8 (XProf reads no other)",
+            received=shown,
+            hint="rename the folder, or move the run to another",
+        ) from exc
+
+
 def run_names(logdir: str | Path) -> set[str]:
     """The runs (folders holding *.xplane.pb files) under LOGDIR; empty if none."""
     root = Path(logdir)
@@ -46,9 +62,18 @@ def find_run(logdir: str | Path, run: str | None = None) -> ProfileRun:
             expected="a log directory written by tfaccel profile or TensorFlow's profiler",
             received=str(root),
         )
+    _check_name(root)
     if root.is_file():
         _check_file(root)
         return ProfileRun(root.parent.name, (root,))
+    try:
+        os.listdir(root)
+    except OSError as exc:
+        raise InputError(
+            f"Cannot read the folder {root}",
+            expected="a log directory this user can list and read",
+            received=f"{type(exc).__name__}: {exc.strerror or exc}",
+        ) from exc
     runs = _runs(root)
     if not runs:
         found = sorted(p.name for p in root.rglob("*") if p.is_file())[:5]
@@ -78,6 +103,7 @@ def find_run(logdir: str | Path, run: str | None = None) -> ProfileRun:
             )
     files = tuple(sorted(runs[chosen]))
     for f in files:
+        _check_name(f)
         _check_file(f)
     return ProfileRun(
         Path(chosen).name,
