@@ -46,11 +46,13 @@ def _chain() -> None:
 
 def _install() -> None:
     try:
-        if os.environ.get("TFACCEL_SCRIPT"):
+        from tfaccel.trial import protocol  # light: names, no TensorFlow
+
+        if os.environ.get(protocol.SCRIPT_ENV):
             from tfaccel.trial.hook import install
 
             install()
-        if os.environ.get("TFACCEL_PROFILE_LOGDIR"):
+        if os.environ.get(protocol.PROFILE_LOGDIR_ENV):
             from tfaccel.profile.hook import install as install_profile
 
             install_profile()

@@ -13,11 +13,10 @@ import sys
 from typing import Any
 
 from tfaccel.trial.hook import when_keras_imported
-
-ENV = "TFACCEL_PROFILE_LOGDIR"
-# A file where the hook writes why it captured nothing (the parent reads it).
-STATUS_ENV = "TFACCEL_PROFILE_STATUS"
-FIT_ENV = "TFACCEL_PROFILE_FIT"  # which fit call to profile (profile --fit)
+from tfaccel.trial.protocol import PROFILE_FIT_ENV as FIT_ENV
+from tfaccel.trial.protocol import PROFILE_LOGDIR_ENV as ENV
+from tfaccel.trial.protocol import PROFILE_START_ENV, PROFILE_STEPS_ENV, PROFILE_STOP_ENV
+from tfaccel.trial.protocol import PROFILE_STATUS_ENV as STATUS_ENV  # why nothing was captured
 
 
 def install() -> None:
@@ -38,8 +37,8 @@ def _patch() -> None:
                 return fit(self, *args, **kwargs)
             cb = guarded_callback()(
                 os.environ[ENV],
-                int(os.environ.get("TFACCEL_PROFILE_START", "10")),
-                int(os.environ.get("TFACCEL_PROFILE_STEPS", "10")),
+                int(os.environ.get(PROFILE_START_ENV, "10")),
+                int(os.environ.get(PROFILE_STEPS_ENV, "10")),
                 batch_size=batch_size_of(args, kwargs),
             )
             kwargs["callbacks"] = [*list(kwargs.get("callbacks") or []), cb]
@@ -91,7 +90,7 @@ def _after_window(cb: Any) -> None:
     """Once the window is captured: the script ends there (`--stop`), or goes on to its
     end, which is said once (a long training would otherwise look like a hang)."""
     window = f"steps {cb.start_step}-{cb.start_step + cb.steps - 1} captured"
-    if os.environ.get("TFACCEL_PROFILE_STOP") == "1":
+    if os.environ.get(PROFILE_STOP_ENV) == "1":
         from tfaccel._child import end_process
 
         print(f"tfaccel profile: {window}; the script ends here (--stop)", file=sys.stderr)

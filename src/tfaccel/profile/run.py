@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from tfaccel._child import hooked_env, run_attached
 from tfaccel.errors import InputError, WorkloadError
+from tfaccel.trial import protocol
 
 
 class ProfiledRun(NamedTuple):
@@ -48,12 +49,14 @@ def run_profiled(
         status = Path(tmp) / "status"
         env = hooked_env()
         env.update(
-            TFACCEL_PROFILE_LOGDIR=str(logdir),
-            TFACCEL_PROFILE_START=str(start),
-            TFACCEL_PROFILE_STEPS=str(steps),
-            TFACCEL_PROFILE_STATUS=str(status),
-            TFACCEL_PROFILE_STOP="1" if stop else "",
-            TFACCEL_PROFILE_FIT=str(fit or ""),
+            {
+                protocol.PROFILE_LOGDIR_ENV: str(logdir),
+                protocol.PROFILE_START_ENV: str(start),
+                protocol.PROFILE_STEPS_ENV: str(steps),
+                protocol.PROFILE_STATUS_ENV: str(status),
+                protocol.PROFILE_STOP_ENV: "1" if stop else "",
+                protocol.PROFILE_FIT_ENV: str(fit or ""),
+            }
         )
         code = _run(cmd, env, timeout_s, stdout_to_stderr)
         said = status.read_text(encoding="utf-8").strip() if status.exists() else ""

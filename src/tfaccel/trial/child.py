@@ -26,10 +26,10 @@ from tfaccel import stats
 from tfaccel._child import emit, end_process, failure
 from tfaccel._tf import import_tensorflow
 from tfaccel.optimize.settings import LAYER_KNOBS
+from tfaccel.trial.protocol import MARK
 from tfaccel.trial.race import data_facts
 from tfaccel.workloads.synthetic import rebatched
 
-MARK = "TFACCEL_TRIAL "
 # When this process's trial began (near the interpreter's start; a script's hook passes
 # its own): `setup_s`, the time to `fit` (TensorFlow's import, the build, the data).
 STARTED = time.perf_counter()

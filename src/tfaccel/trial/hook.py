@@ -35,9 +35,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-ENV = "TFACCEL_SCRIPT"
-MARK = "TFACCEL_TRIAL "
-FIT_STARTED = "TFACCEL_FIT_STARTED"  # on stdout, as the timed fit starts (tune mode)
+from tfaccel.trial.protocol import FIT_STARTED, MARK
+from tfaccel.trial.protocol import SCRIPT_ENV as ENV
+
 STARTED = time.perf_counter()  # the script's start, near enough: sitecustomize imports this
 
 

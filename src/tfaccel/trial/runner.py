@@ -15,7 +15,7 @@ from tfaccel import stats
 from tfaccel._child import ChildResult, child_env, run_child
 from tfaccel._compat import xla_flag_floor
 from tfaccel.optimize.settings import LAYER_KNOBS, Settings, label_of
-from tfaccel.trial.child import MARK
+from tfaccel.trial.protocol import MARK, extra_of
 from tfaccel.workloads import BUILTIN, REVISION
 
 
@@ -153,47 +153,7 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
         traceback=payload.get("traceback"),
         wall_s=wall_s,
         device=payload.get("device"),
-        extra={
-            k: payload[k]
-            for k in (
-                "engine",
-                "replicas",
-                "global_batch",
-                "jit_compile",
-                "cross_device_ops",
-                "allreduce_ms",
-                "update",
-                "update_error",
-                "input",
-                "input_bytes_per_sample",
-                "window",
-                "setup_s",
-                "forward_flops_per_sample",
-                "gemm_flop_share",
-                "float_inputs",
-                "attention_dropout_layers",
-                "float8_layers",
-                "cudnn_attention_calls",
-                "checkpointing",
-                "measured",
-                "fit_data",
-                "device_arrays_blocker",
-                "own_batch",
-                "examples",
-                "no_race",
-                "optimizer",
-                "learning_rate",
-                "lr_schedule",
-                "race",
-                "race_steps",
-                "validation",
-                "lr_applied",
-                "noise_scale",
-                "noise_scale_batches",
-            )
-            if k in payload
-        }
-        | {f"{k}_layers": payload[f"{k}_layers"] for k in LAYER_KNOBS if f"{k}_layers" in payload},
+        extra=extra_of(payload, LAYER_KNOBS),
     )
 
 

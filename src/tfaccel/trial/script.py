@@ -25,7 +25,9 @@ from tfaccel._child import child_env, hooked_env, run_attached, run_command
 from tfaccel.environment import require_tensorflow_backend
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
-from tfaccel.trial.hook import ENV, FIT_STARTED, MARK, POLICY_SETTERS
+from tfaccel.trial.hook import POLICY_SETTERS
+from tfaccel.trial.protocol import FIT_STARTED, MARK
+from tfaccel.trial.protocol import SCRIPT_ENV as ENV
 from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key, trial_config
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?(\.exe)?$")

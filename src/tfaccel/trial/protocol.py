@@ -1,0 +1,116 @@
+"""The boundary between tfaccel and a trial's process, in one place: the environment
+variables and the marker the two sides share, and every key a trial's payload may hold.
+
+The parent starts a trial (`tfaccel.trial.child` for a workload or an entry point, a
+user's script with `tfaccel.trial.hook` inside it); the trial prints one line, `MARK`
+and its payload as JSON (`tfaccel._child.emit`), and ends. The parent reads the payload
+through `Payload`: what becomes a `TrialResult`'s own fields (RESULT_KEYS), and what it
+carries in `extra` (EXTRA_KEYS, every other key declared here). A key a child writes
+must be declared here, or the parent does not keep it (a test runs real trials and
+checks).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+# The settings a script's hook applies, as JSON (`tfaccel tune --`, `tfaccel run --`).
+SCRIPT_ENV = "TFACCEL_SCRIPT"
+# What `tfaccel profile --` tells the profile hook inside a script.
+PROFILE_LOGDIR_ENV = "TFACCEL_PROFILE_LOGDIR"
+PROFILE_START_ENV = "TFACCEL_PROFILE_START"
+PROFILE_STEPS_ENV = "TFACCEL_PROFILE_STEPS"
+PROFILE_STATUS_ENV = "TFACCEL_PROFILE_STATUS"
+PROFILE_STOP_ENV = "TFACCEL_PROFILE_STOP"
+PROFILE_FIT_ENV = "TFACCEL_PROFILE_FIT"
+# The line a trial's payload follows, on its stdout.
+MARK = "TFACCEL_TRIAL "
+# On a script's stdout as its timed fit starts: a process that dies after it died in fit.
+FIT_STARTED = "TFACCEL_FIT_STARTED"
+
+
+class Payload(TypedDict, total=False):
+    """Every key a trial's process may write (all optional: a failed trial writes few)."""
+
+    # -- read into TrialResult's own fields (RESULT_KEYS) --
+    status: str  # "ok", "error", "oom", "timeout"
+    error: str | None
+    traceback: str | None
+    window_samples_per_s: list[float]  # throughput of each timed window
+    compile_s: float  # time to the first step beyond a steady one (tracing, XLA)
+    peak_memory_bytes: int | None
+    losses: list[float]  # the first steps' losses (the accuracy guard's)
+    final_loss: float | None
+    device: str | None  # "GPU" or "CPU"
+    precision: str  # the precision configure resolved
+    # -- kept in TrialResult.extra (EXTRA_KEYS) --
+    # tfaccel's own data-parallel step (`trial.step`)
+    engine: str
+    replicas: int
+    global_batch: int
+    cross_device_ops: str
+    allreduce_ms: float
+    update: str
+    update_error: str
+    input: str
+    input_bytes_per_sample: float
+    # the timing
+    window: int  # steps per timed window, after the plan shortened it
+    setup_s: float  # process start to the first step (import, build, data)
+    steps: int
+    jit_compile: bool
+    checkpointing: str
+    # the model (the baseline counts FLOPs)
+    forward_flops_per_sample: float
+    gemm_flop_share: float | None
+    float_inputs: bool
+    attention_dropout_layers: int
+    float8_layers: list[str]
+    cudnn_attention_calls: int
+    # a script's fit (`trial.hook`)
+    measured: str  # which fit call was timed, where
+    fit_data: str  # "dataset", "arrays" or "iterator"
+    device_arrays_blocker: str | None  # why its arrays cannot stay in GPU memory
+    own_batch: int  # the script's own batch size, where the settings leave it open
+    # what the batch offer needs (`trial.race`, `trial.noise_scale`)
+    examples: int | None
+    no_race: str  # why no race can judge this model
+    optimizer: str
+    learning_rate: float | None
+    lr_schedule: str | None
+    race: list[list[float | None]]  # [seconds, validation loss, training loss]
+    race_steps: int
+    validation: str
+    lr_applied: str
+    noise_scale: float | None
+    noise_scale_batches: list[int]
+
+
+# The payload's keys that become TrialResult's own fields; every other declared key
+# goes to its `extra`, as do the layer counts (`<knob>_layers`, LAYER_KNOBS).
+RESULT_KEYS = (
+    "status",
+    "error",
+    "traceback",
+    "window_samples_per_s",
+    "compile_s",
+    "peak_memory_bytes",
+    "losses",
+    "final_loss",
+    "device",
+    "precision",
+)
+EXTRA_KEYS = tuple(k for k in Payload.__annotations__ if k not in RESULT_KEYS)
+
+
+def extra_of(payload: dict[str, Any], layer_knobs: tuple[str, ...]) -> dict[str, Any]:
+    """What a TrialResult keeps of a payload beyond its own fields."""
+    kept = {k: payload[k] for k in EXTRA_KEYS if k in payload}
+    layers = (f"{k}_layers" for k in layer_knobs)
+    return kept | {k: payload[k] for k in layers if k in payload}
+
+
+def undeclared(payload: dict[str, Any], layer_knobs: tuple[str, ...]) -> set[str]:
+    """The keys of a payload that this module does not declare (a child's bug)."""
+    layers = {f"{k}_layers" for k in layer_knobs}
+    return set(payload) - set(Payload.__annotations__) - layers
