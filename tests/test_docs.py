@@ -28,3 +28,28 @@ def test_every_setting_has_its_documentation_in_the_generated_table() -> None:
     for f in dataclasses.fields(Settings):
         assert f.metadata.get("doc"), f.name
         assert f"| `{f.name}` |" in table and f.metadata["doc"] in table
+
+
+def test_the_dependencies_page_names_each_packages_extra_as_pyproject_does() -> None:
+    """A row that names an extra, `(extra `x`)`, names only packages pyproject puts in
+    x (keras-hub was once said to be in `tf`; it is in `hub`)."""
+    import re
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    names = {
+        extra: {re.split(r"[\[<>=!; ]", p, maxsplit=1)[0] for p in pkgs}
+        for extra, pkgs in extras.items()
+    }
+    page = (root / "docs/reference/dependencies.md").read_text()
+    checked = 0
+    for line in page.splitlines():
+        for part in re.findall(r"((?:`[\w\-\[\]]+`(?: \+ |, )?)+) \(extra `([\w-]+)`\)", line):
+            packages, extra = part
+            for pkg in re.findall(r"`([\w\-]+)", packages):
+                assert pkg in names[extra], f"{pkg} is not in the extra {extra!r}"
+                checked += 1
+    assert checked >= 5

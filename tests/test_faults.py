@@ -640,3 +640,12 @@ def test_a_bad_entry_point_gets_one_exit_code_in_plan_and_tune(kind: str, tmp_pa
     for argv in (["plan", "mymod:build", "--spec", "H200"], ["tune", "mymod:build"]):
         case = Case(f"{argv[0]} {kind}", argv, 2, "mymod:build", files)
         assert run_case(case, tmp_path) == "clean", argv[0]
+
+
+def test_plan_without_a_gpu_names_the_spec_alternative() -> None:
+    from tfaccel.hardware.nvml import driver_info
+
+    if driver_info().gpus:
+        pytest.skip("a machine with an NVIDIA GPU plans for it")
+    result = runner.invoke(app, ["plan", "tiny", "--batch", "256"])
+    assert result.exit_code != 0 and "tfaccel plan MODEL --spec H200" in unboxed(result.output)

@@ -63,7 +63,14 @@ def capacity_from_local(index: int = 0, lib: Any = None) -> Capacity:
     from tfaccel.hardware.capabilities import visible_indices
     from tfaccel.hardware.inventory import read_inventory
 
-    inv = read_inventory(lib)
+    try:
+        inv = read_inventory(lib)
+    except GpuError as exc:  # NVML could not start: spec data needs no GPU
+        exc.hint = (
+            "tfaccel doctor explains why; plan from spec data without a GPU: "
+            "tfaccel plan MODEL --spec H200 (tfaccel hw --list-specs names them)"
+        )
+        raise
     visible = visible_indices([g.uuid for g in inv.gpus])
     if not visible:
         raise GpuError(
