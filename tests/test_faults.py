@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -649,3 +650,33 @@ def test_plan_without_a_gpu_names_the_spec_alternative() -> None:
         pytest.skip("a machine with an NVIDIA GPU plans for it")
     result = runner.invoke(app, ["plan", "tiny", "--batch", "256"])
     assert result.exit_code != 0 and "tfaccel plan MODEL --spec H200" in unboxed(result.output)
+
+
+MYMOD = (
+    b"import keras\ndef build():\n"
+    b"    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+)
+
+
+def test_tune_checks_its_outputs_before_the_entry_point(tmp_path: Path) -> None:
+    """The user's file is said at once, not after seconds of importing the target."""
+    files = {"mymod.py": MYMOD, "mine.json": b"{}"}
+    case = Case(
+        "mine", ["tune", "mymod:build", "--output", "mine.json"], 2, "already exists", files
+    )
+    start = time.perf_counter()
+    assert run_case(case, tmp_path) == "clean"
+    assert time.perf_counter() - start < 3  # no child, no TensorFlow
+
+
+def test_a_misspelled_function_gets_a_close_match(tmp_path: Path) -> None:
+    case = Case("buld", ["tune", "mymod:buld"], 2, "did you mean mymod:build?", {"mymod.py": MYMOD})
+    assert run_case(case, tmp_path) == "clean"
+
+
+def test_the_journal_follows_the_output() -> None:
+    from tfaccel.tune import Outputs
+
+    assert Outputs().journal_path == Path("tfaccel-tune.jsonl")  # as before
+    assert Outputs(Path("mymod.json")).journal_path == Path("mymod-tune.jsonl")
+    assert Outputs(Path("a.json"), journal=Path("j.jsonl")).journal_path == Path("j.jsonl")

@@ -87,9 +87,11 @@ def tune(
         Path("tfaccel.json"), "--output", "-o", help="Where to write the best settings."
     ),
     journal: Path = typer.Option(
-        Path("tfaccel-tune.jsonl"),
+        None,
         "--journal",
-        help="Trial journal; an interrupted tune resumes from it.",
+        help="Trial journal; an interrupted tune resumes from it. Default: the --output "
+        "file's name with -tune.jsonl (tfaccel-tune.jsonl).",
+        show_default=False,
     ),
     plot: Path = typer.Option(
         None,
@@ -150,12 +152,14 @@ def tune(
         confirm,
         race,
     )
+    outputs = tune_lib.Outputs(output, plot, journal)
+    # the outputs first (in a moment), then the target (seconds: a child imports it)
+    tune_lib.check_outputs(tune_lib.target_name(_target(target)), outputs, force, fresh)
     tgt = tune_lib.prepare(_target(target), fit)  # a bad entry point or script: exit 2 now
     err = stderr_console()
     options, start = tune_lib.start_batch(options, tgt)
     for note in (*tgt.notes, *filter(None, [start])):
         err.print(Text(note, style="dim"))
-    outputs = tune_lib.Outputs(output, plot, journal)  # tune_lib.run checks them first
     hw = tune_lib.hardware()
     budget = [BudgetLeft(options.time_budget_s)] if options.time_budget_s else []
     progress = Progress(
@@ -188,7 +192,7 @@ def tune(
             fresh=fresh,
             force=force,
             on_trial=on_trial,
-            on_journal=lambda j: _journal_notes(j, tgt.name, journal),
+            on_journal=lambda j: _journal_notes(j, tgt.name, outputs.journal_path),
             hw=hw,
         )
     _render(result, outputs, fmt)
@@ -254,7 +258,7 @@ def _render(result: TuneResult, outputs: tune_lib.Outputs, fmt: Format) -> None:
             stderr_console().print(
                 Text(
                     f"wrote {outputs.settings} (load with tfaccel.configure.from_file"
-                    f"('{outputs.settings}')), {outputs.plot_path}, journal {outputs.journal}",
+                    f"('{outputs.settings}')), {outputs.plot_path}, journal {outputs.journal_path}",
                     style="dim",
                 )
             )

@@ -37,11 +37,17 @@ class Outputs:
 
     settings: Path = Path("tfaccel.json")
     plot: Path | None = None  # default: the settings' name with -tune.png
-    journal: Path = Path("tfaccel-tune.jsonl")
+    journal: Path | None = None  # default: the settings' name with -tune.jsonl
 
     @property
     def plot_path(self) -> Path:
         return self.plot or self.settings.with_name(f"{self.settings.stem}-tune.png")
+
+    @property
+    def journal_path(self) -> Path:
+        """The journal: given, else named after the settings file (tfaccel.json:
+        tfaccel-tune.jsonl), so that two targets tuned in one folder do not share one."""
+        return self.journal or self.settings.with_name(f"{self.settings.stem}-tune.jsonl")
 
 
 @dataclass(frozen=True)
@@ -137,21 +143,34 @@ def _file_fingerprint(path: Path | None) -> str | None:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16] + f" {path.name}"
 
 
-def check_outputs(target: Target, out: Outputs, force: bool, fresh: bool) -> None:
+def target_name(target: str | Sequence[str] | Target) -> str:
+    """The name a tune of `target` goes by (its workload in the files it writes), read
+    without importing anything of the target: the outputs are checked before it is."""
+    if isinstance(target, Target):
+        return target.name
+    if isinstance(target, str):
+        return target
+    from tfaccel.trial.script import parse_command
+
+    return parse_command(list(target)).name
+
+
+def check_outputs(name: str, out: Outputs, force: bool, fresh: bool) -> None:
     """Refuse outputs that cannot be written or that hold the user's files, before any
-    work. The files this same tune wrote before (same workload) are replaced."""
+    work. The files this same tune (of the target called `name`) wrote before are
+    replaced."""
     from tfaccel.tune.output import own_outputs
 
-    own = own_outputs(out.settings, target.name)
+    own = own_outputs(out.settings, name)
     for path, flag in ((out.settings, "--output other.json"), (out.plot_path, "--plot other.png")):
         ours = path.resolve() in own
         check_writable(path, force or ours, hint=f"tfaccel tune ... {flag}, or --force")
-    check_writable(out.journal, force=True)  # appended to: only its folder must exist
-    if fresh and out.journal.exists() and not force:
+    check_writable(out.journal_path, force=True)  # appended to: only its folder must exist
+    if fresh and out.journal_path.exists() and not force:
         raise InputError(
-            f"--fresh would discard {out.journal}",
+            f"--fresh would discard {out.journal_path}",
             expected="--fresh --force, or another --journal path",
-            received=str(out.journal),
+            received=str(out.journal_path),
         )
 
 
@@ -186,20 +205,20 @@ def run(
     from tfaccel.tune.search import Tuner
 
     out = outputs or Outputs()
+    check_outputs(target_name(target), out, force, fresh)  # before the target's check
     tgt = target if isinstance(target, Target) else prepare(target)
     options, _ = start_batch(options or TuneOptions(), tgt)
-    check_outputs(tgt, out, force, fresh)
-    journal = Journal(out.journal, fingerprint=tgt.fingerprint, machine=machine_id())
+    journal = Journal(out.journal_path, fingerprint=tgt.fingerprint, machine=machine_id())
     journal.hold()  # before --fresh discards it: another tune may be using it
     try:
-        if fresh and out.journal.exists():
-            out.journal.unlink()
+        if fresh and out.journal_path.exists():
+            out.journal_path.unlink()
         journal.load(tgt.name)
         if on_journal is not None:
             on_journal(journal)
         hw = hw or hardware()
         if hw.gpus and options.xla_cache_dir is None:
-            cache = str(out.journal.with_name(out.journal.name + ".xla-cache"))
+            cache = str(out.journal_path.with_name(out.journal_path.name + ".xla-cache"))
             options = dataclasses.replace(options, xla_cache_dir=cache)
         tuner = Tuner(tgt.name, hw, options, journal, on_trial=on_trial, runner=tgt.runner)
         result = tuner.run()

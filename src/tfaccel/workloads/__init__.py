@@ -80,9 +80,9 @@ REVISION: dict[str, int] = {"bert": 2, "bert_hub": 2, "gpt2": 2}
 
 
 def _import_callable(spec: str) -> Callable[[], Any]:
-    if ":" not in spec:
-        import difflib
+    import difflib
 
+    if ":" not in spec:
         close = difflib.get_close_matches(spec, BUILTIN, 1, cutoff=0.6)
         raise InputError(
             "A model entry point must name a module and a function",
@@ -104,10 +104,13 @@ def _import_callable(spec: str) -> Callable[[], Any]:
         ) from exc
     fn = getattr(module, attr, None)
     if fn is None or not callable(fn):
+        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+        close = difflib.get_close_matches(attr, names, 1, cutoff=0.6)
         raise InputError(
             f"Module {module_name!r} has no callable {attr!r}",
             expected="a function that returns a Keras model",
             received=f"{attr!r} is {type(fn).__name__}" if fn is not None else "nothing",
+            hint=f"did you mean {module_name}:{close[0]}?" if close else None,
         )
     return fn
 

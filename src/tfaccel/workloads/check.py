@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
         cause = exc.__cause__
         tb = user_traceback(exc) if cause is not None and user_frames(cause) else None
         error = {"error": exc.problem, "expected": exc.expected, "received": str(exc.received)}
-        emit(MARK, {**error, "kind": "input", "hint": tb})
+        emit(MARK, {**error, "kind": "input", "hint": tb or exc.hint})
     except Exception as exc:
         emit(
             MARK,
