@@ -168,3 +168,18 @@ def test_a_failing_capture_never_breaks_the_users_run(
     assert "the capture failed: FailedPreconditionError" in text
     assert "training finished" in out and "Traceback" not in err
     assert "tfaccel profile: no profile (FailedPreconditionError" in err
+
+
+def test_profile_adds_no_warnings_of_its_own_to_the_scripts_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """TensorFlow's default levels go without options: passed as options, TF 2.21 logs
+    'device_tracer_level expects an i value' and three more on the script's stderr."""
+    (tmp_path / "train.py").write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        app, ["profile", "--start", "2", "--steps", "6", "--", "python", "train.py"]
+    )
+    assert result.exit_code == 0, result.output
+    err = capfd.readouterr().err
+    assert "tracer_level expects" not in err and "delay_ms" not in err

@@ -16,6 +16,8 @@ from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
 
 _ACTIVE: dict[str, Any] = {}
+# TensorFlow's profiler levels when given no options: host, Python, device tracers.
+TF_DEFAULT_LEVELS = (2, 0, 1)
 
 
 class ProfilerStateError(InputError):
@@ -36,12 +38,18 @@ def start(
             received=f"running into {_ACTIVE['logdir']}",
         )
     tf = import_tensorflow()
-    options = tf.profiler.experimental.ProfilerOptions(
-        host_tracer_level=host_tracer_level,
-        python_tracer_level=python_tracer_level,
-        device_tracer_level=device_tracer_level,
-    )
-    tf.profiler.experimental.start(str(logdir), options=options)
+    levels = (host_tracer_level, python_tracer_level, device_tracer_level)
+    if levels == TF_DEFAULT_LEVELS:
+        # TensorFlow's own: given as options, TF 2.21 logs four warnings about their
+        # types (and delay_ms) on the user's stderr; left out, it takes the same levels
+        tf.profiler.experimental.start(str(logdir))
+    else:
+        options = tf.profiler.experimental.ProfilerOptions(
+            host_tracer_level=host_tracer_level,
+            python_tracer_level=python_tracer_level,
+            device_tracer_level=device_tracer_level,
+        )
+        tf.profiler.experimental.start(str(logdir), options=options)
     _ACTIVE["logdir"] = str(logdir)
 
 
