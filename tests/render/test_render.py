@@ -82,3 +82,16 @@ def test_to_jsonable_handles_the_usual_types() -> None:
         "f": None,
     }
     assert json.loads(dumps({"a": 1}, schema="s")) == {"schema": "s", "a": 1}
+
+
+def test_the_live_trial_line_gives_the_tables_noise_figure() -> None:
+    """The spread (interquartile range over the median of the timed windows), by the
+    name and value the summary table and the JSON give it (once "+-5%" for the
+    table's 10 %)."""
+    from tfaccel.render.tune import trial_line
+    from tfaccel.trial.runner import TrialResult
+
+    r = TrialResult("k", "float32 xla=off batch=32 spe=1", {}, "ok", samples_per_s=744.0,
+                    spread=0.10, windows=(700.0, 744.0, 780.0), compile_s=4.4)  # fmt: skip
+    line = trial_line("baseline", r).plain
+    assert "spread 10%" in line and "\u00b1" not in line

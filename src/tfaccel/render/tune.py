@@ -28,7 +28,9 @@ def trial_line(stage: str, r: TrialResult) -> Text:
     t.append(f"{r.label:<48} ")
     if r.ok:
         t.append(f"{r.samples_per_s:>10,.0f}/s", style="bold")
-        t.append(f"  ±{(r.spread or 0) / 2:.0%}  compile {r.compile_s or 0:.1f} s", style="dim")
+        # the one noise figure, as the table and the JSON give it (stats.spread)
+        spread = f"spread {r.spread:.0%}" if r.spread is not None else "spread n/a"
+        t.append(f"  {spread}  compile {r.compile_s or 0:.1f} s", style="dim")
     else:
         t.append(f"{r.status:>12}", style=_STATUS.get(r.status, "red"))
         if r.error:
