@@ -1874,3 +1874,5 @@ def test_the_count_from_the_journal_is_what_this_tune_took_from_it(tmp_path: Pat
     assert Tuner("w", H200, opts, j, trial_fn=FakeTrials()).run().resumed == 0
     again = tuner(tmp_path, FakeTrials()).run()
     assert first.resumed == 0 and again.resumed == len(again.trials) > 0
+    # what a resumed tune says it measured is what it measured now: nothing here
+    assert first.compile_s_total > 0 and again.measured == [] and again.compile_s_total == 0

@@ -83,7 +83,8 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
     if res.best is res.keras_defaults:
         lines[0] += " (Keras' defaults: no setting beat them beyond the noise)"
     reached = res.time_to(1.5)
-    if reached is not None and res.best is not res.keras_defaults:
+    if reached is not None and res.best is not res.keras_defaults and not res.resumed:
+        # (resumed, the journal's trials come at 0 s: no time to tell)
         lines.append(f"  the best so far passed 1.5x Keras defaults {reached:.0f} s into the tune")
     refs = (
         ("your baseline", "baseline", res.baseline),

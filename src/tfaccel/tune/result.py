@@ -126,6 +126,7 @@ class TuneResult:
     best: TrialResult | None = None
     best_settings: Settings | None = None
     resumed: int = 0  # trials this tune took from the journal instead of measuring
+    from_journal: list[str] = field(default_factory=list)  # their keys
     wall_s: float = 0.0
     confirmations: list[Confirmation] = field(default_factory=list)
     # The references ("baseline", "keras_defaults") whose speedup compares the best with
@@ -157,13 +158,19 @@ class TuneResult:
         return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
 
     @property
+    def measured(self) -> list[TrialResult]:
+        """The trials this tune measured (not those it took from the journal)."""
+        return [t for t in self.trials if t.key not in self.from_journal]
+
+    @property
     def compile_s_total(self) -> float:
-        return sum(t.compile_s or 0.0 for t in self.trials)
+        """The compile time of the trials measured in this tune."""
+        return sum(t.compile_s or 0.0 for t in self.measured)
 
     @property
     def setup_s_total(self) -> float:
-        """The trials' time to `fit`: TensorFlow's import, the build, the data."""
-        return sum(t.extra.get("setup_s") or 0.0 for t in self.trials)
+        """The measured trials' time to `fit`: TensorFlow's import, the build, the data."""
+        return sum(t.extra.get("setup_s") or 0.0 for t in self.measured)
 
     def speedup(self, over: TrialResult | None) -> float | None:
         if self.best is None or over is None or not over.ok or not self.best.samples_per_s:

@@ -233,6 +233,7 @@ class Tuner:
             if not again:
                 self.result.trials.append(done)
                 self.result.resumed += 1  # what this tune took from the journal
+                self.result.from_journal.append(done.key)
             if self.on_trial:
                 note = "(measured above)" if again else "(from the journal)"
                 self.on_trial(f"{stage} {note}", done, settings)
