@@ -180,6 +180,11 @@ def test_micro_suite_on_the_cpu(tmp_path: Path) -> None:
     assert any(n.startswith("matmul bfloat16") for n in names)
     assert "launch latency (eager)" in names and "launch latency (function)" in names
     assert not any(n.startswith("H2D") for n in names)  # no GPU, no transfer to measure
+    # ... and what was skipped is said, with why, in the text and the file
+    skipped = dict(load_report(out).skipped)
+    assert skipped["h2d pinned=False"] == "no GPU: there is no host-device transfer to measure"
+    assert "needs 2 or more GPUs" in skipped["all-reduce"]
+    assert "skipped: all-reduce: needs 2 or more GPUs" in result.output
     assert "data:image/png;base64" in html.read_text()
     assert load_report(out).complete and "launch latency (eager)  " in result.output
     again = runner.invoke(app, ["bench", "micro", "--quick", "--out", str(out)])

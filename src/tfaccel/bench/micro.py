@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfaccel._tf import import_tensorflow
-from tfaccel.bench.timer import Measurement, measure
+from tfaccel.bench.timer import Measurement, Skipped, measure
 
 MATMUL_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096))
 LAUNCH_TARGET_US = 10.0
@@ -86,7 +86,7 @@ def device_bandwidth(
 
 def host_transfer(
     direction: str = "h2d", mib: int = 512, pinned: bool = False, repeats: int = 7, number: int = 5
-) -> Measurement | None:
+) -> Measurement | Skipped:
     """Host<->device copies. Pageable: to or from a NumPy array (TF first copies the
     array into a tensor of its own, so this is what `tf.constant(array)` on a GPU costs
     a user, host copy included). Pinned: a host tensor
@@ -97,7 +97,7 @@ def host_transfer(
 
     tf = import_tensorflow()
     if not tf.config.list_logical_devices("GPU"):
-        return None  # no device: there is no transfer to measure
+        return Skipped("no GPU: there is no host-device transfer to measure")
     n = mib * 2**20 // 4
     gpu = _device(tf)
     if direction == "h2d":
@@ -189,7 +189,7 @@ def launch_latency(mode: str = "eager", launches: int = 1000, repeats: int = 7) 
 
 def allreduce(
     mib: int = 256, repeats: int = 5, number: int = 5, devices: list[str] | None = None
-) -> Measurement | None:
+) -> Measurement | Skipped:
     """All-reduce bus bandwidth over tf.distribute (NCCL) with every visible GPU.
 
     Bus bandwidth = bytes x 2 (n - 1) / n / time, NCCL's convention, so figures are
@@ -203,7 +203,7 @@ def allreduce(
     else:
         ops, cross = "ReductionToOneDevice", tf.distribute.ReductionToOneDevice()
     if len(devices) < 2:
-        return None
+        return Skipped(f"needs 2 or more GPUs, {len(devices)} visible")
     n = len(devices)
     strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=cross)
     elems = mib * 2**20 // 4

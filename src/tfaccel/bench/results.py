@@ -24,6 +24,7 @@ class BenchReport:
     # False while a suite runs (the file is rewritten after each benchmark) or when it
     # was interrupted: the measurements are those that finished.
     complete: bool = True
+    skipped: tuple[tuple[str, str], ...] = ()  # (benchmark, why) where it does not apply
 
 
 def report_json(r: BenchReport) -> str:
@@ -45,6 +46,7 @@ def report_json(r: BenchReport) -> str:
             "seconds": r.seconds,
             "complete": r.complete,
             "measurements": rows,
+            "skipped": [{"name": n, "why": why} for n, why in r.skipped],
         },
         indent=1,
     )
@@ -82,6 +84,11 @@ def load_report(path: str | Path) -> BenchReport:
         tuple(ms),
         float(data.get("seconds", 0.0)),
         bool(data.get("complete", True)),
+        tuple(
+            (str(s.get("name")), str(s.get("why")))
+            for s in data.get("skipped") or ()
+            if isinstance(s, dict)
+        ),
     )
 
 

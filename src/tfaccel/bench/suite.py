@@ -9,11 +9,11 @@ from functools import partial
 from typing import Any
 
 from tfaccel.bench.results import BenchReport
-from tfaccel.bench.timer import Measurement, start_gpu_sampler
+from tfaccel.bench.timer import Measurement, Skipped, start_gpu_sampler
 from tfaccel.environment import environment
 from tfaccel.errors import InputError
 
-Bench = tuple[str, Callable[[], Measurement | list[Measurement] | None]]
+Bench = tuple[str, Callable[[], Measurement | list[Measurement] | Skipped | None]]
 
 
 def _telemetry(sampler: Any, start: float) -> dict[str, Any]:
@@ -80,6 +80,7 @@ def run_suite(
     started = time.perf_counter()
     env = environment()
     out: list[Measurement] = []
+    skipped: list[tuple[str, str]] = []
     try:
         for name, fn in benches:
             if on_progress:
@@ -89,20 +90,27 @@ def run_suite(
                 got = fn()
             except Exception as exc:
                 got = Measurement(name, "", (), error=f"{type(exc).__name__}: {exc}"[:500])
-            results = got if isinstance(got, list) else ([] if got is None else [got])
+            if isinstance(got, Skipped) or got is None:
+                skipped.append((name, got.why if got else "does not apply here"))
+                got = []
+            results = got if isinstance(got, list) else [got]
             telemetry = _telemetry(sampler, t0)
             done = [replace(m, telemetry=telemetry) for m in results]
             out += done
             if on_partial:
                 on_partial(
-                    BenchReport(suite, env, tuple(out), time.perf_counter() - started, False)
+                    BenchReport(
+                        suite, env, tuple(out), time.perf_counter() - started, False, tuple(skipped)
+                    )
                 )
             if on_progress:
                 on_progress(name, done[0] if done else None)
     finally:
         if sampler is not None:
             sampler.stop()
-    return BenchReport(suite, env, tuple(out), time.perf_counter() - started)
+    return BenchReport(
+        suite, env, tuple(out), time.perf_counter() - started, skipped=tuple(skipped)
+    )
 
 
 MATMUL_VARIANTS = (

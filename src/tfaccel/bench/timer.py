@@ -17,6 +17,13 @@ from tfaccel import stats
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A benchmark that does not apply on this machine, and why (it measures nothing)."""
+
+    why: str
+
+
+@dataclass(frozen=True)
 class Measurement:
     name: str
     unit: str  # e.g. "TFLOP/s", "GB/s", "us", "img/s"

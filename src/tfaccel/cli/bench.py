@@ -33,6 +33,7 @@ from tfaccel.render.bench import (
     compare_html,
     compare_text,
     measurement_line,
+    skipped_line,
 )
 from tfaccel.results import check_writable, write_atomic
 from tfaccel.workloads import BUILTIN
@@ -91,7 +92,7 @@ def bench(
         task = progress.add_task("benchmarks", total=len(benches))
 
         started: set[str] = set()
-        shown = 0
+        shown = shown_skipped = 0
 
         def on_progress(name: str, m: Measurement | None) -> None:
             if name not in started:
@@ -103,10 +104,12 @@ def bench(
         def on_partial(so_far: BenchReport) -> None:
             # a line per finished benchmark, and --out rewritten after each, so that an
             # interrupted suite keeps what finished (complete: false)
-            nonlocal shown
+            nonlocal shown, shown_skipped
             for m in so_far.measurements[shown:]:
                 progress.console.print(measurement_line(m))
-            shown = len(so_far.measurements)
+            for name, why in so_far.skipped[shown_skipped:]:
+                progress.console.print(skipped_line(name, why))
+            shown, shown_skipped = len(so_far.measurements), len(so_far.skipped)
             if out is not None:
                 write_atomic(out, report_json(so_far))
 

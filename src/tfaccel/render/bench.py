@@ -74,6 +74,8 @@ def bench_text(r: BenchReport, console: Console) -> None:
         )
     console.print(t)
     console.print(Text(f"{len(r.measurements)} benchmarks in {r.seconds:.0f} s", style="dim"))
+    for name, why in r.skipped:
+        console.print(skipped_line(name, why))
     if not r.complete:
         console.print(Text("interrupted: the benchmarks that finished", style="yellow"))
 
@@ -184,3 +186,8 @@ collapse}}</style></head><body><h1>tfaccel bench: {html.escape(r.suite)}</h1><p>
 <th>notes</th></tr>{rows}</table>{"".join(imgs)}</body></html>""",
     )
     return path
+
+
+def skipped_line(name: str, why: str) -> Text:
+    """A benchmark that does not apply here, and why."""
+    return Text(f"skipped: {name}: {why}", style="dim")
