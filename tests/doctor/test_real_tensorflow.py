@@ -7,6 +7,7 @@ import pytest
 from tests.conftest import visible_gpus
 from tfaccel._tf import tf_package_dir
 from tfaccel.doctor import DoctorContext, Status, run_doctor
+from tfaccel.doctor.checks import no_gpu_here
 from tfaccel.doctor.probes import tf_runtime_probe
 
 pytestmark = pytest.mark.skipif(tf_package_dir() is None, reason="TensorFlow is not installed")
@@ -33,8 +34,14 @@ def test_gpu_verdict_is_explained(report) -> None:  # type: ignore[no-untyped-de
     gpu = next(c for c in report.checks if c.id == "tf.gpus")
     if visible_gpus():
         assert gpu.status is Status.OK, gpu.finding
+    elif no_gpu_here(DoctorContext()):
+        # No NVIDIA GPU on this machine at all: said as such, and no row offers a
+        # driver, a container flag or 3 GB of CUDA wheels as a fix
+        assert gpu.status is Status.SKIP and "no NVIDIA GPU" in gpu.finding
+        assert report.verdict.startswith("This machine has no NVIDIA GPU")
+        assert not [c.id for c in report.checks if c.fix], [c.fix for c in report.checks]
     else:
-        # No GPU here: the doctor must say why, not just "no GPU".
+        # A GPU on the bus that TensorFlow cannot use: the doctor must say why.
         assert gpu.status is Status.FAIL
         assert "Cause:" in gpu.finding, gpu.finding
         assert gpu.fix

@@ -414,6 +414,16 @@ def check_compat(ctx: DoctorContext) -> list[Check]:
     ]
 
 
+NO_GPU = "this machine has no NVIDIA GPU (none on its PCI bus)"
+
+
+def no_gpu_here(ctx: DoctorContext) -> bool:
+    """A Linux machine (not WSL, whose GPU is Windows') with no NVIDIA device on its PCI
+    bus: no driver, CUDA library or container flag would give TensorFlow a GPU, so the
+    rows that would fix one say so instead of a fix."""
+    return ctx.platform.system == "Linux" and ctx.platform.nvidia_pci_devices == 0
+
+
 # --- 3. driver ---------------------------------------------------------------------------
 def check_driver(ctx: DoctorContext) -> list[Check]:
     title = "NVIDIA driver"
@@ -421,14 +431,13 @@ def check_driver(ctx: DoctorContext) -> list[Check]:
     if ctx.platform.system == "Darwin":
         return [Check("driver", title, Status.SKIP, "macOS has no NVIDIA CUDA driver")]
     drv = ctx.driver
-    if not drv.available and ctx.platform.nvidia_pci_devices == 0:
+    if not drv.available and no_gpu_here(ctx):
         return [
             Check(
                 "driver",
                 title,
                 Status.SKIP,
-                "this machine has no NVIDIA GPU (none on its PCI bus), so there is no driver "
-                "to fix: TensorFlow runs on the CPU here",
+                f"{NO_GPU}, so there is no driver to fix: TensorFlow runs on the CPU here",
                 see="lspci | grep -i nvidia",
             )
         ]
@@ -522,6 +531,15 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
             else "this TensorFlow build names no CUDA version"
         )
         return [Check("lib", "CUDA libraries TensorFlow loads", Status.SKIP, why)]
+    if no_gpu_here(ctx):
+        return [
+            Check(
+                "lib",
+                "CUDA libraries TensorFlow loads",
+                Status.SKIP,
+                f"{NO_GPU}: TensorFlow would load no CUDA library (nothing to install)",
+            )
+        ]
     all_fix = f"pip install 'tensorflow[and-cuda]{_tf_pin(ctx)}'"
     rows = ctx.library_rows
     details = {r.soname: _library_details(r) for r in rows}
@@ -682,7 +700,7 @@ def _libcuda_rows(ctx: DoctorContext) -> list[Check]:
     """libcuda.so.1, the driver's library (Linux)."""
     drv = ctx.driver_library
     title = "libcuda.so.1 (driver API)"
-    if ctx.platform.system != "Linux":
+    if ctx.platform.system != "Linux" or no_gpu_here(ctx):
         return []
     if drv.path is None:
         fix = (
@@ -959,6 +977,17 @@ def check_platform(ctx: DoctorContext) -> list[Check]:
                 "WSL2: the driver lives on Windows; CUDA comes from /usr/lib/wsl/lib. "
                 "Do not install a Linux NVIDIA driver inside WSL",
                 see="ls -l /usr/lib/wsl/lib",
+            )
+        ]
+    if p.container and not p.nvidia_device_nodes and no_gpu_here(ctx):
+        return [
+            Check(
+                "platform",
+                title,
+                Status.OK,
+                f"Linux {p.release} ({p.machine}), a {p.container} container; {NO_GPU}, "
+                "so there is none to pass into it",
+                see="uname -a",
             )
         ]
     if p.container and not p.nvidia_device_nodes:
@@ -1310,6 +1339,9 @@ def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
     rt = ctx.tf_runtime
     if not rt.ran:
         return [Check("tf.gpus", title, Status.SKIP, "not run (--no-import)", see=TF_GPUS)]
+    if not rt.error and not rt.gpus and no_gpu_here(ctx):
+        finding = f"{NO_GPU}: TensorFlow {rt.version} runs on the CPU, as it should here"
+        return [Check("tf.gpus", title, Status.SKIP, finding, see=TF_GPUS)]
     details = {"tf_log": list(rt.log_lines), "import_seconds": round(rt.seconds, 1)}
     if rt.error:
         return [

@@ -49,6 +49,12 @@ class DoctorReport:
             return "TensorFlow can use the GPU" + (
                 ", with warnings" if self.count(Status.WARN) else ""
             )
+        if gpu is not None and gpu.status is Status.SKIP and "no NVIDIA GPU" in gpu.finding:
+            return (
+                gpu.finding[:1].upper()
+                + gpu.finding[1:]
+                + (": see the failed checks" if self.failed else "")
+            )
         if self.failed:
             return "TensorFlow cannot use a GPU here: see the failed checks"
         return "No failures, but TensorFlow's use of the GPU was not confirmed"
