@@ -10,6 +10,7 @@ from tests.doctor.conftest import LINUX, TF_SEES_NOTHING, MakeCtx
 from tests.fakes import FakeGpu, FakeNvml, build_lib, write_dist
 from tfaccel.doctor import Check, DoctorContext, Status, run_doctor
 from tfaccel.doctor.checks import _capability_verdict, check_tf_install
+from tfaccel.doctor.probes import TfRuntime
 
 
 def rows(report_checks: tuple[Check, ...]) -> dict[str, Check]:
@@ -537,3 +538,39 @@ def test_companions_that_fit_pass_and_absent_ones_add_no_row(fake_tf: tuple[Path
     write_dist(site, "keras-hub", "0.32.0", ["keras>=3.15"])
     row = rows(run_doctor(make()).checks)["keras-hub.match"]
     assert row.status is Status.OK and row.finding == "keras-hub 0.32.0"
+
+
+def test_a_numpy_below_what_ml_dtypes_needs_is_named_with_its_fix(
+    fake_tf: tuple[Path, MakeCtx],
+) -> None:
+    """TensorFlow 2.21 accepts numpy 1.26 but its ml-dtypes needs numpy 2: `import
+    tensorflow` then ends in a SystemError that names neither. The doctor names the
+    package and the version to install, not a reinstall of TensorFlow and its CUDA."""
+    site, make = fake_tf
+    shutil.rmtree(site / "tensorflow-2.21.0.dist-info")
+    write_dist(site, "tensorflow", "2.21.0", ["keras>=3.12.0", "numpy>=1.26.0", "ml_dtypes>=0.5.1"])
+    write_dist(site, "ml-dtypes", "0.5.4", ["numpy>=2.0.0"])
+    write_dist(site, "numpy", "1.26.4")
+    failed_import = TfRuntime(
+        ran=True,
+        error="SystemError: <built-in function __import__> returned a result with an "
+        "exception set; raised from ImportError: numpy.core.multiarray failed to import",
+    )
+    by = rows(run_doctor(make(runtime=failed_import)).checks)
+    req = by["tf.requirements"]
+    assert req.status is Status.FAIL
+    assert "numpy 1.26.4 does not meet ml-dtypes's numpy>=2.0.0" in req.finding
+    assert req.fix == "pip install 'numpy>=2.0.0'"
+    gpu = by["tf.gpus"]
+    assert "raised from ImportError: numpy.core.multiarray" in gpu.finding
+    assert gpu.fix == "pip install 'numpy>=2.0.0'"  # not --force-reinstall tensorflow
+    order = [
+        c.id for c in run_doctor(make(runtime=failed_import)).checks if c.status is Status.FAIL
+    ]
+    assert order[0] == "tf.requirements"  # the cause before its consequences
+
+
+def test_requirements_met_is_one_green_row(fake_tf: tuple[Path, MakeCtx]) -> None:
+    _, make = fake_tf
+    row = rows(run_doctor(make()).checks)["tf.requirements"]
+    assert row.status is Status.OK and "is met" in row.finding

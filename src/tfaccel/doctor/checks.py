@@ -258,6 +258,44 @@ def check_keras(ctx: DoctorContext) -> list[Check]:
     return out
 
 
+def check_requirements(ctx: DoctorContext) -> list[Check]:
+    """TensorFlow's requirements, and theirs, met by what is installed (as `pip check`
+    would say, from the metadata alone): a numpy pin below what ml-dtypes needs breaks
+    `import tensorflow` with an error that names neither."""
+    title = "TensorFlow's requirements"
+    tf = ctx.tf_dist
+    if tf is None:
+        return [Check("tf.requirements", title, Status.SKIP, "TensorFlow is not installed")]
+    unmet = probes.unmet_requirements(ctx.distributions, tf.name)
+    if not unmet:
+        finding = f"every requirement of {tf.name} {tf.version}, and of those, is met"
+        return [Check("tf.requirements", title, Status.OK, finding, see="pip check")]
+    said = [
+        f"{u.package} {u.installed or '(missing)'} does not meet {u.required_by}'s "
+        f"{u.package}{u.spec or ' (any version)'}"
+        for u in unmet
+    ]
+    return [
+        Check(
+            "tf.requirements",
+            title,
+            Status.FAIL,
+            "; ".join(said),
+            fix=requirements_fix(unmet),
+            see="pip check",
+        )
+    ]
+
+
+def requirements_fix(unmet: list[probes.Unmet]) -> str:
+    """One pip command for every unmet requirement, each package's specifiers together."""
+    specs: dict[str, list[str]] = {}
+    for u in unmet:
+        specs.setdefault(u.package, []).extend(filter(None, u.spec.split(",")))
+    parts = [f"'{name}{','.join(dict.fromkeys(s))}'" for name, s in specs.items()]
+    return "pip install " + " ".join(parts)
+
+
 def check_keras_backend(ctx: DoctorContext) -> list[Check]:
     """Keras 3 runs on the backend KERAS_BACKEND or keras.json names: on JAX or PyTorch,
     a Keras model never reaches TensorFlow's GPU (nor tfaccel's settings)."""
@@ -1321,6 +1359,7 @@ def check_capability(ctx: DoctorContext) -> list[Check]:
 # --- 6. the question itself --------------------------------------------------------------
 _CAUSE_ORDER = (
     "tf.install",
+    "tf.requirements",
     "tf.build",
     "platform",
     "env.cuda_visible_devices",
@@ -1330,6 +1369,12 @@ _CAUSE_ORDER = (
     "lib.",
     "gpu.compute_capability",
 )
+
+
+def _reinstall(ctx: DoctorContext) -> str:
+    """TensorFlow installed again: with its CUDA wheels where there is a GPU to use."""
+    extra = "" if no_gpu_here(ctx) else "[and-cuda]"
+    return f"pip install --force-reinstall 'tensorflow{extra}{_tf_pin(ctx)}'"
 
 
 def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
@@ -1344,13 +1389,17 @@ def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
         return [Check("tf.gpus", title, Status.SKIP, finding, see=TF_GPUS)]
     details = {"tf_log": list(rt.log_lines), "import_seconds": round(rt.seconds, 1)}
     if rt.error:
+        unmet = next((c for c in earlier if c.id == "tf.requirements" and c.fix), None)
+        why = f" (check tf.requirements: {unmet.finding})" if unmet else ""
         return [
             Check(
                 "tf.gpus",
                 title,
                 Status.FAIL,
-                f"importing TensorFlow failed: {rt.error}",
-                fix=f"pip install --force-reinstall 'tensorflow[and-cuda]{_tf_pin(ctx)}'",
+                f"importing TensorFlow failed: {rt.error}{why}",
+                # the package at fault, where a requirement names it; a reinstall
+                # (which also pulls the CUDA wheels) only where none does
+                fix=unmet.fix if unmet else _reinstall(ctx),
                 see="python -c 'import tensorflow'",
                 details=details,
             )
@@ -1407,6 +1456,7 @@ def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
 CHECKS: tuple[CheckFn, ...] = (
     check_tf_install,
     check_keras,
+    check_requirements,
     check_keras_backend,
     check_companions,
     check_tfaccel_support,

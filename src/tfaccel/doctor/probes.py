@@ -86,6 +86,58 @@ def requirement_for(dist: Distribution, name: str, extra: str | None = None) -> 
     return None
 
 
+@dataclass(frozen=True)
+class Unmet:
+    """A requirement an installed distribution declares that the environment does not
+    meet: `package` (installed at `installed`, None: missing) against `spec`, which
+    `required_by` declares."""
+
+    package: str
+    spec: str
+    required_by: str
+    installed: str | None
+
+
+def unmet_requirements(
+    dists: dict[str, Distribution], root: str, depth: int = 2
+) -> list[Unmet]:
+    """What `pip check` would say of `root` and of what it requires, `depth` levels
+    down (TensorFlow 2.21 accepts numpy 1.26, but its ml-dtypes needs numpy 2: only the
+    second level names the real conflict), read from the installed metadata alone."""
+    out: list[Unmet] = []
+    seen: set[str] = set()
+    level = [root]
+    for _ in range(depth):
+        below: list[str] = []
+        for name in level:
+            dist = dists.get(name)
+            if dist is None or name in seen:
+                continue
+            seen.add(name)
+            for req in _requirements(dist):
+                target = canonicalize_name(req.name)
+                have = dists.get(target)
+                if have is None or not req.specifier.contains(have.version, prereleases=True):
+                    spec = str(req.specifier)
+                    out.append(Unmet(target, spec, dist.name, have.version if have else None))
+                below.append(target)
+        level = below
+    return out
+
+
+def _requirements(dist: Distribution) -> list[Requirement]:
+    """`dist`'s requirements for this platform, without its extras'."""
+    reqs = []
+    for text in dist.requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            reqs.append(req)
+    return reqs
+
+
 def read_build_info(tf_dir: Path | None) -> dict[str, Any] | None:
     """TensorFlow's build_info dict, read from its source file (parsed, never executed)."""
     if tf_dir is None:
@@ -138,7 +190,15 @@ try:
                      "compute_capability": "%d.%d" % tuple(cc) if cc else None})
     out["gpus"] = gpus
 except BaseException as e:
-    out["error"] = "%s: %s" % (type(e).__name__, e)
+    # the whole chain: a failed import's last error often names neither the package nor
+    # the version at fault (numpy < 2 under ml-dtypes: "SystemError: ... returned a
+    # result with an exception set"), the one it was raised from does
+    chain, x = [], e
+    while x is not None and len(chain) < 6:
+        first = (str(x).strip().splitlines() or [""])[0]
+        chain.append("%s: %s" % (type(x).__name__, first[:300]))
+        x = x.__cause__ or x.__context__
+    out["error"] = chain[0] + "".join("; raised from " + c for c in chain[1:])
 out["seconds"] = time.time() - t
 print("TFACCEL_PROBE " + json.dumps(out), flush=True)
 """
