@@ -680,3 +680,29 @@ def test_the_journal_follows_the_output() -> None:
     assert Outputs().journal_path == Path("tfaccel-tune.jsonl")  # as before
     assert Outputs(Path("mymod.json")).journal_path == Path("mymod-tune.jsonl")
     assert Outputs(Path("a.json"), journal=Path("j.jsonl")).journal_path == Path("j.jsonl")
+
+
+def _commands(group: Any, path: str = "") -> list[tuple[str, Any]]:
+    """Every command of the CLI, by its path ('tune', 'bench run', ...)."""
+    out = []
+    for name, cmd in getattr(group, "commands", {}).items():
+        full = f"{path} {name}".strip()
+        out.append((full, cmd))
+        out += _commands(cmd, full)
+    return out
+
+
+def test_one_flag_name_for_one_meaning_across_commands() -> None:
+    """An output file is --output, -o or --out in every command that writes one."""
+    import typer.main
+
+    root = typer.main.get_command(app)
+    outputs = [
+        (name, set(p.opts))
+        for name, cmd in _commands(root)
+        for p in getattr(cmd, "params", [])
+        if "--output" in p.opts
+    ]
+    assert len(outputs) >= 3
+    for name, opts in outputs:
+        assert {"--output", "-o", "--out"} <= opts, (name, opts)

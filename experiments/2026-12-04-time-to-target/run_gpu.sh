@@ -27,21 +27,8 @@ for t in $TARGETS; do
     -- python "$t.py" > "$DEST/tune-$t.json" 2> "$DEST/tune-$t.err"
   echo "$t tune exit $? wall $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"
 done
-# For $WALL seconds each, in a process group of its own, interrupted at the end.
-for_wall() {  # log, command...
-  local log="$1"; shift
-  setsid "$@" > "$log" 2>&1 &
-  local pid=$! t0=$(date +%s)
-  while kill -0 "$pid" 2>/dev/null && (( $(date +%s) - t0 < WALL )); do sleep 1; done
-  kill -INT -- "-$pid" 2>/dev/null; sleep 3; kill -KILL -- "-$pid" 2>/dev/null
-  echo "$log: $(( $(date +%s) - t0 )) s, last: $(grep -o 'val_loss: [0-9.]*' "$log" | tail -1)" \
-    | tee -a "$DEST/summary.txt"
-}
-for t in $RUNS; do
-  for i in $(seq 1 "$REPEAT"); do
-    for_wall "$DEST/plain-$t-$i.log" python3 "$t.py"
-    [ -f "$DEST/$t.json" ] && for_wall "$DEST/run-$t-$i.log" \
-      python3 -m tfaccel run --config "$DEST/$t.json" -- python "$t.py"
-  done
+for t in $RUNS; do  # for $WALL seconds each (same_wall.sh), with the tune's settings
+  [ -f "$DEST/$t.json" ] && WALL="$WALL" REPEAT="$REPEAT" \
+    bash "$HERE/same_wall.sh" "$EXAMPLES" "$t.py" "$DEST/$t.json" "$DEST/wall-$t"
 done
 touch "$DEST/done"

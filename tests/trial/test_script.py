@@ -19,6 +19,7 @@ from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.runner import StepPlan
 from tfaccel.trial.script import (
+    Script,
     check_script,
     own_batch_size,
     parse_command,
@@ -320,14 +321,22 @@ def test_a_bad_command_exits_2_before_any_trial(
     assert not (here / "tfaccel-tune.jsonl").exists()
 
 
+def _with_own_site(
+    here: Path, monkeypatch: pytest.MonkeyPatch, site: str, script: str = NUMPY_SCRIPT
+) -> Script:
+    """The environment's own sitecustomize (`site`, in here/site on PYTHONPATH), and
+    the command of a script (`script`) that runs with it."""
+    own = here / "site"
+    own.mkdir()
+    _write(own, "sitecustomize.py", site)
+    monkeypatch.setenv("PYTHONPATH", str(own))
+    return parse_command(["python", str(_write(here, "train.py", script))])
+
+
 def test_the_environments_own_sitecustomize_still_runs(
     here: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    own = here / "site"
-    own.mkdir()
-    _write(own, "sitecustomize.py", "open('site_ran.txt', 'w').write('yes')\n")
-    monkeypatch.setenv("PYTHONPATH", str(own))
-    script = parse_command(["python", str(_write(here, "train.py", NUMPY_SCRIPT))])
+    script = _with_own_site(here, monkeypatch, "open('site_ran.txt', 'w').write('yes')\n")
     r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=32), SMALL)
     assert r.ok, (r.error, r.traceback)
     assert (here / "site_ran.txt").read_text() == "yes"
@@ -336,11 +345,9 @@ def test_the_environments_own_sitecustomize_still_runs(
 def test_a_raising_sitecustomize_of_the_environment_is_shown_and_the_settings_apply(
     here: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    raising = "raise RuntimeError('the site is broken')\n"
+    script = _with_own_site(here, monkeypatch, raising, EXITS_3)
     own = here / "site"
-    own.mkdir()
-    _write(own, "sitecustomize.py", "raise RuntimeError('the site is broken')\n")
-    monkeypatch.setenv("PYTHONPATH", str(own))
-    script = parse_command(["python", str(_write(here, "train.py", EXITS_3))])
     assert run_script(script, Settings(precision="float32", xla="off")) == 3
     err = capfd.readouterr().err
     assert "RuntimeError: the site is broken" in err and "Traceback" in err

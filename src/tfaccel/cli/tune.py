@@ -84,7 +84,7 @@ def tune(
         "600", "--timeout", callback=seconds, help="Time before a trial is killed: 600 (s), 10m."
     ),
     output: Path = typer.Option(
-        Path("tfaccel.json"), "--output", "-o", help="Where to write the best settings."
+        Path("tfaccel.json"), "--output", "-o", "--out", help="Where to write the best settings."
     ),
     journal: Path = typer.Option(
         None,

@@ -98,9 +98,7 @@ class Unmet:
     installed: str | None
 
 
-def unmet_requirements(
-    dists: dict[str, Distribution], root: str, depth: int = 2
-) -> list[Unmet]:
+def unmet_requirements(dists: dict[str, Distribution], root: str, depth: int = 2) -> list[Unmet]:
     """What `pip check` would say of `root` and of what it requires, `depth` levels
     down (TensorFlow 2.21 accepts numpy 1.26, but its ml-dtypes needs numpy 2: only the
     second level names the real conflict), read from the installed metadata alone."""
