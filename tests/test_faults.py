@@ -624,12 +624,19 @@ def test_a_misspelled_verb_gets_a_suggestion_not_a_program_run(tmp_path: Path) -
 
 
 # One entry point's fault, one exit code, whichever command meets it first.
-BAD_ENTRY_POINTS = {
-    "exits by itself": "import sys\ndef build():\n    sys.exit(3)\n",
+BAD_ENTRY_POINTS = {  # (the entry point's module, what the message says)
+    "an input of unknown length, no data": (
+        "import keras\ndef build():\n    i = keras.Input((None, 8))\n"
+        "    m = keras.Model(i, keras.layers.Dense(1)(keras.layers.GlobalAveragePooling1D()(i)))\n"
+        "    m.compile(optimizer='adam', loss='mse')\n    return m\n",
+        "has an unknown dimension",
+    ),
+    "exits by itself": ("import sys\ndef build():\n    sys.exit(3)\n", "mymod:build"),
     "an unknown optimizer": (
         "import keras\ndef build():\n"
         "    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
-        "    m.compile(optimizer='adamx', loss='mse')\n    return m\n"
+        "    m.compile(optimizer='adamx', loss='mse')\n    return m\n",
+        "mymod:build",
     ),
 }
 
@@ -637,9 +644,10 @@ BAD_ENTRY_POINTS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(BAD_ENTRY_POINTS), ids=str)
 def test_a_bad_entry_point_gets_one_exit_code_in_plan_and_tune(kind: str, tmp_path: Path) -> None:
-    files = {"mymod.py": BAD_ENTRY_POINTS[kind].encode()}
+    source, says = BAD_ENTRY_POINTS[kind]
+    files = {"mymod.py": source.encode()}
     for argv in (["plan", "mymod:build", "--spec", "H200"], ["tune", "mymod:build"]):
-        case = Case(f"{argv[0]} {kind}", argv, 2, "mymod:build", files)
+        case = Case(f"{argv[0]} {kind}", argv, 2, says, files)
         assert run_case(case, tmp_path) == "clean", argv[0]
 
 

@@ -35,10 +35,26 @@ def _id_bound(model: Any, default: int = 1000) -> int:
     return min(default, max(dims)) if dims else default
 
 
+def static_shape(t: Any) -> tuple[int, ...]:
+    """A model input's shape after the batch dimension, every size known; an InputError
+    that names the input otherwise (synthetic data needs each size)."""
+    from tfaccel.errors import InputError
+
+    shape = list(t.shape)[1:]
+    if any(d is None for d in shape):
+        raise InputError(
+            f"Model input {getattr(t, 'name', '?')!r} has an unknown dimension",
+            expected="static shapes except the batch dimension (e.g. keras.Input((200, 8))), "
+            "or data of the entry point's own, whose shapes are used",
+            received=f"shape {tuple(t.shape)}",
+        )
+    return tuple(int(d) for d in shape)
+
+
 def _leaf_array(t: Any, batch: int, rng: Any, high: int = 1000) -> Any:
     import numpy as np
 
-    shape = (batch, *[int(d) for d in t.shape[1:]])
+    shape = (batch, *static_shape(t))
     dtype = str(t.dtype)
     name = str(getattr(t, "name", "")).lower()
     if "string" in dtype:  # text models that vectorize inside: 16 random words each
@@ -72,18 +88,9 @@ def input_specs(model: Any, batch: int) -> Any:
     """tf.TensorSpec structure matching `synthetic_inputs` (for tracing)."""
     tf = import_tensorflow()
 
-    from tfaccel.errors import InputError
 
     def spec(t: Any) -> Any:
-        shape = list(t.shape)
-        if any(d is None for d in shape[1:]):
-            raise InputError(
-                f"Model input {getattr(t, 'name', '?')!r} has an unknown dimension",
-                expected="static shapes except the batch dimension, "
-                "e.g. keras.Input((224, 224, 3))",
-                received=f"shape {tuple(shape)}",
-            )
-        return tf.TensorSpec([batch, *shape[1:]], dtype=t.dtype)
+        return tf.TensorSpec([batch, *static_shape(t)], dtype=t.dtype)
 
     s = _struct(model)
     if isinstance(s, dict):
