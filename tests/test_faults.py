@@ -714,3 +714,12 @@ def test_one_flag_name_for_one_meaning_across_commands() -> None:
     assert len(outputs) >= 3
     for name, opts in outputs:
         assert {"--output", "-o", "--out"} <= opts, (name, opts)
+
+
+def test_profile_in_a_read_only_folder_is_refused_before_the_run(places: Path) -> None:
+    """The default trace folder cannot be made: said as bad input (exit 2) before the
+    script runs, not as a failed write afterwards with a tune's hint."""
+    if not (places / "ro").is_mount():
+        pytest.skip("this machine does not allow tmpfs mounts (not root)")
+    case = Case("profile in ro", ["profile", "--", "python", "-c", "pass"], 2, "Cannot write in")
+    assert run_case(case, places / "ro") == "clean"

@@ -98,5 +98,5 @@ class WriteError(TfaccelError):
         where = exc.filename or "the output"
         return cls(
             f"Cannot write {where}: {exc.strerror or exc}",
-            hint="free some space or give another path; a tune resumes from its journal",
+            hint="free some space, or give the command another path",
         )

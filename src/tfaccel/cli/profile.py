@@ -155,8 +155,10 @@ def capture(
     from tfaccel.profile.load import run_names
     from tfaccel.profile.run import run_profiled
 
+    # a trace that cannot be written is said now (exit 2), not after the run
+    probe_folder(_existing_parent(logdir))
     logdir.mkdir(parents=True, exist_ok=True)
-    probe_folder(logdir)  # a trace that cannot be written is said now, not after the run
+    probe_folder(logdir)
     before = run_names(logdir)
     code, why = run_profiled(
         command, logdir, start, steps, stdout_to_stderr=fmt is not Format.text, stop=stop, fit=fit
@@ -216,3 +218,11 @@ def diff_cmd(
         write_out(dumps({"a": a.run, "b": b.run, "rows": rows}, schema=SCHEMAS["profile-diff"]))
     else:
         diff_text(a, b, rows, stdout_console())
+
+
+def _existing_parent(path: Path) -> Path:
+    """The nearest folder at or above `path` that exists (where it would be created)."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path

@@ -88,7 +88,6 @@ def input_specs(model: Any, batch: int) -> Any:
     """tf.TensorSpec structure matching `synthetic_inputs` (for tracing)."""
     tf = import_tensorflow()
 
-
     def spec(t: Any) -> Any:
         return tf.TensorSpec([batch, *static_shape(t)], dtype=t.dtype)
 
