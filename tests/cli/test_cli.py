@@ -148,13 +148,13 @@ def test_quiet_keeps_results_and_errors_and_drops_the_notes(tmp_path: object) ->
 def test_the_tune_progress_shows_the_budget_left() -> None:
     from rich.progress import Progress
 
-    from tfaccel.cli.tune import BudgetLeft
+    from tfaccel.render.tune import BudgetLeft
 
     column = BudgetLeft(125.0)
     with Progress(column) as progress:
         task = progress.add_task("x", total=1)
         text = column.render(progress.tasks[task]).plain
-    assert text in ("2:05 of the budget left", "2:04 of the budget left")
+    assert text in ("2:05 left", "2:04 left")
 
 
 def test_the_tune_progress_shows_how_long_the_trial_in_flight_has_run() -> None:
@@ -162,7 +162,7 @@ def test_the_tune_progress_shows_how_long_the_trial_in_flight_has_run() -> None:
 
     from rich.progress import Progress
 
-    from tfaccel.cli.tune import TrialElapsed
+    from tfaccel.render.tune import TrialElapsed
 
     column = TrialElapsed()
     with Progress(column) as progress:
@@ -170,4 +170,4 @@ def test_the_tune_progress_shows_how_long_the_trial_in_flight_has_run() -> None:
         running = column.render(progress.tasks[task]).plain
         progress.update(task, advance=1, trial_start=None)
         between = column.render(progress.tasks[task]).plain
-    assert running in ("this trial 2:05", "this trial 2:06") and between == ""
+    assert running in ("trial 2:05", "trial 2:06") and between == ""

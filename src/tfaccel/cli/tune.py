@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import typer
-from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from tfaccel import tune as tune_lib
@@ -27,13 +25,13 @@ from tfaccel.cli._common import (
 from tfaccel.errors import ExitCode, InputError
 from tfaccel.optimize.settings import PRECISIONS, SKIPPABLE, Settings
 from tfaccel.render import Format
-from tfaccel.render.tune import trial_line, tune_plot, tune_text
-from tfaccel.trial.runner import StepPlan, TrialResult, label_of
+from tfaccel.render.tune import trial_line, tune_estimate, tune_plot, tune_progress, tune_text
+from tfaccel.trial.runner import StepPlan, TrialResult
 from tfaccel.trial.script import is_command
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.output import result_json
 from tfaccel.tune.result import TuneOptions, TuneResult
-from tfaccel.tune.search import AGAIN, estimate_trials
+from tfaccel.tune.search import estimate_trials
 
 
 @handle_errors
@@ -161,28 +159,16 @@ def tune(
     for note in (*tgt.notes, *filter(None, [start])):
         err.print(Text(note, style="dim"))
     hw = tune_lib.hardware()
-    budget = [BudgetLeft(options.time_budget_s)] if options.time_budget_s else []
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} trials (estimate)"),
-        TimeElapsedColumn(),
-        TrialElapsed(),
-        *budget,
-        console=err,
-        transient=True,
-    )
+    progress = tune_progress(err, options.time_budget_s)
     task = progress.add_task("starting", total=estimate_trials(hw, options), trial_start=None)
 
     def on_trial(stage: str, r: TrialResult | None, settings: Settings) -> None:
         if r is None:
-            description = f"{stage}: {label_of(settings)}"
-            progress.update(task, description=description, trial_start=time.monotonic())
-            if stage == AGAIN:  # a trial of another machine, not in the estimate
-                progress.update(task, total=(progress.tasks[0].total or 0) + 1)
+            progress.update(task, description=stage, trial_start=time.monotonic())
         else:
             progress.update(task, advance=1, trial_start=None)
             progress.console.print(trial_line(stage, r))
+        tune_estimate(progress, task)
 
     with progress:
         result = tune_lib.run(
@@ -195,6 +181,7 @@ def tune(
             on_journal=lambda j: _journal_notes(j, tgt.name, outputs.journal_path),
             hw=hw,
         )
+        tune_estimate(progress, task, done=True)
     _render(result, outputs, fmt)
 
 
@@ -260,34 +247,11 @@ def _render(result: TuneResult, outputs: tune_lib.Outputs, fmt: Format) -> None:
                     f"wrote {outputs.settings} (load with tfaccel.configure.from_file"
                     f"('{outputs.settings}')), {outputs.plot_path}, journal {outputs.journal_path}",
                     style="dim",
-                )
+                ),
+                soft_wrap=False,  # wrapped at spaces to the terminal's width
             )
     if not tune_lib.found(result):
         raise typer.Exit(int(ExitCode.RUNTIME))
-
-
-class TrialElapsed(ProgressColumn):
-    """How long the trial in flight has run: a compilation that fills the GPU (a large
-    batch's autotuning) shows as minutes here, not as a frozen line."""
-
-    def render(self, task: Any) -> Text:
-        start = task.fields.get("trial_start")
-        if start is None:
-            return Text("")
-        s = int(time.monotonic() - start)
-        return Text(f"this trial {s // 60}:{s % 60:02d}", style="dim")
-
-
-class BudgetLeft(ProgressColumn):
-    """The time budget left, counted from the start of the search."""
-
-    def __init__(self, budget_s: float) -> None:
-        super().__init__()
-        self.deadline = time.monotonic() + budget_s
-
-    def render(self, task: Any) -> Text:
-        left = max(0.0, self.deadline - time.monotonic())
-        return Text(f"{int(left // 60)}:{int(left % 60):02d} of the budget left", style="cyan")
 
 
 def _journal_notes(jr: Journal, name: str, path: Path) -> None:

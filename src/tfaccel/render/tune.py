@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.table import Column, Table
 from rich.text import Text
 
 from tfaccel.render import pyplot
@@ -23,19 +26,92 @@ _STATUS: dict[TrialStatus, str] = {
 }
 
 
+# A trial's line: the stage, the settings, then the figures; at 80 columns, the figures
+# go on a line of their own where the settings leave no room for them.
+_STAGE_WIDTH = 20
+_WIDTH = 80
+
+
 def trial_line(stage: str, r: TrialResult) -> Text:
-    t = Text(f"{stage:<20} ", style="dim")
-    t.append(f"{r.label:<48} ")
+    head = f"{stage[:_STAGE_WIDTH]:<{_STAGE_WIDTH}} "
+    t = Text(head, style="dim")
+    figures = _figures(r)
+    room = _WIDTH - len(head)
+    if len(r.label) + 2 + len(figures.plain) <= room:
+        t.append(r.label + "  ")
+    else:  # the settings, wrapped at spaces, then the figures below them
+        lines = textwrap.wrap(r.label, room) or [""]
+        t.append(("\n" + " " * len(head)).join(lines) + "\n" + " " * len(head))
+    t.append_text(figures)
+    return t
+
+
+def _figures(r: TrialResult) -> Text:
+    t = Text()
     if r.ok:
-        t.append(f"{r.samples_per_s:>10,.0f}/s", style="bold")
+        t.append(f"{r.samples_per_s:,.0f}/s", style="bold")
         # the one noise figure, as the table and the JSON give it (stats.spread)
         spread = f"spread {r.spread:.0%}" if r.spread is not None else "spread n/a"
         t.append(f"  {spread}  compile {r.compile_s or 0:.1f} s", style="dim")
     else:
-        t.append(f"{r.status:>12}", style=_STATUS.get(r.status, "red"))
+        t.append(r.status, style=_STATUS.get(r.status, "red"))
         if r.error:
-            t.append(f"  {r.error[:90]}", style="dim")
+            t.append(f"  {r.error[: _WIDTH - _STAGE_WIDTH - 12]}", style="dim")
     return t
+
+
+class TrialElapsed(ProgressColumn):
+    """How long the trial in flight has run: a compilation that fills the GPU (a large
+    batch's autotuning) shows as minutes here, not as a frozen line."""
+
+    def render(self, task: Any) -> Text:
+        start = task.fields.get("trial_start")
+        if start is None:
+            return Text("")
+        s = int(time.monotonic() - start)
+        return Text(f"trial {s // 60}:{s % 60:02d}", style="dim")
+
+
+class BudgetLeft(ProgressColumn):
+    """The time budget left, counted from the start of the search."""
+
+    def __init__(self, budget_s: float) -> None:
+        super().__init__()
+        self.deadline = time.monotonic() + budget_s
+
+    def render(self, task: Any) -> Text:
+        left = max(0.0, self.deadline - time.monotonic())
+        return Text(f"{int(left // 60)}:{int(left % 60):02d} left", style="cyan")
+
+
+def tune_progress(console: Console, budget_s: float | None = None) -> Progress:
+    """The live line of a tune, one line at 80 columns: the stage, a bar, trials done of
+    an estimate (`tune_estimate` keeps it true), the time so far, this trial's, and the
+    budget left."""
+    stage = Column(max_width=_STAGE_WIDTH, no_wrap=True, overflow="ellipsis")
+    return Progress(
+        TextColumn("{task.description}", table_column=stage),
+        BarColumn(bar_width=10),
+        TextColumn("{task.completed}/{task.total} trials"),
+        TimeElapsedColumn(),
+        TrialElapsed(),
+        *([BudgetLeft(budget_s)] if budget_s else []),
+        console=console,
+        transient=True,
+    )
+
+
+def tune_estimate(progress: Progress, task: Any, done: bool = False) -> None:
+    """The estimate of trials, kept above what ran while the search goes on (it learns
+    as it goes: a stage may need more trials than estimated), and equal to it at the
+    end, so that the bar completes."""
+    t = progress.tasks[0] if progress.tasks else None
+    if t is None:
+        return
+    if done:
+        progress.update(task, total=t.completed)
+    elif t.total is not None and t.completed >= t.total:
+        progress.update(task, total=t.completed + 1)
 
 
 def _where(res: TuneResult) -> str:
