@@ -1876,3 +1876,24 @@ def test_the_count_from_the_journal_is_what_this_tune_took_from_it(tmp_path: Pat
     assert first.resumed == 0 and again.resumed == len(again.trials) > 0
     # what a resumed tune says it measured is what it measured now: nothing here
     assert first.compile_s_total > 0 and again.measured == [] and again.compile_s_total == 0
+
+
+def test_the_plots_speedup_label_is_clear_of_its_legend() -> None:
+    """A long best bar at the bottom put its "Nx defaults" label under the legend."""
+    from tfaccel.render import pyplot
+    from tfaccel.render.tune import tune_figure
+    from tfaccel.tune.result import TuneResult
+
+    def r(key: str, rate: float) -> TrialResult:
+        return TrialResult(key, key, {}, "ok", samples_per_s=rate, windows=(rate, rate))
+
+    trials = [r("base", 3_000.0), r("defaults", 6_000.0), r("mid", 7_000.0), r("best", 14_000.0)]
+    res = TuneResult("w", H200, trials, best=trials[-1], keras_defaults=trials[1])
+    fig = tune_figure(res)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(renderer)
+    label = next(t for t in ax.texts if "x defaults" in t.get_text()).get_window_extent(renderer)
+    assert not legend.overlaps(label)
+    pyplot().close(fig)

@@ -257,7 +257,7 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
         "or out of memory)",
         fontsize=9,
     )
-    ax.set_title(f"tfaccel tune: {res.workload}")
+    ax.set_title(f"tfaccel tune: {res.workload}", loc="left")  # the legend sits at the right
     for i, r in enumerate(res.trials):
         if not r.ok:
             ax.text(0, i, f" {r.status}", va="center", fontsize=8, color="#d62728")
@@ -319,7 +319,11 @@ def _mark_defaults(ax: Any, res: TuneResult, right: float) -> None:
     if defaults is None or not defaults.ok or not defaults.samples_per_s:
         return
     ax.axvline(defaults.samples_per_s, color="#555555", linestyle="--", linewidth=1)
-    ax.legend(["Keras defaults"], loc="lower right", fontsize=8)
+    # above the bars' top right corner, outside them: inside, it hid the speed-up's
+    # label of a long bar at the bottom
+    ax.legend(
+        ["Keras defaults"], loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False
+    )
     speedup = res.speedup(defaults)
     if best is None or speedup is None or not best.samples_per_s:
         return
