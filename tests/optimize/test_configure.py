@@ -335,3 +335,23 @@ def test_the_tuned_batch_size_is_applied_to_datasets_and_numpy_inputs(tmp_path: 
         assert data.value["batch_size"] == 48 and "re-batches to 48" in data.detail
     finally:
         tfaccel.configure.reset()
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_summary_fits_the_console_without_splitting_words(width: int, tmp_path: Path) -> None:
+    """At 80 columns the table split `model.compile(j` / `it_compile=Fals` / `e)`; a
+    narrow console now gets each knob on lines of its own, wrapped at spaces."""
+    out = run_py(
+        f"""
+        import json
+        from rich.console import Console
+        import tfaccel
+        console = Console(width={width}, record=True)
+        tfaccel.configure(precision="float32", xla="off").summary(console)
+        print(json.dumps({{"text": console.export_text()}}))
+        """,
+        tmp_path,
+    )
+    text = out["text"]
+    assert "model.compile(jit_compile=False)" in text
+    assert max(len(line) for line in text.splitlines()) <= width

@@ -80,12 +80,12 @@ class ConfigureReport:
     _strategy: Any = field(default=None, repr=False)
 
     def summary(self, console: Any = None) -> None:
-        """Print what was applied, one row per knob (a rich table)."""
+        """Print what was applied, one row per knob (a rich table; knob by knob on a
+        narrow console)."""
         from rich.console import Console
 
-        from tfaccel.render.configure import configure_table
-
-        (console or Console()).print(configure_table(self))
+        console = console or Console()
+        console.print(self)
 
     def brief(self) -> list[str]:
         """What changes, in a few lines (tfaccel run says them before the script's
@@ -94,10 +94,10 @@ class ConfigureReport:
 
         return configure_brief(self)
 
-    def __rich__(self) -> Any:  # rich.print(report) shows the same table
-        from tfaccel.render.configure import configure_table
+    def __rich_console__(self, console: Any, options: Any) -> Any:  # rich.print(report)
+        from tfaccel.render.configure import configure_view
 
-        return configure_table(self)
+        yield configure_view(self, options.max_width)
 
     def compile_kwargs(self) -> dict[str, Any]:
         """Arguments for `model.compile`: jit_compile and steps_per_execution."""

@@ -17,6 +17,35 @@ _STATUS_STYLE = {
 }
 
 
+# Below this many columns the table's "how" column is too narrow for its words (a
+# `model.compile(jit_compile=False)` split inside): each knob gets lines of its own.
+TABLE_MIN_WIDTH = 110
+
+
+def configure_view(report: Any, width: int) -> Any:
+    """The report at a console `width`: the table, or knob by knob where it is narrow."""
+    return configure_table(report) if width >= TABLE_MIN_WIDTH else configure_lines(report)
+
+
+def configure_lines(report: Any) -> Any:
+    """One knob after another: its value and status on a line, how below it, wrapped
+    at spaces."""
+    from rich.console import Group
+
+    gpus = f"{report.gpus} GPU(s)" + (
+        f", compute capability {report.compute_capability}" if report.compute_capability else ""
+    )
+    parts: list[Any] = [Text(f"tfaccel.configure: {report.precision} on {gpus}", style="italic")]
+    for row in report.rows:
+        value = row.value
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items())
+        head = Text(f"{row.knob} = {value}  ")
+        head.append(row.status, style=_STATUS_STYLE.get(row.status, ""))
+        parts += [head, Text("    " + str(row.detail), style="dim")]
+    return Group(*parts)
+
+
 def configure_table(report: Any) -> Table:
     """One row per knob: the value asked for, what happened, and how."""
     gpus = f"{report.gpus} GPU(s)" + (
