@@ -723,3 +723,8 @@ def test_profile_in_a_read_only_folder_is_refused_before_the_run(places: Path) -
         pytest.skip("this machine does not allow tmpfs mounts (not root)")
     case = Case("profile in ro", ["profile", "--", "python", "-c", "pass"], 2, "Cannot write in")
     assert run_case(case, places / "ro") == "clean"
+
+
+def test_a_negative_power_limit_is_a_bad_value_not_an_unknown_option() -> None:
+    result = runner.invoke(app, ["power", "set", "-5", "--yes"])
+    assert result.exit_code == 2 and "-5.0 is not above 0" in unboxed(result.output)

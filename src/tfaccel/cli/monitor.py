@@ -166,7 +166,7 @@ def _show(fmt: Format) -> None:
         stdout_console().print(power_table(infos))
 
 
-@power_app.command("set")
+@power_app.command("set", context_settings={"ignore_unknown_options": True})  # "-5" W
 @handle_errors
 def power_set(
     ctx: typer.Context,
