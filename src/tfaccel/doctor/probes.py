@@ -69,21 +69,27 @@ def installed_distributions(paths: Sequence[str] | None = None) -> dict[str, Dis
     return found
 
 
-def requirement_for(dist: Distribution, name: str, extra: str | None = None) -> Requirement | None:
-    """The requirement `dist` declares on `name` (for this platform, optionally an extra)."""
-    target = canonicalize_name(name)
+def requirements_of(dist: Distribution, extra: str | None = None) -> list[Requirement]:
+    """The requirements `dist` declares for this platform (those of `extra` too, where
+    given); a line that does not parse is left out."""
     env = {"extra": extra or ""}
+    reqs = []
     for text in dist.requires:
         try:
             req = Requirement(text)
         except InvalidRequirement:
             continue
-        if canonicalize_name(req.name) != target:
-            continue
-        if req.marker is not None and not req.marker.evaluate(env):
-            continue
-        return req
-    return None
+        if req.marker is None or req.marker.evaluate(env):
+            reqs.append(req)
+    return reqs
+
+
+def requirement_for(dist: Distribution, name: str, extra: str | None = None) -> Requirement | None:
+    """The requirement `dist` declares on `name` (for this platform, optionally an extra)."""
+    target = canonicalize_name(name)
+    return next(
+        (r for r in requirements_of(dist, extra) if canonicalize_name(r.name) == target), None
+    )
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ def unmet_requirements(dists: dict[str, Distribution], root: str, depth: int = 2
             if dist is None or name in seen:
                 continue
             seen.add(name)
-            for req in _requirements(dist):
+            for req in requirements_of(dist):
                 target = canonicalize_name(req.name)
                 have = dists.get(target)
                 if have is None or not req.specifier.contains(have.version, prereleases=True):
@@ -121,19 +127,6 @@ def unmet_requirements(dists: dict[str, Distribution], root: str, depth: int = 2
                 below.append(target)
         level = below
     return out
-
-
-def _requirements(dist: Distribution) -> list[Requirement]:
-    """`dist`'s requirements for this platform, without its extras'."""
-    reqs = []
-    for text in dist.requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if req.marker is None or req.marker.evaluate({"extra": ""}):
-            reqs.append(req)
-    return reqs
 
 
 def read_build_info(tf_dir: Path | None) -> dict[str, Any] | None:
