@@ -24,6 +24,7 @@ the settings, and the hook says on stderr what was applied.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.abc
 import importlib.util
 import inspect
@@ -270,8 +271,8 @@ def _measured_fit(
         examples, read, count = _examples(model, a, peek=learn)
         own = read if learn else None
         batch = report.settings.batch_size or read
-        measure = _racing if config.get("race") else _timing
-        out = measure(fit, model, report, config, a, examples, batch, count)
+        call = _FitCall(fit, model, report, config, a, examples, batch, count)
+        out = _racing(call) if config.get("race") else _timing(call)
     except Exception as exc:
         out = failure(exc)
     out["measured"] = f"model.fit at {where}"
@@ -280,18 +281,27 @@ def _measured_fit(
     emit(MARK, out)
 
 
-def _timing(
-    fit: Any,
-    model: Any,
-    report: Any,
-    config: dict[str, Any],
-    a: dict[str, Any],
-    examples: Any,
-    batch: int,
-    count: int | None,
-) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class _FitCall:
+    """The script's fit call as a trial measures it: Keras' own `fit`, the model, the
+    trial's report and config, fit's arguments `a`, its data as single examples, the
+    batch size trained at, and how many examples there are (None: unknown)."""
+
+    fit: Any
+    model: Any
+    report: Any
+    config: dict[str, Any]
+    a: dict[str, Any]
+    examples: Any
+    batch: int
+    count: int | None
+
+
+def _timing(call: _FitCall) -> dict[str, Any]:
     """A trial's timed fit (`trial.child.timed_fit`) on the script's examples, with
     what the batch offer needs of the data (and, in the baseline, the noise scale)."""
+    fit, model, report, config, a = call.fit, call.model, call.report, call.config, call.a
+    examples, batch, count = call.examples, call.batch, call.count
     from tfaccel.trial import noise_scale
     from tfaccel.trial.child import Plan, timed_fit
     from tfaccel.trial.race import data_facts
@@ -314,19 +324,12 @@ def _timing(
     return out
 
 
-def _racing(
-    fit: Any,
-    model: Any,
-    report: Any,
-    config: dict[str, Any],
-    a: dict[str, Any],
-    examples: Any,
-    batch: int,
-    count: int | None,
-) -> dict[str, Any]:
+def _racing(call: _FitCall) -> dict[str, Any]:
     """A race (`trial.race`) of the script's fit on its data and validation data
     (else a held-out part). Of the script's callbacks only those that set the learning
     rate are kept."""
+    fit, model, report, config, a = call.fit, call.model, call.report, call.config, call.a
+    examples, batch, count = call.examples, call.batch, call.count
     from tfaccel.trial.race import kept_callbacks, race_blocker, race_fit, steps_per_epoch
     from tfaccel.workloads.synthetic import rebatched
 
