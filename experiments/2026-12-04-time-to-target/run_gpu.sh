@@ -13,20 +13,23 @@ HERE="$ROOT/experiments/2026-12-04-time-to-target"
 DEST="${DEST:-/tmp/ttt}"; BUDGET="${BUDGET:-10}"; WALL="${WALL:-60}"; RACE="${RACE:-45s}"
 EXAMPLES="${EXAMPLES:-$ROOT/.gpu-examples}"
 TARGETS="${TARGETS:-mnist_convnet bidirectional_lstm_imdb}"
+ENTRY_POINTS="${ENTRY_POINTS:-}"  # of entry_points.py, for example transformer_classifier
 RUNS="${RUNS:-$TARGETS}"; REPEAT="${REPEAT:-1}"
 mkdir -p "$DEST"
 { nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader
   python3 -c "import tensorflow as tf, keras; print('tensorflow', tf.__version__, 'keras', keras.__version__)"
   echo "budget $BUDGET race $RACE wall $WALL repeat $REPEAT"; } > "$DEST/environment.txt" 2>&1
 export PYTHONPATH="$ROOT/src:$HERE/learnable_datasets${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-cd "$EXAMPLES"
-for t in $TARGETS; do
-  t0=$(date +%s)
+tune() {  # name, then what to tune
+  local t="$1" t0=$(date +%s); shift
   python3 -m tfaccel tune --time-budget "$BUDGET" --race "$RACE" --format json \
     --output "$DEST/$t.json" --journal "$DEST/$t.jsonl" --plot "$DEST/$t.png" \
-    -- python "$t.py" > "$DEST/tune-$t.json" 2> "$DEST/tune-$t.err"
+    "$@" > "$DEST/tune-$t.json" 2> "$DEST/tune-$t.err"
   echo "$t tune exit $? wall $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"
-done
+}
+cd "$EXAMPLES"
+for t in $TARGETS; do tune "$t" -- python "$t.py"; done
+for e in $ENTRY_POINTS; do (cd "$HERE" && tune "$e" "entry_points:$e"); done
 for t in $RUNS; do  # for $WALL seconds each (same_wall.sh), with the tune's settings
   [ -f "$DEST/$t.json" ] && WALL="$WALL" REPEAT="$REPEAT" \
     bash "$HERE/same_wall.sh" "$EXAMPLES" "$t.py" "$DEST/$t.json" "$DEST/wall-$t"
