@@ -187,7 +187,7 @@ CHOICES = [
     Case("plan --precision fp7", ["plan", "tiny", "--precision", "fp7"], 2, "fp7"),
     Case("plan --spec unknown spec", ["plan", "tiny", "--spec", "Z9000"], 2, "Z9000"),
     Case("plan --scenario bogus", ["plan", "tiny", "--scenario", "bogus"], 2, "bogus"),
-    Case("plan --budget bogus", ["plan", "tiny", "--budget", "soon"], 2, "soon"),
+    Case("plan --time-budget bogus", ["plan", "tiny", "--time-budget", "soon"], 2, "soon"),
     Case("tune --precisions fp8", ["tune", "tiny", "--precisions", "fp8"], 2, "fp8"),
     Case("tune --skip float9", ["tune", "tiny", "--skip", "float9"], 2, "float9"),
     Case("tune unknown workload", ["tune", "resnet5O"], 2, "resnet5O"),

@@ -58,7 +58,7 @@ ORDER=()
 add() { ORDER+=("$1"); CMD[$1]="$2"; }
 tune_cmd() {  # workload start-batch max-batch
   echo "$TF tune $1 --batch $2 --max-batch $3 --timeout 400 --output tfaccel-$1.json --force \
-    ${LEASE_TUNE_BUDGET:+--time-budget $LEASE_TUNE_BUDGET} \
+    ${LEASE_TUNE_BUDGET:+--time-budget ${LEASE_TUNE_BUDGET}m} \
     ${LEASE_TUNE_CONFIRM:+--confirm $LEASE_TUNE_CONFIRM} ${LEASE_TUNE_SKIP:+--skip $LEASE_TUNE_SKIP} \
     --journal tune-$1.jsonl --plot tune-$1.png --format json > tune-$1.out.json"
 }

@@ -19,7 +19,7 @@ tune() {  # name, then tfaccel tune's arguments
   local name="$1"; shift
   case " $TARGETS " in *" $name "*) ;; *) return ;; esac
   local t0=$(date +%s)
-  python3 -m tfaccel tune --time-budget "$BUDGET" --format json \
+  python3 -m tfaccel tune --time-budget "${BUDGET}m" --format json \
     --output "$DEST/$name.json" --journal "$DEST/$name.jsonl" "$@" \
     > "$DEST/tune-$name.json" 2> "$DEST/tune-$name.err"
   echo "$name exit $? wall $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"

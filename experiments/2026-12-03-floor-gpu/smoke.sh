@@ -35,7 +35,7 @@ echo "doctor exit $?" | tee -a "$DEST/summary.txt"
 python3 -m pytest -m gpu tests -q -p no:cacheprovider > "$DEST/pytest-gpu.txt" 2>&1
 echo "pytest -m gpu exit $?" | tee -a "$DEST/summary.txt"
 t0=$(date +%s)
-python3 -m tfaccel tune tiny --time-budget 3 --format json --output "$DEST/tune-tiny.json" \
+python3 -m tfaccel tune tiny --time-budget 3m --format json --output "$DEST/tune-tiny.json" \
   --journal "$DEST/tune-tiny.jsonl" > "$DEST/tune-tiny.out.json" 2> "$DEST/tune-tiny.err"
 echo "tune tiny exit $? wall $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"
 touch "$DEST/done"

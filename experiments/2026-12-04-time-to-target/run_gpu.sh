@@ -22,7 +22,7 @@ mkdir -p "$DEST"
 export PYTHONPATH="$ROOT/src:$HERE/learnable_datasets${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 tune() {  # name, then what to tune
   local t="$1" t0=$(date +%s); shift
-  python3 -m tfaccel tune --time-budget "$BUDGET" --race "$RACE" --format json \
+  python3 -m tfaccel tune --time-budget "${BUDGET}m" --race "$RACE" --format json \
     --output "$DEST/$t.json" --journal "$DEST/$t.jsonl" --plot "$DEST/$t.png" \
     "$@" > "$DEST/tune-$t.json" 2> "$DEST/tune-$t.err"
   echo "$t tune exit $? wall $(( $(date +%s) - t0 )) s" | tee -a "$DEST/summary.txt"

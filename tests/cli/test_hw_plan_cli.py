@@ -110,7 +110,7 @@ def test_plan_time_and_scenario() -> None:
             "nlp",
             "--on",
             "H200",
-            "--budget",
+            "--time-budget",
             "1d",
             "-f",
             "json",
@@ -129,8 +129,8 @@ def test_plan_time_and_scenario() -> None:
         (["plan", "tiny", "--precision", "fp8", "--spec", "T4"], "'fp8' is not one of"),
         (["plan", "--throughput", "10"], "--throughput needs --samples"),
         (
-            ["plan", "--scenario", "vision", "--budget", "soon"],
-            "'--budget': 'soon' is not a duration",
+            ["plan", "--scenario", "vision", "--time-budget", "soon"],
+            "'--time-budget': 'soon' is not a duration",
         ),
         (["plan", "tiny", "--spec", "H999"], "Unknown GPU"),
     ],
@@ -141,23 +141,50 @@ def test_plan_bad_input(args: list[str], message: str) -> None:
     assert message in unboxed(result.output)
 
 
-def test_plan_reads_the_gpu_tensorflow_would_see(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With CUDA_VISIBLE_DEVICES=1, the local GPU 0 is NVML's GPU 1 (here the idle one)."""
+def test_plan_reads_gpus_by_nvidia_smis_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--gpu-index means nvidia-smi's numbers, as in monitor and power; of several GPUs
+    the least free memory counts; by default the first GPU TensorFlow sees; a GPU that
+    CUDA_VISIBLE_DEVICES hides is refused, not planned for."""
     from tests.fakes import FakeGpu
+    from tfaccel.errors import InputError
     from tfaccel.plan.fit import capacity_from_local
 
     busy = FakeGpu(uuid="GPU-aaaa", memory_used=100_000 * 2**20)
     idle = FakeGpu(uuid="GPU-bbbb")
     nvml = FakeNvml([busy, idle])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert capacity_from_local(0, nvml).bytes == (143771 - 100_000) * 2**20
+    assert capacity_from_local(None, nvml).bytes == (143771 - 100_000) * 2**20
+    assert capacity_from_local([1], nvml).bytes == 143771 * 2**20
+    assert capacity_from_local([1, 0], nvml).bytes == (143771 - 100_000) * 2**20
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    cap = capacity_from_local(0, nvml)
-    assert cap.bytes == 143771 * 2**20 and "NVML index 1" in cap.source
-    from tfaccel.errors import InputError
+    cap = capacity_from_local(None, nvml)
+    assert cap.bytes == 143771 * 2**20 and "local GPU 1" in cap.source
+    with pytest.raises(InputError, match="GPU 0 is not one TensorFlow sees") as err:
+        capacity_from_local([0], nvml)
+    assert "CUDA_VISIBLE_DEVICES" in (err.value.hint or "")
 
-    with pytest.raises(InputError, match="GPU index 1 does not exist"):
-        capacity_from_local(1, nvml)
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["plan", "tiny", "--gpu-index", "-1"], "Invalid value for '--gpu-index'"),
+        (["plan", "tiny", "--gpus", "0"], "Invalid value for '--gpus'"),
+        (["monitor", "--gpu-index", "a,b"], "Invalid value for '--gpu-index'"),
+        (["power", "set", "300", "--gpu-index", "0,1", "--yes"], "one GPU at a time"),
+        (["scale", "tiny", "--gpus", "0"], "Invalid value for '--gpus'"),
+    ],
+)
+def test_gpu_flags_have_one_grammar(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and message in unboxed(result.output), result.output
+
+
+def test_plan_shows_the_time_on_each_gpu_count() -> None:
+    base = ["plan", "--throughput", "1000", "--samples", "1e6", "--epochs", "1", "-f", "json"]
+    result = runner.invoke(app, [*base, "--gpus", "3,16"])
+    assert result.exit_code == 0, result.output
+    rows = [r["label"] for r in json.loads(result.stdout)["time"]["rows"]]
+    assert any("on 3 GPUs" in r for r in rows) and any("on 16 GPUs" in r for r in rows)
 
 
 @pytest.mark.parametrize(("cc", "mig"), [((10, 0), True), ((9, 0), True), ((7, 5), False)])

@@ -7,6 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from tests.clitext import unboxed
 from tests.monitor.fake_nvml import MonitorNvml
 from tfaccel.cli import app
 
@@ -67,7 +68,7 @@ def test_live_json_lines_for_a_duration(nvml: MonitorNvml, tmp_path: object) -> 
 
 def test_bad_gpu_list(nvml: MonitorNvml) -> None:
     result = runner.invoke(app, ["monitor", "--once", "--gpu-index", "zero"])
-    assert result.exit_code == 2 and "Cannot read --gpu-index" in result.output
+    assert result.exit_code == 2 and "Invalid value for '--gpu-index'" in unboxed(result.output)
     result = runner.invoke(app, ["monitor", "--once", "--gpu-index", "5"])
     assert result.exit_code == 2 and "GPU index 5 does not exist" in result.output
 

@@ -129,6 +129,60 @@ def int_list(text: str | None, flag: str, example: str) -> list[int] | None:
         ) from exc
 
 
+# One meaning per GPU flag on every command: --gpu-index picks GPUs as nvidia-smi (NVML)
+# numbers them, --gpus counts them; both take one number or a comma list.
+GPU_INDEX_HELP = "GPUs as nvidia-smi numbers them: 0, or a list like 0,1"
+GPUS_HELP = "GPU counts: 8, or a list like 1,2,4"
+
+
+def _numbers_flag(least: int, example: str) -> Callable[[str | None], str | None]:
+    """The callback of a flag of one number or a comma list, each `least` or more."""
+
+    def check(value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            found = [int(x) for x in value.split(",") if x.strip()]
+        except ValueError:
+            found = []
+        if not found or min(found) < least:
+            raise typer.BadParameter(
+                f"{value!r}: expected integers of {least} or more, like {example}"
+            )
+        return value
+
+    return check
+
+
+gpu_index_flag = _numbers_flag(0, "0 or 0,1")
+gpus_flag = _numbers_flag(1, "8 or 1,2,4")
+
+
+def gpu_indices(text: str | None) -> list[int] | None:
+    """--gpu-index's GPUs ('0,1' -> [0, 1]), as its callback (gpu_index_flag) let it by."""
+    return int_list(text, "--gpu-index", "0,1")
+
+
+def one_gpu_index(text: str | None, doing: str) -> int:
+    """--gpu-index where a command acts on one GPU at a time (`doing`: what it does)."""
+    from tfaccel.errors import InputError
+
+    found = gpu_indices(text) or [0]
+    if len(found) > 1:
+        raise InputError(
+            f"{doing} one GPU at a time",
+            expected="one index, like --gpu-index 1",
+            received=text,
+            hint="run the command once per GPU",
+        )
+    return found[0]
+
+
+def gpu_counts(text: str | None) -> list[int] | None:
+    """--gpus's counts ('1,2' -> [1, 2]), as its callback (gpus_flag) let them by."""
+    return int_list(text, "--gpus", "1,2,4")
+
+
 def name_list(
     text: str, flag: str, what: str, known: list[str], hint: str | None = None
 ) -> tuple[str, ...]:
@@ -162,46 +216,55 @@ def positive(value: float | None) -> float | None:
     return value
 
 
-# A time flag takes a bare number in its own unit, or one with a unit: 90s, 10m, 1.5h, 2d.
+# Every time flag takes one grammar: a bare number is seconds (as `sleep` and `timeout`
+# take it), or a number with a unit: 90s, 10m, 1.5h, 2d.
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+DURATION_HELP = "a bare number is seconds; or 90s, 10m, 1.5h, 2d"
 
 
-def in_unit(text: str | float | None, unit: str) -> float | None:
-    """A duration flag's value in `unit` ("s", "m", "h"); None when not given."""
+def seconds_of(text: str | float | None, zero: bool = False) -> float | None:
+    """A duration flag's value in seconds; None when not given. 0 only where `zero`."""
     if text is None:
         return None
     t = str(text).strip().lower()
-    scale = _UNITS.get(t[-1:]) if t[-1:] in _UNITS else None
+    scale = _UNITS.get(t[-1:], 1.0)
     try:
-        value = float(t[:-1] if scale else t)
+        value = float(t[:-1] if t[-1:] in _UNITS else t) * scale
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise typer.BadParameter(f"{text!r} is not a duration above 0 (like 90s, 10m, 1.5h)")
-    return value * (scale or _UNITS[unit]) / _UNITS[unit]
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        above = "0 or more" if zero else "above 0"
+        raise typer.BadParameter(f"{text!r} is not a duration {above} ({DURATION_HELP})")
+    return value
 
 
-def _in_seconds(value: str | None, unit: str) -> str | None:
-    """A duration flag's value, checked and written out in seconds ("10" for a flag in
-    minutes -> "600s"), so that every reader takes it with in_unit(value, ...) whatever
-    the flag's own unit."""
-    amount = in_unit(value, unit)
-    return None if amount is None else f"{amount * _UNITS[unit]:g}s"
+def duration(
+    low: float | None = None,
+    high: float | None = None,
+    zero: bool = False,
+    bare_below: float | None = None,
+) -> Callable[[str | float | None], str | None]:
+    """The callback of a duration flag: its value checked (within [low, high] seconds
+    where given) and written out in seconds ("10m" -> "600s"), read with seconds_of.
+    A bare number below `bare_below` seconds is refused as ambiguous (this flag's bare
+    numbers once meant minutes or hours): with a unit, any value is taken."""
 
+    def check(value: str | float | None) -> str | None:
+        amount = seconds_of(value, zero)
+        if amount is None:
+            return None
+        bare = str(value).strip()[-1:].isdigit()
+        if bare and bare_below is not None and 0 < amount < bare_below:
+            raise typer.BadParameter(
+                f"{value!r} is {amount:g} seconds (a bare number is seconds): "
+                f"write {value}s if you mean it, {value}m for minutes"
+            )
+        if (low is not None and 0 < amount < low) or (high is not None and amount > high):
+            span = f"{low or 0:g}s to {high:g}s" if high is not None else f"{low:g}s or more"
+            raise typer.BadParameter(f"{value!r} is {amount:g} seconds; expected {span}")
+        return f"{amount:g}s"
 
-def seconds(value: str | None) -> str | None:
-    """Callback of a duration flag whose bare numbers are seconds."""
-    return _in_seconds(value, "s")
-
-
-def minutes(value: str | None) -> str | None:
-    """Callback of a duration flag whose bare numbers are minutes."""
-    return _in_seconds(value, "m")
-
-
-def hours(value: str | None) -> str | None:
-    """Callback of a duration flag whose bare numbers are hours."""
-    return _in_seconds(value, "h")
+    return check
 
 
 def json_requested(argv: Sequence[str]) -> bool:

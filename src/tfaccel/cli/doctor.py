@@ -5,9 +5,9 @@ from __future__ import annotations
 import typer
 
 from tfaccel.cli._common import (
+    duration,
     handle_errors,
-    in_unit,
-    seconds,
+    seconds_of,
     stderr_console,
     stdout_console,
     write_out,
@@ -33,8 +33,8 @@ def doctor(
     timeout: str = typer.Option(
         "180",
         "--timeout",
-        callback=seconds,
-        help="Time allowed for importing TensorFlow in a child process: 180 (s), 5m.",
+        callback=duration(),
+        help="Time allowed for importing TensorFlow in a child process: 180 (seconds), 5m.",
     ),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too, not only fails."),
     verbose: bool = typer.Option(
@@ -45,7 +45,7 @@ def doctor(
 
     Exit code 0 when no check fails, 1 when one does (or warns, with --strict).
     """
-    ctx = DoctorContext(run_tf_probe=not no_import, tf_timeout_s=in_unit(timeout, "s") or 180.0)
+    ctx = DoctorContext(run_tf_probe=not no_import, tf_timeout_s=seconds_of(timeout) or 180.0)
     if fmt is DoctorFormat.text:
         err = stderr_console()
         with err.status("checking ...") as status:

@@ -11,12 +11,17 @@ from rich.live import Live
 
 from tfaccel.cli._common import (
     FORMAT_OPTION,
+    GPU_INDEX_HELP,
     WORKLOAD_HELP,
+    duration,
     finite,
+    gpu_index_flag,
+    gpu_indices,
     group_format,
     handle_errors,
-    int_list,
+    one_gpu_index,
     positive,
+    seconds_of,
     stderr_console,
     stdout_console,
     write_out,
@@ -34,17 +39,17 @@ from tfaccel.results import SCHEMAS, check_writable
 
 @handle_errors
 def monitor(
-    interval: float = typer.Option(
-        1.0,
+    interval: str = typer.Option(
+        "1",
         "--interval",
         "-i",
-        min=0.1,
-        max=3600,
-        callback=finite,
         # NVML's counters change a few times a second: a shorter interval repeats them
-        help="Seconds between samples.",
+        callback=duration(low=0.1, high=3600),
+        help="Time between samples, 0.1s to 1h (a bare number is seconds).",
     ),
-    gpus: str = typer.Option(None, "--gpu-index", help="GPU indices, e.g. 0,1 (default: all)."),
+    gpus: str = typer.Option(
+        None, "--gpu-index", callback=gpu_index_flag, help=GPU_INDEX_HELP + " (default: all)."
+    ),
     once: bool = typer.Option(
         False, "--once", help="Print one snapshot and exit (1 on any alert)."
     ),
@@ -68,19 +73,23 @@ def monitor(
     mem: float = typer.Option(
         95.0, "--mem-threshold", min=0, max=100, callback=finite, help="Memory alert, percent."
     ),
-    duration: float = typer.Option(
-        None, "--duration", callback=positive, help="Stop after this many seconds (> 0)."
+    stop_after: str = typer.Option(
+        None,
+        "--duration",
+        callback=duration(),
+        help="Stop after this long: 90, 5m, 2h (a bare number is seconds).",
     ),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Live GPU health: utilization, memory, temperature, power, clocks, throttle reasons."""
     thresholds = Thresholds(temp_c=temp, mem_pct=mem)
+    every_s, for_s = seconds_of(interval) or 1.0, seconds_of(stop_after)
     if log:
         check_writable(log, force=True)  # appended to, never replaced
     sample_log = SampleLog(log) if log else None
     sampler = Sampler(
-        int_list(gpus, "--gpu-index", "0,1"),
-        interval,
+        gpu_indices(gpus),
+        every_s,
         thresholds,
         on_snapshot=sample_log.write if sample_log else None,
     )
@@ -105,7 +114,7 @@ def monitor(
         if prometheus:
             server = serve(lambda: sampler.latest, prometheus, bind)
             stderr_console().print(f"Prometheus metrics on http://{bind}:{prometheus}/metrics")
-        deadline = time.monotonic() + duration if duration else None
+        deadline = time.monotonic() + for_s if for_s else None
         if fmt is Format.json:  # one JSON line per snapshot
             last = None
             while deadline is None or time.monotonic() < deadline:
@@ -113,7 +122,7 @@ def monitor(
                 if snap is not None and snap is not last:
                     write_out(json.dumps(to_jsonable(snap)))  # one line each
                     last = snap
-                time.sleep(min(interval, 0.2))
+                time.sleep(min(every_s, 0.2))
         else:
             latest = sampler.latest
             assert latest is not None
@@ -122,7 +131,7 @@ def monitor(
                 snapshot_view(latest, console.width), console=console, refresh_per_second=4
             ) as live:
                 while deadline is None or time.monotonic() < deadline:
-                    time.sleep(min(interval, 0.25))
+                    time.sleep(min(every_s, 0.25))
                     snap = sampler.latest
                     if snap is not None:
                         live.update(snapshot_view(snap, console.width))
@@ -171,11 +180,14 @@ def _show(fmt: Format) -> None:
 def power_set(
     ctx: typer.Context,
     watts: float = typer.Argument(..., callback=positive, help="New limit in watts."),
-    gpu: int = typer.Option(0, "--gpu-index", min=0, help="Which GPU (NVML index)."),
+    gpu_text: str = typer.Option(
+        "0", "--gpu-index", callback=gpu_index_flag, help=GPU_INDEX_HELP + " (one)."
+    ),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Set a GPU's power limit (needs root and --yes; refuses values out of range)."""
+    gpu = one_gpu_index(gpu_text, "power set changes")
     old, new = set_power_limit(gpu, watts, yes=yes)
     undo = f"tfaccel power reset --gpu-index {gpu} --yes"
     if group_format(ctx, fmt) is Format.json:
@@ -188,11 +200,14 @@ def power_set(
 @handle_errors
 def power_reset(
     ctx: typer.Context,
-    gpu: int = typer.Option(0, "--gpu-index", min=0, help="Which GPU (NVML index)."),
+    gpu_text: str = typer.Option(
+        "0", "--gpu-index", callback=gpu_index_flag, help=GPU_INDEX_HELP + " (one)."
+    ),
     yes: bool = typer.Option(False, "--yes", help="Confirm the change."),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Restore a GPU's default power limit (needs root and --yes)."""
+    gpu = one_gpu_index(gpu_text, "power reset changes")
     old, new = reset_power_limit(gpu, yes=yes)
     if group_format(ctx, fmt) is Format.json:
         write_out(dumps({"gpu": gpu, "old_w": old, "new_w": new}))
@@ -208,7 +223,9 @@ def power_sweep(
         "resnet50", help="The workload trained at each limit (" + WORKLOAD_HELP + ")"
     ),
     limits: str = typer.Option(..., "--limits", help="Watts, e.g. 300,400,500,700."),
-    gpu: int = typer.Option(0, "--gpu-index", min=0, help="Which GPU (NVML index)."),
+    gpu_text: str = typer.Option(
+        "0", "--gpu-index", callback=gpu_index_flag, help=GPU_INDEX_HELP + " (one)."
+    ),
     batch: int = typer.Option(256, "--batch", min=1, help="Batch size of the workload."),
     yes: bool = typer.Option(False, "--yes", help="Confirm changing the limit."),
     plot: Path = typer.Option(
@@ -219,6 +236,7 @@ def power_sweep(
 ) -> None:
     """Throughput, samples per joule and temperature at each power limit; restores after."""
     fmt = group_format(ctx, fmt)
+    gpu = one_gpu_index(gpu_text, "power sweep measures")
     # the plot: in text mode, and in JSON mode where --plot was given
     given = getattr(ctx.get_parameter_source("plot"), "name", "") == "COMMANDLINE"
     draw = fmt is not Format.json or given

@@ -8,12 +8,18 @@ import typer
 
 from tfaccel.cli._common import (
     FORMAT_OPTION,
+    GPU_INDEX_HELP,
+    GPUS_HELP,
     WORKLOAD_HELP,
+    duration,
     finite,
+    gpu_counts,
+    gpu_index_flag,
+    gpu_indices,
+    gpus_flag,
     handle_errors,
-    hours,
-    in_unit,
     positive,
+    seconds_of,
     stderr_console,
     stdout_console,
     write_out,
@@ -45,11 +51,12 @@ def plan(
         help="Plan for a GPU from the spec file (e.g. H200; `tfaccel hw --list-specs`) "
         "instead of the local one.",
     ),
-    gpu_index: int = typer.Option(
-        0,
+    gpu_index: str = typer.Option(
+        None,
         "--gpu-index",
-        min=0,
-        help="Which local GPU, as TensorFlow numbers them (after CUDA_VISIBLE_DEVICES).",
+        callback=gpu_index_flag,
+        help=GPU_INDEX_HELP + "; of several, the least free memory counts (default: the "
+        "first GPU TensorFlow sees).",
     ),
     margin: float = typer.Option(
         0.10, "--margin", min=0.0, max=0.9, callback=finite, help="Fraction of memory kept free."
@@ -68,12 +75,17 @@ def plan(
         None, "--samples", callback=positive, help="Samples per epoch (e.g. 1.28e6)."
     ),
     epochs: float = typer.Option(1.0, "--epochs", callback=positive, help="Epochs to train (> 0)."),
-    gpus: int = typer.Option(1, "--gpus", min=1, help="Also show time on this many GPUs."),
+    gpus: str = typer.Option(
+        None, "--gpus", callback=gpus_flag, help=GPUS_HELP + ": also show the time on these."
+    ),
     scenario: Scenario | None = typer.Option(
         None, "--scenario", help="The recommended set-up for this machine, for this kind of work."
     ),
     budget: str = typer.Option(
-        None, "--budget", callback=hours, help="Time budget for --scenario: 24 (h), 90m, 2d."
+        None,
+        "--time-budget",
+        callback=duration(bare_below=60),
+        help="Time budget for --scenario: 24h, 90m, 2d (a bare number is seconds).",
     ),
     plot: Path = typer.Option(
         None, "--plot", help="Also draw peak memory against batch size, with the capacity (PNG)."
@@ -82,6 +94,7 @@ def plan(
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Will a model fit (and at what batch), how long training takes, which set-up to use."""
+    counts, indices = gpu_counts(gpus) or (), gpu_indices(gpu_index)
     if model is None and throughput is None and scenario is None:
         raise InputError(
             "Nothing to plan",
@@ -99,9 +112,12 @@ def plan(
         if model is None:
             raise InputError("--plot draws a MODEL's memory", expected="a MODEL", received="none")
         check_writable(plot, force, hint="tfaccel plan ... --plot other.png, or --force")
-    budget_h = in_unit(budget, "h")
-    fit = _fit(model, precision, optimizer, gpu, gpu_index, batch, margin) if model else None
-    time = time_to_train(throughput, int(samples), epochs, gpus) if throughput and samples else None
+    budget_s = seconds_of(budget)
+    budget_h = budget_s / 3600 if budget_s else None
+    fit = _fit(model, precision, optimizer, gpu, indices, batch, margin) if model else None
+    time = (
+        time_to_train(throughput, int(samples), epochs, counts) if throughput and samples else None
+    )
     scen = None
     if scenario is not None:
         name, cc, count, mig = local_gpu()
@@ -132,7 +148,7 @@ def _fit(
     precision: str,
     optimizer: str | None,
     gpu: str | None,
-    gpu_index: int,
+    gpu_index: list[int] | None,
     batch: int | None,
     margin: float,
 ) -> FitPlan:

@@ -11,9 +11,11 @@ from tfaccel import scale as scale_lib
 from tfaccel._deps import read_json
 from tfaccel.cli._common import (
     FORMAT_OPTION,
+    GPUS_HELP,
     WORKLOAD_HELP,
+    gpu_counts,
+    gpus_flag,
     handle_errors,
-    int_list,
     stderr_console,
     stdout_console,
     write_out,
@@ -37,7 +39,10 @@ TUNED_FILE = "a tfaccel.json written by `tfaccel tune`"
 def scale(
     workload: str = typer.Argument(None, help=WORKLOAD_HELP),
     gpus: str = typer.Option(
-        None, "--gpus", help="GPU counts to measure, e.g. 1,2 (default 1, 2, 4, ... all)."
+        None,
+        "--gpus",
+        callback=gpus_flag,
+        help=GPUS_HELP + ": the counts to measure (default 1, 2, 4, ... all).",
     ),
     batch: int = typer.Option(None, "--batch", "-b", min=1, help="Batch size per replica [256]."),
     precision: Precision | None = typer.Option(
@@ -125,7 +130,7 @@ def scale(
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Throughput and scaling efficiency on 1..N GPUs; or TF_CONFIG for several workers."""
-    counts = int_list(gpus, "--gpus", "1,2,4")
+    counts = gpu_counts(gpus)
     tuned = read_json(Path(config), TUNED_FILE) if config else None
     options = scale_lib.ScaleOptions(
         scale_lib.scale_settings(tuned, batch, precision, xla, spe, input_cast, source=config),

@@ -12,12 +12,11 @@ from tfaccel import tune as tune_lib
 from tfaccel.cli._common import (
     FORMAT_OPTION,
     WORKLOAD_HELP,
+    duration,
     finite,
     handle_errors,
-    in_unit,
-    minutes,
     name_list,
-    seconds,
+    seconds_of,
     stderr_console,
     stdout_console,
     write_out,
@@ -79,7 +78,10 @@ def tune(
         "(slow trials, e.g. float32 without XLA); 0: always --window steps.",
     ),
     timeout: str = typer.Option(
-        "600", "--timeout", callback=seconds, help="Time before a trial is killed: 600 (s), 10m."
+        "600",
+        "--timeout",
+        callback=duration(),
+        help="Time before a trial is killed: 600 (seconds), 10m.",
     ),
     output: Path = typer.Option(
         Path("tfaccel.json"), "--output", "-o", "--out", help="Where to write the best settings."
@@ -113,15 +115,15 @@ def tune(
     time_budget: str = typer.Option(
         None,
         "--time-budget",
-        callback=minutes,
-        help="10 (minutes), 90s or 1.5h: start no trial that would likely end past it; the "
-        "best so far is written, and the same command later resumes from the journal.",
+        callback=duration(bare_below=60),
+        help="10m, 1.5h or 900 (seconds): start no trial that would likely end past it; "
+        "the best so far is written, and the same command later resumes from the journal.",
     ),
     race: str = typer.Option(
         "60s",
         "--race",
-        callback=seconds,
-        help="Training time of each run of the batch offer's race: 60 (s), 2m. A larger "
+        callback=duration(),
+        help="Training time of each run of the batch offer's race: 60 (seconds), 2m. A larger "
         "batch is offered only where it reaches the same-training run's validation loss "
         "sooner in it.",
     ),
@@ -211,12 +213,12 @@ def _options(
         batch_size=batch,
         max_batch=max_batch,
         steps=steps,
-        timeout_s=in_unit(timeout, "s") or 600.0,
+        timeout_s=seconds_of(timeout) or 600.0,
         precisions=chosen,
         skip=name_list(skip, "--skip", "knob", list(SKIPPABLE)) if skip else (),
-        time_budget_s=in_unit(time_budget, "s"),
+        time_budget_s=seconds_of(time_budget),
         confirm=confirm,
-        race_s=in_unit(race, "s") or 60.0,
+        race_s=seconds_of(race) or 60.0,
     )
 
 

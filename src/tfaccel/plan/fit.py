@@ -56,9 +56,11 @@ def capacity_from_spec(name: str) -> Capacity:
     )
 
 
-def capacity_from_local(index: int = 0, lib: Any = None) -> Capacity:
-    """Free memory of a local GPU (NVML). `index` counts the GPUs TensorFlow would see,
-    in CUDA_VISIBLE_DEVICES' order (NVML itself sees every GPU of the machine)."""
+def capacity_from_local(indices: Sequence[int] | None = None, lib: Any = None) -> Capacity:
+    """Free memory of local GPUs (NVML), by NVML index as nvidia-smi numbers them; of
+    several, the one with the least (a data-parallel replica must fit on each). Without
+    `indices`, the first GPU TensorFlow sees (CUDA_VISIBLE_DEVICES' order). A GPU that
+    TensorFlow does not see here is an InputError: the plan would be for another GPU."""
     from tfaccel.errors import GpuError
     from tfaccel.hardware.capabilities import visible_indices
     from tfaccel.hardware.inventory import read_inventory
@@ -81,19 +83,24 @@ def capacity_from_local(index: int = 0, lib: Any = None) -> Capacity:
             else "0 GPUs",
             hint="tfaccel plan --spec H200",
         )
-    if not 0 <= index < len(visible):
+    chosen = list(indices) if indices else visible[:1]
+    unseen = [i for i in chosen if i not in visible]
+    if unseen:
         raise InputError(
-            f"GPU index {index} does not exist",
-            expected=f"0..{len(visible) - 1} (the GPUs TensorFlow sees here)",
-            received=index,
+            f"GPU {unseen[0]} is not one TensorFlow sees here",
+            expected="--gpu-index of "
+            + ", ".join(map(str, sorted(visible)))
+            + " (nvidia-smi's numbers)",
+            received=",".join(map(str, chosen)),
+            hint=None if len(visible) == len(inv.gpus) else "CUDA_VISIBLE_DEVICES hides the others",
         )
-    g = next(x for x in inv.gpus if x.index == visible[index])
+    gpus = [g for g in inv.gpus if g.index in chosen]
+    g = min(gpus, key=lambda x: x.memory_free_mib or x.memory_total_mib or 0)
     free = (g.memory_free_mib or g.memory_total_mib or 0) * 2**20
-    nvml = f", NVML index {g.index}" if g.index != index else ""
     return Capacity(
-        g.name or f"GPU {index}",
+        g.name or f"GPU {g.index}",
         free,
-        f"local GPU {index} ({g.name}{nvml}), free memory {free / 2**30:.1f} GiB",
+        f"local GPU {g.index} ({g.name}), free memory {free / 2**30:.1f} GiB",
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tfaccel.errors import InputError
@@ -37,13 +38,17 @@ def human_duration(seconds: float) -> str:
 
 
 def time_to_train(
-    throughput: float, samples: int, epochs: float, gpus: int = 1, scaling_efficiency: float = 0.9
+    throughput: float,
+    samples: int,
+    epochs: float,
+    gpus: int | Sequence[int] = (),
+    scaling_efficiency: float = 0.9,
 ) -> TrainTime:
     """Training time at `throughput` samples/s, and with the options that change it.
 
     Args:
         throughput: measured or benchmarked samples per second on one GPU.
-        gpus: also show data parallelism on this many GPUs.
+        gpus: also show data parallelism on these GPU counts (2, 4 and 8 always).
         scaling_efficiency: N-GPU throughput / (N x 1-GPU throughput) for that row.
     """
     if throughput <= 0 or samples <= 0 or epochs <= 0:
@@ -71,7 +76,7 @@ def time_to_train(
             total / throughput,
         )
     )
-    for n in sorted({2, 4, 8, gpus} - {1}):
+    for n in sorted({2, 4, 8, *([gpus] if isinstance(gpus, int) else gpus)} - {1}):
         rate = throughput * n * scaling_efficiency
         rows.append(
             TimeRow(
