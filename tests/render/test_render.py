@@ -95,3 +95,17 @@ def test_the_live_trial_line_gives_the_tables_noise_figure() -> None:
                     spread=0.10, windows=(700.0, 744.0, 780.0), compile_s=4.4)  # fmt: skip
     line = trial_line("baseline", r).plain
     assert "spread 10%" in line and "\u00b1" not in line
+
+
+def test_a_resumed_trials_note_is_not_cut_to_the_stage_column() -> None:
+    """On a GPU, "dropout (from the journal)" showed as "dropout (from the jo": the
+    note now follows the figures, whole, and the line still fits 80 columns."""
+    from tfaccel.render.tune import trial_line
+    from tfaccel.trial.runner import TrialResult
+
+    r = TrialResult("k", "mixed_bfloat16 xla=jit batch=64 spe=25 dropout=philox16", {}, "ok",
+                    samples_per_s=21979.0, spread=0.01, compile_s=53.3)  # fmt: skip
+    lines = trial_line("allocator + prefetch (from the journal)", r).plain.splitlines()
+    assert lines[0].startswith("allocator + prefetch ")
+    assert lines[-1].endswith("compile 53.3 s  (from the journal)")
+    assert max(len(x) for x in lines) <= 80

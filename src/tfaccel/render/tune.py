@@ -33,9 +33,15 @@ _WIDTH = 80
 
 
 def trial_line(stage: str, r: TrialResult) -> Text:
-    head = f"{stage[:_STAGE_WIDTH]:<{_STAGE_WIDTH}} "
+    """A trial's line: its stage, settings and figures in 80 columns. A note after the
+    stage's name ("dropout (from the journal)") goes after the figures, where it is not
+    cut to the stage's column."""
+    name, _, note = stage.partition(" (")
+    head = f"{name[:_STAGE_WIDTH]:<{_STAGE_WIDTH}} "
     t = Text(head, style="dim")
     figures = _figures(r)
+    if note:
+        figures.append(f"  ({note}", style="dim")
     room = _WIDTH - len(head)
     if len(r.label) + 2 + len(figures.plain) <= room:
         t.append(r.label + "  ")
