@@ -633,24 +633,39 @@ def test_per_sequence_weight_gradients_are_found_and_advised() -> None:
     assert quiet["broadcast_grad"].severity == "ok"
 
 
-def test_op_names_wrap_whole_at_80_columns(traces: Path) -> None:
+@pytest.mark.parametrize("width", [80, 120])
+def test_op_names_fit_one_line_with_their_end_kept(traces: Path, width: int) -> None:
+    """Issue 45: op names wrapped over 5-6 lines at 80 columns. Each row is now one
+    line: the name's end (the op's own name) after an ellipsis; the JSON keeps it whole.
+    A CPU trace's GPU rows are left out with one line saying why."""
     import dataclasses
 
     from rich.console import Console
 
     from tfaccel.profile.analyze import TopItem
+    from tfaccel.render import to_jsonable
     from tfaccel.render.profile import profile_text
 
-    name = "StatefulPartitionedCall/model/transformer_block_11/dense_1/MatMul"
-    item = TopItem(name=name, kind="MatMul", total_us=1000.0, count=3, share_pct=50.0)
-    report = dataclasses.replace(analyze(traces / "cpu_normal"), top_ops=(item,))
-    console = Console(record=True, width=80)
+    name = "StatefulPartitionedCall/model/transformer_block_11/attention/dense_1/MatMul"
+    item = TopItem(name=name, kind="_MklNativeConv2DBackpropFilterWithBias", total_us=1000.0,
+                   count=3, share_pct=50.0)  # fmt: skip
+    report = dataclasses.replace(analyze(traces / "cpu_normal"), top_ops=(item,) * 3)
+    console = Console(record=True, width=width)
     profile_text(report, [], [], console)
     text = console.export_text()
-    assert "…" not in text  # folded over lines, never cut
-    table = text[text.index("top ops") :].splitlines()[2:]  # below the title and header
-    first_column = "".join(line.split()[0] for line in table[:3])
-    assert name in first_column
+    table = text[text.index("top ops") :].splitlines()[2:5]  # the three rows
+    assert all(line.split()[0].endswith("/dense_1/MatMul") for line in table), table
+    assert all(len(line.rstrip()) <= width for line in text.splitlines() if "--logdir" not in line)
+    assert "n/a" not in text and "no GPU activity in this trace" in text
+    assert to_jsonable(report)["top_ops"][0]["name"] == name
+
+
+def test_short_name_keeps_the_end_at_a_slash() -> None:
+    from tfaccel.render.profile import short_name
+
+    assert short_name("a/b", 10) == "a/b"
+    assert short_name("StatefulPartitionedCall/sgd_1/Mul_2", 20) == "\u2026/sgd_1/Mul_2"
+    assert short_name("x" * 30, 10) == "\u2026" + "x" * 9
 
 
 def test_a_folder_name_that_is_not_utf8_is_said_before_xprof(traces: Path, tmp_path: Path) -> None:

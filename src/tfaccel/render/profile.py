@@ -41,11 +41,38 @@ def profile_text(
     head.add_column()
     head.add_row(
         "steps",
-        f"{len(r.steps)}, {_f(r.step_ms_avg, '{:.2f}')} ms average "
+        # a capture's first and last steps are cut by its edges: whole ones are counted
+        f"{len(r.steps)} whole in the trace, {_f(r.step_ms_avg, '{:.2f}')} ms average "
         f"(sd {_f(r.step_ms_std, '{:.2f}')})",
     )
     if r.samples_per_s is not None:
         head.add_row("throughput", f"{r.samples_per_s:,.0f} samples/s ({r.samples_per_step}/step)")
+    if _on_gpu(r):
+        _gpu_rows(head, r)
+    else:
+        head.add_row("GPU", "no GPU activity in this trace: its GPU figures are left out")
+    head.add_row(
+        "peak memory",
+        _f(r.peak_memory_bytes / 2**30 if r.peak_memory_bytes else None, "{:.2f} GiB"),
+    )
+    console.print(head)
+    _breakdown_table(r, console)
+    for title, items in (
+        ("top kernels", r.top_kernels),
+        ("top ops (self time)", r.top_ops),
+        ("by op type (self time)", r.top_op_types),
+    ):
+        if items:
+            console.print(_top_table(title, items[:8], console.width))
+    _findings(findings, gates, r, console)
+
+
+def _on_gpu(r: ProfileReport) -> bool:
+    """Does the trace hold GPU work (its GPU rows then mean something)?"""
+    return r.gpu_utilization_pct is not None or bool(r.kernel_launches or r.top_kernels)
+
+
+def _gpu_rows(head: Table, r: ProfileReport) -> None:
     head.add_row("GPU compute utilization", _f(r.gpu_utilization_pct, "{:.1f}%"))
     tl = r.extra.get("timeline") or {}
     if tl.get("rows"):
@@ -68,11 +95,9 @@ def profile_text(
         f"used {_f(r.tensor_core_used_pct, '{:.0f}%')} / eligible "
         f"{_f(r.tensor_core_eligible_pct, '{:.0f}%')} of kernel time",
     )
-    head.add_row(
-        "peak memory",
-        _f(r.peak_memory_bytes / 2**30 if r.peak_memory_bytes else None, "{:.2f} GiB"),
-    )
-    console.print(head)
+
+
+def _breakdown_table(r: ProfileReport, console: Console) -> None:
     if r.breakdown_pct:
         bt = Table(title="step time breakdown", title_justify="left", box=None, padding=(0, 1))
         bt.add_column("part")
@@ -81,28 +106,50 @@ def profile_text(
             if v > 0.05:
                 bt.add_row(k, f"{v:.1f}%")
         console.print(bt)
-    for title, items in (
-        ("top kernels", r.top_kernels),
-        ("top ops (self time)", r.top_ops),
-        ("by op type (self time)", r.top_op_types),
-    ):
-        if not items:
-            continue
-        t = Table(title=title, title_justify="left", box=None, padding=(0, 1))
-        # names wrap at narrow widths instead of ending in "..." (they are what to search)
-        t.add_column("name", overflow="fold", ratio=3)
-        for col in ("type/op", "total ms", "share", "count", "tensor cores"):
-            t.add_column(col, overflow="fold")
-        for it in items[:8]:
-            t.add_row(
-                it.name[:120],
-                it.kind[:40],
-                f"{it.total_us / 1e3:.2f}",
-                _f(it.share_pct, "{:.1f}%"),
-                str(it.count),
-                it.tensor_core or "",
-            )
-        console.print(t)
+
+
+def _top_table(title: str, items: Sequence[TopItem], width: int) -> Table:
+    """Top kernels or ops in `width` columns: each name on one line, its end kept (an
+    op's own name ends its scope path) behind an ellipsis; whole names are in the JSON.
+    The tensor-core column only where some item has a tensor-core verdict."""
+    tc = any(it.tensor_core for it in items)
+    kind_w = min(width // 5, max(len("type/op"), *(len(it.kind) for it in items)))
+    fixed = kind_w + 8 + 6 + 6 + (8 if tc else 0)  # type/op, total ms, share, count, tc
+    name_w = max(12, width - fixed - 2 * (5 + tc))
+    t = Table(title=title, title_justify="left", box=None, padding=(0, 1))
+    t.add_column("name", no_wrap=True, max_width=name_w)
+    t.add_column("type/op", no_wrap=True, overflow="ellipsis", max_width=kind_w)
+    for col in ("total ms", "share", "count"):
+        t.add_column(col, justify="right", no_wrap=True)
+    if tc:
+        t.add_column("tensor cores", overflow="fold", max_width=8)
+    for it in items:
+        row = [
+            short_name(it.name, name_w),
+            it.kind,
+            f"{it.total_us / 1e3:.2f}",
+            _f(it.share_pct, "{:.1f}%"),
+            str(it.count),
+        ]
+        t.add_row(*row, *([it.tensor_core or ""] if tc else []))
+    return t
+
+
+def short_name(name: str, width: int) -> str:
+    """`name` in `width` characters: its end kept, after "...", cut at a "/" where one
+    is near ("StatefulPartitionedCall/.../dense_1/MatMul" -> ".../dense_1/MatMul")."""
+    if len(name) <= width:
+        return name
+    tail = name[-(width - 1) :]
+    cut = tail.find("/")
+    if 0 <= cut < len(tail) - 1:
+        tail = tail[cut:]
+    return "\u2026" + tail
+
+
+def _findings(
+    findings: Sequence[Finding], gates: Sequence[Gate], r: ProfileReport, console: Console
+) -> None:
     ft = Table(title="findings", title_justify="left", box=None, padding=(0, 1))
     ft.add_column("")
     ft.add_column("finding")
