@@ -379,6 +379,28 @@ def test_a_keras_py_in_the_current_directory_is_named(
     assert row.fix is not None and row.fix.startswith("rename ")
 
 
+def test_no_version_is_read_from_a_truncated_library(
+    fake_tf: tuple[Path, MakeCtx], tmp_path: Path
+) -> None:
+    """Issue 45: a truncated libcudnn.so.9 first on the path gave "cuDNN 9 is older than
+    the tested 9.3" (a version read from its file name), was listed as "a copy of a
+    different version", and its fault was "invalid ELF header". Now: the row names the
+    truncation, no version comes from it, and it is no duplicate of another version."""
+    site, make = fake_tf
+    good = site / "nvidia/cudnn/lib/libcudnn.so.9"
+    bad_dir = tmp_path / "bad"
+    bad_dir.mkdir()
+    data = good.read_bytes()
+    (bad_dir / "libcudnn.so.9").write_bytes(data[: len(data) // 2])
+    report = run_doctor(make(env={"LD_LIBRARY_PATH": str(bad_dir), "PATH": "/x"}))
+    by = rows(report.checks)
+    row = by["lib.cudnn"]
+    assert row.status is Status.FAIL and "truncated: the file ends at" in row.finding
+    assert "invalid ELF header" not in row.finding
+    assert "older than" not in by["tf.compat"].finding
+    assert "libcudnn" not in by["lib.duplicates"].finding
+
+
 def test_a_corrupt_cudnn_first_on_ld_library_path_is_named_as_the_cause(
     fake_tf: tuple[Path, MakeCtx], tmp_path: Path
 ) -> None:

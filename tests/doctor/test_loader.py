@@ -126,7 +126,7 @@ def test_a_file_that_is_no_library_stops_the_loader_there(
     path = [str(tmp_path / "bad"), str(tmp_path / "good")]
     res = _loader(ld_library_path=path).resolve("libnccl.so.2")
     assert res.path == str(bad) and not res.ok
-    assert res.error == f"not a loadable library ({why})"
+    assert res.error is not None and res.error.startswith(f"not a loadable library ({why}")
     assert res.shadowed == (str(good),)
     # The real dynamic loader agrees: it stops at the bad file, never reaching the good one.
     real = ld.probe_dlopen(["libnccl.so.2"], env={**os.environ, "LD_LIBRARY_PATH": ":".join(path)})
@@ -185,3 +185,26 @@ def test_expand_origin_normalises() -> None:
         "/s/nvidia/cublas/lib"
     )
     assert ld.expand_origin("${ORIGIN}/lib", "/a") == "/a/lib"
+
+
+def test_a_library_cut_short_is_named_truncated_with_both_sizes(tmp_path: Path) -> None:
+    """An ELF file with a valid header cut short is not "invalid ELF header": the
+    fault is named, with the size its headers describe (dlopen itself reads past the end
+    of such a file and crashes the process, hence a child for the real probe)."""
+    whole = build_lib(tmp_path / "whole", "libcudnn.so.9")
+    size = whole.stat().st_size
+    (tmp_path / "cut").mkdir()
+    cut = tmp_path / "cut/libcudnn.so.9"
+    cut.write_bytes(whole.read_bytes()[: size // 2])
+    res = _loader(ld_library_path=[str(cut.parent), str(whole.parent)]).resolve("libcudnn.so.9")
+    assert res.path == str(cut) and not res.ok and res.error is not None
+    assert "invalid ELF header" not in res.error
+    assert f"truncated: the file ends at {size // 2:,} bytes" in res.error
+    assert f"describe {size:,}" in res.error
+
+
+def test_a_text_file_under_a_librarys_name_says_what_it_starts_with(tmp_path: Path) -> None:
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib/libnccl.so.2").write_text("version https://git-lfs.github.com/spec/v1\n")
+    res = _loader(ld_library_path=[str(tmp_path / "lib")]).resolve("libnccl.so.2")
+    assert res.error is not None and "not an ELF file, it is text: 'version https" in res.error

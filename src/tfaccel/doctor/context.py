@@ -198,15 +198,21 @@ class DoctorContext:
         )
 
     def provider_of(self, path: str | None) -> tuple[str | None, str | None]:
-        """(version, provider) of a library file: its pip wheel, else its file name."""
+        """(version, provider) of a library file: its pip wheel, else its file name. A
+        file that is no ELF object (cut short, a text file) has no version: its name or
+        its wheel says what it should have been, not what it is."""
         if not path:
             return None, None
         real = os.path.realpath(path)
         wheel = self.wheel_index.get(real)
+        provider = f"{wheel.distribution} {wheel.version} (pip)" if wheel else None
+        try:
+            ld.read_elf(real)
+        except ld.NotElfError:
+            return None, provider
         if wheel is not None:
-            return wheel.version, f"{wheel.distribution} {wheel.version} (pip)"
-        version = ld.version_from_filename(real, os.path.basename(path))
-        return version, None
+            return wheel.version, provider
+        return ld.version_from_filename(real, os.path.basename(path)), None
 
     @cached_property
     def library_rows(self) -> list[LibraryRow]:
@@ -234,6 +240,8 @@ class DoctorContext:
         out = []
         for key, soname, wheel, res in resolutions:
             version, provider = self.provider_of(res.path)
+            if res.error or (res.path and errors.get(res.path)):
+                version = None  # read from a file that does not load, it would mislead
             out.append(
                 LibraryRow(
                     key,

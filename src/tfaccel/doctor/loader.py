@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -340,15 +341,55 @@ class Loader:
 
 
 def _not_loadable_reason(path: str) -> str:
-    """What ld.so says of a file that is not an ELF object."""
+    """Why a file the loader meets is no library, precisely: ld.so's own words where it
+    has them ("invalid ELF header" for a file that is not ELF, "file too short"), and a
+    file cut short named so (dlopen itself reads past its end and crashes the process)."""
     try:
+        size = os.path.getsize(path)
         with open(path, "rb") as fh:
-            head = fh.read(64)
+            head = fh.read(4096)
     except OSError as exc:
         return str(exc)
+    if not head.startswith(b"\x7fELF"):
+        return "invalid ELF header: not an ELF file" + _text_start(head)
     if len(head) < 64:
         return "file too short"
-    return "invalid ELF header"
+    need = _elf_extent(head)
+    if need > size:
+        return (
+            f"truncated: the file ends at {size:,} bytes and its ELF headers describe "
+            f"{need:,} (an interrupted download or copy)"
+        )
+    return "invalid ELF header: its ELF headers do not parse (a corrupt file)"
+
+
+def _text_start(head: bytes) -> str:
+    """', it is text: "..."' for a file of text (a linker script, an LFS pointer)."""
+    start = head[:48]
+    if start and all(32 <= b < 127 or b in (9, 10, 13) for b in start):
+        return f", it is text: {start.decode().splitlines()[0][:40]!r}"
+    return ""
+
+
+def _elf_extent(head: bytes) -> int:
+    """How many bytes an ELF file's own headers say it holds: the end of its section
+    header table, and of each segment its program headers (where read) describe."""
+    wide, order = head[4] == 2, "<" if head[5] != 2 else ">"
+    fields = "QQ" if wide else "II"
+    at = 32 if wide else 28
+    phoff, shoff = struct.unpack_from(order + fields, head, at)
+    phent, phnum, shent, shnum = struct.unpack_from(order + "4H", head, 54 if wide else 42)
+    ends = [shoff + shent * shnum, phoff + phent * phnum]
+    for i in range(phnum):
+        off = phoff + i * phent
+        if off + phent > len(head):
+            break
+        if wide:
+            p_offset, p_filesz = struct.unpack_from(order + "8xQ16xQ", head, off)
+        else:
+            p_offset, p_filesz = struct.unpack_from(order + "4xI8xI", head, off)
+        ends.append(p_offset + p_filesz)
+    return max(ends)
 
 
 _DLOPEN_SCRIPT = r"""
