@@ -6,6 +6,8 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from tests.doctor.conftest import LINUX, TF_SEES_NOTHING, MakeCtx
 from tests.fakes import FakeGpu, FakeNvml, build_lib, write_dist
 from tfaccel.doctor import Check, DoctorContext, Status, run_doctor
@@ -596,3 +598,30 @@ def test_requirements_met_is_one_green_row(fake_tf: tuple[Path, MakeCtx]) -> Non
     _, make = fake_tf
     row = rows(run_doctor(make()).checks)["tf.requirements"]
     assert row.status is Status.OK and "is met" in row.finding
+
+
+def test_an_ld_library_path_entry_the_loader_cannot_read_is_a_warning(
+    fake_tf: tuple[Path, MakeCtx], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ld.so skips a directory it cannot search without a word, so the CUDA libraries
+    a user put there never load: the row said "ok". (Tests run as root, whom
+    permissions do not stop: the directory's refusal is simulated.)"""
+    import os
+
+    closed = tmp_path / "cuda-libs"
+    closed.mkdir()
+    real_listdir = os.listdir
+
+    def listdir(path: object = ".") -> list[str]:
+        if str(path) == str(closed):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_listdir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    _, make = fake_tf
+    env = {"LD_LIBRARY_PATH": f"{closed}:{tmp_path / 'gone'}", "PATH": "/x"}
+    row = rows(run_doctor(make(env=env)).checks)["env.ld_library_path"]
+    assert row.status is Status.WARN
+    assert f"cannot read {closed} (Permission denied)" in row.finding
+    assert f"do not exist: {tmp_path / 'gone'}" in row.finding
+    assert row.fix is not None and "chmod a+rx" in row.fix

@@ -838,6 +838,21 @@ def check_ld_library_path(ctx: DoctorContext) -> list[Check]:
             shadows.append(f"{row.soname} from {os.path.dirname(res.path or '')}")
     missing = [p for p in value.split(":") if p and not os.path.isdir(p)]
     note = f"; entries that do not exist: {', '.join(missing)}" if missing else ""
+    closed = [f"{p} ({why})" for p in value.split(":") if p and (why := _unlistable(p))]
+    if closed and not shadows:
+        return [
+            Check(
+                "env.ld_library_path",
+                title,
+                Status.WARN,
+                "the loader cannot read "
+                + ", ".join(closed)
+                + ": it skips such a directory without a word, so no library there is "
+                f"ever loaded{note}",
+                fix="give read and search rights (chmod a+rx DIR) or drop it from LD_LIBRARY_PATH",
+                see="ls -ld " + " ".join(c.split(" (")[0] for c in closed),
+            )
+        ]
     if shadows:
         return [
             Check(
@@ -845,7 +860,8 @@ def check_ld_library_path(ctx: DoctorContext) -> list[Check]:
                 title,
                 Status.WARN,
                 "LD_LIBRARY_PATH comes before TensorFlow's own pip wheels and shadows "
-                f"them for: {'; '.join(shadows)}{note}",
+                f"them for: {'; '.join(shadows)}{note}"
+                + (f"; the loader cannot read {', '.join(closed)}" if closed else ""),
                 fix="unset LD_LIBRARY_PATH  (or drop the CUDA entries from it)",
                 see="echo $LD_LIBRARY_PATH",
             )
@@ -859,6 +875,17 @@ def check_ld_library_path(ctx: DoctorContext) -> list[Check]:
             see="echo $LD_LIBRARY_PATH",
         )
     ]
+
+
+def _unlistable(path: str) -> str | None:
+    """Why the dynamic loader cannot search an existing directory, or None."""
+    if not os.path.isdir(path):
+        return None
+    try:
+        os.listdir(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def check_nvcc(ctx: DoctorContext) -> list[Check]:
