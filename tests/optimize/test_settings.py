@@ -216,3 +216,10 @@ def test_a_wrong_type_names_its_field_before_any_comparison(
 
     with pytest.raises(InputError, match=says):
         Settings(**fields)  # type: ignore[arg-type]
+
+
+def test_every_keras_patch_knob_has_its_row_in_the_registry() -> None:
+    from tfaccel.optimize.patches import PATCHES
+    from tfaccel.optimize.settings import KERAS_PATCHES, LAYER_KNOBS
+
+    assert set(PATCHES) == set(KERAS_PATCHES) and set(LAYER_KNOBS) <= set(PATCHES)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -530,22 +530,16 @@ def _apply_attention(s: Settings, cc: str | None) -> list[Applied]:
     return [Applied("attention", "cudnn", "applied", detail)]
 
 
-def _patched_knobs() -> dict[str, tuple[Callable[[str], str], Callable[[], str]]]:
-    """The knobs that replace a Keras function for the process (KERAS_PATCHES; "keras"
-    restores it): each one's (set, current) from its own module."""
-    import importlib
-
-    modules = {k: importlib.import_module(f"tfaccel.optimize.{k}") for k in KERAS_PATCHES}
-    return {k: (getattr(m, f"set_{k}"), getattr(m, f"current_{k}")) for k, m in modules.items()}
-
-
 def _apply_patched(knob: str, value: str) -> list[Applied]:
-    """Keras' function, or tfaccel's replacement (dropout's masks, flat einsums). A row
-    only when the replacement is asked for or was in use."""
-    set_fn, current_fn = _patched_knobs()[knob]
-    if value == "keras" and current_fn() == "keras":
+    """Keras' function, or tfaccel's replacement (dropout's masks, flat einsums; the
+    knobs of optimize.patches). A row only when the replacement is asked for or was in
+    use."""
+    from tfaccel.optimize.patches import PATCHES
+
+    patch = PATCHES[knob]
+    if value == "keras" and patch.in_use() == "keras":
         return []
-    return [Applied(knob, value, "applied", set_fn(value))]
+    return [Applied(knob, value, "applied", patch.use(value))]
 
 
 def apply_settings(settings: Settings) -> ConfigureReport:
@@ -757,9 +751,11 @@ class _Configure:
         tf = import_tensorflow()
         tf.config.experimental.enable_tensor_float_32_execution(True)
         tf.config.optimizer.set_jit(False)
-        for set_fn, current_fn in _patched_knobs().values():
-            if current_fn() != "keras":
-                set_fn("keras")
+        from tfaccel.optimize.patches import PATCHES
+
+        for patch in PATCHES.values():
+            if patch.in_use() != "keras":
+                patch.use("keras")
         if not runtime_initialized():
             os.environ.pop(ENV_ALLOCATOR, None)
             os.environ.pop(ENV_UNIFIED, None)

@@ -388,9 +388,8 @@ def _layer_counts(model: Any) -> dict[str, int | None]:
     model holds, nested ones (a MultiHeadAttention's dropout and projections, KerasHub's
     attention subclasses) included, as `<knob>_layers`; and the attention layers with
     dropout. None each if the model cannot say."""
-    import importlib
-
     from tfaccel.optimize import attention
+    from tfaccel.optimize.patches import PATCHES
 
     names = [f"{k}_layers" for k in LAYER_KNOBS] + ["attention_dropout_layers"]
     try:
@@ -398,8 +397,7 @@ def _layer_counts(model: Any) -> dict[str, int | None]:
     except Exception:
         return dict.fromkeys(names)
     counts: dict[str, int | None] = {
-        f"{k}_layers": importlib.import_module(f"tfaccel.optimize.{k}").count_layers(layers)
-        for k in LAYER_KNOBS
+        f"{k}_layers": PATCHES[k].count_layers(layers) for k in LAYER_KNOBS
     }
     counts["attention_dropout_layers"] = attention.count_dropping_layers(layers)
     return counts
