@@ -109,3 +109,26 @@ def test_a_resumed_trials_note_is_not_cut_to_the_stage_column() -> None:
     assert lines[0].startswith("allocator + prefetch ")
     assert lines[-1].endswith("compile 53.3 s  (from the journal)")
     assert max(len(x) for x in lines) <= 80
+
+
+def test_bench_table_leaves_out_the_columns_no_row_fills() -> None:
+    """On a CPU no benchmark has a peak to compare with: "% of peak" was a column of
+    n/a that pushed the names onto three lines at 80 columns. Left out there (and the
+    notes column where no row has a note); kept where one row fills it."""
+    from rich.console import Console
+
+    from tfaccel.bench.results import BenchReport
+    from tfaccel.bench.timer import Measurement
+    from tfaccel.render.bench import bench_text
+
+    def table(*ms: Measurement) -> str:
+        console = Console(record=True, width=80)
+        bench_text(BenchReport("micro", {}, ms, 1.0), console)
+        return console.export_text()
+
+    cpu = Measurement("matmul float32 1024x1024x1024", "TFLOP/s", (0.17, 0.18, 0.17), warmup_s=0.1)
+    text = table(cpu)
+    assert "% of peak" not in text and "n/a" not in text and "notes" not in text
+    assert "matmul float32 1024x1024x1024" in text  # on one line now
+    gpu = Measurement("matmul bf16", "TFLOP/s", (700.0, 710.0, 705.0), peak=989.0)
+    assert "% of peak" in table(cpu, gpu) and "71%" in table(cpu, gpu)

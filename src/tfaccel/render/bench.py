@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,10 @@ def _v(x: float | None, fmt: str = "{:,.2f}") -> str:
 
 
 def _notes(m: Measurement) -> Text:
-    """Warnings (yellow), then the model's TFLOP/s for workload rows (dim)."""
-    text = Text("; ".join(m.warnings), style="yellow")
+    """Warnings (yellow; "noisy" alone, the spread column gives its figure), then the
+    model's TFLOP/s for workload rows (dim)."""
+    said = ("noisy" if w.startswith("noisy:") else w for w in m.warnings)
+    text = Text("; ".join(said), style="yellow")
     tflops = m.params.get("model_tflops")
     if tflops:
         pct = m.params.get("model_tflops_pct_of_peak")
@@ -46,6 +48,29 @@ def measurement_line(m: Measurement) -> Text:
     return line
 
 
+# The table's columns: (header, justify, cell of a measurement).
+_COLUMNS: tuple[tuple[str, str, Callable[[Measurement], str | Text]], ...] = (
+    ("benchmark", "left", lambda m: m.name),
+    ("median", "right", lambda m: _v(m.median)),
+    ("unit", "left", lambda m: m.unit),
+    ("% of peak", "right", lambda m: _v(m.percent_of_peak, "{:.0f}%")),
+    ("spread", "right", lambda m: _v(m.spread, "{:.0%}")),
+    ("warm-up s", "right", lambda m: _v(m.warmup_s, "{:.1f}")),
+    ("notes", "left", _notes),
+)
+
+
+def _empty_columns(ms: Sequence[Measurement]) -> set[str]:
+    """Columns no row fills (no peak to compare with on a CPU, no notes): left out, so
+    that the rest fit a narrow console; the JSON keeps every field."""
+    empty = set()
+    if all(m.percent_of_peak is None for m in ms):
+        empty.add("% of peak")
+    if not any(_notes(m).plain or m.error for m in ms):
+        empty.add("notes")
+    return empty
+
+
 def bench_text(r: BenchReport, console: Console) -> None:
     env = r.environment
     gpus = ", ".join(g.get("name") or "?" for g in env.get("gpus", [])) or "no GPU"
@@ -54,24 +79,14 @@ def bench_text(r: BenchReport, console: Console) -> None:
         f"driver {env.get('driver') or 'none'}",
         title_justify="left",
     )
-    for col in ("benchmark", "median", "unit", "% of peak", "spread", "warm-up s", "notes"):
-        t.add_column(
-            col,
-            justify="right" if col in ("median", "% of peak", "spread", "warm-up s") else "left",
-        )
+    columns = [c for c in _COLUMNS if c[0] not in _empty_columns(r.measurements)]
+    for name, justify, _ in columns:
+        t.add_column(name, justify=justify)  # type: ignore[arg-type]
     for m in r.measurements:
         if m.error:
-            t.add_row(m.name, "", "", "", "", "", Text(m.error[:80], style="red"))
+            t.add_row(m.name, *[""] * (len(columns) - 2), Text(m.error[:80], style="red"))
             continue
-        t.add_row(
-            m.name,
-            _v(m.median),
-            m.unit,
-            _v(m.percent_of_peak, "{:.0f}%"),
-            _v(m.spread, "{:.0%}"),
-            _v(m.warmup_s, "{:.1f}"),
-            _notes(m),
-        )
+        t.add_row(*(cell(m) for _, _, cell in columns))
     console.print(t)
     console.print(Text(f"{len(r.measurements)} benchmarks in {r.seconds:.0f} s", style="dim"))
     for name, why in r.skipped:

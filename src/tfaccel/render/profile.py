@@ -51,10 +51,8 @@ def profile_text(
         _gpu_rows(head, r)
     else:
         head.add_row("GPU", "no GPU activity in this trace: its GPU figures are left out")
-    head.add_row(
-        "peak memory",
-        _f(r.peak_memory_bytes / 2**30 if r.peak_memory_bytes else None, "{:.2f} GiB"),
-    )
+    if r.peak_memory_bytes:
+        head.add_row("peak memory", f"{r.peak_memory_bytes / 2**30:.2f} GiB")
     console.print(head)
     _breakdown_table(r, console)
     for title, items in (
@@ -136,14 +134,14 @@ def _top_table(title: str, items: Sequence[TopItem], width: int) -> Table:
 
 
 def short_name(name: str, width: int) -> str:
-    """`name` in `width` characters: its end kept, after "...", cut at a "/" where one
-    is near ("StatefulPartitionedCall/.../dense_1/MatMul" -> ".../dense_1/MatMul")."""
+    """`name` in `width` characters: its end kept, after "...", cut at a "/" or "::"
+    ("StatefulPartitionedCall/.../dense_1/MatMul" -> ".../dense_1/MatMul")."""
     if len(name) <= width:
         return name
     tail = name[-(width - 1) :]
-    cut = tail.find("/")
-    if 0 <= cut < len(tail) - 1:
-        tail = tail[cut:]
+    cuts = [i for i in (tail.find("/"), tail.find("::")) if 0 <= i < len(tail) - 2]
+    if cuts:
+        tail = tail[min(cuts) :]
     return "\u2026" + tail
 
 

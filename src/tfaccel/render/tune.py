@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 from rich.text import Text
@@ -132,8 +133,10 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
         title=f"tfaccel tune: {res.workload} ({_where(res)})",
         title_justify="left",
     )
+    peak = any(r.peak_memory_bytes for r in res.trials)  # none on a CPU
     for col in ("#", "settings", f"{unit}/s", "spread", "compile s", "peak MiB", "status"):
-        table.add_column(col, justify="right" if col not in ("settings", "status") else "left")
+        if col != "peak MiB" or peak:
+            table.add_column(col, justify="right" if col not in ("settings", "status") else "left")
     best_key = res.best.key if res.best else None
     for i, r in enumerate(res.trials, 1):
         style = "bold green" if r.key == best_key else ""
@@ -143,12 +146,12 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
             f"{r.samples_per_s:,.0f}" if r.ok else "-",
             f"{(r.spread or 0):.0%}" if r.ok else "",
             f"{r.compile_s:.1f}" if r.compile_s is not None else "",
-            f"{r.peak_memory_bytes / 2**20:,.0f}" if r.peak_memory_bytes else "",
+            *([f"{r.peak_memory_bytes / 2**20:,.0f}" if r.peak_memory_bytes else ""] * peak),
             Text(r.status, style=_STATUS.get(r.status, "")),
         )
     console.print(table)
-    for d in res.decisions:
-        console.print(Text(f"  {d.stage}: {d.text}", style="dim"))
+    for d in res.decisions:  # wrapped under their own start, two columns in
+        console.print(Padding(Text(f"{d.stage}: {d.text}", style="dim"), (0, 0, 0, 2)))
     failed: dict[str, list[str]] = {}  # one traceback, the trials that ended with it
     for r in res.trials:
         if r.status == "error" and r.traceback:
