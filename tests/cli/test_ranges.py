@@ -171,3 +171,11 @@ def test_tune_reads_its_time_budget_in_seconds(
     result = runner.invoke(app, ["tune", "tiny", "--time-budget", value])
     assert result.exit_code == 2 and "stopped before any trial" in result.output
     assert seen["options"].time_budget_s == in_seconds
+
+
+@pytest.mark.parametrize("command", ["run", "scale"])
+def test_config_is_spelled_alike_where_it_is_taken(command: str) -> None:
+    """--config and its short -c on each command that reads a settings file."""
+    wide = runner.invoke(app, [command, "--help"], env={"COLUMNS": "250"}).output
+    line = next(x for x in wide.splitlines() if "--config" in x)
+    assert "-c" in line.replace("--config", "")

@@ -64,8 +64,9 @@ def scale(
     config: str = typer.Option(
         None,
         "--config",
+        "-c",
         help="Start from the settings `tfaccel tune` wrote (tfaccel.json); the options "
-        "above override it.",
+        "above override it. Without it, scale measures the options alone.",
     ),
     engine: Engine = typer.Option(
         "auto",
