@@ -28,39 +28,12 @@ from tfaccel._tf import import_tensorflow
 from tfaccel.optimize.settings import LAYER_KNOBS
 from tfaccel.trial.protocol import MARK
 from tfaccel.trial.race import data_facts
+from tfaccel.trial.shared import checkpointing, gpu_peak, synthetic_batches
 from tfaccel.workloads.synthetic import rebatched
 
 # When this process's trial began (near the interpreter's start; a script's hook passes
 # its own): `setup_s`, the time to `fit` (TensorFlow's import, the build, the data).
 STARTED = time.perf_counter()
-
-
-def synthetic_batches(model: Any, wl: Any, batch: int, report: Any, cast: bool = True) -> Any:
-    """One synthetic batch, repeated. With `input_cast="compute"` its float inputs are
-    cast once, here, instead of every step in the pipeline: the batch is a constant, and
-    re-casting it each step would time host work a real pipeline does not repeat.
-    `cast=False`: as the model takes them (the step casts them itself)."""
-    tf = import_tensorflow()
-
-    from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
-
-    x = synthetic_inputs(model, batch)
-    element = (x, synthetic_labels(wl, batch))
-    if cast:
-        element = report.cast_inputs(element)
-    return tf.data.Dataset.from_tensors(element).repeat()
-
-
-def gpu_peak(report: Any) -> int | None:
-    """TensorFlow's peak allocation on GPU 0 (None without a GPU)."""
-    if not report.gpus:
-        return None
-    tf = import_tensorflow()
-
-    try:
-        return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
-    except Exception:
-        return None
 
 
 def own_executable_cache(options: tuple[str, ...]) -> None:
@@ -372,15 +345,6 @@ def unapplied_precision(model: Any, precision: str) -> str | None:
         "with: a model from keras.models.load_model, or a clone of it, keeps the saved "
         "one; a model built in code after the policy is set takes it)"
     )
-
-
-def checkpointing(report: Any) -> dict[str, Any]:
-    """How gradient checkpointing was applied: segments of a graph, or layer by layer."""
-    if not report.settings.gradient_checkpointing:
-        return {}
-    plans = report.checkpointing
-    how = "; ".join(p.describe() for p in plans) if plans else "each layer recomputed alone"
-    return {"checkpointing": how}
 
 
 def _layer_counts(model: Any) -> dict[str, int | None]:

@@ -8,7 +8,7 @@ import time
 from typing import Any, Literal, get_args
 
 from tfaccel._tf import import_tensorflow
-from tfaccel.trial.child import checkpointing, gpu_peak, synthetic_batches
+from tfaccel.trial.shared import checkpointing, gpu_peak, synthetic_batches
 from tfaccel.workloads.synthetic import rebatched
 
 

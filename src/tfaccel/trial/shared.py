@@ -1,0 +1,47 @@
+"""What both bodies of a trial share: the one-device child (`trial.child`) and the
+several-device one (`trial.parallel`): the synthetic batch, the GPU's peak memory, how
+gradient checkpointing was applied. Below both, so that neither imports the other's
+module for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfaccel._tf import import_tensorflow
+
+
+def synthetic_batches(model: Any, wl: Any, batch: int, report: Any, cast: bool = True) -> Any:
+    """One synthetic batch, repeated. With `input_cast="compute"` its float inputs are
+    cast once, here, instead of every step in the pipeline: the batch is a constant, and
+    re-casting it each step would time host work a real pipeline does not repeat.
+    `cast=False`: as the model takes them (the step casts them itself)."""
+    tf = import_tensorflow()
+
+    from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
+
+    x = synthetic_inputs(model, batch)
+    element = (x, synthetic_labels(wl, batch))
+    if cast:
+        element = report.cast_inputs(element)
+    return tf.data.Dataset.from_tensors(element).repeat()
+
+
+def gpu_peak(report: Any) -> int | None:
+    """TensorFlow's peak allocation on GPU 0 (None without a GPU)."""
+    if not report.gpus:
+        return None
+    tf = import_tensorflow()
+
+    try:
+        return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+    except Exception:
+        return None
+
+
+def checkpointing(report: Any) -> dict[str, Any]:
+    """How gradient checkpointing was applied: segments of a graph, or layer by layer."""
+    if not report.settings.gradient_checkpointing:
+        return {}
+    plans = report.checkpointing
+    how = "; ".join(p.describe() for p in plans) if plans else "each layer recomputed alone"
+    return {"checkpointing": how}
