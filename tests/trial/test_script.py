@@ -691,3 +691,35 @@ def test_a_trial_times_a_scripts_arrays_kept_in_gpu_memory(here: Path) -> None:
     assert r.ok, (r.error, r.traceback)
     assert r.extra["fit_data"] == "arrays" and r.extra["device_arrays_blocker"] is None
     assert r.samples_per_s and r.samples_per_s > 0
+
+
+def test_a_note_in_the_scripts_stderr_wraps_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fresh-clone walk at 80 columns: 'tfaccel: model.fit call 1 at train.py:11:
+    batch_size=64; numpy arrays passed as they are ...' ran to 111 columns. On a
+    terminal a note wraps at its width, words whole; into a log it stays one line."""
+    import io
+
+    from tfaccel.trial.hook import say
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    text = (
+        "model.fit call 1 at train.py:11: batch_size=64; numpy arrays passed as they are "
+        "(device_arrays is off)"
+    )
+    monkeypatch.setenv("COLUMNS", "80")
+    tty, log = Tty(), io.StringIO()
+    monkeypatch.setattr("sys.stderr", tty)
+    say(text)
+    wrapped = tty.getvalue().splitlines()
+    assert len(wrapped) == 2 and all(len(x) <= 80 for x in wrapped)
+    assert (
+        wrapped[1].startswith("  ") and " ".join(x.strip() for x in wrapped) == f"tfaccel: {text}"
+    )
+    monkeypatch.setattr("sys.stderr", log)
+    say(text)
+    assert log.getvalue().splitlines() == [f"tfaccel: {text}"]

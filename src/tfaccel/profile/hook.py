@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from typing import Any
 
-from tfaccel.trial.hook import when_keras_imported
+from tfaccel.trial.hook import say, when_keras_imported
 from tfaccel.trial.protocol import PROFILE_FIT_ENV as FIT_ENV
 from tfaccel.trial.protocol import PROFILE_LOGDIR_ENV as ENV
 from tfaccel.trial.protocol import PROFILE_START_ENV, PROFILE_STEPS_ENV, PROFILE_STOP_ENV
@@ -49,7 +48,7 @@ def _patch() -> None:
 
         keras.Model.fit = fit_with_profile
     except Exception as exc:
-        print(f"tfaccel profile: could not hook keras.Model.fit: {exc}", file=sys.stderr)
+        say(f"could not hook keras.Model.fit: {exc}", "tfaccel profile")
 
 
 def guarded_callback() -> type:
@@ -93,19 +92,19 @@ def _after_window(cb: Any) -> None:
     if os.environ.get(PROFILE_STOP_ENV) == "1":
         from tfaccel._child import end_process
 
-        print(f"tfaccel profile: {window}; the script ends here (--stop)", file=sys.stderr)
+        say(f"{window}; the script ends here (--stop)", "tfaccel profile")
         end_process()
     if not getattr(cb, "said", False):
         cb.said = True
-        print(
-            f"tfaccel profile: {window}; the run goes on to its end, then the report "
-            "(--stop ends it after the window)",
-            file=sys.stderr,
+        say(
+            f"{window}; the run goes on to its end, then the report (--stop ends it "
+            "after the window)",
+            "tfaccel profile",
         )
 
 
 def say_no_profile(reason: str) -> None:
-    print(f"tfaccel profile: no profile ({reason}); the run goes on", file=sys.stderr)
+    say(f"no profile ({reason}); the run goes on", "tfaccel profile")
     status = os.environ.get(STATUS_ENV)
     if status:
         with contextlib.suppress(OSError), open(status, "a", encoding="utf-8") as fh:

@@ -30,7 +30,9 @@ import importlib.util
 import inspect
 import json
 import os
+import shutil
 import sys
+import textwrap
 import time
 import traceback
 from collections.abc import Callable
@@ -90,8 +92,19 @@ class _KerasWatcher(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _say(text: str) -> None:
-    print(f"tfaccel: {text}", file=sys.stderr, flush=True)
+def say(text: str, who: str = "tfaccel") -> None:
+    """A note on the script's stderr: one line into a log or a pipe; on a terminal,
+    wrapped at its width with words whole, the lines after the first indented."""
+    line = f"{who}: {text}"
+    if sys.stderr.isatty():
+        line = textwrap.fill(
+            line,
+            width=shutil.get_terminal_size().columns,
+            subsequent_indent="  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    print(line, file=sys.stderr, flush=True)
 
 
 def _fail(config: dict[str, Any], error: str, tb: str | None = None) -> None:
@@ -102,7 +115,7 @@ def _fail(config: dict[str, Any], error: str, tb: str | None = None) -> None:
 
         emit(MARK, {"status": "error", "error": error, "traceback": tb})
         _end()
-    _say(f"{error}; the script runs without tfaccel's settings")
+    say(f"{error}; the script runs without tfaccel's settings")
 
 
 def _end() -> None:
@@ -132,7 +145,7 @@ def _on_keras(config: dict[str, Any]) -> None:
         return
     if config.get("mode") == "run":
         for line in report.brief():
-            _say(line)
+            say(line)
     else:  # trials start from the same weights, so the accuracy guard compares losses
         keras.utils.set_random_seed(int(config.get("seed", 0)))
     _keep_policy(report.precision)
@@ -153,7 +166,7 @@ def _keep_policy(precision: str) -> None:
 
     def keep(policy: Any) -> None:
         name = getattr(policy, "name", policy)
-        _say(f"{_caller()}: the script's dtype policy {name!r} left out: {precision} applies")
+        say(f"{_caller()}: the script's dtype policy {name!r} left out: {precision} applies")
 
     for module in [m for k, m in list(sys.modules.items()) if k.split(".")[0] == "keras"]:
         for attr in POLICY_SETTERS:
@@ -416,7 +429,7 @@ def _run_fit(
     with contextlib.ExitStack() as stack:
         if _is_array(x):
             notes.append(_arrays(stack, model, report, a))
-        _say(f"model.fit call {call} at {where}: " + "; ".join(notes))
+        say(f"model.fit call {call} at {where}: " + "; ".join(notes))
         kw = a.pop("kwargs", {})
         return fit(model, **a, **kw)
 
