@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.fakes import FakeGpu, FakeNvml
@@ -32,12 +34,34 @@ def test_init_failure_is_reported_not_raised() -> None:
     assert info.error == "FakeNVMLError: Driver Not Loaded"
 
 
-def test_session_raises_gpu_error_with_hint() -> None:
-    with pytest.raises(GpuError) as caught, Nvml(FakeNvml(init_error="Driver Not Loaded")):
+def _pci(root: Path, *vendors: str) -> str:
+    """A sysfs PCI folder with one display device per vendor id."""
+    for i, vendor in enumerate(vendors):
+        device = root / f"0000:0{i}:00.0"
+        device.mkdir(parents=True)
+        (device / "vendor").write_text(vendor + "\n")
+        (device / "class").write_text("0x030200\n")
+    return str(root)
+
+
+def test_session_raises_gpu_error_with_hint(tmp_path: Path) -> None:
+    """With an NVIDIA GPU on the PCI bus, NVML failing is the driver's fault: the hint
+    checks it. With none, there is no driver to fix: the hint says so and names what
+    works from spec data (a no-GPU machine was told to run nvidia-smi)."""
+    with_gpu = _pci(tmp_path / "gpu", "0x10de")
+    with (
+        pytest.raises(GpuError) as caught,
+        Nvml(FakeNvml(init_error="Driver Not Loaded"), with_gpu),
+    ):
         pass
     assert caught.value.exit_code is ExitCode.GPU
     assert "Expected a loaded NVIDIA driver" in caught.value.message
-    assert caught.value.hint and "nvidia-smi" in caught.value.hint
+    assert caught.value.hint and caught.value.hint.startswith("nvidia-smi")
+    without = _pci(tmp_path / "cpu", "0x8086")
+    with pytest.raises(GpuError) as caught, Nvml(FakeNvml(init_error="not found"), without):
+        pass
+    assert caught.value.hint and "no NVIDIA GPU (none on its PCI bus)" in caught.value.hint
+    assert "nvidia-smi" not in caught.value.hint and "--spec" in caught.value.hint
 
 
 def test_get_and_try_call() -> None:

@@ -27,6 +27,7 @@ from packaging.utils import canonicalize_name
 
 from tfaccel._child import run_child
 from tfaccel.hardware.capabilities import mps_state
+from tfaccel.hardware.pci import nvidia_pci_devices
 
 
 @dataclass(frozen=True)
@@ -399,18 +400,6 @@ def detect_container(root: str = "/") -> str | None:
         if key in cgroup:
             return "kubernetes" if key == "kubepods" else key
     return None
-
-
-def nvidia_pci_devices(root: str = "/sys/bus/pci/devices") -> int | None:
-    """How many NVIDIA GPUs (vendor 0x10de, display class 0x03) the PCI bus shows."""
-    devices = glob.glob(os.path.join(root, "*"))
-    if not devices:
-        return None
-    return sum(
-        _read(os.path.join(d, "vendor")).strip().lower() == "0x10de"
-        and _read(os.path.join(d, "class")).strip().lower().startswith("0x03")
-        for d in devices
-    )
 
 
 def platform_facts(env: Mapping[str, str]) -> PlatformFacts:

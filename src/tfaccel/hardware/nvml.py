@@ -14,8 +14,19 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 from tfaccel.errors import DependencyMissingError, GpuError
+from tfaccel.hardware.pci import PCI_DEVICES, nvidia_pci_devices
 
 _NVML_HINT = "nvidia-smi  (if it fails too, the NVIDIA driver is not installed or not loaded)"
+_NO_GPU_HINT = (
+    "this machine has no NVIDIA GPU (none on its PCI bus), so there is no driver to fix; "
+    "tfaccel hw --compare and tfaccel plan --spec work from spec data"
+)
+
+
+def nvml_hint(pci_root: str = PCI_DEVICES) -> str:
+    """What to do when NVML cannot start: check the driver, unless the machine has no
+    NVIDIA GPU at all (then nothing is broken)."""
+    return _NO_GPU_HINT if nvidia_pci_devices(pci_root) == 0 else _NVML_HINT
 
 
 def load_pynvml() -> ModuleType:
@@ -32,9 +43,10 @@ def _text(value: Any) -> Any:
 class Nvml:
     """An NVML session: `with Nvml() as nv: nv.get("nvmlDeviceGetCount")`."""
 
-    def __init__(self, lib: ModuleType | Any | None = None) -> None:
+    def __init__(self, lib: ModuleType | Any | None = None, pci_root: str = PCI_DEVICES) -> None:
         self.lib = lib if lib is not None else load_pynvml()
         self._open = False
+        self._pci_root = pci_root
 
     def __enter__(self) -> Nvml:
         try:
@@ -44,7 +56,7 @@ class Nvml:
                 "NVML could not start, so the NVIDIA driver cannot be queried",
                 expected="a loaded NVIDIA driver with libnvidia-ml.so.1",
                 received=f"{type(exc).__name__}: {_text(str(exc))}",
-                hint=_NVML_HINT,
+                hint=nvml_hint(self._pci_root),
             ) from exc
         self._open = True
         return self
