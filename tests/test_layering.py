@@ -281,3 +281,64 @@ def test_no_modules_import_each_other() -> None:
 def test_the_cycle_walk_sees_one() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _module_cycles(graph) == [["a", "b", "c"]]
+
+
+LAYER_NAMES = ("ground", "hardware", "engine (below the commands)", "engine: trials",
+               "commands", "render", "cli")  # fmt: skip
+LAYOUT = Path(__file__).resolve().parents[1] / "docs" / "reference" / "layout.md"
+
+
+def _summary(unit: str) -> str:
+    """The first paragraph of a unit's docstring (a package's __init__, a module, or
+    _inject's sitecustomize), on one line."""
+    for path in (SRC / f"{unit}.py", SRC / unit / "__init__.py", SRC / unit / "sitecustomize.py"):
+        if path.exists():
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+            return " ".join(doc.split("\n\n")[0].split()).replace("|", "\\|")
+    return ""
+
+
+def layout_page() -> str:
+    """docs/reference/layout.md, from LAYERS and each unit's docstring."""
+    lines = [
+        "# Layout of the code",
+        "",
+        "Generated from the layering test's table (`tests/test_layering.py`) and each",
+        "package's docstring; `python tests/test_layering.py > docs/reference/layout.md`",
+        "writes it again, and a test checks that it is current.",
+        "",
+        "A module imports only its own layer or lower ones (lazy imports count), commands",
+        "may use each other's library where no two depend on each other both ways, no two",
+        "modules import each other, and no tfaccel module is imported by a computed name.",
+        "TensorFlow is imported only by `_tf.py`, pynvml only by `hardware/nvml.py`.",
+        "",
+        "| layer | unit | what it is |",
+        "|---|---|---|",
+    ]
+    for unit, layer in sorted(LAYERS.items(), key=lambda kv: (kv[1], kv[0].lstrip("_"))):
+        kind = "/" if (SRC / unit).is_dir() else ".py"
+        lines.append(f"| {layer} {LAYER_NAMES[layer]} | `{unit}{kind}` | {_summary(unit)} |")
+    lines += [
+        "",
+        "`tests/` mirrors `src/`; markers `gpu` and `multi_gpu` (they skip without a GPU).",
+        "Tests build tiny real shared libraries with the machine's C compiler for the",
+        "loader's cases, fake NVML at its boundary, and run TensorFlow for real on the CPU.",
+        "`benchmarks/results/` holds what was recorded on GPU machines, with the",
+        "environment; `experiments/` the dated experiments behind them.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_layout_page_is_generated_and_current() -> None:
+    assert LAYOUT.read_text(encoding="utf-8") == layout_page(), (
+        "docs/reference/layout.md is stale: python tests/test_layering.py > "
+        "docs/reference/layout.md"
+    )
+
+
+def test_every_unit_says_what_it_is() -> None:
+    assert not [u for u in LAYERS if not _summary(u)]
+
+
+if __name__ == "__main__":
+    print(layout_page(), end="")
