@@ -11,7 +11,8 @@ import pytest
 from tests.doctor.conftest import LINUX, TF_SEES_NOTHING, MakeCtx
 from tests.fakes import FakeGpu, FakeNvml, build_lib, write_dist
 from tfaccel.doctor import Check, DoctorContext, Status, run_doctor
-from tfaccel.doctor.checks import _capability_verdict, check_tf_install
+from tfaccel.doctor.checks import check_tf_install
+from tfaccel.doctor.checks.platform import _capability_verdict
 from tfaccel.doctor.probes import TfRuntime
 
 

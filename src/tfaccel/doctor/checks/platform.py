@@ -1,0 +1,401 @@
+"""The platform: container and WSL traps, visible devices, shadowing files, XLA flags, MPS,
+the GPUs' state and compute capability."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfaccel.doctor import probes
+from tfaccel.doctor.checks.base import NO_GPU, TF_BUILD, no_gpu_here
+from tfaccel.doctor.context import DoctorContext, version_tuple
+from tfaccel.doctor.model import Check, Status
+from tfaccel.hardware.capabilities import visible_indices
+
+
+def check_platform(ctx: DoctorContext) -> list[Check]:
+    title = "Platform"
+    p = ctx.platform
+    if p.system == "Windows":
+        if ctx.tf_version and version_tuple(ctx.tf_version)[:2] > (2, 10):
+            return [
+                Check(
+                    "platform",
+                    title,
+                    Status.FAIL,
+                    f"native Windows: TensorFlow {ctx.tf_version} has no GPU support "
+                    "there (the last was 2.10)",
+                    fix="use WSL2: https://www.tensorflow.org/install/pip#windows-wsl2",
+                    see='python -c "import platform; print(platform.platform())"',
+                )
+            ]
+        return [Check("platform", title, Status.OK, f"native Windows {p.release}")]
+    if p.system == "Darwin":
+        return [
+            Check(
+                "platform",
+                title,
+                Status.WARN,
+                "macOS: no CUDA; Apple GPUs are reached through tensorflow-metal",
+                fix="pip install tensorflow-metal",
+            )
+        ]
+    if p.wsl:
+        if not p.wsl_libcuda:
+            return [
+                Check(
+                    "platform",
+                    title,
+                    Status.FAIL,
+                    "WSL2 without /usr/lib/wsl/lib/libcuda.so.1: the Windows NVIDIA driver "
+                    "does not expose CUDA to WSL",
+                    fix="update the NVIDIA driver on Windows and run `wsl --update`",
+                    see="ls -l /usr/lib/wsl/lib",
+                )
+            ]
+        return [
+            Check(
+                "platform",
+                title,
+                Status.OK,
+                "WSL2: the driver lives on Windows; CUDA comes from /usr/lib/wsl/lib. "
+                "Do not install a Linux NVIDIA driver inside WSL",
+                see="ls -l /usr/lib/wsl/lib",
+            )
+        ]
+    if p.container and not p.nvidia_device_nodes and no_gpu_here(ctx):
+        return [
+            Check(
+                "platform",
+                title,
+                Status.OK,
+                f"Linux {p.release} ({p.machine}), a {p.container} container; {NO_GPU}, "
+                "so there is none to pass into it",
+                see="uname -a",
+            )
+        ]
+    if p.container and not p.nvidia_device_nodes:
+        return [
+            Check(
+                "platform",
+                title,
+                Status.FAIL,
+                f"running in a {p.container} container with no /dev/nvidia* device: the "
+                "container was started without GPU access",
+                fix="docker run --gpus all ...  (Kubernetes: request nvidia.com/gpu)",
+                see="ls -l /dev/nvidia*",
+            )
+        ]
+    where = f"{p.container} container" if p.container else "no container"
+    return [
+        Check(
+            "platform",
+            title,
+            Status.OK,
+            f"Linux {p.release} ({p.machine}), {where}",
+            see="uname -a",
+        )
+    ]
+
+
+SHADOWED = ("tensorflow", "keras", "keras_hub", "numpy")
+
+
+def check_shadowing(ctx: DoctorContext) -> list[Check]:
+    """A tensorflow.py or keras.py (or such a folder) in the current directory is what
+    `import keras` finds first in a script run from here: the real package never loads."""
+    found = [
+        str(path)
+        for name in SHADOWED
+        for path in (Path(ctx.cwd) / f"{name}.py", Path(ctx.cwd) / name)
+        if path.is_file() or (path / "__init__.py").is_file()
+    ]
+    title = "shadowing modules"
+    if not found:
+        return [Check("env.shadowing", title, Status.OK, "no file here hides a package", see="ls")]
+    return [
+        Check(
+            "env.shadowing",
+            title,
+            Status.FAIL,
+            f"{', '.join(found)} hide(s) the package of the same name from scripts run here "
+            "(the current directory comes first on sys.path)",
+            fix="rename " + " ".join(found) + " (and delete __pycache__ beside it)",
+            see="python -c 'import keras; print(keras.__file__)'",
+        )
+    ]
+
+
+def check_visible_devices(ctx: DoctorContext) -> list[Check]:
+    title = "CUDA_VISIBLE_DEVICES"
+    value = ctx.env.get("CUDA_VISIBLE_DEVICES")
+    see = "echo $CUDA_VISIBLE_DEVICES"
+    if value is None:
+        return [
+            Check(
+                "env.cuda_visible_devices",
+                title,
+                Status.OK,
+                "not set: every GPU is visible",
+                see=see,
+            )
+        ]
+    entries = [e.strip() for e in value.split(",") if e.strip()]
+    if not entries or entries[0] in ("-1", "NoDevFiles", "none", "void"):
+        return [
+            Check(
+                "env.cuda_visible_devices",
+                title,
+                Status.FAIL,
+                f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA",
+                fix="unset CUDA_VISIBLE_DEVICES",
+                see=see,
+            )
+        ]
+    gpus = ctx.driver.gpus
+    usable = len(visible_indices([g.uuid for g in gpus], value)) if gpus else _well_formed(entries)
+    if usable < len(entries):
+        count = len(gpus)
+        exist = f"; {count} GPU(s) exist (0..{count - 1})" if count else ""
+        return [
+            Check(
+                "env.cuda_visible_devices",
+                title,
+                Status.FAIL if usable == 0 else Status.WARN,
+                f"CUDA_VISIBLE_DEVICES={value!r}: CUDA stops at the first entry that names no "
+                f"GPU, or names one twice ({entries[usable]!r}), so {usable} GPU(s) are "
+                f"visible{exist}",
+                fix=f"export CUDA_VISIBLE_DEVICES={','.join(entries[:usable])}"
+                if usable
+                else "unset CUDA_VISIBLE_DEVICES  (or list GPU indices: nvidia-smi -L)",
+                see="nvidia-smi -L",
+            )
+        ]
+    return [
+        Check(
+            "env.cuda_visible_devices",
+            title,
+            Status.OK,
+            f"{value!r}: {len(entries)} GPU(s) visible",
+            see=see,
+        )
+    ]
+
+
+def _well_formed(entries: list[str]) -> int:
+    """Without NVML to match against: how many leading entries could name a GPU (an
+    index not seen before, or a GPU-/MIG- UUID prefix)."""
+    seen: set[str] = set()
+    for n, e in enumerate(entries):
+        ok = e.isdigit() or (e.startswith(("GPU-", "MIG-")) and len(e) > 4)
+        if not ok or e in seen:
+            return n
+        seen.add(e)
+    return len(entries)
+
+
+def check_xla_flags(ctx: DoctorContext) -> list[Check]:
+    """XLA aborts the whole process ("Unknown flag in XLA_FLAGS") at its first
+    compilation when a flag it does not know is set: flags copied from an older guide
+    (e.g. --xla_gpu_enable_cuda_graphs, since replaced) crash every jit_compile model."""
+    title = "XLA flags"
+    set_vars = {v: ctx.env[v] for v in probes.XLA_FLAG_VARIABLES if ctx.env.get(v, "").strip()}
+    see = "echo $XLA_FLAGS $TF_XLA_FLAGS"
+    if not set_vars:
+        return [Check("env.xla_flags", title, Status.OK, "XLA_FLAGS and TF_XLA_FLAGS not set")]
+    probe = ctx.xla_flags
+    shown = "; ".join(f"{k}={v}" for k, v in set_vars.items())
+    if not probe.ran:
+        return [
+            Check(
+                "env.xla_flags",
+                title,
+                Status.SKIP,
+                f"{shown} (not tried: TensorFlow is not importable here)",
+                see=see,
+            )
+        ]
+    if probe.ok:
+        return [Check("env.xla_flags", title, Status.OK, f"XLA accepts {shown}", see=see)]
+    if probe.unknown and probe.variable:
+        bad = set(probe.unknown)
+        kept = " ".join(t for t in set_vars.get(probe.variable, "").split() if t not in bad)
+        return [
+            Check(
+                "env.xla_flags",
+                title,
+                Status.FAIL,
+                f"{probe.variable} holds flags this TensorFlow's XLA does not know: "
+                f"{' '.join(probe.unknown)}. XLA aborts the process at its first "
+                "compilation (every jit_compile model, Keras' default on a GPU)",
+                fix=f'export {probe.variable}="{kept}"' if kept else f"unset {probe.variable}",
+                see=see,
+            )
+        ]
+    return [
+        Check(
+            "env.xla_flags",
+            title,
+            Status.WARN,
+            f"a small XLA compilation with {shown} failed: {probe.error}",
+            see=see,
+        )
+    ]
+
+
+def check_mps(ctx: DoctorContext) -> list[Check]:
+    title = "NVIDIA MPS"
+    p = ctx.platform
+    if p.system != "Linux":
+        return [Check("gpu.mps", title, Status.SKIP, "MPS exists on Linux only")]
+    if p.mps_pipe_dirs or p.mps_processes:
+        found = ", ".join(list(p.mps_processes) + [f"pipe {d}" for d in p.mps_pipe_dirs])
+        return [
+            Check(
+                "gpu.mps",
+                title,
+                Status.WARN,
+                f"the MPS control daemon is running ({found}): TensorFlow processes share "
+                "each GPU, and each one grabs most of the memory unless limited",
+                fix="give each process a memory limit (TF_FORCE_GPU_ALLOW_GROWTH=true or "
+                "tf.config.set_logical_device_configuration), or stop MPS: "
+                "echo quit | nvidia-cuda-mps-control",
+                see="ps -ef | grep nvidia-cuda-mps",
+            )
+        ]
+    return [
+        Check(
+            "gpu.mps", title, Status.OK, "MPS is not running", see="ps -ef | grep nvidia-cuda-mps"
+        )
+    ]
+
+
+def check_gpu_state(ctx: DoctorContext) -> list[Check]:
+    title = "GPU state (NVML)"
+    drv = ctx.driver
+    if not drv.available:
+        return [Check("gpu.state", title, Status.SKIP, "NVML is not available")]
+    if drv.error:
+        return [
+            Check(
+                "gpu.state",
+                title,
+                Status.FAIL,
+                f"NVML cannot list GPUs: {drv.error}",
+                fix="check `nvidia-smi` and the kernel log (dmesg | grep -i xid)",
+                see="nvidia-smi",
+            )
+        ]
+    if not drv.gpus:
+        return [
+            Check(
+                "gpu.state",
+                title,
+                Status.FAIL,
+                "the driver is loaded but reports no GPU",
+                see="nvidia-smi -L",
+            )
+        ]
+    broken = [g for g in drv.gpus if g.error]
+    listing = "; ".join(
+        f"GPU {g.index}: {g.name}, compute capability {g.compute_capability}, "
+        f"{(g.memory_total_mib or 0) / 1024:.0f} GiB"
+        for g in drv.gpus
+        if not g.error
+    )
+    if broken:
+        bad = "; ".join(f"GPU {g.index}: {g.error}" for g in broken)
+        return [
+            Check(
+                "gpu.state",
+                title,
+                Status.FAIL,
+                f"GPU(s) in an unusable state: {bad}",
+                fix="look for Xid errors (dmesg | grep -i xid); a reset or reboot may be needed",
+                see="nvidia-smi -q",
+            )
+        ]
+    return [Check("gpu.state", title, Status.OK, listing, see="nvidia-smi -L")]
+
+
+def _capability_verdict(cc: str, compiled: list[str]) -> tuple[Status, str]:
+    """Judge a GPU's compute capability against TF's compiled sm_/compute_ list."""
+    major, minor = (int(x) for x in cc.split("."))
+    want = major * 10 + minor
+    sass = sorted(
+        int("".join(c for c in e[3:] if c.isdigit())) for e in compiled if e.startswith("sm_")
+    )
+    ptx = sorted(
+        int("".join(c for c in e[8:] if c.isdigit())) for e in compiled if e.startswith("compute_")
+    )
+    if want in sass:
+        return Status.OK, f"sm_{want} machine code is compiled in"
+    same_major = [s for s in sass if s // 10 == major and s <= want]
+    if same_major:
+        return Status.OK, (
+            f"sm_{max(same_major)} machine code runs on {cc} (binary compatible "
+            "within a major version)"
+        )
+    usable_ptx = [p for p in ptx if p <= want]
+    if usable_ptx:
+        return Status.WARN, (
+            f"no sm_{want} machine code: kernels are JIT-compiled from "
+            f"compute_{max(usable_ptx)} PTX on first use (can take many minutes "
+            "the first time; cached afterwards)"
+        )
+    return Status.FAIL, (
+        f"no machine code or PTX for compute capability {cc}: TensorFlow "
+        "cannot run kernels on this GPU"
+    )
+
+
+def check_capability(ctx: DoctorContext) -> list[Check]:
+    title = "GPU compute capability vs TensorFlow's compiled list"
+    compiled = list((ctx.build_info or {}).get("cuda_compute_capabilities") or [])
+    gpus: list[tuple[int, object, object]] = [
+        (g.index, g.name, g.compute_capability) for g in ctx.driver.gpus if g.compute_capability
+    ]
+    if not gpus:
+        gpus = [
+            (i, g.get("name"), g.get("compute_capability"))
+            for i, g in enumerate(ctx.tf_runtime.gpus)
+            if g.get("compute_capability")
+        ]
+    if not compiled or not gpus:
+        why = "no compiled capability list" if not compiled else "no GPU to compare"
+        return [Check("gpu.compute_capability", title, Status.SKIP, why, see=TF_BUILD)]
+    out: list[Check] = []
+    for index, name, cc in gpus:
+        status, text = _capability_verdict(str(cc), compiled)
+        fix = None
+        if status is Status.WARN:
+            # PTX from a newer toolkit than the driver supports cannot be JIT-compiled.
+            built = version_tuple(str((ctx.build_info or {}).get("cuda_version")))
+            have = version_tuple(ctx.driver.cuda_version)
+            if have and built and have[:2] < built[:2]:
+                status = Status.FAIL
+                text += (
+                    f"; and the driver (CUDA {ctx.driver.cuda_version}) is older than the "
+                    f"CUDA {'.'.join(map(str, built[:2]))} PTX, so the JIT fails"
+                )
+                fix = "upgrade the NVIDIA driver"
+            else:
+                fix = (
+                    "export CUDA_CACHE_MAXSIZE=4294967296  (keep the JIT-compiled kernels "
+                    "between runs), or use a TensorFlow build with sm_"
+                    + str(cc).replace(".", "")
+                    + " (NVIDIA's NGC container)"
+                )
+        elif status is Status.FAIL:
+            fix = "use a TensorFlow release or build that targets this GPU"
+        out.append(
+            Check(
+                f"gpu.compute_capability.{index}",
+                f"GPU {index} compute capability",
+                status,
+                f"{name} is {cc}; TensorFlow was compiled for {', '.join(compiled)}: {text}",
+                fix=fix,
+                see=TF_BUILD,
+                details={"compute_capability": cc, "compiled": compiled},
+            )
+        )
+    return out
