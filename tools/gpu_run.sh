@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything tfaccel proves on the GPU machine, in one command. Run after the set-up in
-# benchmarks/README.md; writes its results under $OUT (or ./gpu-out).
+# tools/README.md; writes its results under $OUT (or ./gpu-out).
 #   bash tools/gpu_run.sh [plan-models...]
 set -uo pipefail
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"

@@ -15,7 +15,7 @@
 #   workers: GPU 0 runs LEASE_Q0 and GPU 1 runs LEASE_Q1, side by side;
 #   after: jobs that need both GPUs, and pairs "a+b" (a on GPU 0, b on GPU 1 at once).
 #
-# Before: the set-up in benchmarks/README.md (TF parts, .gpu/bin/setup.sh, the wheels).
+# Before: the set-up in tools/README.md (TF parts, .gpu/bin/setup.sh, the wheels).
 set -u
 LIMIT="${1:-540}"
 T0=$(date +%s)
