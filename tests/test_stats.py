@@ -7,7 +7,7 @@ import pytest
 from tfaccel import stats
 from tfaccel.bench.timer import Measurement
 from tfaccel.optimize.settings import Settings
-from tfaccel.profile.analyze import StepBreakdown
+from tfaccel.profile.report import StepBreakdown
 from tfaccel.trial.runner import summarize
 
 # five timed windows with one slow one (img/s)

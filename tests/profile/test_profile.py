@@ -17,7 +17,8 @@ from tests.clitext import unboxed
 from tfaccel.cli import app
 from tfaccel.errors import InputError
 from tfaccel.profile.advice import advise, check_gates, diff, parse_gates
-from tfaccel.profile.analyze import ProfileReport, StepBreakdown, analyze
+from tfaccel.profile.analyze import analyze
+from tfaccel.profile.report import ProfileReport, StepBreakdown
 
 FIXTURES = Path(__file__).parent / "fixtures"
 runner = CliRunner()
@@ -328,7 +329,7 @@ def _x(pid: int, tid: int, name: str, ts: float, dur: float, **args: object) -> 
 def test_trace_facts_in_the_shape_xprof_writes_for_a_gpu() -> None:
     """As in the H200 traces: host launch events carry the kernel's name, a Steps thread
     marks the steps, copies run on their own stream with their sizes."""
-    from tfaccel.profile.analyze import _trace_facts
+    from tfaccel.profile.trace import trace_facts as _trace_facts
 
     meta = [
         {"ph": "M", "name": "process_name", "pid": 701, "args": {"name": "/host:CPU"}},
@@ -362,7 +363,7 @@ def test_trace_facts_in_the_shape_xprof_writes_for_a_gpu() -> None:
 
 
 def test_tensor_core_kernels_by_name() -> None:
-    from tfaccel.profile.analyze import uses_tensor_cores
+    from tfaccel.profile.hlo import uses_tensor_cores
 
     assert uses_tensor_cores("sm80_xmma_fprop_implicit_gemm_indexed_bf16bf16_bf16f32_f32")
     assert uses_tensor_cores("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32")
@@ -466,7 +467,7 @@ HLO_ROWS = [
 def test_xla_16_bit_share_comes_from_the_operand_types() -> None:
     """Under XLA, XProf's 16-bit figure is 0 % (it counts TensorFlow ops) and cuBLAS's
     Hopper GEMMs (nvjet_*) name no type: the HLO ops' operands say what ran in bf16."""
-    from tfaccel.profile.analyze import hlo_operand_types, uses_tensor_cores, xla_op_facts
+    from tfaccel.profile.hlo import hlo_operand_types, uses_tensor_cores, xla_op_facts
 
     assert hlo_operand_types(HLO_ROWS[0]["hlo_op_expression"]) == ["bf16", "bf16"]
     # The tuple result's f32 is not an operand; the scatter's operands are f32 only.
@@ -488,7 +489,7 @@ def test_xla_16_bit_share_comes_from_the_operand_types() -> None:
 
 
 def test_time_by_op_type_sums_the_per_layer_ops() -> None:
-    from tfaccel.profile.analyze import op_types
+    from tfaccel.profile.hlo import op_types
 
     rows = [
         {"type": "MatMul", "total_self_time": 30.0, "occurrences": 10},
@@ -546,7 +547,7 @@ GPT2_ROWS = [
 
 
 def test_expanded_matmuls_and_weight_casts_are_found_and_advised() -> None:
-    from tfaccel.profile.analyze import xla_op_facts
+    from tfaccel.profile.hlo import xla_op_facts
 
     facts = xla_op_facts(GPT2_ROWS)
     assert facts["xla_expanded_matmul_pct"] == pytest.approx(70.0)  # not the GEMM
@@ -566,7 +567,7 @@ def test_expanded_matmuls_and_weight_casts_are_found_and_advised() -> None:
 
 def test_the_gemv_advice_names_the_tensorflow_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     from tfaccel import _compat
-    from tfaccel.profile.analyze import xla_op_facts
+    from tfaccel.profile.hlo import xla_op_facts
 
     extra = xla_op_facts(GPT2_ROWS)
     for version, note in (("2.16.2", "needs TensorFlow >= 2.20; this is 2.16.2"), ("2.21.0", "")):
@@ -619,7 +620,7 @@ def test_per_sequence_weight_gradients_are_found_and_advised() -> None:
     """The gradient of a product whose weight is broadcast over the batch (Keras' einsum
     for EinsumDense) is counted with its sum: 17 of 100 here; lease L's BERT-base
     profile on the H200 read 15.9 % (72 of 453 ms)."""
-    from tfaccel.profile.analyze import xla_op_facts
+    from tfaccel.profile.hlo import xla_op_facts
 
     facts = xla_op_facts(BROADCAST_ROWS)
     assert facts["xla_broadcast_grad_pct"] == pytest.approx(17.0)
@@ -642,7 +643,7 @@ def test_op_names_fit_one_line_with_their_end_kept(traces: Path, width: int) -> 
 
     from rich.console import Console
 
-    from tfaccel.profile.analyze import TopItem
+    from tfaccel.profile.report import TopItem
     from tfaccel.render import to_jsonable
     from tfaccel.render.profile import profile_text
 

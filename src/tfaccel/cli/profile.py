@@ -16,7 +16,8 @@ from tfaccel.cli._common import (
 )
 from tfaccel.errors import ExitCode, InputError, WorkloadError
 from tfaccel.profile.advice import Finding, advise, check_gates, diff, parse_gates
-from tfaccel.profile.analyze import ProfileReport, analyze
+from tfaccel.profile.analyze import analyze
+from tfaccel.profile.report import ProfileReport
 from tfaccel.render import Format, dumps
 from tfaccel.render.profile import diff_html, diff_text, profile_html, profile_text
 from tfaccel.results import SCHEMAS, check_writable, probe_folder

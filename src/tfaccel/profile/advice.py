@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from tfaccel.errors import InputError
-from tfaccel.profile.analyze import HIGHER_IS_BETTER, METRIC_GETTERS, ProfileReport
+from tfaccel.profile.report import HIGHER_IS_BETTER, METRIC_GETTERS, ProfileReport
 from tfaccel.stats import noise_threshold
 
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tfaccel.profile.advice import DiffRow, Finding, Gate
-from tfaccel.profile.analyze import ProfileReport, TopItem
+from tfaccel.profile.report import ProfileReport, TopItem
 from tfaccel.render import Change, before_after_page, change_img, png_base64, pyplot
 from tfaccel.results import write_atomic
 
