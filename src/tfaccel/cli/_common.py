@@ -222,8 +222,8 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 DURATION_HELP = "a bare number is seconds; or 90s, 10m, 1.5h, 2d"
 
 
-def seconds_of(text: str | float | None, zero: bool = False) -> float | None:
-    """A duration flag's value in seconds; None when not given. 0 only where `zero`."""
+def seconds_of(text: str | float | None) -> float | None:
+    """A duration flag's value in seconds, above 0; None when not given."""
     if text is None:
         return None
     t = str(text).strip().lower()
@@ -232,16 +232,14 @@ def seconds_of(text: str | float | None, zero: bool = False) -> float | None:
         value = float(t[:-1] if t[-1:] in _UNITS else t) * scale
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
-        above = "0 or more" if zero else "above 0"
-        raise typer.BadParameter(f"{text!r} is not a duration {above} ({DURATION_HELP})")
+    if not math.isfinite(value) or value <= 0:
+        raise typer.BadParameter(f"{text!r} is not a duration above 0 ({DURATION_HELP})")
     return value
 
 
 def duration(
     low: float | None = None,
     high: float | None = None,
-    zero: bool = False,
     bare_below: float | None = None,
 ) -> Callable[[str | float | None], str | None]:
     """The callback of a duration flag: its value checked (within [low, high] seconds
@@ -250,16 +248,16 @@ def duration(
     numbers once meant minutes or hours): with a unit, any value is taken."""
 
     def check(value: str | float | None) -> str | None:
-        amount = seconds_of(value, zero)
+        amount = seconds_of(value)
         if amount is None:
             return None
         bare = str(value).strip()[-1:].isdigit()
-        if bare and bare_below is not None and 0 < amount < bare_below:
+        if bare and bare_below is not None and amount < bare_below:
             raise typer.BadParameter(
                 f"{value!r} is {amount:g} seconds (a bare number is seconds): "
                 f"write {value}s if you mean it, {value}m for minutes"
             )
-        if (low is not None and 0 < amount < low) or (high is not None and amount > high):
+        if (low is not None and amount < low) or (high is not None and amount > high):
             span = f"{low or 0:g}s to {high:g}s" if high is not None else f"{low:g}s or more"
             raise typer.BadParameter(f"{value!r} is {amount:g} seconds; expected {span}")
         return f"{amount:g}s"

@@ -28,6 +28,7 @@ from packaging.utils import canonicalize_name
 from tfaccel._child import run_child
 from tfaccel.hardware.capabilities import mps_state
 from tfaccel.hardware.pci import nvidia_pci_devices
+from tfaccel.hardware.pci import read_or_empty as _read
 
 
 @dataclass(frozen=True)
@@ -380,13 +381,6 @@ class PlatformFacts:
     # container); None where sysfs cannot be read.
     nvidia_pci_devices: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def detect_container(root: str = "/") -> str | None:

@@ -10,7 +10,8 @@ from pathlib import Path
 PCI_DEVICES = "/sys/bus/pci/devices"
 
 
-def _read(path: str) -> str:
+def read_or_empty(path: str) -> str:
+    """A small system file's text ("" where it cannot be read: sysfs, procfs)."""
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -24,7 +25,7 @@ def nvidia_pci_devices(root: str = PCI_DEVICES) -> int | None:
     if not devices:
         return None
     return sum(
-        _read(os.path.join(d, "vendor")).strip().lower() == "0x10de"
-        and _read(os.path.join(d, "class")).strip().lower().startswith("0x03")
+        read_or_empty(os.path.join(d, "vendor")).strip().lower() == "0x10de"
+        and read_or_empty(os.path.join(d, "class")).strip().lower().startswith("0x03")
         for d in devices
     )
