@@ -6,6 +6,9 @@ only measure memorisation) and the public example scripts run unmodified.
 - MNIST: uniform random pixels; the label is the argmax of a fixed linear teacher of
   the image's 4x4-block means (a 7x7x10 weight grid), which a convnet with pooling
   can learn.
+- Fashion-MNIST (for keras-io's WGAN-GP script, which trains on the images only):
+  the MNIST arrays above, through `load_data` itself (its loader reads four gzip
+  files, not one archive).
 - IMDB: Zipf-distributed word ids that stay inside `num_words=20000` after the
   loader's `index_from=3`; the label says whether a fixed +-1 weight of the 2,000
   most frequent words sums above its median over the last 200 words (what the script's
@@ -68,13 +71,18 @@ def _imdb(rng):
     return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
 
 
+def _split(arrays):
+    return (arrays["x_train"], arrays["y_train"]), (arrays["x_test"], arrays["y_test"])
+
+
 class _PatchOnImport:
     """Patches each loader's module as the script imports it, not before: importing
     Keras here would cost every Python process that starts with this folder on its
     path (tfaccel's own command too) the seconds of TensorFlow's import."""
 
     LOADERS = {"keras.src.datasets.mnist": ("mnist.npz", _mnist),
-               "keras.src.datasets.imdb": ("imdb.npz", _imdb)}
+               "keras.src.datasets.imdb": ("imdb.npz", _imdb),
+               "keras.src.datasets.fashion_mnist": ("mnist.npz", _mnist)}
 
     def find_spec(self, name, path=None, target=None):
         if name not in self.LOADERS:
@@ -90,6 +98,8 @@ class _PatchOnImport:
         def exec_module(module):
             execute(module)
             module.get_file = lambda *a, **k: _npz(file, make)
+            if name.endswith("fashion_mnist"):
+                module.load_data = lambda: _split(np.load(_npz(file, make)))
 
         spec.loader.exec_module = exec_module
         return spec
