@@ -728,3 +728,30 @@ def test_profile_in_a_read_only_folder_is_refused_before_the_run(places: Path) -
 def test_a_negative_power_limit_is_a_bad_value_not_an_unknown_option() -> None:
     result = runner.invoke(app, ["power", "set", "-5", "--yes"])
     assert result.exit_code == 2 and "-5.0 is not above 0" in unboxed(result.output)
+
+
+# --- the JSON contract over every failure above ---------------------------------------
+def _in_json_mode(case: Case) -> bool:
+    """A case of a command with --format json, that does not pass --format itself."""
+    head = {case.argv[0], " ".join(case.argv[:2])}
+    return bool(head & JSON_MODE) and "--format" not in case.argv
+
+
+SWEEP = [c for c in (*CHOICES, *file_cases(), *TRACES) if _in_json_mode(c)]
+
+
+@pytest.mark.parametrize("case", SWEEP, ids=lambda c: c.name)
+def test_every_failure_is_one_json_object_in_json_mode(case: Case, tmp_path: Path) -> None:
+    """The same bad input in JSON mode: the same exit code, and stdout one object that
+    carries the error and the code (numbers out of range have their own sweep above)."""
+    assert run_case(case, tmp_path, json_mode=True) == "clean"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(BAD_ENTRY_POINTS), ids=str)
+def test_a_bad_entry_point_is_one_json_object_in_plan_and_tune(kind: str, tmp_path: Path) -> None:
+    source, says = BAD_ENTRY_POINTS[kind]
+    files = {"mymod.py": source.encode()}
+    for argv in (["plan", "mymod:build", "--spec", "H200"], ["tune", "mymod:build"]):
+        case = Case(f"{argv[0]} {kind}", argv, 2, says, files)
+        assert run_case(case, tmp_path, json_mode=True) == "clean", argv[0]
