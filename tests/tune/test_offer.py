@@ -112,8 +112,48 @@ def test_a_model_without_a_validation_loss_is_offered_no_batch_change(tmp_path: 
     gan = "GAN has a train_step of its own and no test_step"
     res = tune(tmp_path, race, extra={"no_race": gan})
     assert res.batch_offer is None and not race.calls
+    assert res.largest_fitting_batch == 64  # no trial spent on a ladder that cannot be offered
     assert res.batch_note is not None and gan in res.batch_note
     assert "no batch change is offered" in res.batch_note
+
+
+FAST = [[t, max(0.3, 1.0 - 0.1 * t)] for t in range(0, 61, 5)]  # 0.4 at 6 s
+
+
+class RaceByBatch(FakeRace):
+    """Races whose candidate's curve depends on its batch: {batch: curve}."""
+
+    def __init__(self, same: list[list[float]], by_batch: dict[int, list[list[float]]]) -> None:
+        super().__init__(same, [])
+        self.by_batch = by_batch
+
+    def __call__(
+        self, w: str, s: Settings, p: StepPlan, t: float, extra: dict[str, Any]
+    ) -> TrialResult:
+        self.candidate = self.by_batch.get(s.batch_size or 64, [])
+        return super().__call__(w, s, p, t, extra)
+
+
+def test_when_the_largest_batch_loses_its_race_a_smaller_one_is_raced(tmp_path: Path) -> None:
+    """The ladder kept 256 then 512: 512 stalls above the target (past the critical
+    batch), 256 gets there sooner; the same-training run is raced once."""
+    race = RaceByBatch(curve(12.0, 0.4), {512: curve(60.0, 0.55), 256: FAST})
+    res = tune(tmp_path, race)
+    o = res.batch_offer
+    assert o is not None and o.verdict == "passed" and o.batch == 256, o
+    assert [s.batch_size for s, _ in race.calls] == [64, 512, 256]
+    assert race.calls[2][1]["race"]["lr"]["scale"] == pytest.approx(4**0.5)  # 4x the batch
+    lines = [d.text for d in res.decisions if d.stage == "batch offer"]
+    assert any(t.startswith("batch 512 (from 64)") and "; failed: " in t for t in lines)
+    assert lines[-1].startswith("batch 256 (from 64)") and "; passed: " in lines[-1]
+
+
+def test_when_every_batch_loses_the_smallest_ones_failure_stands(tmp_path: Path) -> None:
+    race = RaceByBatch(curve(12.0, 0.4), {512: curve(60.0, 0.55), 256: curve(60.0, 0.5)})
+    res = tune(tmp_path, race)
+    o = res.batch_offer
+    assert o is not None and o.verdict == "failed" and o.batch == 256
+    assert [s.batch_size for s, _ in race.calls] == [64, 512, 256]
 
 
 def test_races_resume_from_the_journal(tmp_path: Path) -> None:
@@ -233,7 +273,7 @@ def test_no_offer_is_said_in_the_text(tmp_path: Path) -> None:
     res = tune(tmp_path, FakeRace([], []), extra={"no_race": "its data is synthetic"})
     console = Console(width=200, record=True)
     tune_text(res, console)
-    assert "batch offer: none: batch 512 runs" in console.export_text()
+    assert "batch offer: none: its data is synthetic: no batch change" in console.export_text()
 
 
 def test_the_noise_scale_caps_the_ladder_and_is_estimated_from_two_batch_sizes() -> None:
@@ -320,3 +360,29 @@ def test_run_says_how_many_epochs_the_offer_needed(tmp_path: Path) -> None:
     answer = read_answer(path, batch_offer=True)
     assert answer.settings.batch_size == 512
     assert any("after about 5.2 epochs of the data" in n for n in answer.notes)
+
+
+def test_a_ladder_the_budget_left_no_time_for_is_said_so(tmp_path: Path) -> None:
+    """Every same-training trial ran, then the budget ended: the offer's note says the
+    ladder was not tried, not that no larger batch ran faster."""
+    now = [0.0]
+
+    class Slow(FakeTrials):
+        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
+            now[0] += 100.0
+            return super().__call__(*a)  # type: ignore[arg-type]
+
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    fake = Slow(extra={"no_race": None, **ADAM})
+    opts = TuneOptions(batch_size=64, steps=STEPS)
+    everything = Tuner("w", H200, opts, j, trial_fn=fake, race_fn=FakeRace([], [])).run()
+    same = [s for s in fake.calls if s.batch_size == 64]
+    (tmp_path / "b").mkdir()
+    j = Journal(tmp_path / "b" / "j.jsonl")
+    j.load("w")
+    budget = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=100.0 * len(same) + 50)
+    now[0] = 0.0
+    res = Tuner("w", H200, budget, j, trial_fn=Slow(extra=fake.extra), clock=lambda: now[0]).run()
+    assert everything.batch_offer is not None and res.batch_offer is None
+    assert res.batch_note == "not tried: the time budget was reached"

@@ -580,6 +580,8 @@ class Tuner:
     def _improved(self, st: _State, r: TrialResult, s: Settings) -> None:
         """`r` (of settings `s`) is the best so far: noted with the time it was found."""
         st.best, st.best_s = r, s
+        if st.offer:
+            st.rungs.append((r, s))
         if r.ok and r.samples_per_s and not st.offer:
             self.result.best_so_far.append((self.clock() - (self._start or 0.0), r.samples_per_s))
 
@@ -1075,9 +1077,16 @@ class Tuner:
     def _batch_offer(self, st: _State) -> None:
         """Larger batches on top of the same-training answer, as an offer: they change
         what the model learns (`tfaccel.tune.offer`). Never past the data: the ladder
-        stops where an epoch would shrink to a handful of steps."""
+        stops where an epoch would shrink to a handful of steps. Not tried where no race
+        could prove one (no validation signal): its trials would spend the budget on an
+        offer that cannot be made."""
         res = self.result
         if res.best is None or not res.best.ok or res.best_settings is None:
+            return
+        no_race = self._no_race()
+        if no_race:
+            res.batch_note = f"{no_race}: no batch change is offered, so none is tried"
+            self.decide("batch offer", f"none: {res.batch_note}")
             return
         own = self._batch(st)
         largest, why = offer.largest_batch(
@@ -1090,21 +1099,34 @@ class Tuner:
         if why:
             self.decide("batch offer", why)
         ladder = _State(res.best, res.best_settings, st.defaults, st.rtol, offer=True)
+        skipped = self._skipped
         self._batch_ladder(ladder, largest, stage="batch offer")
-        if ladder.best is res.best:
-            res.batch_note = "no larger batch ran faster beyond the noise"
-            return
-        found = offer.make(res.best, ladder.best, ladder.best_s, res.baseline)
-        why = self._no_race()
-        if why:
+        if not ladder.rungs:
+            budget = self._skipped > skipped
             res.batch_note = (
-                f"batch {found.batch} runs {found.samples_speedup:.2f}x the samples/s, but "
-                f"{why}: no batch change is offered"
+                "not tried: the time budget was reached"
+                if budget
+                else "no larger batch ran faster beyond the noise"
             )
-            self.decide("batch offer", res.batch_note)
             return
-        res.batch_offer = self._raced(found)
-        self.decide("batch offer", res.batch_offer.summary)
+        res.batch_offer = self._race_rungs(ladder.rungs)
+
+    def _race_rungs(self, rungs: list[tuple[TrialResult, Settings]]) -> BatchOffer:
+        """The ladder's faster batches raced from the largest down until one passes (a
+        batch past the critical one can lose where a smaller one wins); the
+        same-training run is raced once and read from the journal after. The last
+        verdict stands: a pass, the smallest's failure, or an unproven race (the budget,
+        an error), after which no smaller batch is raced."""
+        res = self.result
+        assert res.best is not None
+        judged: BatchOffer | None = None
+        for r, s in reversed(rungs):
+            judged = self._raced(offer.make(res.best, r, s, res.baseline))
+            self.decide("batch offer", judged.summary)
+            if judged.verdict != "failed":
+                break
+        assert judged is not None
+        return judged
 
     def _no_race(self) -> str | None:
         """Why the offer cannot be raced: the trials said the model has no validation
@@ -1204,6 +1226,7 @@ class _State:
     reference: dict[str, TrialResult] = field(default_factory=dict)
     near: list[_NearMiss] = field(default_factory=list)
     offer: bool = False  # the batch offer's state: its best is no same-training answer
+    rungs: list[tuple[TrialResult, Settings]] = field(default_factory=list)  # the offer's
 
 
 def _late_group(knob: Knob) -> str:
