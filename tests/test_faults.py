@@ -439,9 +439,13 @@ def places(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(m)], check=False)
 
 
+@pytest.mark.parametrize("json_mode", [False, True], ids=["text", "json"])
 @pytest.mark.parametrize("place", list(PLACES), ids=str)
 @pytest.mark.parametrize("output", list(OUTPUTS), ids=str)
-def test_an_output_place_is_checked_before_the_work(output: str, place: str, places: Path) -> None:
+def test_an_output_place_is_checked_before_the_work(
+    output: str, place: str, json_mode: bool, places: Path
+) -> None:
+    """In text and in JSON mode alike: checked before any work, one object in JSON."""
     rel, says = PLACES[place]
     folder = rel.split("/")[0]
     if folder in ("ro", "full") and not (places / folder).is_mount():
@@ -454,7 +458,8 @@ def test_an_output_place_is_checked_before_the_work(output: str, place: str, pla
         {"mine" + (suffix or ".png"): b"the user's own results"} if rel.startswith("mine") else {}
     )
     argv = [a.replace("{out}", rel) for a in OUTPUTS[output]]
-    assert run_case(Case(f"{output} {place}", argv, 2, says, files), places) == "clean"
+    case = Case(f"{output} {place}", argv, 2, says, files)
+    assert run_case(case, places, json_mode=json_mode) == "clean"
 
 
 # --- 6. the Python API -----------------------------------------------------------------
