@@ -75,3 +75,22 @@ def test_result_and_extra_keys_split_the_declared_keys() -> None:
     payload = {"status": "ok", "fit_data": "arrays", "dropout_layers": 2, "stray": 1}
     assert protocol.extra_of(payload, ("dropout",)) == {"fit_data": "arrays", "dropout_layers": 2}
     assert protocol.undeclared(payload, ("dropout",)) == {"stray"}
+
+
+def test_a_request_goes_through_json_whole_and_extras_find_their_fields() -> None:
+    """The caller's extras (those its journal key holds) become the request's fields,
+    the data-parallel engine's options apart; a key no field takes is refused on the
+    parent's side, and the child refuses a request it cannot read."""
+    s = Settings(batch_size=64)
+    extra = {"race": {"seconds": 30.0, "lr": None}, "count_flops": True, "num_packs": 4}
+    req = runner.trial_request("workload", s, SMALL, 3, extra, workload="tiny")
+    assert req.race == {"seconds": 30.0, "lr": None} and req.count_flops
+    assert req.engine == {"num_packs": 4} and req.seed == 3
+    assert req.steps == SMALL.__dict__ and req.settings == s.to_dict()
+    again = protocol.TrialRequest.from_json(req.to_json())
+    assert again.to_json() == req.to_json() and Settings(**again.settings) == s
+    with pytest.raises(ValueError, match="not a trial request's field: turbo"):
+        runner.trial_request("tune", s, SMALL, 0, {"turbo": True})
+    for text in ('{"mode": "train", "settings": {}}', "[1]", '{"mode": "run", "x": 1}'):
+        with pytest.raises(ValueError, match="not a trial request"):
+            protocol.TrialRequest.from_json(text)

@@ -283,6 +283,7 @@ def test_another_keras_backend_is_refused(
     import keras
 
     from tfaccel.trial import hook
+    from tfaccel.trial.protocol import TrialRequest
 
     _write(here, "jax.py", JAX_LINE)
     result = runner.invoke(app, ["tune", "--", "python", "jax.py"])
@@ -296,9 +297,9 @@ def test_another_keras_backend_is_refused(
 
     monkeypatch.setattr(hook, "_end", ended)
     with pytest.raises(SystemExit):
-        hook._on_keras({"mode": "tune", "settings": {}})
+        hook._on_keras(TrialRequest("tune", {}))
     assert sent[0]["status"] == "error" and "its 'jax' backend" in str(sent[0]["error"])
-    hook._on_keras({"mode": "run", "settings": {}})  # run: said, and the script goes on
+    hook._on_keras(TrialRequest("run", {}))  # run: said, and the script goes on
     assert "the script runs without tfaccel's settings" in capsys.readouterr().err
 
 

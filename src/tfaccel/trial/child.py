@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import math
 import os
 import re
@@ -26,7 +25,7 @@ from tfaccel import stats
 from tfaccel._child import emit, end_process, failure
 from tfaccel._tf import import_tensorflow
 from tfaccel.optimize.settings import LAYER_KNOBS
-from tfaccel.trial.protocol import MARK
+from tfaccel.trial.protocol import MARK, TrialRequest
 from tfaccel.trial.race import data_facts
 from tfaccel.trial.shared import checkpointing, gpu_peak, synthetic_batches
 from tfaccel.workloads.synthetic import rebatched
@@ -113,41 +112,42 @@ def _split_cpu(logical_cpus: int) -> None:
         )
 
 
-def run(config: dict[str, Any]) -> dict[str, Any]:
+def run(request: TrialRequest) -> dict[str, Any]:
     """One trial of a workload: configure, build, compile, and a timed `fit`."""
     import keras
 
     from tfaccel.optimize import Settings, configure
     from tfaccel.workloads import load_workload
 
-    settings = Settings(**config["settings"])
+    settings = Settings(**request.settings)
     own_executable_cache(settings.effective_xla_options)
-    plan = Plan.of(config["steps"], settings.steps_per_execution)
-    logical_cpus = int(config.get("logical_cpus", 0))
+    plan = Plan.of(request.steps, settings.steps_per_execution)
+    engine = request.engine
+    logical_cpus = int(engine.get("logical_cpus", 0))
     _split_cpu(logical_cpus)
     report = configure(settings)
-    keras.utils.set_random_seed(int(config.get("seed", 0)))
+    keras.utils.set_random_seed(request.seed)
     replicas = logical_cpus if logical_cpus > 1 else report.gpus
     mirrored = settings.strategy == "mirrored" or (settings.strategy == "auto" and replicas > 1)
-    if mirrored and config.get("engine", "auto") != "fit":
+    if mirrored and engine.get("engine", "auto") != "fit":
         from tfaccel.trial.parallel import run_custom
 
         return run_custom(
-            config,
+            engine,
             settings,
             report,
-            wl_name=config["workload"],
+            wl_name=str(request.workload),
             logical_cpus=logical_cpus,
             warmup=plan.warmup,
             windows=plan.windows,
             window=plan.window,
         )
     with report.strategy_scope(), report.remat_scope():
-        wl = load_workload(config["workload"])
+        wl = load_workload(str(request.workload))
         report.compile(wl.model, optimizer=wl.optimizer, loss=wl.loss)
     batch = settings.batch_size or 32
-    if config.get("race"):
-        return race_workload(wl, report, batch, config)
+    if request.race:
+        return race_workload(wl, report, batch, request)
     ds = (
         synthetic_batches(wl.model, wl, batch, report)
         if wl.dataset is None
@@ -155,16 +155,16 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     )
     fit = wl.model.fit
     ds = report.dataset(ds, batch=False)  # batched above, at the trial's size
-    out = timed_fit(fit, wl.model, ds, report, plan, batch, config)
+    out = timed_fit(fit, wl.model, ds, report, plan, batch, request.count_flops)
     out.update(data_facts(wl.model, wl.examples, wl.dataset is not None))
-    if config.get("count_flops") and "no_race" not in out:  # the baseline's
+    if request.count_flops and "no_race" not in out:  # the baseline's
         from tfaccel.trial import noise_scale
 
         out.update(noise_scale.measure(wl.model, wl.dataset, batch))
     return out
 
 
-def race_workload(wl: Any, report: Any, batch: int, config: dict[str, Any]) -> dict[str, Any]:
+def race_workload(wl: Any, report: Any, batch: int, request: TrialRequest) -> dict[str, Any]:
     """A race (`trial.race`) of an entry point's model on its own data: a held-out part
     for validation, the rest shuffled each epoch, as fit shuffles arrays."""
     from tfaccel.trial.race import held_out, race_blocker, race_fit, steps_per_epoch
@@ -173,14 +173,14 @@ def race_workload(wl: Any, report: Any, batch: int, config: dict[str, Any]) -> d
     if why:
         raise ValueError(f"no race: {why}")
     split = held_out(wl.dataset, wl.examples)
-    train = split.train.shuffle(10_000, seed=int(config.get("seed", 0)))
+    train = split.train.shuffle(10_000, seed=request.seed)
     ds = report.dataset(rebatched(train, batch), batch=False)
     steps = steps_per_epoch(split, batch)
 
     def fit(callbacks: list[Any]) -> Any:
         return wl.model.fit(ds, epochs=10**6, steps_per_epoch=steps, verbose=0, callbacks=callbacks)
 
-    out = race_fit(fit, wl.model, split.validation, {**config["race"], "batch": batch})
+    out = race_fit(fit, wl.model, split.validation, {**(request.race or {}), "batch": batch})
     return {**out, "validation": split.what}
 
 
@@ -191,7 +191,7 @@ def timed_fit(
     report: Any,
     plan: Plan,
     batch: int,
-    config: dict[str, Any],
+    count_flops: bool = False,
     started: float = STARTED,
 ) -> dict[str, Any]:
     """`fit(ds, ...)` for `plan`'s steps with a clock callback; the trial's payload:
@@ -210,7 +210,7 @@ def timed_fit(
     start = marks[0][1] - marks[0][3]
     return {
         "setup_s": round(start - started, 3),
-        **_model_facts(model, report, bool(config.get("count_flops"))),
+        **_model_facts(model, report, count_flops),
         "status": "ok",
         "precision": report.precision,
         "compile_s": max(0.0, first_end - start - steady * plan.spe),
@@ -397,9 +397,8 @@ def shrink_window(window: int, spe: int, step_s: float, window_s: float) -> int:
 
 
 def main(argv: list[str]) -> int:
-    config = json.loads(argv[0])
     try:
-        out = run(config)
+        out = run(TrialRequest.from_json(argv[0]))
     except Exception as exc:
         out = failure(exc)
     emit(MARK, out)

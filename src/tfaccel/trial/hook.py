@@ -28,7 +28,6 @@ import dataclasses
 import importlib.abc
 import importlib.util
 import inspect
-import json
 import os
 import shutil
 import sys
@@ -38,7 +37,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from tfaccel.trial.protocol import FIT_STARTED, MARK
+from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
 from tfaccel.trial.protocol import SCRIPT_ENV as ENV
 
 STARTED = time.perf_counter()  # the script's start, near enough: sitecustomize imports this
@@ -46,8 +45,8 @@ STARTED = time.perf_counter()  # the script's start, near enough: sitecustomize 
 
 def install() -> None:
     """Apply the settings in `ENV` when the script imports Keras."""
-    config = json.loads(os.environ[ENV])
-    when_keras_imported(lambda: _on_keras(config))
+    request = TrialRequest.from_json(os.environ[ENV])
+    when_keras_imported(lambda: _on_keras(request))
 
 
 def when_keras_imported(fn: Callable[[], None]) -> None:
@@ -107,10 +106,10 @@ def say(text: str, who: str = "tfaccel") -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _fail(config: dict[str, Any], error: str, tb: str | None = None) -> None:
+def _fail(request: TrialRequest, error: str, tb: str | None = None) -> None:
     """In tune mode: the trial's error to the parent, and the process ends. In run
     mode: said on stderr; the script goes on without tfaccel's settings."""
-    if config.get("mode") == "tune":
+    if request.mode == "tune":
         from tfaccel._child import emit
 
         emit(MARK, {"status": "error", "error": error, "traceback": tb})
@@ -125,13 +124,13 @@ def _end() -> None:
     end_process()
 
 
-def _on_keras(config: dict[str, Any]) -> None:
+def _on_keras(request: TrialRequest) -> None:
     import keras
 
     backend = keras.backend.backend()
     if backend != "tensorflow":
         _fail(
-            config,
+            request,
             f"the script runs Keras on its {backend!r} backend (KERAS_BACKEND); tfaccel's "
             "settings are TensorFlow's, so there is nothing to apply or measure",
         )
@@ -139,17 +138,17 @@ def _on_keras(config: dict[str, Any]) -> None:
     try:
         from tfaccel.optimize import Settings, configure
 
-        report = configure(Settings(**config["settings"]))
+        report = configure(Settings(**request.settings))
     except Exception as exc:
-        _fail(config, f"configure failed: {type(exc).__name__}: {exc}", traceback.format_exc())
+        _fail(request, f"configure failed: {type(exc).__name__}: {exc}", traceback.format_exc())
         return
-    if config.get("mode") == "run":
+    if request.mode == "run":
         for line in report.brief():
             say(line)
     else:  # trials start from the same weights, so the accuracy guard compares losses
-        keras.utils.set_random_seed(int(config.get("seed", 0)))
+        keras.utils.set_random_seed(request.seed)
     _keep_policy(report.precision)
-    _patch(keras, report, config)
+    _patch(keras, report, request)
 
 
 POLICY_SETTERS = ("set_global_policy", "set_dtype_policy")
@@ -184,7 +183,7 @@ def _caller() -> str:
     return "?"
 
 
-def _patch(keras: Any, report: Any, config: dict[str, Any]) -> None:
+def _patch(keras: Any, report: Any, request: TrialRequest) -> None:
     compile_ = keras.Model.compile
     fit = keras.Model.fit
     calls = {"fit": 0}
@@ -202,14 +201,14 @@ def _patch(keras: Any, report: Any, config: dict[str, Any]) -> None:
     def fit_with_settings(self: Any, *args: Any, **kwargs: Any) -> Any:
         calls["fit"] += 1
         where = _caller()
-        if config.get("mode") == "tune":
-            timed = int(config.get("fit", 1))  # tune --fit: which call is timed
+        if request.mode == "tune":
+            timed = request.fit  # tune --fit: which call is timed
             if calls["fit"] < timed:
                 return _one_step_fit(fit, self, args, kwargs)
             where += f" (call {timed})" if timed > 1 else ""
-            _measured_fit(fit, self, report, config, where, args, kwargs)
+            _measured_fit(fit, self, report, request, where, args, kwargs)
             _end()
-        return _run_fit(fit, self, report, where, calls["fit"], args, kwargs, config.get("lr"))
+        return _run_fit(fit, self, report, where, calls["fit"], args, kwargs, request.lr)
 
     keras.Model.compile = compile_with_settings
     keras.Model.fit = fit_with_settings
@@ -265,13 +264,13 @@ def _measured_fit(
     fit: Any,
     model: Any,
     report: Any,
-    config: dict[str, Any],
+    request: TrialRequest,
     where: str,
     args: Any,
     kwargs: Any,
 ) -> None:
     """The script's fit at the trial's settings, timed (`_timing`) or raced
-    (`_racing`, `config["race"]`), on its own data at the trial's batch size (the
+    (`_racing`, `request.race`), on its own data at the trial's batch size (the
     script's own where the settings leave it open: said as `own_batch`); the payload,
     or the failure, to the parent."""
     from tfaccel._child import emit, failure
@@ -284,8 +283,8 @@ def _measured_fit(
         examples, read, count = _examples(model, a, peek=learn)
         own = read if learn else None
         batch = report.settings.batch_size or read
-        call = _FitCall(fit, model, report, config, a, examples, batch, count)
-        out = _racing(call) if config.get("race") else _timing(call)
+        call = _FitCall(fit, model, report, request, a, examples, batch, count)
+        out = _racing(call) if request.race else _timing(call)
     except Exception as exc:
         out = failure(exc)
     out["measured"] = f"model.fit at {where}"
@@ -297,13 +296,13 @@ def _measured_fit(
 @dataclasses.dataclass(frozen=True)
 class _FitCall:
     """The script's fit call as a trial measures it: Keras' own `fit`, the model, the
-    trial's report and config, fit's arguments `a`, its data as single examples, the
+    trial's report and request, fit's arguments `a`, its data as single examples, the
     batch size trained at, and how many examples there are (None: unknown)."""
 
     fit: Any
     model: Any
     report: Any
-    config: dict[str, Any]
+    request: TrialRequest
     a: dict[str, Any]
     examples: Any
     batch: int
@@ -313,26 +312,33 @@ class _FitCall:
 def _timing(call: _FitCall) -> dict[str, Any]:
     """A trial's timed fit (`trial.child.timed_fit`) on the script's examples, with
     what the batch offer needs of the data (and, in the baseline, the noise scale)."""
-    fit, model, report, config, a = call.fit, call.model, call.report, call.config, call.a
+    fit, model, report, request, a = call.fit, call.model, call.report, call.request, call.a
     examples, batch, count = call.examples, call.batch, call.count
     from tfaccel.trial import noise_scale
     from tfaccel.trial.child import Plan, timed_fit
     from tfaccel.trial.race import data_facts
     from tfaccel.workloads.synthetic import rebatched
 
-    plan = Plan.of(config["steps"], report.settings.steps_per_execution)
+    plan = Plan.of(request.steps, report.settings.steps_per_execution)
     with contextlib.ExitStack() as stack:
         ds = _timed_arrays(stack, model, report, a, batch)
         if ds is None:
             ds = report.dataset(rebatched(examples, batch), batch=False)
         out = timed_fit(
-            lambda *p, **k: fit(model, *p, **k), model, ds, report, plan, batch, config, STARTED
+            lambda *p, **k: fit(model, *p, **k),
+            model,
+            ds,
+            report,
+            plan,
+            batch,
+            request.count_flops,
+            STARTED,
         )
     out["fit_data"] = _data_form(a.get("x"))
     if out["fit_data"] == "arrays":
         out["device_arrays_blocker"] = device_arrays_blocker(report, a, setting=False)
     out.update(data_facts(model, count, has_data=True))
-    if config.get("count_flops") and "no_race" not in out:  # the baseline's
+    if request.count_flops and "no_race" not in out:  # the baseline's
         out.update(noise_scale.measure(model, examples, batch))
     return out
 
@@ -341,7 +347,7 @@ def _racing(call: _FitCall) -> dict[str, Any]:
     """A race (`trial.race`) of the script's fit on its data and validation data
     (else a held-out part). Of the script's callbacks only those that set the learning
     rate are kept."""
-    fit, model, report, config, a = call.fit, call.model, call.report, call.config, call.a
+    fit, model, report, request, a = call.fit, call.model, call.report, call.request, call.a
     examples, batch, count = call.examples, call.batch, call.count
     from tfaccel.trial.race import kept_callbacks, race_blocker, race_fit, steps_per_epoch
     from tfaccel.workloads.synthetic import rebatched
@@ -352,7 +358,7 @@ def _racing(call: _FitCall) -> dict[str, Any]:
     split = _validation(model, a, examples, count)
     train = split.train
     if _is_array(a.get("x")) and a.get("shuffle", True):  # as fit shuffles arrays
-        train = train.shuffle(10_000, seed=int(config.get("seed", 0)))
+        train = train.shuffle(10_000, seed=request.seed)
     ds = report.dataset(rebatched(train, batch), batch=False)
     steps = steps_per_epoch(split, batch)
     kept = kept_callbacks(a.get("callbacks"))
@@ -367,7 +373,7 @@ def _racing(call: _FitCall) -> dict[str, Any]:
             callbacks=[*kept, *callbacks],
         )
 
-    out = race_fit(run, model, split.validation, {**config["race"], "batch": batch})
+    out = race_fit(run, model, split.validation, {**(request.race or {}), "batch": batch})
     return {**out, "validation": split.what}
 
 

@@ -39,7 +39,7 @@ def _timed(
 
 
 def run_custom(
-    config: dict[str, Any],
+    config: dict[str, Any],  # the request's engine options (protocol.ENGINE_KEYS)
     settings: Any,
     report: Any,
     wl_name: str,

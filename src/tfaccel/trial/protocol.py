@@ -1,8 +1,10 @@
-"""The boundary between tfaccel and a trial's process, in one place: the environment
-variables and the marker the two sides share, and every key a trial's payload may hold.
+"""The boundary between tfaccel and a trial's process, in one place: the request a
+trial is sent, the environment variables and the marker the two sides share, and every
+key a trial's payload may hold.
 
-The parent starts a trial (`tfaccel.trial.child` for a workload or an entry point, a
-user's script with `tfaccel.trial.hook` inside it); the trial prints one line, `MARK`
+The parent starts a trial with a `TrialRequest` (`tfaccel.trial.child` for a workload or
+an entry point reads it from its command line; a user's script, with
+`tfaccel.trial.hook` inside it, from `SCRIPT_ENV`); the trial prints one line, `MARK`
 and its payload as JSON (`tfaccel._child.emit`), and ends. The parent reads the payload
 through `Payload`: what becomes a `TrialResult`'s own fields (RESULT_KEYS), and what it
 carries in `extra` (EXTRA_KEYS, every other key declared here). A key a child writes
@@ -12,7 +14,10 @@ checks).
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict, cast
 
 # The settings a script's hook applies, as JSON (`tfaccel tune --`, `tfaccel run --`).
 SCRIPT_ENV = "TFACCEL_SCRIPT"
@@ -27,6 +32,72 @@ PROFILE_FIT_ENV = "TFACCEL_PROFILE_FIT"
 MARK = "TFACCEL_TRIAL "
 # On a script's stdout as its timed fit starts: a process that dies after it died in fit.
 FIT_STARTED = "TFACCEL_FIT_STARTED"
+
+
+Mode = Literal["workload", "tune", "run"]
+MODES: tuple[Mode, ...] = ("workload", "tune", "run")
+# Keys of a caller's `extra` that the engine of tfaccel's own data-parallel step reads
+# (`trial.parallel`); any other key that is no field of the request is refused.
+ENGINE_KEYS = (
+    "engine",
+    "logical_cpus",
+    "input",
+    "cross_device_ops",
+    "num_packs",
+    "gradient_accumulation_steps",
+)
+
+
+@dataclass(frozen=True)
+class TrialRequest:
+    """What a trial's process is told, one type on both sides of the boundary.
+
+    `mode`: "workload" (a built-in or an entry point, in `tfaccel.trial.child`), "tune"
+    (a user's script whose fit call number `fit` is timed, under the hook) or "run" (a
+    script under `tfaccel run`: the settings applied, nothing timed, `lr` the batch
+    offer's learning-rate change where one was asked for). `settings` is
+    `Settings.to_dict()`, `steps` a `StepPlan`'s fields. `race`: run a race of that many
+    seconds (`trial.race`) instead of timed windows; `count_flops`: the baseline, which
+    also counts the model's FLOPs and estimates its gradient noise scale; `engine`: the
+    options of tfaccel's own data-parallel step (ENGINE_KEYS)."""
+
+    mode: Mode
+    settings: dict[str, Any]
+    steps: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    workload: str | None = None
+    fit: int = 1
+    lr: dict[str, Any] | None = None
+    race: dict[str, Any] | None = None
+    count_flops: bool = False
+    engine: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, mode: Mode, extra: dict[str, Any] | None = None, **fields: Any) -> TrialRequest:
+        """A request from a caller's `extra` (the extras its journal key holds): the
+        request's own fields by name, the engine's options apart; any other key is a
+        caller's bug, refused here rather than ignored in the child."""
+        extra = dict(extra or {})
+        engine = {k: extra.pop(k) for k in ENGINE_KEYS if k in extra}
+        unknown = set(extra) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"not a trial request's field: {', '.join(sorted(unknown))}")
+        return cls(mode, **fields, **extra, engine=engine)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> TrialRequest:
+        """The request as its process reads it; a malformed one raises ValueError."""
+        doc = json.loads(text)
+        if not isinstance(doc, dict) or doc.get("mode") not in MODES:
+            raise ValueError(f"not a trial request: {text[:200]!r}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(doc) - names
+        if unknown:
+            raise ValueError(f"not a trial request's field: {', '.join(sorted(unknown))}")
+        return cast(TrialRequest, cls(**doc))
 
 
 class Payload(TypedDict, total=False):

@@ -15,7 +15,7 @@ from tfaccel import stats
 from tfaccel._child import ChildResult, child_env, run_child
 from tfaccel._compat import xla_flag_floor
 from tfaccel.optimize.settings import LAYER_KNOBS, Settings, label_of
-from tfaccel.trial.protocol import MARK, extra_of
+from tfaccel.trial.protocol import MARK, Mode, TrialRequest, extra_of
 from tfaccel.workloads import BUILTIN, REVISION
 
 
@@ -203,18 +203,26 @@ def run_trial(
 ) -> TrialResult:
     """One trial in a fresh process; a hang is killed at `timeout_s` and recorded."""
     key = settings_key(workload, settings, steps, extra)
-    config = {"workload": workload, **trial_config(settings, steps, seed, extra)}
+    request = trial_request("workload", settings, steps, seed, extra, workload=workload)
     # only a user's own entry point is imported from the current directory
     env = child_env(paths="safe" if workload in BUILTIN else "cwd", overrides=env_overrides)
-    out = run_child(["-m", "tfaccel.trial.child", json.dumps(config)], MARK, env, timeout_s)
+    out = run_child(["-m", "tfaccel.trial.child", request.to_json()], MARK, env, timeout_s)
     return result_of(key, settings, out, timeout_s)
 
 
-def trial_config(
-    settings: Settings, steps: StepPlan, seed: int, extra: dict[str, Any] | None
-) -> dict[str, Any]:
-    """What a trial's process is told: the settings, the step plan, the seed, extras."""
-    return {"settings": settings.to_dict(), "steps": steps.__dict__, "seed": seed, **(extra or {})}
+def trial_request(
+    mode: Mode,
+    settings: Settings,
+    steps: StepPlan,
+    seed: int,
+    extra: dict[str, Any] | None,
+    **fields: Any,
+) -> TrialRequest:
+    """What a trial's process is told: the settings, the step plan, the seed, and the
+    caller's extras (those its journal key holds) as the request's fields."""
+    return TrialRequest.of(
+        mode, extra, settings=settings.to_dict(), steps=dict(steps.__dict__), seed=seed, **fields
+    )
 
 
 def result_of(

@@ -11,7 +11,6 @@ TensorFlow's chosen in the environment or in the script's own lines.
 from __future__ import annotations
 
 import ast
-import json
 import os
 import re
 import shlex
@@ -26,9 +25,9 @@ from tfaccel.environment import require_tensorflow_backend
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.hook import POLICY_SETTERS
-from tfaccel.trial.protocol import FIT_STARTED, MARK
+from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
 from tfaccel.trial.protocol import SCRIPT_ENV as ENV
-from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key, trial_config
+from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key, trial_request
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?(\.exe)?$")
 # The interpreter's options whose value is the next argument (`python -W ignore x.py`).
@@ -358,8 +357,8 @@ def run_script_trial(
 ) -> TrialResult:
     """One trial: the script in a fresh process, its first fit timed at `settings`."""
     key = settings_key(script.name, settings, steps, extra)
-    config = {"mode": "tune", "fit": script.fit, **trial_config(settings, steps, seed, extra)}
-    overrides = {ENV: json.dumps(config), **(env_overrides or {})}
+    request = trial_request("tune", settings, steps, seed, extra, fit=script.fit)
+    overrides = {ENV: request.to_json(), **(env_overrides or {})}
     env = child_env(hooked_env(), paths="as_is", overrides=overrides)
     out = run_command(script.argv, MARK, env, timeout_s)
     silent = NO_FIT if script.fit == 1 else too_few_fits(script.fit)
@@ -378,5 +377,5 @@ def run_script(script: Script, settings: Settings, lr: dict[str, Any] | None = N
     stderr. It dies with tfaccel, and a signal that stops tfaccel stops it
     (`_child.run_attached`)."""
     env = hooked_env()
-    env[ENV] = json.dumps({"mode": "run", "settings": settings.to_dict(), "lr": lr})
+    env[ENV] = TrialRequest("run", settings.to_dict(), lr=lr).to_json()
     return run_attached(script.argv, env)
