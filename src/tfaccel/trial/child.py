@@ -19,7 +19,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfaccel import stats
 from tfaccel._child import emit, end_process, failure
@@ -29,6 +29,9 @@ from tfaccel.trial.protocol import MARK, TrialRequest
 from tfaccel.trial.race import data_facts
 from tfaccel.trial.shared import checkpointing, gpu_peak, synthetic_batches
 from tfaccel.workloads.synthetic import rebatched
+
+if TYPE_CHECKING:
+    from tfaccel.optimize.apply import ConfigureReport
 
 # When this process's trial began (near the interpreter's start; a script's hook passes
 # its own): `setup_s`, the time to `fit` (TensorFlow's import, the build, the data).
@@ -164,7 +167,9 @@ def run(request: TrialRequest) -> dict[str, Any]:
     return out
 
 
-def race_workload(wl: Any, report: Any, batch: int, request: TrialRequest) -> dict[str, Any]:
+def race_workload(
+    wl: Any, report: ConfigureReport, batch: int, request: TrialRequest
+) -> dict[str, Any]:
     """A race (`trial.race`) of an entry point's model on its own data: a held-out part
     for validation, the rest shuffled each epoch, as fit shuffles arrays."""
     from tfaccel.trial.race import held_out, race_blocker, race_fit, steps_per_epoch
@@ -188,7 +193,7 @@ def timed_fit(
     fit: Any,
     model: Any,
     ds: Any,
-    report: Any,
+    report: ConfigureReport,
     plan: Plan,
     batch: int,
     count_flops: bool = False,
@@ -263,7 +268,7 @@ def _fit_marks(
     return marks, state["plan"]
 
 
-def _model_facts(model: Any, report: Any, count_flops: bool) -> dict[str, Any]:
+def _model_facts(model: Any, report: ConfigureReport, count_flops: bool) -> dict[str, Any]:
     """What a trial reports of the model: its layer counts, FLOPs (on request), whether
     it takes float inputs, the layers in float8 and the attention calls cuDNN ran."""
     from tfaccel.optimize.attention import cudnn_calls
@@ -284,7 +289,7 @@ def _model_facts(model: Any, report: Any, count_flops: bool) -> dict[str, Any]:
     }
 
 
-def _check_precision(model: Any, report: Any) -> None:
+def _check_precision(model: Any, report: ConfigureReport) -> None:
     """The trial fails where it would not train as its label says."""
     missed = precision_problem(model, report.precision)
     if missed:

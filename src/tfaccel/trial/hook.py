@@ -35,10 +35,13 @@ import textwrap
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
 from tfaccel.trial.protocol import SCRIPT_ENV as ENV
+
+if TYPE_CHECKING:
+    from tfaccel.optimize.apply import ConfigureReport
 
 STARTED = time.perf_counter()  # the script's start, near enough: sitecustomize imports this
 
@@ -183,7 +186,7 @@ def _caller() -> str:
     return "?"
 
 
-def _patch(keras: Any, report: Any, request: TrialRequest) -> None:
+def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
     compile_ = keras.Model.compile
     fit = keras.Model.fit
     calls = {"fit": 0}
@@ -263,7 +266,7 @@ def _examples(model: Any, a: dict[str, Any], peek: bool) -> tuple[Any, int, int 
 def _measured_fit(
     fit: Any,
     model: Any,
-    report: Any,
+    report: ConfigureReport,
     request: TrialRequest,
     where: str,
     args: Any,
@@ -301,7 +304,7 @@ class _FitCall:
 
     fit: Any
     model: Any
-    report: Any
+    report: ConfigureReport
     request: TrialRequest
     a: dict[str, Any]
     examples: Any
@@ -399,7 +402,7 @@ def _validation(model: Any, a: dict[str, Any], examples: Any, count: int | None)
 def _run_fit(
     fit: Any,
     model: Any,
-    report: Any,
+    report: ConfigureReport,
     where: str,
     call: int,
     args: Any,
@@ -440,7 +443,9 @@ def _run_fit(
         return fit(model, **a, **kw)
 
 
-def _arrays(stack: contextlib.ExitStack, model: Any, report: Any, a: dict[str, Any]) -> str:
+def _arrays(
+    stack: contextlib.ExitStack, model: Any, report: ConfigureReport, a: dict[str, Any]
+) -> str:
     """fit's numpy arrays kept in GPU memory for the fit (`device_arrays`), entered
     on `stack`, or why they are passed as they are; the note to say."""
     why = device_arrays_blocker(report, a)
@@ -452,7 +457,7 @@ def _arrays(stack: contextlib.ExitStack, model: Any, report: Any, a: dict[str, A
 
 
 def _timed_arrays(
-    stack: contextlib.ExitStack, model: Any, report: Any, a: dict[str, Any], batch: int
+    stack: contextlib.ExitStack, model: Any, report: ConfigureReport, a: dict[str, Any], batch: int
 ) -> Any:
     """The endless dataset of index batches a trial times where device_arrays keeps
     fit's arrays in GPU memory (entered on `stack`), else None."""
@@ -465,7 +470,9 @@ def _timed_arrays(
     return b["x"]
 
 
-def device_arrays_blocker(report: Any, a: dict[str, Any], setting: bool = True) -> str | None:
+def device_arrays_blocker(
+    report: ConfigureReport, a: dict[str, Any], setting: bool = True
+) -> str | None:
     """Why fit's arguments `a` keep their arrays on the host under `report`'s
     settings (`setting=False`: were device_arrays on), or None."""
     from tfaccel.optimize.apply import gpu_total_mib
@@ -498,7 +505,7 @@ def _scale_learning_rate(model: Any, a: dict[str, Any], lr: dict[str, Any], firs
 
 
 def _fit_dataset(
-    a: dict[str, Any], model: Any, report: Any, size: int | None, notes: list[str]
+    a: dict[str, Any], model: Any, report: ConfigureReport, size: int | None, notes: list[str]
 ) -> None:
     """fit's dataset at the tuned batch size with the tf.data settings, in `a`."""
     from tfaccel.workloads.inputs import rebatch

@@ -5,11 +5,14 @@ windows as the `fit` path in `trial.child`."""
 from __future__ import annotations
 
 import time
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from tfaccel._tf import import_tensorflow
 from tfaccel.trial.shared import checkpointing, gpu_peak, synthetic_batches
 from tfaccel.workloads.synthetic import rebatched
+
+if TYPE_CHECKING:
+    from tfaccel.optimize.apply import ConfigureReport
 
 
 def _mirrored(tf: Any, config: dict[str, Any], logical_cpus: int) -> Any:
@@ -41,7 +44,7 @@ def _timed(
 def run_custom(
     config: dict[str, Any],  # the request's engine options (protocol.ENGINE_KEYS)
     settings: Any,
-    report: Any,
+    report: ConfigureReport,
     wl_name: str,
     logical_cpus: int,
     warmup: int,

@@ -5,12 +5,17 @@ module for them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfaccel._tf import import_tensorflow
 
+if TYPE_CHECKING:
+    from tfaccel.optimize.apply import ConfigureReport
 
-def synthetic_batches(model: Any, wl: Any, batch: int, report: Any, cast: bool = True) -> Any:
+
+def synthetic_batches(
+    model: Any, wl: Any, batch: int, report: ConfigureReport, cast: bool = True
+) -> Any:
     """One synthetic batch, repeated. With `input_cast="compute"` its float inputs are
     cast once, here, instead of every step in the pipeline: the batch is a constant, and
     re-casting it each step would time host work a real pipeline does not repeat.
@@ -26,7 +31,7 @@ def synthetic_batches(model: Any, wl: Any, batch: int, report: Any, cast: bool =
     return tf.data.Dataset.from_tensors(element).repeat()
 
 
-def gpu_peak(report: Any) -> int | None:
+def gpu_peak(report: ConfigureReport) -> int | None:
     """TensorFlow's peak allocation on GPU 0 (None without a GPU)."""
     if not report.gpus:
         return None
@@ -38,7 +43,7 @@ def gpu_peak(report: Any) -> int | None:
         return None
 
 
-def checkpointing(report: Any) -> dict[str, Any]:
+def checkpointing(report: ConfigureReport) -> dict[str, Any]:
     """How gradient checkpointing was applied: segments of a graph, or layer by layer."""
     if not report.settings.gradient_checkpointing:
         return {}
