@@ -42,7 +42,7 @@ LAYERS: dict[str, int] = {
 }
 # ConfigureReport.summary() renders itself, so `configure()`'s report prints in a
 # notebook without the caller importing render.
-SANCTIONED = {("tfaccel.optimize.apply", "tfaccel.render.configure")}
+SANCTIONED = {("tfaccel.optimize.report", "tfaccel.render.configure")}
 
 
 def _module_name(path: Path) -> str:

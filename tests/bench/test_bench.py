@@ -450,15 +450,15 @@ def test_remat_saving_reports_why_a_trial_failed(monkeypatch: pytest.MonkeyPatch
 
 def test_xla_options_are_checked_and_recorded(tmp_path: Path, monkeypatch) -> None:
     pytest.importorskip("tensorflow")
-    from tfaccel.optimize import apply
+    from tfaccel.optimize import environment
     from tfaccel.optimize.settings import XLA_OPTIONS
 
     bad = runner.invoke(app, ["bench", "micro", "--quick", "--xla-options", "fast"])
     assert bad.exit_code == 2 and "Unknown xla_options entry" in bad.output
     assert "cublaslt" in bad.output  # what was expected
     # As in a fresh process: TensorFlow not started, no flags of tfaccel's set yet.
-    monkeypatch.setattr(apply, "runtime_initialized", lambda: False)
-    monkeypatch.setattr(apply, "_XLA_ADDED", [])
+    monkeypatch.setattr(environment, "runtime_initialized", lambda: False)
+    monkeypatch.setattr(environment, "_XLA_ADDED", [])
     monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=2")
     out = tmp_path / "m.json"
     result = runner.invoke(

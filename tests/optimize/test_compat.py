@@ -7,7 +7,7 @@ import pytest
 
 from tfaccel import _compat
 from tfaccel.errors import InputError
-from tfaccel.optimize.apply import xla_flags_with
+from tfaccel.optimize.environment import xla_flags_with
 from tfaccel.optimize.settings import XLA_OPTIONS
 from tfaccel.trial.runner import compile_cache_env
 

@@ -14,7 +14,8 @@ from tests.fakes import needs_keras_for
 
 pytest.importorskip("tensorflow")
 
-from tfaccel.optimize.apply import resolve_precision, unified_memory_limit_mib
+from tfaccel.optimize.apply import resolve_precision
+from tfaccel.optimize.environment import unified_memory_limit_mib
 
 
 def run_py(code: str, tmp_path: Path) -> dict[str, object]:

@@ -99,7 +99,7 @@ def test_xla_options_are_a_sorted_unique_tuple_of_known_names() -> None:
 
 
 def test_xla_flags_keep_the_users_and_refuse_a_clash() -> None:
-    from tfaccel.optimize.apply import xla_flags_with
+    from tfaccel.optimize.environment import xla_flags_with
 
     flags, added = xla_flags_with("--xla_dump_to=/tmp/d", ("cublaslt",))
     assert flags == "--xla_dump_to=/tmp/d --xla_gpu_enable_cublaslt=true"
@@ -133,7 +133,7 @@ def test_float8_implies_the_cublas_gemm_option() -> None:
 def test_each_xla_option_is_one_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     """configure adds and removes its XLA_FLAGS token by token: one flag an option."""
     from tfaccel import _compat
-    from tfaccel.optimize.apply import xla_flags_with
+    from tfaccel.optimize.environment import xla_flags_with
     from tfaccel.optimize.settings import XLA_OPTIONS
 
     assert all(len(flag.split()) == 1 for flag in XLA_OPTIONS.values())

@@ -242,7 +242,7 @@ def test_transformers_train_with_kerashubs_own_optimizer_defaults() -> None:
     """Adam at 1e-3 made BERT's loss swing far above chance: the transformers use the
     rates KerasHub's tasks compile with, and each model gets an optimizer of its own."""
     pytest.importorskip("keras_hub")
-    from tfaccel.optimize.apply import ConfigureReport
+    from tfaccel.optimize.report import ConfigureReport
     from tfaccel.optimize.settings import Settings
     from tfaccel.workloads.builtin import bert_hub, gpt2
 

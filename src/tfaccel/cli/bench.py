@@ -24,7 +24,7 @@ from tfaccel.cli._common import (
     stdout_console,
     write_out,
 )
-from tfaccel.optimize.apply import set_xla_options
+from tfaccel.optimize.environment import set_xla_options
 from tfaccel.optimize.settings import XLA_OPTIONS
 from tfaccel.render import Format, dumps
 from tfaccel.render.bench import (

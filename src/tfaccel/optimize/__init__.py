@@ -11,7 +11,8 @@ model.fit(report.dataset(ds))
 tfaccel.configure.from_file("tfaccel.json")   # what `tfaccel tune` wrote
 """
 
-from tfaccel.optimize.apply import Applied, ConfigureOrderError, ConfigureReport, configure
+from tfaccel.optimize.apply import configure
+from tfaccel.optimize.report import Applied, ConfigureOrderError, ConfigureReport
 from tfaccel.optimize.settings import Settings, read_settings_file, settings_from_dict
 
 __all__ = [

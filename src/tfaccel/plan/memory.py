@@ -223,7 +223,7 @@ def trace_step(
 
 
 def _optimizer_bytes(optimizer: Any, variables: Sequence[Any]) -> tuple[int, str]:
-    from tfaccel.optimize.apply import keras_optimizer
+    from tfaccel.optimize.report import keras_optimizer
 
     opt = keras_optimizer(optimizer)
     name = type(opt).__name__

@@ -31,7 +31,7 @@ from tfaccel.trial.shared import checkpointing, gpu_peak, synthetic_batches
 from tfaccel.workloads.synthetic import rebatched
 
 if TYPE_CHECKING:
-    from tfaccel.optimize.apply import ConfigureReport
+    from tfaccel.optimize.report import ConfigureReport
 
 # When this process's trial began (near the interpreter's start; a script's hook passes
 # its own): `setup_s`, the time to `fit` (TensorFlow's import, the build, the data).

@@ -41,7 +41,7 @@ from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
 from tfaccel.trial.protocol import SCRIPT_ENV as ENV
 
 if TYPE_CHECKING:
-    from tfaccel.optimize.apply import ConfigureReport
+    from tfaccel.optimize.report import ConfigureReport
 
 STARTED = time.perf_counter()  # the script's start, near enough: sitecustomize imports this
 
@@ -475,8 +475,8 @@ def device_arrays_blocker(
 ) -> str | None:
     """Why fit's arguments `a` keep their arrays on the host under `report`'s
     settings (`setting=False`: were device_arrays on), or None."""
-    from tfaccel.optimize.apply import gpu_total_mib
     from tfaccel.optimize.device_arrays import blocker
+    from tfaccel.optimize.environment import gpu_total_mib
 
     if setting and not report.settings.device_arrays:
         return "device_arrays is off"

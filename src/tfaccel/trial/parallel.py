@@ -12,7 +12,7 @@ from tfaccel.trial.shared import checkpointing, gpu_peak, synthetic_batches
 from tfaccel.workloads.synthetic import rebatched
 
 if TYPE_CHECKING:
-    from tfaccel.optimize.apply import ConfigureReport
+    from tfaccel.optimize.report import ConfigureReport
 
 
 def _mirrored(tf: Any, config: dict[str, Any], logical_cpus: int) -> Any:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tfaccel._tf import import_tensorflow
 
 if TYPE_CHECKING:
-    from tfaccel.optimize.apply import ConfigureReport
+    from tfaccel.optimize.report import ConfigureReport
 
 
 def synthetic_batches(
