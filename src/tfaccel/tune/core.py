@@ -1,0 +1,489 @@
+"""The tune search's core: `TunerCore` runs a trial (or takes it from the journal),
+compares it with the best so far by the one noise rule, keeps the time budget on one
+clock and writes the decisions; `State` is what the stages carry from one to the next.
+The stages are functions of `tfaccel.tune.stages` over a core and a state, in the order
+of `tfaccel.tune.search.STAGES`."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from tfaccel import stats
+from tfaccel.optimize.settings import (
+    KNOB_NAMED,
+    Settings,
+)
+from tfaccel.stats import noise_threshold
+from tfaccel.trial.runner import (
+    StepPlan,
+    TrialResult,
+    beats,
+    compile_cache_env,
+    label_of,
+    run_trial,
+    settings_key,
+    trial_noise,
+)
+from tfaccel.tune.guard import loss_close
+from tfaccel.tune.journal import Journal
+from tfaccel.tune.result import (
+    Decision,
+    Hardware,
+    TuneOptions,
+    TuneResult,
+)
+
+TrialFn = Callable[[str, Settings, StepPlan, float], TrialResult]
+
+# A race's run (`trial.race`): a trial function with the race's extras.
+RaceFn = Callable[[str, Settings, StepPlan, float, dict[str, Any]], TrialResult]
+
+
+class Outcome(NamedTuple):
+    """A trial against the best so far: kept (`win`), or its gain and the threshold."""
+
+    r: TrialResult
+    win: bool
+    gain: float
+    thr: float
+
+    @property
+    def worse(self) -> bool:
+        """Failed, or slower beyond the noise."""
+        return not self.r.ok or self.gain < -self.thr
+
+
+class NearMiss(NamedTuple):
+    """A knob value whose gain was real but under the threshold (stage 8)."""
+
+    knob: str
+    value: Any
+    guard: bool
+    gain: float
+    best_key: str  # the best it was measured against
+    then: Any  # the knob's value in that best
+
+
+@dataclass
+class State:
+    """What the stages of one search carry: the best so far and its settings, Keras'
+    defaults' settings, the accuracy guard's tolerance and 32-bit references (one per
+    XLA mode), the near misses, and where the batch ladder ended."""
+
+    best: TrialResult
+    best_s: Settings
+    defaults: Settings
+    rtol: float
+    reference: dict[str, TrialResult] = field(default_factory=dict)
+    near: list[NearMiss] = field(default_factory=list)
+    offer: bool = False  # the batch offer's state: its best is no same-training answer
+    rungs: list[tuple[TrialResult, Settings]] = field(default_factory=list)  # the offer's
+
+
+SKIPPED = "not tried: --skip"
+
+
+# The stage of a journal's trial of another machine, measured again here.
+AGAIN = "again, here"
+
+
+def search_precisions(hw: Hardware, opt: TuneOptions) -> list[str]:
+    """The precisions a search tries: the user's choice, where the hardware has it."""
+    if opt.precisions is None:
+        return hw.default_precisions
+    return [p for p in hw.precisions if p in opt.precisions or p == "float32"]
+
+
+def gemm_model(baseline: TrialResult | None) -> bool:
+    """Are matrix products (not convolutions) at least half of the forward FLOPs, or
+    unknown? The knobs that speed up GEMMs only (cuBLASLt, float8) need it."""
+    share = baseline.extra.get("gemm_flop_share") if baseline else None
+    return share is None or share >= 0.5
+
+
+def short_of(gain: float, thr: float) -> str:
+    """Why a trial was not kept: slower beyond the noise, or within it."""
+    return (
+        f"slower beyond the noise ({thr:.0%})" if gain < -thr else f"within the noise ({thr:.0%})"
+    )
+
+
+def verdict_of(
+    value: Any, r: TrialResult, win: bool, gain: float, thr: float, against: str, places: int = 0
+) -> str:
+    """A trial of one knob's value (or of what `value` names), in a decision's words,
+    naming what it was compared with."""
+    if not r.ok:
+        return f"{value}: {r.status} ({r.error})"
+    verdict = "kept" if win else f"(threshold {thr:.0%})"
+    return f"{value}: {gain:+.{places}%} {verdict}, against {against}"
+
+
+class TunerCore:
+    """What every stage of one search uses: trials timed through `trial_fn` (a fresh
+    process each, by default) and journaled before they are reported, compared with the
+    best so far by the one noise rule (`tfaccel.stats`), the time budget kept on one
+    clock (`clock`, from `run()`'s start), and the decisions in words.
+    `tfaccel.tune.search.Tuner` adds the stages' order and `run()`.
+    """
+
+    def __init__(
+        self,
+        workload: str,
+        hardware: Hardware,
+        options: TuneOptions,
+        journal: Journal,
+        trial_fn: TrialFn | None = None,
+        on_trial: Callable[[str, TrialResult | None, Settings], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        runner: Callable[..., TrialResult] = run_trial,
+        race_fn: RaceFn | None = None,
+    ) -> None:
+        self.workload = workload
+        self.clock = clock
+        self._start: float | None = None
+        self._ran: list[float] = []  # wall seconds of the trials run (not resumed)
+        self._skipped = 0
+        # The baseline and Keras' defaults run whatever the budget: without the defaults
+        # measured, no answer could be said to be at least as fast as them.
+        self._references_run = False
+        self.hw = hardware
+        self.opt = options
+        self.journal = journal
+        env = compile_cache_env(options.xla_cache_dir) if options.xla_cache_dir else None
+        self.base = Settings(
+            precision="float32", xla="off", batch_size=options.batch_size, steps_per_execution=1
+        )
+        # The baseline also counts the model's FLOPs: their matrix-product share says
+        # whether the GEMM-only knobs (cuBLASLt) are worth a trial.
+        count = {"count_flops": True}
+        self.trial_fn: TrialFn = trial_fn or (
+            lambda w, s, p, t: runner(
+                w, s, p, t, env_overrides=env, extra=count if s == self.base else None
+            )
+        )
+        self.race_fn: RaceFn = race_fn or (
+            lambda w, s, p, t, x: runner(w, s, p, t, env_overrides=env, extra=x)
+        )
+        self.on_trial = on_trial
+        self.result = TuneResult(workload, hardware)
+
+    @property
+    def precisions(self) -> list[str]:
+        return search_precisions(self.hw, self.opt)
+
+    def trial(self, settings: Settings, stage: str) -> TrialResult:
+        key = settings_key(self.workload, settings, self.opt.steps)
+        done = self.journal.results.get(key)
+        if done is not None and done.status == "timeout" and done.wall_s < self.opt.timeout_s:
+            done = None  # killed at a shorter --timeout than this tune's: run it again
+        if done is not None:
+            again = done in self.result.trials
+            if not again:
+                self.result.trials.append(done)
+                self.result.resumed += 1  # what this tune took from the journal
+                self.result.from_journal.append(done.key)
+            if self.on_trial:
+                note = "(measured above)" if again else "(from the journal)"
+                self.on_trial(f"{stage} {note}", done, settings)
+            return done
+        if self._over_budget():
+            self._skipped += 1
+            return TrialResult(
+                key,
+                label_of(settings),
+                settings.to_dict(),
+                "skipped",
+                error="time budget reached",
+            )
+        return self.measure(settings, stage, record=self._record)
+
+    def _record(self, r: TrialResult) -> None:
+        """A new trial, journaled (before it is reported) and listed."""
+        self.journal.append(self.workload, r)
+        self.result.trials.append(r)
+
+    def compare(
+        self, new: TrialResult, best: TrialResult
+    ) -> tuple[bool, float, float, TrialResult, TrialResult]:
+        """`beats(new, best)`, between figures of one machine where the journal has them.
+
+        A tune resumed on another machine (another host, or this one after a reboot:
+        two machines of one GPU kind can run a model 4-5 % apart) replays the journal's trials
+        as they were, but a trial measured here is compared with a figure of here: the
+        reference is measured again first when it has none. Returns (win, gain,
+        threshold, new, best) with the figures compared.
+        """
+        j = self.journal
+        if j.machine is not None and new.ok and best is not None and best.ok:
+            pair = j.one_machine(new.key, best.key)
+            if pair is not None:
+                new, best = pair
+            elif j.here(new.key):
+                best = self._again(best)
+        return (*beats(new, best, self.opt.noise_floor), new, best)
+
+    def _model_count(self, key: str) -> int | None:
+        """A count of the model's layers that trials report (`dropout_layers`, ...): the
+        baseline's, else the first trial's that has it (a journal's baseline may be of a
+        version that did not count it yet); None if none does."""
+        res = self.result
+        for t in (res.baseline, *res.trials):
+            if t is not None and t.extra.get(key) is not None:
+                return int(t.extra[key])
+        return None
+
+    def _guard_reference(self, s: Settings, best: TrialResult, best_s: Settings) -> TrialResult:
+        """What the accuracy guard holds a trial of `s` to: the best run, or, where `s`
+        runs another steps_per_execution (stage 8), the best's settings at that one
+        (from the journal, or measured), so that the losses compared end the same steps."""
+        spe = s.steps_per_execution
+        if spe == best_s.steps_per_execution:
+            return best
+        ref = self.trial(best_s.replace(steps_per_execution=spe), "guard reference")
+        return ref if ref.ok else best
+
+    def _same_machine_figures(self) -> None:
+        """The best's and Keras defaults' figures of one machine (this one first) where the
+        journal has both, so that the speedup over the defaults compares one machine.
+        A speedup that still compares two machines (over the defaults, or over the
+        baseline) is named in `other_machine`."""
+        res, j = self.result, self.journal
+        best, defaults = res.best, res.keras_defaults
+        if j.machine is None or best is None or not best.ok:
+            return
+        if defaults is not None and (pair := j.one_machine(best.key, defaults.key)):
+            best, res.keras_defaults = pair
+            res.best = best
+        where = j.machine_of_figure(best)
+        for name in ("baseline", "keras_defaults"):
+            other = getattr(res, name)
+            if other is not None and other.ok and j.machine_of_figure(other) != where:
+                res.other_machine.append(name)
+
+    def _again(self, old: TrialResult) -> TrialResult:
+        """A journal's trial of another machine, measured again here (and journaled, so
+        that a later resume here replays the same comparison). Past the time budget it
+        is not run: the other machine's figure is used, and said so."""
+        if self._over_budget():
+            self._skipped += 1
+            self.decide(
+                "resume",
+                f"{old.label} was measured on another machine, and the time budget left no "
+                "time to measure it again here: its earlier figure is used",
+            )
+            return old
+        r = self.measure(Settings(**old.settings), AGAIN)
+        if not r.ok:
+            self.decide(
+                "resume",
+                f"{old.label}, measured on another machine, ran here with {r.status} "
+                f"({r.error}): its earlier figure is used",
+            )
+            return old
+        self.journal.append_again(self.workload, r)
+        self.decide(
+            "resume",
+            f"{old.label} measured again on this machine, to compare with a trial of "
+            f"this one: {r.samples_per_s:,.0f}/s (the journal's, of another machine: "
+            f"{old.samples_per_s or 0:,.0f}/s)",
+        )
+        return r
+
+    def measure(
+        self,
+        settings: Settings,
+        stage: str,
+        record: Callable[[TrialResult], None] | None = None,
+    ) -> TrialResult:
+        """A fresh run of `settings`, whatever the journal holds. `record` keeps it
+        before it is reported; without it, nothing is journaled (a confirmation compares
+        runs of one session and is run again on resume)."""
+        if self.on_trial:
+            self.on_trial(stage, None, settings)
+        t0 = self.clock()
+        timeout = self._timeout()
+        r = self._settled_trial(settings, timeout)
+        self._ran.append(self.clock() - t0)
+        if settings.batch_size is None and r.extra.get("own_batch"):
+            # "the script's own": the trial says which, and is labelled with it
+            s = settings.replace(batch_size=int(r.extra["own_batch"]))
+            r = dataclasses.replace(r, settings=s.to_dict(), label=label_of(s))
+        if r.status == "timeout" and timeout < self.opt.timeout_s:
+            r = dataclasses.replace(r, error=f"{r.error}: stopped at the time budget")
+        if record is not None:
+            record(r)
+        if self.on_trial:
+            self.on_trial(stage, r, settings)
+        return r
+
+    def _settled_trial(self, settings: Settings, timeout: float) -> TrialResult:
+        """A trial; measured once more with twice the warm-up where its windows still
+        rose (no decision on a warm-up that had not ended), kept under the plan's key;
+        a spread that says the machine was busy is said."""
+        r = self.trial_fn(self.workload, settings, self.opt.steps, timeout)
+        if r.ok and stats.rising(r.windows):
+            longer = dataclasses.replace(self.opt.steps, warmup=2 * self.opt.steps.warmup)
+            again = self.trial_fn(self.workload, settings, longer, timeout)
+            self.decide(
+                "noise",
+                f"{r.label}: its windows still rose ({r.samples_per_s:,.0f}/s median): "
+                f"measured again with a warm-up of {longer.warmup} steps",
+            )
+            r = dataclasses.replace(again, key=r.key) if again.ok else r
+        if r.ok and trial_noise(r) > stats.BUSY:
+            self.decide(
+                "noise",
+                f"{r.label}: its windows spread {trial_noise(r):.0%}: the machine looks busy "
+                "(other work on its GPU or CPU); gains under twice that are not decided",
+            )
+        return r
+
+    def _timeout(self) -> float:
+        """A trial's timeout: --timeout, or what is left of the time budget if less, so
+        that a trial running at the budget's end (a batch whose compilation fills the
+        GPU) is stopped there; a resumed tune runs it again (`trial`). Not for the
+        baseline and Keras' defaults: a budget shorter than they take would leave no
+        answer that is at least Keras' defaults."""
+        if self.opt.time_budget_s is None or self._start is None:
+            return self.opt.timeout_s
+        if not self._references_run:
+            return self.opt.timeout_s
+        left = self.opt.time_budget_s - (self.clock() - self._start)
+        return max(1.0, min(self.opt.timeout_s, left))
+
+    def _over_budget(self, longer_s: float = 0.0) -> bool:
+        """Would the next trial (`longer_s` longer than the mean so far: a race) likely
+        end past the time budget? (Never the baseline or Keras' defaults:
+        `_references_run`.)"""
+        if self.opt.time_budget_s is None or self._start is None or not self._references_run:
+            return False
+        expected = (sum(self._ran) / len(self._ran) if self._ran else 0.0) + longer_s
+        return self.clock() - self._start + expected > self.opt.time_budget_s
+
+    def decide(self, stage: str, text: str) -> None:
+        self.result.decisions.append(Decision(stage, text))
+
+    @property
+    def _default_precision(self) -> str:
+        """Keras' default float32 runs as TF32 on GPUs that have it."""
+        return "tf32" if "tf32" in self.hw.precisions else "float32"
+
+    def _batch(self, st: State) -> int:
+        """The best so far's batch size."""
+        return st.best_s.batch_size or self.opt.batch_size or 32
+
+    def _improved(self, st: State, r: TrialResult, s: Settings) -> None:
+        """`r` (of settings `s`) is the best so far: noted with the time it was found."""
+        st.best, st.best_s = r, s
+        if st.offer:
+            st.rungs.append((r, s))
+        if r.ok and r.samples_per_s and not st.offer:
+            self.result.best_so_far.append((self.clock() - (self._start or 0.0), r.samples_per_s))
+
+    def _near_miss(
+        self, st: State, knob: str, value: Any, r: TrialResult, gain: float, guard: bool
+    ) -> None:
+        """Remember a gain that was real but under the threshold, for stage `together`:
+        real means beyond twice the two trials' spread and 0.5 %."""
+        floor = self.opt.noise_floor / 6
+        bar = noise_threshold(trial_noise(r), trial_noise(st.best), floor=floor)
+        if r.ok and gain > bar:
+            then = getattr(st.best_s, knob)
+            st.near.append(NearMiss(knob, value, guard, gain, st.best.key, then))
+
+    def _attempt(
+        self, st: State, s: Settings, stage: str, what: Any, guard: bool = False, places: int = 0
+    ) -> Outcome | None:
+        """A trial of `s` against the best so far, kept if it wins; None if the accuracy
+        guard rejected it. `guard`: `s` changes the arithmetic (a rewrite of XLA's), so
+        its losses must stay finite and within the guard's tolerance of the best run's,
+        as for a precision."""
+        r = self.trial(s, stage)
+        if guard and r.ok:
+            ok, why = loss_close(r, self._guard_reference(s, st.best, st.best_s), st.rtol)
+            if not ok:
+                self.decide("accuracy guard", f"{r.label} rejected: {why}")
+                return None
+        win, gain, thr, r, best = self.compare(r, st.best)
+        self.decide(stage, verdict_of(what, r, win, gain, thr, best.label, places))
+        if win:
+            self._improved(st, r, s)
+        return Outcome(r, win, gain, thr)
+
+    def _knob(
+        self, st: State, knob: str, value: Any, guard: bool = False, stage: str = ""
+    ) -> Outcome | None:
+        """One knob's trial against the best so far (see `_attempt`); a gain under the
+        threshold is remembered for stage `together`. None if the accuracy guard
+        rejected it; an outcome that won without a trial where the best already has
+        the value or `--skip` leaves the knob alone. `stage`: the name its decisions
+        and `--skip` know it by, if not the knob's."""
+        stage = stage or knob
+        s = st.best_s.replace(**{knob: value})
+        if s == st.best_s:
+            return Outcome(st.best, True, 0.0, 0.0)
+        if stage in self.opt.skip:
+            if not any(d.stage == stage and d.text == SKIPPED for d in self.result.decisions):
+                self.decide(stage, SKIPPED)
+            return Outcome(st.best, True, 0.0, 0.0)
+        shown = ",".join(value) if isinstance(value, tuple) else value
+        shown = "on" if shown is True else shown
+        out = self._attempt(st, s, stage, shown, guard)
+        if out is not None and not out.win:
+            self._near_miss(st, knob, value, out.r, out.gain, guard)
+        return out
+
+    def _resolved_precision(self, st: State) -> str:
+        return st.best.precision or "" if st.best_s.precision == "auto" else st.best_s.precision
+
+    def _joint(self, st: State, values: dict[str, Any], guard: bool = False) -> Outcome | None:
+        """Knobs' values in one trial against the best so far (see `_attempt`), its
+        stage their names joined by " + "; a gain under the threshold is remembered
+        for each knob, for stage `together`."""
+        shown = ", ".join((KNOB_NAMED[k].shown or "{}").format(v) for k, v in values.items())
+        s = st.best_s.replace(**values)
+        out = self._attempt(st, s, " + ".join(values), f"{shown}, together", guard)
+        if out is not None and not out.win:
+            for knob, value in values.items():
+                self._near_miss(st, knob, value, out.r, out.gain, guard)
+        return out
+
+    def _arrays(self) -> str | None:
+        """Why tf.data settings are left out: a script that gives fit numpy arrays,
+        which `tfaccel run` passes to fit as they are."""
+        base = self.result.baseline
+        if base is None or base.extra.get("fit_data") != "arrays":
+            return None
+        return (
+            "the script gives fit numpy arrays, which tfaccel run passes as they are "
+            "(tf.data settings act on a tf.data.Dataset)"
+        )
+
+    def _examples(self) -> int | None:
+        """How many examples the model trains on, where a trial could count them."""
+        n = self._baseline_fact("examples")
+        return int(n) if n else None
+
+    def _baseline_fact(self, key: str) -> Any:
+        """What the baseline trial reported under `key` (None where it did not)."""
+        base = self.result.baseline
+        return base.extra.get(key) if base is not None else None
+
+    def _note_budget(self) -> None:
+        if self._skipped:
+            seconds = self.opt.time_budget_s or 0
+            budget = (
+                f"{seconds:.0f}-second"
+                if seconds < 60
+                else f"{seconds / 60:.1f}".rstrip("0").rstrip(".") + "-minute"
+            )
+            self.decide(
+                "time budget",
+                f"{self._skipped} trial(s) not run: the {budget} budget was reached. Run "
+                "the same command again to go on from the journal",
+            )

@@ -1,0 +1,188 @@
+"""The batch offer (`tfaccel.tune.offer`): a ladder of larger batches on the
+same-training answer, never past the data or far past the critical batch, and its
+races to the same validation loss, from the largest batch down until one passes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tfaccel.optimize.lr_scaling import LrChange
+from tfaccel.optimize.settings import (
+    Settings,
+)
+from tfaccel.trial.race import POINTS as RACE_POINTS
+from tfaccel.trial.runner import (
+    TrialResult,
+    settings_key,
+)
+from tfaccel.tune import offer
+from tfaccel.tune.core import (
+    State,
+    TunerCore,
+    short_of,
+)
+from tfaccel.tune.result import (
+    BatchOffer,
+    Race,
+)
+
+
+def batch_offer(tuner: TunerCore, st: State) -> None:
+    """Larger batches on top of the same-training answer, as an offer: they change
+    what the model learns (`tfaccel.tune.offer`). Never past the data: the ladder
+    stops where an epoch would shrink to a handful of steps. Not tried where no race
+    could prove one (no validation signal): its trials would spend the budget on an
+    offer that cannot be made."""
+    res = tuner.result
+    if res.best is None or not res.best.ok or res.best_settings is None:
+        return
+    no_race = _no_race(tuner)
+    if no_race:
+        res.batch_note = f"{no_race}: no batch change is offered, so none is tried"
+        tuner.decide("batch offer", f"none: {res.batch_note}")
+        return
+    own = tuner._batch(st)
+    largest, why = offer.largest_batch(
+        own, tuner.opt.max_batch, tuner._examples(), tuner._baseline_fact("noise_scale")
+    )
+    if largest < 2 * own:
+        res.batch_note = why or f"--max-batch {tuner.opt.max_batch} leaves no larger batch"
+        tuner.decide("batch offer", f"none: {res.batch_note}")
+        return
+    if why:
+        tuner.decide("batch offer", why)
+    ladder = State(res.best, res.best_settings, st.defaults, st.rtol, offer=True)
+    skipped = tuner._skipped
+    _batch_ladder(tuner, ladder, largest, stage="batch offer")
+    if not ladder.rungs:
+        budget = tuner._skipped > skipped
+        res.batch_note = (
+            "not tried: the time budget was reached"
+            if budget
+            else "no larger batch ran faster beyond the noise"
+        )
+        return
+    res.batch_offer = _race_rungs(tuner, ladder.rungs)
+
+
+def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> BatchOffer:
+    """The ladder's faster batches raced from the largest down until one passes (a
+    batch past the critical one can lose where a smaller one wins); the
+    same-training run is raced once and read from the journal after. The last
+    verdict stands: a pass, the smallest's failure, or an unproven race (the budget,
+    an error), after which no smaller batch is raced."""
+    res = tuner.result
+    assert res.best is not None
+    judged: BatchOffer | None = None
+    for r, s in reversed(rungs):
+        judged = _raced(tuner, offer.make(res.best, r, s, res.baseline))
+        tuner.decide("batch offer", judged.summary)
+        if judged.verdict != "failed":
+            break
+    assert judged is not None
+    return judged
+
+
+def _no_race(tuner: TunerCore) -> str | None:
+    """Why the offer cannot be raced: the trials said the model has no validation
+    signal (synthetic data, a train_step of its own)."""
+    base = tuner.result.baseline
+    return base.extra.get("no_race") if base is not None else None
+
+
+def _raced(tuner: TunerCore, found: BatchOffer) -> BatchOffer:
+    """The offer judged by a race against the same-training answer, from the
+    journal where it holds both runs; unproven where the race is off (race_s 0)
+    or the time budget leaves too little for it."""
+    res = tuner.result
+    assert res.best_settings is not None
+    if not tuner.opt.race_s:
+        return dataclasses.replace(found, why="not raced (race_s is 0)")
+    budget = "not raced: the time budget was reached (run the same command again to race it)"
+    same = _race_run(tuner, res.best_settings, None)
+    if same is None:
+        return dataclasses.replace(found, why=budget)
+    candidate = _race_run(tuner, found.settings, found.lr)
+    if candidate is None:
+        return dataclasses.replace(found, why=budget)
+    race = offer.race_of(
+        tuner.opt.race_s,
+        str(same.extra.get("validation") or candidate.extra.get("validation") or ""),
+        [tuple(p) for p in same.extra.get("race") or ()],
+        [tuple(p) for p in candidate.extra.get("race") or ()],
+        error=next((f"{r.label}: {r.error}" for r in (same, candidate) if not r.ok), None),
+    )
+    judged = offer.judged(found, race, tuner.opt.race_s / RACE_POINTS)
+    return dataclasses.replace(judged, epochs_to_target=_epochs(tuner, race, candidate))
+
+
+def _epochs(tuner: TunerCore, race: Race, candidate: TrialResult) -> float | None:
+    """Epochs of the data the candidate trained before it reached the target."""
+    count = tuner._examples()
+    if race.candidate_s is None or not count or not candidate.samples_per_s:
+        return None
+    return race.candidate_s * candidate.samples_per_s / count
+
+
+def _race_run(tuner: TunerCore, s: Settings, lr: LrChange | None) -> TrialResult | None:
+    """One run of a race, from the journal or measured (and journaled); None where
+    the time budget leaves too little for it."""
+    change = lr.to_dict() if lr is not None and lr.rule != "none" else None
+    extra = {"race": {"seconds": tuner.opt.race_s, "lr": change}}
+    key = settings_key(tuner.workload, s, tuner.opt.steps, extra)
+    done = tuner.journal.results.get(key)
+    if done is not None:
+        return done
+    if tuner._over_budget(tuner.opt.race_s):
+        tuner._skipped += 1
+        return None
+    if tuner.on_trial:
+        tuner.on_trial("race", None, s)
+    timeout = max(tuner.opt.timeout_s, 3 * tuner.opt.race_s)
+    r = tuner.race_fn(tuner.workload, s, tuner.opt.steps, timeout, extra)
+    r = dataclasses.replace(r, key=key)
+    tuner.journal.append(tuner.workload, r)
+    if tuner.on_trial:
+        tuner.on_trial("race", r, s)
+    return r
+
+
+def _batch_ladder(tuner: TunerCore, st: State, largest: int, stage: str = "batch size") -> None:
+    """Grow the batch while it fits and gains beyond the noise, 4x at a step where
+    `largest` leaves room (one trial where doubling takes two), else 2x. A 4x step
+    that fails or runs slower beyond the noise is followed by the 2x step between it
+    and the best, the ladder's last; one within the noise ends the ladder, since the
+    batch between would gain less."""
+    b = tuner._batch(st)
+    while b * 2 <= largest:
+        factor = 4 if b * 4 <= largest else 2
+        step, _ = _ladder_step(tuner, st, b, b * factor, stage)
+        if step == "kept":
+            b *= factor
+            continue
+        if factor == 4 and step == "worse":
+            _ladder_step(tuner, st, b, b * 2, stage)
+        break
+
+
+def _ladder_step(tuner: TunerCore, st: State, b: int, to: int, stage: str) -> tuple[str, float]:
+    """One trial of the ladder, batch `b` (the best) to `to`: ("kept", "even"
+    (within the noise) or "worse" (failed, or slower beyond the noise), the gain)."""
+    s = st.best_s.replace(batch_size=to)
+    r = tuner.trial(s, stage)
+    if not r.ok:
+        why = " (does not fit)" if r.status == "oom" else f" ({r.error})"
+        tuner.decide(stage, f"batch {to}: {r.status}{why}")
+        return "worse", 0.0
+    win, gain, thr, r, _ = tuner.compare(r, st.best)
+    if win:
+        tuner.decide(stage, f"batch {to}: {gain:+.0%} over batch {b}")
+        tuner._improved(st, r, s)
+        return "kept", gain
+    even = gain >= -thr
+    if to == 2 * b:
+        then = "stop"
+    else:
+        then = f"stop (batch {b * 2} would gain less)" if even else f"batch {b * 2} instead"
+    tuner.decide(stage, f"batch {to}: {gain:+.0%} vs batch {b}, {short_of(gain, thr)}: {then}")
+    return ("even" if even else "worse"), gain

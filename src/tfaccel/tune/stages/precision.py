@@ -1,0 +1,113 @@
+"""Each precision under XLA, then without it (unless Keras' defaults already prove
+XLA's own gain), each 16-bit one judged by the accuracy guard against the 32-bit run of
+the same XLA mode."""
+
+from __future__ import annotations
+
+from tfaccel.optimize.settings import (
+    Settings,
+)
+from tfaccel.tune.core import (
+    State,
+    TunerCore,
+    short_of,
+)
+from tfaccel.tune.guard import loss_close
+
+# TF32 over strict float32, both without XLA, on the H200: BERT-base 1.77x, GPT-2 1.64x,
+# ResNet-50 1.54x; 16-bit without XLA ran 0.82-0.91x TF32 without XLA on the three (the
+# casts cost more than the tensor cores save outside XLA's fusions). Figures: the
+# measurements page, tune journals of ResNet-50, BERT and GPT-2.
+NO_XLA_TF32_GAIN = 1.8
+
+
+# How far Keras' defaults must outrun the baseline beyond TF32's share for stage 4 to be
+# left out: XLA's own gain is then at least 1.4x.
+XLA_PROVEN = 1.4
+
+
+def _precisions_at(tuner: TunerCore, st: State, xla: str, base: Settings) -> None:
+    """Each precision under `xla`, on `base`: the 32-bit one first (the guard's
+    reference for the 16-bit ones of the same XLA mode: XLA alone changes the early
+    trajectory, by as much as 20 % on BERT with random labels)."""
+    res = tuner.result
+    for precision in tuner.precisions:
+        if precision == "float32" and "tf32" in tuner.precisions:
+            # TF32 is what the GPU runs by default; strict float32 would only be slower.
+            continue
+        s = base.replace(precision=precision, xla=xla)
+        defaults = res.keras_defaults
+        if (
+            xla == "jit"
+            and s == st.defaults.replace(xla="jit")
+            and defaults is not None
+            and defaults.ok
+            and defaults.extra.get("jit_compile") is True
+        ):
+            r = defaults  # Keras' defaults already resolved to XLA at this precision
+        elif s == tuner.base and res.baseline is not None:
+            r = res.baseline
+        else:
+            r = tuner.trial(s, "precision x XLA")
+        if precision in ("float32", "tf32"):
+            if not r.ok:
+                tuner.decide("precision x XLA", f"{r.label}: {r.status} ({r.error})")
+                continue
+            st.reference.setdefault(xla, r)
+        elif r.ok:
+            ref = st.reference.get(xla) or res.baseline
+            ok, why = loss_close(r, ref, st.rtol) if ref else (True, "")
+            if not ok:
+                tuner.decide("accuracy guard", f"{r.label} rejected: {why}")
+                continue
+        if r is st.best or not r.ok:
+            continue
+        win, gain, thr, r, best = tuner.compare(r, st.best)
+        verdict = "kept" if win else short_of(gain, thr)
+        tuner.decide(
+            "precision x XLA",
+            f"{r.label}: {r.samples_per_s:,.0f}/s, {gain:+.0%} vs {best.label}: {verdict}",
+        )
+        if win:
+            tuner._improved(st, r, s)
+
+
+def xla_precisions(tuner: TunerCore, st: State) -> None:
+    """Stage 2: each precision under XLA, 16-bit + XLA first among the trials: the
+    largest win on every tensor-core GPU workload measured."""
+    _precisions_at(tuner, st, "jit", tuner.base)
+
+
+def no_xla_precisions(tuner: TunerCore, st: State) -> None:
+    """Stage 3: each precision without XLA, on the best so far (for models XLA
+    slows down or cannot compile): after the batch ladder, as the least likely;
+    not run where XLA's own gain is already measured beyond doubt."""
+    why = _xla_proven(tuner, st)
+    if why:
+        tuner.decide("precision x XLA", f"without XLA: not tried: {why}")
+        return
+    _precisions_at(tuner, st, "off", st.best_s.replace(xla="off"))
+
+
+def _xla_proven(tuner: TunerCore, st: State) -> str | None:
+    """Why no precision without XLA can win here, or None. Keras' defaults (32-bit,
+    XLA) against the baseline (float32, no XLA) is XLA's gain times TF32's; when it
+    exceeds what TF32 gives without XLA by XLA_PROVEN, XLA itself speeds this model
+    up, and 16-bit without XLA has run slower than TF32 without XLA on every
+    workload measured (NO_XLA_TF32_GAIN's note)."""
+    res = tuner.result
+    d, b = res.keras_defaults, res.baseline
+    if st.best_s.xla == "off" or not (d and d.ok and b and b.ok):
+        return None
+    if d.extra.get("jit_compile") is not True or not (d.samples_per_s and b.samples_per_s):
+        return None
+    tf32 = tuner._default_precision == "tf32"
+    ratio = d.samples_per_s / b.samples_per_s
+    if ratio < XLA_PROVEN * (NO_XLA_TF32_GAIN if tf32 else 1.0):
+        return None
+    return (
+        f"Keras' defaults (XLA{', TF32' if tf32 else ''}) ran {ratio:.1f}x the baseline "
+        "(no XLA)"
+        + (f", more than TF32 alone gives without XLA (up to {NO_XLA_TF32_GAIN}x)" if tf32 else "")
+        + ": XLA speeds this model up, and 16-bit without XLA is slower than 32-bit"
+    )

@@ -1,0 +1,144 @@
+"""The first stage: the user's baseline (float32, no XLA: also the accuracy guard's
+first reference) and Keras' defaults, the batch size the search keeps, the device the
+trials ran on and the guard's tolerance; the state every later stage starts from."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tfaccel.optimize.settings import (
+    Settings,
+)
+from tfaccel.trial.runner import (
+    TrialResult,
+)
+from tfaccel.tune.core import (
+    State,
+    TunerCore,
+)
+from tfaccel.tune.guard import mean_loss_gap
+
+
+def references(tuner: TunerCore) -> State | None:
+    """The baseline (float32, no XLA: also the accuracy guard's first reference and
+    the FLOP count) and Keras' defaults; the state the stages start from, or None
+    when neither ran."""
+    res = tuner.result
+    res.baseline = tuner.trial(tuner.base, "baseline")
+    _check_device(tuner, res.baseline)
+    if _ended_before_fit(tuner, res.baseline):
+        return None
+    if tuner.base.batch_size is None:
+        _own_batch(tuner, res.baseline)
+    defaults_s = tuner.base.replace(xla="auto", precision=tuner._default_precision)
+    if tuner.hw.gpus:
+        res.keras_defaults = tuner.trial(defaults_s, "keras defaults")
+    else:
+        defaults_s, res.keras_defaults = tuner.base, res.baseline
+        tuner.decide(
+            "keras defaults",
+            "the baseline's settings on a machine without a GPU (Keras' "
+            "jit_compile='auto' compiles nothing there, and float32 is its precision): "
+            "measured once",
+        )
+    tuner._references_run = True
+    if not res.baseline.ok and not res.keras_defaults.ok:
+        tuner.decide(
+            "baseline",
+            f"the baseline failed ({res.baseline.status}: {res.baseline.error}); nothing to tune",
+        )
+        return None
+    # Start from the baseline; Keras' defaults replace it only beyond the noise.
+    best = res.baseline if res.baseline.ok else res.keras_defaults
+    st = State(best, Settings(**best.settings), defaults_s, _guard_tolerance(tuner))
+    tuner._improved(st, best, st.best_s)
+    if best is res.baseline:
+        win, gain, thr, _, best = tuner.compare(res.keras_defaults, best)
+        if win:
+            tuner.decide("keras defaults", f"{gain:+.0%} over the baseline (threshold {thr:.0%})")
+            tuner._improved(st, res.keras_defaults, defaults_s)
+    _note_precisions(tuner)
+    return st
+
+
+def _ended_before_fit(tuner: TunerCore, baseline: TrialResult) -> bool:
+    """A script whose baseline ended before its first fit (a bug of its own, data
+    it cannot load, no fit at all) ends the same way at any settings: the baseline
+    sets nothing before fit that Keras does not (float32, no XLA)."""
+    if not baseline.extra.get("before_fit"):
+        return False
+    tuner.decide(
+        "baseline",
+        f"the baseline ended before the script's timed fit ({baseline.error}); "
+        "before fit it changes nothing the script does (float32, no XLA), so any "
+        "settings end the same way: nothing to tune",
+    )
+    return True
+
+
+def _own_batch(tuner: TunerCore, baseline: TrialResult) -> None:
+    """A script whose source does not say its batch size: the baseline ran at its
+    own (its data's batches, or fit's batch_size) and said which; the search goes
+    on from there (Keras' defaults at the same, the ladder from it)."""
+    read = baseline.settings.get("batch_size")
+    own = read or 32
+    tuner.base = tuner.base.replace(batch_size=own)
+    tuner.opt = dataclasses.replace(
+        tuner.opt, batch_size=own, max_batch=max(tuner.opt.max_batch, own)
+    )
+    how = "read in the baseline trial" if read else "Keras' default: the baseline read none"
+    tuner.decide("batch size", f"starting at the script's own batch size, {own} ({how})")
+
+
+def _check_device(tuner: TunerCore, baseline: TrialResult) -> None:
+    """The commonest set-up failure: NVML sees the GPU, TensorFlow cannot use it (a
+    CPU build, or CUDA libraries it cannot load). Tuning GPU settings on the CPU
+    would measure nothing the user wants."""
+    if tuner.hw.gpus and baseline.ok and baseline.device == "CPU":
+        from tfaccel.errors import GpuError
+
+        raise GpuError(
+            f"NVML sees {tuner.hw.gpus} GPU(s), but TensorFlow in the trials runs on the CPU",
+            expected="a TensorFlow that can use the GPU (a CUDA build with its libraries)",
+            received=f"the baseline trial ran on the CPU ({baseline.label})",
+            hint="tfaccel doctor says why and how to fix it; to tune for the CPU on "
+            "purpose: CUDA_VISIBLE_DEVICES= tfaccel tune ...",
+        )
+
+
+def _guard_tolerance(tuner: TunerCore) -> float:
+    """The accuracy guard's tolerance: loss_rtol, or how far two 32-bit runs that
+    differ only in their kernels (the baseline and Keras' defaults: XLA, TF32)
+    already drift apart early on, if larger (at most 3 x loss_rtol): on a model whose
+    32-bit runs already differ by more than loss_rtol, a fixed loss_rtol would reject
+    16-bit runs for a drift that is not precision's doing."""
+    res = tuner.result
+    rtol = tuner.opt.loss_rtol
+    both = res.baseline and res.baseline.ok and res.keras_defaults and res.keras_defaults.ok
+    drift = mean_loss_gap(res.keras_defaults, res.baseline) if both else None  # type: ignore[arg-type]
+    if drift is not None and drift > rtol:
+        rtol = min(drift, 3 * tuner.opt.loss_rtol)
+        tuner.decide(
+            "accuracy guard",
+            f"tolerance {rtol:.1%}: the two 32-bit runs (baseline and Keras defaults) "
+            f"already differ by that much in mean loss",
+        )
+    return rtol
+
+
+def _note_precisions(tuner: TunerCore) -> None:
+    skipped = [p for p in tuner.hw.precisions if p not in tuner.precisions]
+    if skipped:
+        tuner.decide("precision x XLA", "not tried: " + ", ".join(skipped))
+    lacking = [p for p in tuner.opt.precisions or () if p not in tuner.hw.precisions]
+    if lacking:
+        where = (
+            "on the CPU"
+            if not tuner.hw.gpus
+            else f"without the tensor cores it needs (compute capability "
+            f"{tuner.hw.compute_capability})"
+        )
+        tuner.decide(
+            "precision x XLA",
+            f"asked for but not tried: {', '.join(lacking)}: slower {where}, not faster",
+        )
