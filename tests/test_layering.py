@@ -188,6 +188,29 @@ def test_functions_are_short_enough_to_read_at_once() -> None:
     assert not commands, commands
 
 
+# A module or a class past these sizes holds several concerns: split it along its seams
+# (`tune` is a package of stages, `optimize.apply` three modules, `doctor.checks` a
+# package by section). A named exception needs its reason here.
+MODULE_LINES = 650
+CLASS_LINES = 400
+LARGE: dict[str, str] = {}
+
+
+def test_modules_and_classes_stay_below_a_ceiling() -> None:
+    big = []
+    for path in SRC.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        name = _module_name(path)
+        if text.count("\n") > MODULE_LINES and name not in LARGE:
+            big.append(f"{name}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                if size > CLASS_LINES and f"{name}.{node.name}" not in LARGE:
+                    big.append(f"{name}.{node.name}: {size} lines")
+    assert not big, big
+
+
 # Modules that import a module whose name they compute, and why it is never tfaccel's.
 COMPUTED_IMPORTS = {
     "tfaccel._tf": "tensorflow's own submodules (the one door to TensorFlow)",
