@@ -2,11 +2,12 @@
 
 ground   errors, _version, _deps, _native, _tf, _compat, _child, stats, results, data
 hardware hardware/, environment
-engine   optimize/, workloads/ (what a trial applies and runs), then trial/
+engine   optimize/, workloads/ (what a trial applies and runs), then trial/, then
+         script/ (a user's script: its command, its source, the hook inside it)
 commands doctor/ plan/ tune/ bench/ scale/ profile/ monitor/ (one library each)
 render   render/ (nothing else prints)
 cli      cli/, __main__ (flags -> one library call -> render -> exit code), and
-         _inject/ (the sitecustomize of a user's script)
+         script/inject/ (the sitecustomize of a user's script)
 
 A module imports only its own layer or lower ones; commands may use each other's
 library where no two of them depend on each other both ways. TensorFlow is imported
@@ -34,11 +35,15 @@ LAYERS: dict[str, int] = {
     "optimize": 2,
     "workloads": 2,
     "trial": 3,
-    **dict.fromkeys(("doctor", "plan", "tune", "bench", "scale", "profile", "monitor"), 4),
-    "render": 5,
-    "cli": 6,
-    "__main__": 6,
-    "_inject": 6,  # the sitecustomize a user's script starts with
+    "script": 4,
+    **dict.fromkeys(("doctor", "plan", "tune", "bench", "scale", "profile", "monitor"), 5),
+    "render": 6,
+    "cli": 7,
+    "__main__": 7,
+    # The sitecustomize a user's script starts with: an entry point of the user's
+    # process, as __main__ is of tfaccel's, which installs the script's hook and the
+    # profile command's.
+    "script.inject": 7,
 }
 # ConfigureReport.summary() renders itself, so `configure()`'s report prints in a
 # notebook without the caller importing render.
@@ -83,6 +88,8 @@ def _unit(module: str) -> str | None:
     """The layer unit of a tfaccel module: its first name below tfaccel (None: the
     facade, tfaccel/__init__.py, which loads its names lazily)."""
     parts = module.split(".")
+    if parts[1:3] == ["script", "inject"]:
+        return "script.inject"  # the script package's sitecustomize: an entry point
     return parts[1] if len(parts) > 1 else None
 
 
@@ -307,14 +314,15 @@ def test_the_cycle_walk_sees_one() -> None:
 
 
 LAYER_NAMES = ("ground", "hardware", "engine (below the commands)", "engine: trials",
-               "commands", "render", "cli")  # fmt: skip
+               "engine: a user's script", "commands", "render", "cli")  # fmt: skip
 LAYOUT = Path(__file__).resolve().parents[1] / "docs" / "reference" / "layout.md"
 
 
 def _summary(unit: str) -> str:
     """The first paragraph of a unit's docstring (a package's __init__, a module, or
-    _inject's sitecustomize), on one line."""
-    for path in (SRC / f"{unit}.py", SRC / unit / "__init__.py", SRC / unit / "sitecustomize.py"):
+    script/inject's sitecustomize), on one line."""
+    folder = SRC.joinpath(*unit.split("."))
+    for path in (SRC / f"{unit}.py", folder / "__init__.py", folder / "sitecustomize.py"):
         if path.exists():
             doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
             return " ".join(doc.split("\n\n")[0].split()).replace("|", "\\|")
@@ -339,8 +347,9 @@ def layout_page() -> str:
         "|---|---|---|",
     ]
     for unit, layer in sorted(LAYERS.items(), key=lambda kv: (kv[1], kv[0].lstrip("_"))):
-        kind = "/" if (SRC / unit).is_dir() else ".py"
-        lines.append(f"| {layer} {LAYER_NAMES[layer]} | `{unit}{kind}` | {_summary(unit)} |")
+        kind = "/" if SRC.joinpath(*unit.split(".")).is_dir() else ".py"
+        shown = unit.replace(".", "/")
+        lines.append(f"| {layer} {LAYER_NAMES[layer]} | `{shown}{kind}` | {_summary(unit)} |")
     lines += [
         "",
         "`tests/` mirrors `src/`; markers `gpu` and `multi_gpu` (they skip without a GPU).",

@@ -131,21 +131,6 @@ def child_env(
     return env
 
 
-INJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_inject")
-
-
-def hooked_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a user's own script under tfaccel: tfaccel's sitecustomize
-    (`_inject`) first on PYTHONPATH (it chains to the environment's own), and tfaccel
-    importable from the script's interpreter."""
-    env = dict(os.environ if base is None else base)
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    # tfaccel's own root last: the user's PYTHONPATH keeps its order before it
-    paths = [INJECT, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), package_root]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
-
-
 def run_child(
     args: Sequence[str],
     mark: str,

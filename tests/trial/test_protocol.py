@@ -14,9 +14,10 @@ pytest.importorskip("tensorflow")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from tfaccel.optimize.settings import LAYER_KNOBS, Settings
+from tfaccel.script.command import parse_command
+from tfaccel.script.run import run_script_trial
 from tfaccel.trial import protocol, runner
 from tfaccel.trial.runner import StepPlan, run_trial
-from tfaccel.trial.script import parse_command, run_script_trial
 
 SMALL = StepPlan(warmup=2, windows=2, window=3)
 

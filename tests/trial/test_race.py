@@ -16,8 +16,9 @@ pytest.importorskip("tensorflow")
 
 from tfaccel.optimize.lr_scaling import change_for
 from tfaccel.optimize.settings import Settings
+from tfaccel.script.command import parse_command
+from tfaccel.script.run import run_script_trial
 from tfaccel.trial.runner import StepPlan, TrialResult, run_trial
-from tfaccel.trial.script import parse_command, run_script_trial
 from tfaccel.tune import offer
 
 SMALL = StepPlan(warmup=2, windows=2, window=3)

@@ -10,7 +10,8 @@ from rich.text import Text
 
 from tfaccel.cli._common import handle_errors, stderr_console
 from tfaccel.errors import InputError
-from tfaccel.trial.script import check_script, parse_command, run_script
+from tfaccel.script.command import check_script, parse_command
+from tfaccel.script.run import run_script
 from tfaccel.tune.output import for_this_machine, read_answer
 
 

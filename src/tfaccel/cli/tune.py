@@ -25,8 +25,8 @@ from tfaccel.errors import ExitCode, InputError
 from tfaccel.optimize.settings import PRECISIONS, SKIPPABLE, Settings
 from tfaccel.render import Format
 from tfaccel.render.tune import trial_line, tune_estimate, tune_plot, tune_progress, tune_text
+from tfaccel.script.command import is_command
 from tfaccel.trial.runner import StepPlan, TrialResult
-from tfaccel.trial.script import is_command
 from tfaccel.tune.journal import Journal
 from tfaccel.tune.output import result_json
 from tfaccel.tune.result import TuneOptions, TuneResult

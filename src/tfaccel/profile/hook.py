@@ -2,7 +2,7 @@
 `keras.Model.fit` calls of an unmodified script, with the window from
 TFACCEL_PROFILE_LOGDIR / _START / _STEPS, until one has captured it (or to the call
 TFACCEL_PROFILE_FIT names alone): one trace a script, of the fit the report is about.
-Installed by tfaccel's sitecustomize (`tfaccel/_inject`) when Keras is imported; a
+Installed by tfaccel's sitecustomize (`tfaccel/script/inject`) when Keras is imported; a
 failure to hook is said and ignored."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import contextlib
 import os
 from typing import Any
 
-from tfaccel.trial.hook import say, when_keras_imported
+from tfaccel.script.hook import say, when_keras_imported
 from tfaccel.trial.protocol import PROFILE_FIT_ENV as FIT_ENV
 from tfaccel.trial.protocol import PROFILE_LOGDIR_ENV as ENV
 from tfaccel.trial.protocol import PROFILE_START_ENV, PROFILE_STEPS_ENV, PROFILE_STOP_ENV

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from tfaccel._child import hooked_env, run_attached
+from tfaccel._child import run_attached
 from tfaccel.errors import InputError, WorkloadError
+from tfaccel.script.run import hooked_env
 from tfaccel.trial import protocol
 
 

@@ -4,7 +4,7 @@ key a trial's payload may hold.
 
 The parent starts a trial with a `TrialRequest` (`tfaccel.trial.child` for a workload or
 an entry point reads it from its command line; a user's script, with
-`tfaccel.trial.hook` inside it, from `SCRIPT_ENV`); the trial prints one line, `MARK`
+`tfaccel.script.hook` inside it, from `SCRIPT_ENV`); the trial prints one line, `MARK`
 and its payload as JSON (`tfaccel._child.emit`), and ends. The parent reads the payload
 through `Payload`: what becomes a `TrialResult`'s own fields (RESULT_KEYS), and what it
 carries in `extra` (EXTRA_KEYS, every other key declared here). A key a child writes
@@ -138,7 +138,7 @@ class Payload(TypedDict, total=False):
     attention_dropout_layers: int
     float8_layers: list[str]
     cudnn_attention_calls: int
-    # a script's fit (`trial.hook`)
+    # a script's fit (`script.hook`)
     measured: str  # which fit call was timed, where
     fit_data: str  # "dataset", "arrays" or "iterator"
     device_arrays_blocker: str | None  # why its arrays cannot stay in GPU memory

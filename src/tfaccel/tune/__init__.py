@@ -52,7 +52,7 @@ class Outputs:
 
 @dataclass(frozen=True)
 class Target:
-    """What is tuned: a workload name, or a script (`trial.script.Script`)."""
+    """What is tuned: a workload name, or a script (`script.command.Script`)."""
 
     name: str
     runner: Callable[..., TrialResult]
@@ -102,7 +102,8 @@ def prepare(target: str | Sequence[str], fit: int = 1) -> Target:
         return Target(
             target, run_trial, source_fingerprint(target), batch_size=batch, batch_from="its data's"
         )
-    from tfaccel.trial.script import check_script, parse_command, run_script_trial
+    from tfaccel.script.command import check_script, parse_command
+    from tfaccel.script.run import run_script_trial
 
     script = dataclasses.replace(parse_command(target), fit=fit)
     facts = check_script(script)
@@ -150,7 +151,7 @@ def target_name(target: str | Sequence[str] | Target) -> str:
         return target.name
     if isinstance(target, str):
         return target
-    from tfaccel.trial.script import parse_command
+    from tfaccel.script.command import parse_command
 
     return parse_command(list(target)).name
 

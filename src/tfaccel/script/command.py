@@ -1,7 +1,7 @@
 """A user's own training script, unmodified, as what tune times and run runs.
 
 `tfaccel tune -- python train.py --epochs 3` runs the script once per trial, in a fresh
-process, with tfaccel's hook (`trial.hook`) applying the trial's settings inside it and
+process, with tfaccel's hook (`script.hook`) applying the trial's settings inside it and
 timing its first `model.fit`; `tfaccel run --config tfaccel.json -- python train.py`
 runs it once with the tuned settings. The command is checked before anything runs:
 the interpreter, the script file, its syntax, and a Keras backend other than
@@ -16,35 +16,22 @@ import re
 import shlex
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfaccel._child import child_env, hooked_env, run_attached, run_command
 from tfaccel.environment import require_tensorflow_backend
 from tfaccel.errors import InputError
-from tfaccel.optimize.settings import Settings
-from tfaccel.trial.hook import POLICY_SETTERS
-from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
-from tfaccel.trial.protocol import SCRIPT_ENV as ENV
-from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key, trial_request
+from tfaccel.script.hook import POLICY_SETTERS
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?(\.exe)?$")
+
+
 # The interpreter's options whose value is the next argument (`python -W ignore x.py`).
 _VALUED = ("-W", "-X", "--check-hash-based-pycs")
+
+
 USAGE = "python SCRIPT.py [ARGS...] or python -m MODULE [ARGS...]"
-NO_FIT = (
-    "the script ended without calling keras.Model.fit: tfaccel times the first fit call "
-    "(a script that trains with a loop of its own, or with Keras 2's tf_keras, cannot be "
-    "tuned this way)"
-)
-
-
-def too_few_fits(n: int) -> str:
-    return (
-        f"the script ended before its fit call {n} (--fit {n}): it made fewer keras.Model.fit "
-        "calls (count the calls as the script makes them, the first is 1)"
-    )
 
 
 @dataclass(frozen=True)
@@ -244,7 +231,7 @@ def _fit_notes(path: Path, lines: list[int], timed: int = 1) -> list[str]:
 
 def _policy_notes(path: Path, tree: ast.AST) -> list[str]:
     """A script that sets its own dtype policy (`set_global_policy("mixed_float16")`):
-    the trial's precision replaces it (`trial.hook`), as `run`'s tuned one does."""
+    the trial's precision replaces it (`script.hook`), as `run`'s tuned one does."""
     lines = sorted(
         n.lineno
         for n in ast.walk(tree)
@@ -344,38 +331,3 @@ def _given(flags: list[str], args: Sequence[str]) -> int | None:
             if text is not None:
                 return int(text) if text.lstrip("-").isdigit() else None
     return None
-
-
-def run_script_trial(
-    script: Script,
-    settings: Settings,
-    steps: StepPlan,
-    timeout_s: float = 600.0,
-    seed: int = 0,
-    extra: dict[str, Any] | None = None,
-    env_overrides: dict[str, str] | None = None,
-) -> TrialResult:
-    """One trial: the script in a fresh process, its first fit timed at `settings`."""
-    key = settings_key(script.name, settings, steps, extra)
-    request = trial_request("tune", settings, steps, seed, extra, fit=script.fit)
-    overrides = {ENV: request.to_json(), **(env_overrides or {})}
-    env = child_env(hooked_env(), paths="as_is", overrides=overrides)
-    out = run_command(script.argv, MARK, env, timeout_s)
-    silent = NO_FIT if script.fit == 1 else too_few_fits(script.fit)
-    result = result_of(key, settings, out, timeout_s, silent=silent)
-    if out.payload is None and not out.timed_out and FIT_STARTED not in out.stdout:
-        # The hook says when the first fit starts and answers from inside it, errors
-        # included: neither means the script ended (or failed) before it.
-        result = replace(result, extra={**result.extra, "before_fit": True})
-    return result
-
-
-def run_script(script: Script, settings: Settings, lr: dict[str, Any] | None = None) -> int:
-    """The script, once, with `settings` applied inside it (and `lr`, a batch offer's
-    learning-rate change, `optimize.lr_scaling.LrChange` as a dict); its exit code
-    (128 + N where signal N ended it). Its output is its own; tfaccel's notes go to
-    stderr. It dies with tfaccel, and a signal that stops tfaccel stops it
-    (`_child.run_attached`)."""
-    env = hooked_env()
-    env[ENV] = TrialRequest("run", settings.to_dict(), lr=lr).to_json()
-    return run_attached(script.argv, env)

@@ -17,15 +17,9 @@ pytest.importorskip("tensorflow")
 from tfaccel.cli import app
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
+from tfaccel.script.command import Script, check_script, own_batch_size, parse_command
+from tfaccel.script.run import run_script, run_script_trial
 from tfaccel.trial.runner import StepPlan
-from tfaccel.trial.script import (
-    Script,
-    check_script,
-    own_batch_size,
-    parse_command,
-    run_script,
-    run_script_trial,
-)
 
 runner = CliRunner()
 SMALL = StepPlan(warmup=2, windows=2, window=3)
@@ -282,7 +276,7 @@ def test_another_keras_backend_is_refused(
     other backend's packages)."""
     import keras
 
-    from tfaccel.trial import hook
+    from tfaccel.script import hook
     from tfaccel.trial.protocol import TrialRequest
 
     _write(here, "jax.py", JAX_LINE)
@@ -702,7 +696,7 @@ def test_a_note_in_the_scripts_stderr_wraps_on_a_terminal_only(
     terminal a note wraps at its width, words whole; into a log it stays one line."""
     import io
 
-    from tfaccel.trial.hook import say
+    from tfaccel.script.hook import say
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -49,7 +49,7 @@ def _install() -> None:
         from tfaccel.trial import protocol  # light: names, no TensorFlow
 
         if os.environ.get(protocol.SCRIPT_ENV):
-            from tfaccel.trial.hook import install
+            from tfaccel.script.hook import install
 
             install()
         if os.environ.get(protocol.PROFILE_LOGDIR_ENV):

@@ -1,0 +1,81 @@
+"""A user's script run under tfaccel: once per trial by `tfaccel tune --` (its fit timed
+by the hook inside it), once by `tfaccel run` (the settings applied, its exit code
+passed on); both with tfaccel's sitecustomize (`script/inject`) first on its path."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tfaccel._child import child_env, run_attached, run_command
+from tfaccel.optimize.settings import Settings
+from tfaccel.script.command import Script
+from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
+from tfaccel.trial.protocol import SCRIPT_ENV as ENV
+from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key, trial_request
+
+INJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject")
+
+
+def hooked_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a user's own script under tfaccel: tfaccel's sitecustomize
+    (`script/inject`) first on PYTHONPATH (it chains to the environment's own), and tfaccel
+    importable from the script's interpreter."""
+    env = dict(os.environ if base is None else base)
+    package_root = str(Path(__file__).resolve().parents[2])  # the folder holding tfaccel/
+    # tfaccel's own root last: the user's PYTHONPATH keeps its order before it
+    paths = [INJECT, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), package_root]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+NO_FIT = (
+    "the script ended without calling keras.Model.fit: tfaccel times the first fit call "
+    "(a script that trains with a loop of its own, or with Keras 2's tf_keras, cannot be "
+    "tuned this way)"
+)
+
+
+def too_few_fits(n: int) -> str:
+    return (
+        f"the script ended before its fit call {n} (--fit {n}): it made fewer keras.Model.fit "
+        "calls (count the calls as the script makes them, the first is 1)"
+    )
+
+
+def run_script_trial(
+    script: Script,
+    settings: Settings,
+    steps: StepPlan,
+    timeout_s: float = 600.0,
+    seed: int = 0,
+    extra: dict[str, Any] | None = None,
+    env_overrides: dict[str, str] | None = None,
+) -> TrialResult:
+    """One trial: the script in a fresh process, its first fit timed at `settings`."""
+    key = settings_key(script.name, settings, steps, extra)
+    request = trial_request("tune", settings, steps, seed, extra, fit=script.fit)
+    overrides = {ENV: request.to_json(), **(env_overrides or {})}
+    env = child_env(hooked_env(), paths="as_is", overrides=overrides)
+    out = run_command(script.argv, MARK, env, timeout_s)
+    silent = NO_FIT if script.fit == 1 else too_few_fits(script.fit)
+    result = result_of(key, settings, out, timeout_s, silent=silent)
+    if out.payload is None and not out.timed_out and FIT_STARTED not in out.stdout:
+        # The hook says when the first fit starts and answers from inside it, errors
+        # included: neither means the script ended (or failed) before it.
+        result = replace(result, extra={**result.extra, "before_fit": True})
+    return result
+
+
+def run_script(script: Script, settings: Settings, lr: dict[str, Any] | None = None) -> int:
+    """The script, once, with `settings` applied inside it (and `lr`, a batch offer's
+    learning-rate change, `optimize.lr_scaling.LrChange` as a dict); its exit code
+    (128 + N where signal N ended it). Its output is its own; tfaccel's notes go to
+    stderr. It dies with tfaccel, and a signal that stops tfaccel stops it
+    (`_child.run_attached`)."""
+    env = hooked_env()
+    env[ENV] = TrialRequest("run", settings.to_dict(), lr=lr).to_json()
+    return run_attached(script.argv, env)
