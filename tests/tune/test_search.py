@@ -1901,3 +1901,25 @@ def test_the_plots_speedup_label_is_clear_of_its_legend() -> None:
     label = next(t for t in ax.texts if "x defaults" in t.get_text()).get_window_extent(renderer)
     assert not legend.overlaps(label)
     pyplot().close(fig)
+
+
+@pytest.mark.parametrize("met", [True, False])
+def test_a_new_hardware_need_is_one_row(tmp_path: Path, monkeypatch: Any, met: bool) -> None:
+    """A knob whose trial needs something new of the machine: its row in KNOBS names the
+    need, and one row of tune.result.HARDWARE_NEEDS says what it asks; the late stage
+    and the trial estimate both follow that row."""
+    import tfaccel.tune.search as search
+    from tfaccel.optimize.settings import Knob, TuneTry
+    from tfaccel.tune import result
+    from tfaccel.tune.stages import late
+
+    opts = TuneOptions(batch_size=64, steps=STEPS)
+    before = estimate_trials(H200, opts)
+    row = Knob("cache_dataset", tune=TuneTry((True,), needs=("hbm3e",)))  # type: ignore[arg-type]
+    for module in (search, late):
+        monkeypatch.setattr(module, "LATE_KNOBS", (*module.LATE_KNOBS, row))
+    monkeypatch.setitem(result.HARDWARE_NEEDS, "hbm3e", lambda hw: met and hw.gpus > 0)
+    trials = FakeTrials()
+    assert estimate_trials(H200, opts) - before == (1 if met else 0)
+    tuner(tmp_path, trials).run()
+    assert any(s.cache_dataset for s in trials.calls) is met

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -51,6 +52,24 @@ class Hardware:
         if "mixed_bfloat16" in found:
             return [p for p in found if p != "mixed_float16"]
         return found
+
+
+# What each need of a knob's trial (`optimize.settings.Need`) asks of the machine, the
+# one table the search prunes with. The needs only a trial can tell (xla, 16bit,
+# gemm_model: of the best settings and the model) are `tune.stages.late`'s. A knob with
+# a new hardware need adds its row here (and, for a compute capability, its row in
+# `hardware/capabilities`'s table).
+HARDWARE_NEEDS: dict[str, Callable[[Hardware], bool]] = {
+    "gpu": lambda hw: hw.gpus > 0,
+    "one_gpu": lambda hw: hw.gpus == 1,
+    "fp8": lambda hw: hw.float8,
+    "flash_attention": lambda hw: hw.flash_attention,
+}
+
+
+def hardware_allows(hw: Hardware, needs: Iterable[str]) -> bool:
+    """Does the machine meet every hardware need among `needs` (others: not here)?"""
+    return all(HARDWARE_NEEDS[n](hw) for n in needs if n in HARDWARE_NEEDS)
 
 
 @dataclass(frozen=True)

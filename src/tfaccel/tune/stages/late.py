@@ -23,9 +23,7 @@ from tfaccel.tune.core import (
     TunerCore,
     gemm_model,
 )
-from tfaccel.tune.result import (
-    Hardware,
-)
+from tfaccel.tune.result import Hardware, hardware_allows
 
 
 def late_group(knob: Knob) -> str:
@@ -35,9 +33,7 @@ def late_group(knob: Knob) -> str:
 
 def may_run(t: TuneTry, hw: Hardware) -> bool:
     """Can a late trial run on this hardware (its other needs known only later)?"""
-    gpus = {"gpu": hw.gpus > 0, "one_gpu": hw.gpus == 1}
-    hardware = {**gpus, "fp8": hw.float8, "flash_attention": hw.flash_attention}
-    return all(hardware.get(need, True) for need in t.needs)
+    return hardware_allows(hw, t.needs)
 
 
 def gemm_options(tuner: TunerCore, st: State) -> None:
@@ -136,10 +132,7 @@ def _holds(tuner: TunerCore, need: Need, st: State) -> bool:
         return input_cast_dtype("compute", tuner._resolved_precision(st)) is not None
     if need == "gemm_model":
         return gemm_model(tuner.result.baseline)
-    if need == "one_gpu":
-        return tuner.hw.gpus == 1
-    hardware = {"gpu": True, "fp8": tuner.hw.float8, "flash_attention": tuner.hw.flash_attention}
-    return bool(tuner.hw.gpus) and hardware[need]
+    return hardware_allows(tuner.hw, (need,))
 
 
 def _blocked(tuner: TunerCore, knob: str) -> str | None:
