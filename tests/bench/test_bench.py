@@ -556,3 +556,20 @@ def test_the_fused_decoder_on_the_gpu_at_gpt2s_size() -> None:
     diff = np.abs(got32 - want32)
     assert diff.max() < 0.15 * want32.std() and diff.mean() < 0.05 * want32.std()
     assert (got32.argmax(-1) == want32.argmax(-1)).sum() >= 14
+
+
+def test_a_built_in_model_is_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its entry point, revision, bench batch and `bench all` membership are its row of
+    workloads.BUILTINS; the other tables are read from it."""
+    from tfaccel.bench import suite
+    from tfaccel.workloads import BUILTIN, BUILTINS, REVISION
+
+    assert {name: row.entry for name, row in BUILTINS.items()} == BUILTIN
+    assert {n: r.revision for n, r in BUILTINS.items() if r.revision is not None} == REVISION
+    asked: list[tuple[str, int]] = []
+    monkeypatch.setattr(suite, "workload_benches", lambda w, b, q=False: asked.append((w, b)) or [])
+    suite.select(["all"])
+    assert asked == [(n, r.bench_batch) for n, r in BUILTINS.items() if r.in_bench_all]
+    asked.clear()
+    suite.select(["bert", "tiny"])  # (gpt2 by name is bench's own extra benchmark)
+    assert asked == [("bert", BUILTINS["bert"].bench_batch), ("tiny", 128)]

@@ -410,18 +410,17 @@ def remat_saving(workload: str, batch: int) -> Measurement:
     )
 
 
-# Workloads' batch sizes when `--batch` is not given.
-WORKLOAD_BATCH = {"resnet50": 256, "bert": 128, "bert_hub": 128, "tiny": 128}
 QUICK_BATCH = 8  # --quick without --batch: a few seconds a step even on a laptop's CPU
 
 
 def select(what: list[str], quick: bool = False, batch: int | None = None) -> list[Bench]:
     """The benchmarks `tfaccel bench WHAT...` runs: micro, all, an extra one by name
     (EXTRA), or a workload (built-in or module:function) at `batch` (or its own)."""
-    from tfaccel.workloads import BUILTIN
+    from tfaccel.workloads import BUILTIN, BUILTINS
 
     def batch_for(workload: str) -> int:
-        return batch or (QUICK_BATCH if quick else WORKLOAD_BATCH.get(workload, 64))
+        row = BUILTINS.get(workload)
+        return batch or (QUICK_BATCH if quick else row.bench_batch if row else 64)
 
     benches: list[Bench] = []
     for item in what:
@@ -429,7 +428,7 @@ def select(what: list[str], quick: bool = False, batch: int | None = None) -> li
             benches += micro_benches(quick)
         elif item == "all":
             benches += micro_benches(quick)
-            for w in ("resnet50", "bert_hub"):
+            for w in (name for name, row in BUILTINS.items() if row.in_bench_all):
                 benches += workload_benches(w, batch_for(w), quick)
             for extra in ("resnet50-inference", "yolo", "gpt2", "conv3d", "remat"):
                 benches += extra_benches(extra, quick) or []

@@ -38,9 +38,6 @@ from tfaccel.render.bench import (
 from tfaccel.results import check_writable, write_atomic
 from tfaccel.workloads import BUILTIN
 
-EXTRAS = ("yolo", "conv3d", "gpt2", "remat", "resnet50-inference")
-
-
 bench_app = typer.Typer(
     cls=default_subcommand("run"),
     help="A TensorFlow GPU benchmark suite, against the GPU's peak: run (the verb taken "

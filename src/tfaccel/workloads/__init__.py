@@ -61,22 +61,34 @@ class Workload:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-BUILTIN: dict[str, str] = {
-    "resnet50": "tfaccel.workloads.builtin:resnet50",
-    "bert": "tfaccel.workloads.builtin:bert_base",
-    "bert_hub": "tfaccel.workloads.builtin:bert_hub",
-    "gpt2": "tfaccel.workloads.builtin:gpt2",
-    "yolo": "tfaccel.workloads.builtin:yolo",
-    "conv3d": "tfaccel.workloads.builtin:conv3d",
-    "tiny": "tfaccel.workloads.builtin:tiny_cnn",
-}
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in model, one row: its entry point; its batch in `tfaccel bench` (without
+    --batch); its revision, raised when it starts to train differently (another
+    optimizer, other labels): tune journals key their trials with it, so that trials
+    whose losses meant something else are not resumed; and whether `bench all` runs it.
+    Its sample unit is its Workload's (`builtin.py`)."""
 
-# Raised when a built-in workload starts to train differently (another optimizer, other
-# labels): tune journals key their trials with it, so trials whose losses meant something
-# else are not resumed. Revision 2 of the transformers: KerasHub's own optimizer defaults
-# instead of Adam at 1e-3, at which their losses swung between 0.7 and 2.9 and the
-# accuracy guard compared noise.
-REVISION: dict[str, int] = {"bert": 2, "bert_hub": 2, "gpt2": 2}
+    entry: str
+    bench_batch: int = 64
+    revision: int | None = None
+    in_bench_all: bool = False
+
+
+# Revision 2 of the transformers: KerasHub's own optimizer defaults instead of Adam at
+# 1e-3, at which their losses swung between 0.7 and 2.9 and the accuracy guard compared
+# noise. A new built-in model is one row here and its function in `builtin.py`.
+BUILTINS: dict[str, Builtin] = {
+    "resnet50": Builtin("tfaccel.workloads.builtin:resnet50", 256, in_bench_all=True),
+    "bert": Builtin("tfaccel.workloads.builtin:bert_base", 128, revision=2),
+    "bert_hub": Builtin("tfaccel.workloads.builtin:bert_hub", 128, revision=2, in_bench_all=True),
+    "gpt2": Builtin("tfaccel.workloads.builtin:gpt2", revision=2),
+    "yolo": Builtin("tfaccel.workloads.builtin:yolo"),
+    "conv3d": Builtin("tfaccel.workloads.builtin:conv3d"),
+    "tiny": Builtin("tfaccel.workloads.builtin:tiny_cnn", 128),
+}
+BUILTIN: dict[str, str] = {name: row.entry for name, row in BUILTINS.items()}
+REVISION: dict[str, int] = {name: row.revision for name, row in BUILTINS.items() if row.revision}
 
 
 def _import_callable(spec: str) -> Callable[[], Any]:
