@@ -626,3 +626,29 @@ def test_an_ld_library_path_entry_the_loader_cannot_read_is_a_warning(
     assert f"cannot read {closed} (Permission denied)" in row.finding
     assert f"do not exist: {tmp_path / 'gone'}" in row.finding
     assert row.fix is not None and "chmod a+rx" in row.fix
+
+
+def test_a_cuda_library_with_a_version_requirement_is_one_row_of_data(
+    fake_tf: tuple[Path, MakeCtx], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tested-build rule reads its libraries from cuda_libraries.json (`tested_as`)
+    and their versions from tf_cuda_compat.json: NCCL given a row and a column is
+    compared as cuDNN is, with no code of its own."""
+    from tfaccel import data
+
+    load = data.load
+
+    def with_nccl(name: str) -> Any:
+        doc = load(name)
+        if name == "cuda_libraries":
+            doc["libraries"]["nccl"]["tested_as"] = {"column": "nccl", "label": "NCCL"}
+        if name == "tf_cuda_compat":
+            for row in doc["rows"]:
+                row["nccl"] = "2.28"  # the fake site's wheel is 2.27.7
+        return doc
+
+    site, make = fake_tf
+    monkeypatch.setattr(data, "load", with_nccl)
+    by = rows(run_doctor(make()).checks)
+    assert by["tf.compat"].status is Status.WARN
+    assert "NCCL 2.27.7 is older than the 2.28" in by["tf.compat"].finding

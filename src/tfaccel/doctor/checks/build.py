@@ -50,6 +50,18 @@ def check_build(ctx: DoctorContext) -> list[Check]:
     ]
 
 
+def _tested_libraries(row: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(library, how a finding names it, the version tested) for each library of
+    cuda_libraries.json compared with a column of TensorFlow's tested-build row (its
+    `tested_as`): the rule lives in the data, one row a library."""
+    table = data.load("cuda_libraries")["libraries"]
+    return [
+        (key, spec["tested_as"]["label"], row[spec["tested_as"]["column"]])
+        for key, spec in table.items()
+        if "tested_as" in spec and row.get(spec["tested_as"]["column"])
+    ]
+
+
 def _compat_row(tf_version: str) -> tuple[dict[str, str] | None, bool]:
     """The tested-build row for this TF version (exact minor, else nearest older)."""
     rows = data.load("tf_cuda_compat")["rows"]
@@ -84,12 +96,11 @@ def check_compat(ctx: DoctorContext) -> list[Check]:
         ]
     problems: list[tuple[Status, str]] = []
     rows = {r.key: r for r in ctx.library_rows}
-    for key, want in (("cudart", row["cuda"]), ("cudnn", row["cudnn"])):
+    for key, label, want in _tested_libraries(row):
         lib = rows.get(key)
         if lib is None or lib.resolution.path is None or not lib.version:
             continue
         have, need = version_tuple(lib.version), version_tuple(want)
-        label = "CUDA runtime" if key == "cudart" else "cuDNN"
         if have[:1] != need[:1]:
             problems.append(
                 (
@@ -108,7 +119,7 @@ def check_compat(ctx: DoctorContext) -> list[Check]:
             )
     note = "" if exact else f" (nearest row: TF {row['tensorflow']})"
     tested = f"tested with CUDA {row['cuda']}, cuDNN {row['cudnn']}{note}"
-    compared = [k for k in ("cudart", "cudnn") if k in rows and rows[k].version]
+    compared = [k for k, *_ in _tested_libraries(row) if k in rows and rows[k].version]
     if not problems:
         found = (
             "the libraries found match"
