@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -638,8 +639,8 @@ def test_a_cuda_library_with_a_version_requirement_is_one_row_of_data(
 
     load = data.load
 
-    def with_nccl(name: str) -> Any:
-        doc = load(name)
+    def with_nccl(name: str) -> dict[str, object]:
+        doc: dict[str, Any] = load(name)
         if name == "cuda_libraries":
             doc["libraries"]["nccl"]["tested_as"] = {"column": "nccl", "label": "NCCL"}
         if name == "tf_cuda_compat":
@@ -647,7 +648,7 @@ def test_a_cuda_library_with_a_version_requirement_is_one_row_of_data(
                 row["nccl"] = "2.28"  # the fake site's wheel is 2.27.7
         return doc
 
-    site, make = fake_tf
+    _, make = fake_tf
     monkeypatch.setattr(data, "load", with_nccl)
     by = rows(run_doctor(make()).checks)
     assert by["tf.compat"].status is Status.WARN
