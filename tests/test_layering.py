@@ -357,8 +357,37 @@ def layout_page() -> str:
         "loader's cases, fake NVML at its boundary, and run TensorFlow for real on the CPU.",
         "`benchmarks/results/` holds what was recorded on GPU machines, with the",
         "environment; `experiments/` the dated experiments behind them.",
+        *RECIPES,
     ]
     return "\n".join(lines) + "\n"
+
+
+# The three extensions the layout was cut for: each is one row in a registry, its own
+# module and its test (the tests named hold each recipe to it).
+RECIPES = (
+    "",
+    "## Three recipes",
+    "",
+    "**A knob that replaces a Keras function, with a new hardware need** (five files):",
+    "its module `optimize/<knob>.py` (`use`, `in_use`, `count_layers`); its row of",
+    "`optimize/patches.py` `PATCHES`; its field and row of `optimize/settings.py` `KNOBS`",
+    "(a `TuneTry` naming the need: the late stage, `--skip`, the layer counts and the",
+    "progress bar follow it); the need's row of `tune/result.py` `HARDWARE_NEEDS` (a",
+    "compute capability too: its row of `hardware/capabilities.py`); and its test",
+    "(`tests/tune/test_search.py::test_a_knobs_row_alone_makes_tune_try_it`,",
+    "`test_a_new_hardware_need_is_one_row`).",
+    "",
+    "**A doctor rule for a new CUDA library with a version requirement** (data only):",
+    "its row of `data/cuda_libraries.json` (its soname per CUDA major, its wheel, and",
+    "`tested_as`: the column of TensorFlow's tested build it is compared with), that",
+    "column in `data/tf_cuda_compat.json`'s rows, and its test",
+    "(`tests/doctor/test_checks.py::test_a_cuda_library_with_a_version_requirement_is_one_row_of_data`).",
+    "",
+    "**A built-in benchmark model** (three files): its function in",
+    "`workloads/builtin.py` (a `Workload`: model, data, loss, sample unit), its row of",
+    "`workloads/__init__.py` `BUILTINS` (entry point, bench batch, revision, `bench all`),",
+    "and its test (`tests/bench/test_bench.py::test_a_built_in_model_is_one_row`).",
+)
 
 
 def test_the_layout_page_is_generated_and_current() -> None:
