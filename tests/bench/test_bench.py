@@ -117,6 +117,12 @@ def test_results_round_trip_and_compare(tmp_path: Path) -> None:
     chart = tmp_path / "c.html"
     drawn = runner.invoke(app, ["bench", "compare", str(pa), str(pb), "--html", str(chart)])
     assert drawn.exit_code == 0 and "<img alt='B against A'" in chart.read_text()
+    # the CI gate: latency doubled (worse beyond the noise), so B against A fails; A
+    # against itself passes
+    gate = runner.invoke(app, ["bench", "compare", str(pa), str(pb), "--fail-worse"])
+    assert gate.exit_code == 1 and "worse" in gate.stdout
+    same = runner.invoke(app, ["bench", "compare", str(pa), str(pa), "--fail-worse"])
+    assert same.exit_code == 0
     for flag in (["--quick"], ["--batch", "8"], ["--output", "x.json"]):
         refused = runner.invoke(app, ["bench", "compare", str(pa), str(pb), *flag])
         assert refused.exit_code == 2 and f"No such option: {flag[0]}" in unboxed(refused.output)

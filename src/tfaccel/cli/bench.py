@@ -24,6 +24,7 @@ from tfaccel.cli._common import (
     stdout_console,
     write_out,
 )
+from tfaccel.errors import ExitCode
 from tfaccel.optimize.environment import set_xla_options
 from tfaccel.optimize.settings import XLA_OPTIONS
 from tfaccel.render import Format, dumps
@@ -128,6 +129,11 @@ def compare_cmd(
     path_b: str = typer.Argument(..., metavar="B.json", help="Results after."),
     html: Path = typer.Option(None, "--html", help="Also write a before/after chart here."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --html file."),
+    fail_worse: bool = typer.Option(
+        False,
+        "--fail-worse",
+        help="Exit 1 when any benchmark of B is worse than A's beyond the noise (a CI gate).",
+    ),
     fmt: Format = FORMAT_OPTION,
 ) -> None:
     """Two result files side by side: each benchmark's ratio, beyond the noise or not."""
@@ -142,3 +148,5 @@ def compare_cmd(
         compare_text(rows, path_a, path_b, stdout_console(), env)
     if html is not None:
         compare_html(rows, path_a, path_b, html)
+    if fail_worse and any(row.better is False for row in rows):
+        raise typer.Exit(int(ExitCode.FINDINGS))
