@@ -52,8 +52,8 @@ def _gpu_capability(tf: Any, gpus: list[Any]) -> str | None:
     if not gpus:
         return None
     try:
-        cc = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
-        return f"{cc[0]}.{cc[1]}" if cc else None
+        capability = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
+        return f"{capability[0]}.{capability[1]}" if capability else None
     except Exception:
         return None
 
@@ -89,13 +89,13 @@ def _float8_row(cc: str | None, xla: str) -> Applied:
     )
 
 
-def _apply_attention(s: Settings, cc: str | None) -> list[Applied]:
+def _apply_attention(settings: Settings, cc: str | None) -> list[Applied]:
     """Keras' attention, or cuDNN's flash attention (tfaccel.optimize.attention). A row
     only when cuDNN's is asked for or was in use; where it cannot run (no GPU of 8.0+,
     no XLA) a warning, and Keras' own stays."""
     from tfaccel.optimize import attention
 
-    if s.attention == "keras":
+    if settings.attention == "keras":
         return _apply_patched("attention", "keras")
     if not attention.flash_capable(cc):
         attention.set_attention("keras")
@@ -109,7 +109,7 @@ def _apply_attention(s: Settings, cc: str | None) -> list[Applied]:
             )
         ]
     detail = attention.set_attention("cudnn")
-    if s.xla == "off":
+    if settings.xla == "off":
         return [Applied("attention", "cudnn", "warning", f"{detail}; without XLA: use xla='jit'")]
     return [Applied("attention", "cudnn", "applied", detail)]
 
@@ -156,16 +156,16 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     rows.extend(apply_memory(tf, s, gpus, initialized, gpu_total_mib()))
     if gpus and s.memory == "default" and mps_running():
         rows.append(Applied("memory", "default", "warning", MPS_WARNING))
-    cc = _gpu_capability(tf, gpus)
-    precision, row = _apply_precision(tf, s, cc)
+    capability = _gpu_capability(tf, gpus)
+    precision, row = _apply_precision(tf, s, capability)
     rows.append(row)
     rows.extend(_apply_xla(tf, s, xla_row))
     for knob in KERAS_PATCHES:  # attention needs cuDNN's flash attention: its own checks
-        patched = _apply_attention(s, cc) if knob == "attention" else None
+        patched = _apply_attention(s, capability) if knob == "attention" else None
         rows.extend(patched if patched is not None else _apply_patched(knob, getattr(s, knob)))
-    rows.extend(_model_rows(s, cc))
+    rows.extend(_model_rows(s, capability))
     rows.append(_data_row(s, precision))
-    report = ConfigureReport(s, precision, len(gpus), tuple(rows), cc)
+    report = ConfigureReport(s, precision, len(gpus), tuple(rows), capability)
     rows.extend(_strategy_rows(report, len(gpus)))
     report.rows = tuple(rows)
     _LAST.update(settings=settings, report=report)
@@ -181,11 +181,11 @@ _PRECISION_NOTES = {
 }
 
 
-def _apply_precision(tf: Any, s: Settings, cc: str | None) -> tuple[str, Applied]:
+def _apply_precision(tf: Any, settings: Settings, cc: str | None) -> tuple[str, Applied]:
     """Keras' global dtype policy and TF32, for the precision asked (or chosen)."""
     import keras
 
-    precision, why = resolve_precision(s.precision, cc)
+    precision, why = resolve_precision(settings.precision, cc)
     policy = "float32" if precision in ("float32", "tf32") else precision
     keras.mixed_precision.set_global_policy(policy)
     tf.config.experimental.enable_tensor_float_32_execution(precision != "float32")
@@ -194,29 +194,33 @@ def _apply_precision(tf: Any, s: Settings, cc: str | None) -> tuple[str, Applied
     )
 
 
-def _apply_xla(tf: Any, s: Settings, xla_row: Applied) -> list[Applied]:
+def _apply_xla(tf: Any, settings: Settings, xla_row: Applied) -> list[Applied]:
     """XLA: TensorFlow's auto-clustering, or compile's jit_compile; XLA's options;
     steps_per_execution."""
-    if s.xla == "autoclustering":
+    if settings.xla == "autoclustering":
         tf.config.optimizer.set_jit("autoclustering")
         how = "TensorFlow clusters ops into XLA kernels inside tf.function graphs"
         rows = [Applied("xla", "autoclustering", "applied", how)]
     else:
         tf.config.optimizer.set_jit(False)
-        jit = {"jit": True, "off": False, "auto": "auto"}[s.xla]
-        rows = [Applied("xla", s.xla, "at-compile", f"model.compile(jit_compile={jit!r})")]
-    if s.effective_xla_options or xla_row.status != "unchanged":
+        jit = {"jit": True, "off": False, "auto": "auto"}[settings.xla]
+        rows = [Applied("xla", settings.xla, "at-compile", f"model.compile(jit_compile={jit!r})")]
+    if settings.effective_xla_options or xla_row.status != "unchanged":
         rows.append(xla_row)
     how = "steps run per call into the compiled function"
-    rows.append(Applied("steps_per_execution", s.steps_per_execution, "at-compile", how))
+    rows.append(Applied("steps_per_execution", settings.steps_per_execution, "at-compile", how))
     return rows
 
 
-def _model_rows(s: Settings, cc: str | None) -> list[Applied]:
+def _model_rows(settings: Settings, cc: str | None) -> list[Applied]:
     """What applies to the model at compile or build: float8, gradient checkpointing,
     gradient accumulation; a row each, also when off."""
-    rows = [_float8_row(cc, s.xla) if s.float8 else Applied("float8", False, "unchanged", "off")]
-    if s.gradient_checkpointing:
+    rows = [
+        _float8_row(cc, settings.xla)
+        if settings.float8
+        else Applied("float8", False, "unchanged", "off")
+    ]
+    if settings.gradient_checkpointing:
         how = (
             "report.compile(model) cuts a Functional graph into segments recomputed in the "
             "backward pass; a subclassed model: build it inside report.remat_scope() (each "
@@ -225,7 +229,7 @@ def _model_rows(s: Settings, cc: str | None) -> list[Applied]:
         rows.append(Applied("gradient_checkpointing", True, "at-build", how))
     else:
         rows.append(Applied("gradient_checkpointing", False, "unchanged", "off"))
-    steps = s.gradient_accumulation_steps
+    steps = settings.gradient_accumulation_steps
     how = "report.optimizer(...) sets the optimizer's gradient_accumulation_steps"
     rows.append(
         Applied("gradient_accumulation_steps", steps, "at-compile", how)
@@ -235,18 +239,18 @@ def _model_rows(s: Settings, cc: str | None) -> list[Applied]:
     return rows
 
 
-def _data_row(s: Settings, precision: str) -> Applied:
-    cast: str = s.input_cast
+def _data_row(settings: Settings, precision: str) -> Applied:
+    cast: str = settings.input_cast
     if cast != "off" and not input_cast_dtype(cast, precision):
         cast = f"{cast} (no effect: {precision} has no 16-bit compute dtype)"
-    size = s.batch_size
+    size = settings.batch_size
     value = {
         "batch_size": size,
-        "prefetch": s.prefetch,
-        "cache": s.cache_dataset,
-        "deterministic": s.deterministic_data,
+        "prefetch": settings.prefetch,
+        "cache": settings.cache_dataset,
+        "deterministic": settings.deterministic_data,
         "input_cast": cast,
-        "device_arrays": s.device_arrays,
+        "device_arrays": settings.device_arrays,
     }
     how = "report.dataset(ds) applies them" + (
         f" and re-batches to {size}; numpy inputs: model.fit(x, y, **report.fit_kwargs())"
@@ -257,14 +261,14 @@ def _data_row(s: Settings, precision: str) -> Applied:
 
 
 def _strategy_rows(report: ConfigureReport, gpus: int) -> list[Applied]:
-    s = report.settings
+    settings = report.settings
     how = f"{gpus} GPU(s) visible; build inside report.strategy_scope()"
     rows = [Applied("strategy", report.strategy_name, "at-build", how)]
-    if report.strategy_name == "mirrored" and s.gradient_accumulation_steps > 1:
+    if report.strategy_name == "mirrored" and settings.gradient_accumulation_steps > 1:
         rows.append(
             Applied(
                 "gradient_accumulation_steps",
-                s.gradient_accumulation_steps,
+                settings.gradient_accumulation_steps,
                 "warning",
                 "Keras' fit fails with accumulation under MirroredStrategy (the optimizer "
                 "all-reduces inside a cond); tfaccel.trial.step.DistributedTrainer "
@@ -295,8 +299,8 @@ class _Configure:
 
                 from tfaccel.optimize.settings import FIELDS
 
-                unknown = [k for k in kwargs if k not in FIELDS]
-                close = [m for k in unknown for m in difflib.get_close_matches(k, FIELDS, 1)]
+                unknown = [key for key in kwargs if key not in FIELDS]
+                close = [m for key in unknown for m in difflib.get_close_matches(key, FIELDS, 1)]
                 raise InputError(
                     "Unknown configure() argument",
                     expected="keywords among " + ", ".join(FIELDS),

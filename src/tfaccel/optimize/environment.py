@@ -110,9 +110,9 @@ def xla_flags_with(
     return " ".join(kept + wanted), wanted
 
 
-def apply_xla_options(s: Settings, initialized: bool) -> Applied:
+def apply_xla_options(settings: Settings, initialized: bool) -> Applied:
     current = os.environ.get(ENV_XLA, "")
-    options = s.effective_xla_options
+    options = settings.effective_xla_options
     flags, added = xla_flags_with(current, options, _XLA_ADDED)
     status: AppliedStatus
     if flags.split() == current.split():
@@ -125,7 +125,7 @@ def apply_xla_options(s: Settings, initialized: bool) -> Applied:
     notes = [
         f"{', '.join(added)}: for {knob}"
         for knob, opts in IMPLIED_XLA_OPTIONS.items()
-        if getattr(s, knob) and (added := [o for o in opts if o not in s.xla_options])
+        if getattr(settings, knob) and (added := [o for o in opts if o not in settings.xla_options])
     ]
     if notes:
         detail += f" ({'; '.join(notes)})"
@@ -135,28 +135,28 @@ def apply_xla_options(s: Settings, initialized: bool) -> Applied:
 def set_xla_options(options: Iterable[str]) -> Applied:
     """Only XLA's options (names in XLA_OPTIONS), for tools that set nothing else (`tfaccel
     bench --xla-options`); before TensorFlow starts, like configure()."""
-    s = Settings(xla_options=tuple(options))
-    return apply_xla_options(s, runtime_initialized())
+    settings = Settings(xla_options=tuple(options))
+    return apply_xla_options(settings, runtime_initialized())
 
 
 def apply_memory(
-    tf: Any, s: Settings, gpus: list[Any], initialized: bool, total_mib: int | None
+    tf: Any, settings: Settings, gpus: list[Any], initialized: bool, total_mib: int | None
 ) -> list[Applied]:
     rows: list[Applied] = []
-    if s.memory == "unified":
+    if settings.memory == "unified":
         status = _set_env(ENV_UNIFIED, "1", initialized, "memory='unified'")
         rows.append(Applied("memory", "unified", status, f"{ENV_UNIFIED}=1; cost: " + UNIFIED_COST))
     if not gpus:
-        if s.memory != "default":
-            rows.append(Applied("memory", s.memory, "skipped", "no GPU visible"))
+        if settings.memory != "default":
+            rows.append(Applied("memory", settings.memory, "skipped", "no GPU visible"))
         return rows
     limit = None
-    if s.memory == "limit":
-        limit = s.memory_limit_mib
-    elif s.memory == "unified" and total_mib:
-        limit = unified_memory_limit_mib(total_mib, s.unified_oversubscription)
+    if settings.memory == "limit":
+        limit = settings.memory_limit_mib
+    elif settings.memory == "unified" and total_mib:
+        limit = unified_memory_limit_mib(total_mib, settings.unified_oversubscription)
     for gpu in gpus:
-        want_growth = s.memory == "growth"
+        want_growth = settings.memory == "growth"
         have_growth = bool(tf.config.experimental.get_memory_growth(gpu))
         if want_growth != have_growth:
             if initialized:
@@ -180,7 +180,7 @@ def apply_memory(
                 tf.config.set_logical_device_configuration(
                     gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)]
                 )
-    if s.memory == "growth":
+    if settings.memory == "growth":
         rows.append(
             Applied(
                 "memory",
@@ -190,7 +190,7 @@ def apply_memory(
             )
         )
     elif limit is not None:
-        rows.append(Applied("memory", s.memory, "applied", f"{limit:,} MiB per GPU"))
+        rows.append(Applied("memory", settings.memory, "applied", f"{limit:,} MiB per GPU"))
     return rows
 
 
@@ -220,12 +220,12 @@ MPS_WARNING = (
 )
 
 
-def apply_allocator(s: Settings, initialized: bool) -> Applied:
-    alloc = None if s.allocator == "default" else s.allocator
-    status = _set_env(ENV_ALLOCATOR, alloc, initialized, f"allocator={s.allocator!r}")
+def apply_allocator(settings: Settings, initialized: bool) -> Applied:
+    alloc = None if settings.allocator == "default" else settings.allocator
+    status = _set_env(ENV_ALLOCATOR, alloc, initialized, f"allocator={settings.allocator!r}")
     how = (
         "cudaMallocAsync: the driver's stream-ordered pool"
         if alloc
         else "TensorFlow's BFC allocator"
     )
-    return Applied("allocator", s.allocator, status, how)
+    return Applied("allocator", settings.allocator, status, how)

@@ -188,30 +188,30 @@ class ConfigureReport:
         it from `dataset()`)."""
         return {"batch_size": self.settings.batch_size} if self.settings.batch_size else {}
 
-    def rebatched(self, ds: Any, model: Any = None) -> Any:
+    def rebatched(self, dataset: Any, model: Any = None) -> Any:
         """`ds` at the tuned batch size, its batches unbatched first (workloads.inputs
         tells them from examples; `model` where the data's shapes cannot): InputError
         where it still cannot tell. Without a batch size, `ds` as it is."""
         size = self.settings.batch_size
         if not size:
-            return ds
+            return dataset
         from tfaccel.workloads.inputs import rebatch
 
-        return rebatch(ds, model, size)[0]
+        return rebatch(dataset, model, size)[0]
 
-    def _rebatched_or_kept(self, ds: Any, model: Any) -> Any:
+    def _rebatched_or_kept(self, dataset: Any, model: Any) -> Any:
         """`rebatched`, or where it cannot tell, the data's own batches, and it says so."""
         import warnings
 
         try:
-            return self.rebatched(ds, model)
+            return self.rebatched(dataset, model)
         except InputError as exc:
             warnings.warn(
                 f"batch_size {self.settings.batch_size} not applied: {exc.message} "
                 "(report.dataset(ds, model=model) tells examples from batches)",
                 stacklevel=3,
             )
-            return ds
+            return dataset
 
     def dataset(self, ds: Any, cast: bool = True, model: Any = None, batch: bool = True) -> Any:
         """Apply the tf.data settings: the batch size (re-batched, unless `batch=False`:

@@ -170,7 +170,7 @@ def _keep_policy(precision: str) -> None:
         name = getattr(policy, "name", policy)
         say(f"{_caller()}: the script's dtype policy {name!r} left out: {precision} applies")
 
-    for module in [m for k, m in list(sys.modules.items()) if k.split(".")[0] == "keras"]:
+    for module in [m for key, m in list(sys.modules.items()) if key.split(".")[0] == "keras"]:
         for attr in POLICY_SETTERS:
             if getattr(module, attr, None) is original:
                 setattr(module, attr, keep)
@@ -221,11 +221,11 @@ def _one_step_fit(fit: Any, model: Any, args: Any, kwargs: Any) -> Any:
     """A fit before the timed one (tune --fit N): one step, without the script's
     callbacks (they may write its files) and validation. How far it trains changes
     nothing of the timed fit's speed; its compile has the trial's settings."""
-    a = _fit_arguments(fit, model, args, kwargs)
-    kw = a.pop("kwargs", {})
-    if _is_array(a.get("x")) and not a.get("batch_size"):
-        a["batch_size"] = 32  # Keras' default: given steps alone, it makes one batch of all
-    a.update(
+    fit_args = _fit_arguments(fit, model, args, kwargs)
+    kw = fit_args.pop("kwargs", {})
+    if _is_array(fit_args.get("x")) and not fit_args.get("batch_size"):
+        fit_args["batch_size"] = 32  # Keras' default: given steps alone, it makes one batch of all
+    fit_args.update(
         epochs=1,
         initial_epoch=0,
         steps_per_epoch=1,
@@ -234,7 +234,7 @@ def _one_step_fit(fit: Any, model: Any, args: Any, kwargs: Any) -> Any:
         validation_data=None,
         validation_split=0.0,
     )
-    return fit(model, **a, **kw)
+    return fit(model, **fit_args, **kw)
 
 
 def _fit_arguments(fit: Any, model: Any, args: Any, kwargs: Any) -> dict[str, Any]:
@@ -245,7 +245,7 @@ def _fit_arguments(fit: Any, model: Any, args: Any, kwargs: Any) -> dict[str, An
     return out
 
 
-def _examples(model: Any, a: dict[str, Any], peek: bool) -> tuple[Any, int, int | None]:
+def _examples(model: Any, fit_args: dict[str, Any], peek: bool) -> tuple[Any, int, int | None]:
     """fit's data as a dataset of single examples (workloads.inputs), the batch size
     the script trains at (its data's batches, else fit's `batch_size`: Keras' 32 where
     it gives none), and how many examples there are where the data says. A dataset
@@ -257,10 +257,12 @@ def _examples(model: Any, a: dict[str, Any], peek: bool) -> tuple[Any, int, int 
     from tfaccel.workloads.inputs import count_examples, user_data
 
     # as fit packs them: a dataset or generator alone, arrays with or without labels
-    data = keras.utils.pack_x_y_sample_weight(a.get("x"), a.get("y"), a.get("sample_weight"))
+    data = keras.utils.pack_x_y_sample_weight(
+        fit_args.get("x"), fit_args.get("y"), fit_args.get("sample_weight")
+    )
     found = user_data(data, model, peek=peek)
-    count = count_examples(a.get("x") if _is_dataset(a.get("x")) else data, found)
-    return found.examples, found.batch_size or a.get("batch_size") or 32, count
+    count = count_examples(fit_args.get("x") if _is_dataset(fit_args.get("x")) else data, found)
+    return found.examples, found.batch_size or fit_args.get("batch_size") or 32, count
 
 
 def _measured_fit(
@@ -281,12 +283,12 @@ def _measured_fit(
     print(FIT_STARTED, flush=True)  # a process that dies from here on died in fit
     own = None
     try:
-        a = _fit_arguments(fit, model, args, kwargs)
+        fit_args = _fit_arguments(fit, model, args, kwargs)
         learn = report.settings.batch_size is None  # the script's own, to be said
-        examples, read, count = _examples(model, a, peek=learn)
+        examples, read, count = _examples(model, fit_args, peek=learn)
         own = read if learn else None
         batch = report.settings.batch_size or read
-        call = _FitCall(fit, model, report, request, a, examples, batch, count)
+        call = _FitCall(fit, model, report, request, fit_args, examples, batch, count)
         out = _racing(call) if request.race else _timing(call)
     except Exception as exc:
         out = failure(exc)
@@ -315,7 +317,7 @@ class _FitCall:
 def _timing(call: _FitCall) -> dict[str, Any]:
     """A trial's timed fit (`trial.child.timed_fit`) on the script's examples, with
     what the batch offer needs of the data (and, in the baseline, the noise scale)."""
-    fit, model, report, request, a = call.fit, call.model, call.report, call.request, call.a
+    fit, model, report, request, fit_args = call.fit, call.model, call.report, call.request, call.a
     examples, batch, count = call.examples, call.batch, call.count
     from tfaccel.trial import noise_scale
     from tfaccel.trial.child import Plan, timed_fit
@@ -324,7 +326,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
 
     plan = Plan.of(request.steps, report.settings.steps_per_execution)
     with contextlib.ExitStack() as stack:
-        ds = _timed_arrays(stack, model, report, a, batch)
+        ds = _timed_arrays(stack, model, report, fit_args, batch)
         if ds is None:
             ds = report.dataset(rebatched(examples, batch), batch=False)
         out = timed_fit(
@@ -337,9 +339,9 @@ def _timing(call: _FitCall) -> dict[str, Any]:
             request.count_flops,
             STARTED,
         )
-    out["fit_data"] = _data_form(a.get("x"))
+    out["fit_data"] = _data_form(fit_args.get("x"))
     if out["fit_data"] == "arrays":
-        out["device_arrays_blocker"] = device_arrays_blocker(report, a, setting=False)
+        out["device_arrays_blocker"] = device_arrays_blocker(report, fit_args, setting=False)
     out.update(data_facts(model, count, has_data=True))
     if request.count_flops and "no_race" not in out:  # the baseline's
         out.update(noise_scale.measure(model, examples, batch))
@@ -350,7 +352,7 @@ def _racing(call: _FitCall) -> dict[str, Any]:
     """A race (`trial.race`) of the script's fit on its data and validation data
     (else a held-out part). Of the script's callbacks only those that set the learning
     rate are kept."""
-    fit, model, report, request, a = call.fit, call.model, call.report, call.request, call.a
+    fit, model, report, request, fit_args = call.fit, call.model, call.report, call.request, call.a
     examples, batch, count = call.examples, call.batch, call.count
     from tfaccel.trial.race import kept_callbacks, race_blocker, race_fit, steps_per_epoch
     from tfaccel.workloads.synthetic import rebatched
@@ -358,13 +360,13 @@ def _racing(call: _FitCall) -> dict[str, Any]:
     why = race_blocker(model, has_data=True)
     if why:
         raise ValueError(f"no race: {why}")
-    split = _validation(model, a, examples, count)
+    split = _validation(model, fit_args, examples, count)
     train = split.train
-    if _is_array(a.get("x")) and a.get("shuffle", True):  # as fit shuffles arrays
+    if _is_array(fit_args.get("x")) and fit_args.get("shuffle", True):  # as fit shuffles arrays
         train = train.shuffle(10_000, seed=request.seed)
     ds = report.dataset(rebatched(train, batch), batch=False)
     steps = steps_per_epoch(split, batch)
-    kept = kept_callbacks(a.get("callbacks"))
+    kept = kept_callbacks(fit_args.get("callbacks"))
 
     def run(callbacks: list[Any]) -> Any:
         return fit(
@@ -380,7 +382,7 @@ def _racing(call: _FitCall) -> dict[str, Any]:
     return {**out, "validation": split.what}
 
 
-def _validation(model: Any, a: dict[str, Any], examples: Any, count: int | None) -> Any:
+def _validation(model: Any, fit_args: dict[str, Any], examples: Any, count: int | None) -> Any:
     """The race's validation examples: fit's `validation_data`, its
     `validation_split` of arrays, else a held-out part of the training examples."""
     import keras
@@ -388,13 +390,13 @@ def _validation(model: Any, a: dict[str, Any], examples: Any, count: int | None)
     from tfaccel.trial.race import Split, held_out, split_off
     from tfaccel.workloads.inputs import user_data
 
-    given = a.get("validation_data")
+    given = fit_args.get("validation_data")
     if given is not None:
         data = given if not isinstance(given, tuple) else keras.utils.pack_x_y_sample_weight(*given)
         found = user_data(data, model)
         return Split(examples, found.examples, "the script's validation_data", count)
-    fraction = float(a.get("validation_split") or 0.0)
-    if fraction > 0 and _is_array(a.get("x")):
+    fraction = float(fit_args.get("validation_split") or 0.0)
+    if fraction > 0 and _is_array(fit_args.get("x")):
         return split_off(examples, count, fraction)
     return held_out(examples, count)
 
@@ -411,20 +413,20 @@ def _run_fit(
 ) -> Any:
     """The script's fit with the settings that apply to its arguments (and an applied
     batch offer's learning-rate change, `lr`), said on stderr."""
-    a = _fit_arguments(fit, model, args, kwargs)
+    fit_args = _fit_arguments(fit, model, args, kwargs)
     size = report.settings.batch_size
-    x = a.get("x")
+    x = fit_args.get("x")
     notes: list[str] = []
     if _is_dataset(x):
         try:
-            _fit_dataset(a, model, report, size, notes)
+            _fit_dataset(fit_args, model, report, size, notes)
         except Exception as exc:
             notes.append(f"the dataset kept as it is ({type(exc).__name__}: {exc})")
     elif size and _is_array(x):
-        own = a.get("batch_size") or 32  # Keras' default
-        a["batch_size"] = size
+        own = fit_args.get("batch_size") or 32  # Keras' default
+        fit_args["batch_size"] = size
         notes.append(f"batch_size={size}")
-        _same_examples_per_epoch(a, own, size, notes)
+        _same_examples_per_epoch(fit_args, own, size, notes)
     elif size:
         notes.append(
             f"batch {size} not applied: the script's {type(x).__name__} makes its own "
@@ -434,44 +436,50 @@ def _run_fit(
 
     notes += filter(None, [precision_problem(model, report.precision)])
     if lr:
-        notes.append(_scale_learning_rate(model, a, lr, first=call == 1))
+        notes.append(_scale_learning_rate(model, fit_args, lr, first=call == 1))
     with contextlib.ExitStack() as stack:
         if _is_array(x):
-            notes.append(_arrays(stack, model, report, a))
+            notes.append(_arrays(stack, model, report, fit_args))
         say(f"model.fit call {call} at {where}: " + "; ".join(notes))
-        kw = a.pop("kwargs", {})
-        return fit(model, **a, **kw)
+        kw = fit_args.pop("kwargs", {})
+        return fit(model, **fit_args, **kw)
 
 
 def _arrays(
-    stack: contextlib.ExitStack, model: Any, report: ConfigureReport, a: dict[str, Any]
+    stack: contextlib.ExitStack, model: Any, report: ConfigureReport, fit_args: dict[str, Any]
 ) -> str:
     """fit's numpy arrays kept in GPU memory for the fit (`device_arrays`), entered
     on `stack`, or why they are passed as they are; the note to say."""
-    why = device_arrays_blocker(report, a)
+    why = device_arrays_blocker(report, fit_args)
     if why:
         return f"numpy arrays passed as they are ({why})"
     from tfaccel.optimize.device_arrays import kept_on_device
 
-    return stack.enter_context(kept_on_device(model, a, a.get("batch_size") or 32, "/GPU:0"))
+    return stack.enter_context(
+        kept_on_device(model, fit_args, fit_args.get("batch_size") or 32, "/GPU:0")
+    )
 
 
 def _timed_arrays(
-    stack: contextlib.ExitStack, model: Any, report: ConfigureReport, a: dict[str, Any], batch: int
+    stack: contextlib.ExitStack,
+    model: Any,
+    report: ConfigureReport,
+    fit_args: dict[str, Any],
+    batch: int,
 ) -> Any:
     """The endless dataset of index batches a trial times where device_arrays keeps
     fit's arrays in GPU memory (entered on `stack`), else None."""
-    if not _is_array(a.get("x")) or device_arrays_blocker(report, a):
+    if not _is_array(fit_args.get("x")) or device_arrays_blocker(report, fit_args):
         return None
     from tfaccel.optimize.device_arrays import kept_on_device
 
-    b = dict(a)
+    b = dict(fit_args)
     stack.enter_context(kept_on_device(model, b, batch, "/GPU:0", repeat=True))
     return b["x"]
 
 
 def device_arrays_blocker(
-    report: ConfigureReport, a: dict[str, Any], setting: bool = True
+    report: ConfigureReport, fit_args: dict[str, Any], setting: bool = True
 ) -> str | None:
     """Why fit's arguments `a` keep their arrays on the host under `report`'s
     settings (`setting=False`: were device_arrays on), or None."""
@@ -483,10 +491,12 @@ def device_arrays_blocker(
     if report.gpus != 1 or report.strategy_name != "none":
         return "device_arrays needs one GPU and no distribution strategy"
     mib = gpu_total_mib()
-    return blocker(a, mib * 2**20 if mib else None)
+    return blocker(fit_args, mib * 2**20 if mib else None)
 
 
-def _scale_learning_rate(model: Any, a: dict[str, Any], lr: dict[str, Any], first: bool) -> str:
+def _scale_learning_rate(
+    model: Any, fit_args: dict[str, Any], lr: dict[str, Any], first: bool
+) -> str:
     """The batch offer's learning rate, with its warm-up, on the first fit (a later fit
     trains on from the scaled rate); the script's callbacks that set the rate stay in
     charge, and are named."""
@@ -497,20 +507,24 @@ def _scale_learning_rate(model: Any, a: dict[str, Any], lr: dict[str, Any], firs
         return "learning rate as the first fit left it"
     warmup, note = apply(model, LrChange(**lr))
     if warmup is not None:
-        a["callbacks"] = [*list(a.get("callbacks") or []), warmup]
-    setters = [type(c).__name__ for c in kept_callbacks(a.get("callbacks"))]
+        fit_args["callbacks"] = [*list(fit_args.get("callbacks") or []), warmup]
+    setters = [type(c).__name__ for c in kept_callbacks(fit_args.get("callbacks"))]
     if setters:
         note += f" (the script's {', '.join(setters)} sets the rate as it always does)"
     return note
 
 
 def _fit_dataset(
-    a: dict[str, Any], model: Any, report: ConfigureReport, size: int | None, notes: list[str]
+    fit_args: dict[str, Any],
+    model: Any,
+    report: ConfigureReport,
+    size: int | None,
+    notes: list[str],
 ) -> None:
     """fit's dataset at the tuned batch size with the tf.data settings, in `a`."""
     from tfaccel.workloads.inputs import rebatch
 
-    x = a["x"]
+    x = fit_args["x"]
     ds, own = rebatch(x, model, size) if size else (x, None)
     if not size:
         notes.append("batch as the script's")
@@ -518,11 +532,13 @@ def _fit_dataset(
         notes.append(f"batch {size} (the data's own)")
     else:
         notes.append(f"batch {size} (re-batched" + (f" from {own})" if own else ")"))
-    a["x"] = report.dataset(ds, batch=False)
+    fit_args["x"] = report.dataset(ds, batch=False)
     if size:
-        _same_examples_per_epoch(a, own, size, notes)
+        _same_examples_per_epoch(fit_args, own, size, notes)
     notes.append("tf.data settings applied")
-    if a.get("steps_per_epoch") is None and int(x.cardinality()) >= 0 > int(ds.cardinality()):
+    if fit_args.get("steps_per_epoch") is None and int(x.cardinality()) >= 0 > int(
+        ds.cardinality()
+    ):
         notes.append(
             "Keras counts the re-batched dataset's steps in its first epoch (it shows "
             "'Unknown', and warns then that the input ran out of data: harmless)"
@@ -530,16 +546,16 @@ def _fit_dataset(
 
 
 def _same_examples_per_epoch(
-    a: dict[str, Any], own: int | None, size: int, notes: list[str]
+    fit_args: dict[str, Any], own: int | None, size: int, notes: list[str]
 ) -> None:
     """steps_per_epoch counts batches: at another batch size it is scaled so that an
     epoch holds the examples it held in the script (else a larger batch would make
     each epoch, and the run, that many times longer)."""
-    steps = a.get("steps_per_epoch")
+    steps = fit_args.get("steps_per_epoch")
     if not steps or not own or own == size:
         return
     scaled = max(1, -(-steps * own // size))
-    a["steps_per_epoch"] = scaled
+    fit_args["steps_per_epoch"] = scaled
     notes.append(f"steps_per_epoch {steps} -> {scaled} (the examples of an epoch kept)")
 
 

@@ -113,12 +113,18 @@ def short_of(gain: float, thr: float) -> str:
 
 
 def verdict_of(
-    value: Any, r: TrialResult, win: bool, gain: float, thr: float, against: str, places: int = 0
+    value: Any,
+    trial: TrialResult,
+    win: bool,
+    gain: float,
+    thr: float,
+    against: str,
+    places: int = 0,
 ) -> str:
     """A trial of one knob's value (or of what `value` names), in a decision's words,
     naming what it was compared with."""
-    if not r.ok:
-        return f"{value}: {r.status} ({r.error})"
+    if not trial.ok:
+        return f"{value}: {trial.status} ({trial.error})"
     verdict = "kept" if win else f"(threshold {thr:.0%})"
     return f"{value}: {gain:+.{places}%} {verdict}, against {against}"
 
@@ -162,12 +168,19 @@ class TunerCore:
         # whether the GEMM-only knobs (cuBLASLt) are worth a trial.
         count = {"count_flops": True}
         self.trial_fn: TrialFn = trial_fn or (
-            lambda w, s, p, t: runner(
-                w, s, p, t, env_overrides=env, extra=count if s == self.base else None
+            lambda w, settings, p, trying: runner(
+                w,
+                settings,
+                p,
+                trying,
+                env_overrides=env,
+                extra=count if settings == self.base else None,
             )
         )
         self.race_fn: RaceFn = race_fn or (
-            lambda w, s, p, t, x: runner(w, s, p, t, env_overrides=env, extra=x)
+            lambda w, settings, p, trying, x: runner(
+                w, settings, p, trying, env_overrides=env, extra=x
+            )
         )
         self.on_trial = on_trial
         self.result = TuneResult(workload, hardware)
@@ -202,10 +215,10 @@ class TunerCore:
             )
         return self.measure(settings, stage, record=self._record)
 
-    def _record(self, r: TrialResult) -> None:
+    def _record(self, trial: TrialResult) -> None:
         """A new trial, journaled (before it is reported) and listed."""
-        self.journal.append(self.workload, r)
-        self.result.trials.append(r)
+        self.journal.append(self.workload, trial)
+        self.result.trials.append(trial)
 
     def compare(
         self, new: TrialResult, best: TrialResult
@@ -232,16 +245,18 @@ class TunerCore:
         baseline's, else the first trial's that has it (a journal's baseline may be of a
         version that did not count it yet); None if none does."""
         res = self.result
-        for t in (res.baseline, *res.trials):
-            if t is not None and t.extra.get(key) is not None:
-                return int(t.extra[key])
+        for trying in (res.baseline, *res.trials):
+            if trying is not None and trying.extra.get(key) is not None:
+                return int(trying.extra[key])
         return None
 
-    def _guard_reference(self, s: Settings, best: TrialResult, best_s: Settings) -> TrialResult:
+    def _guard_reference(
+        self, settings: Settings, best: TrialResult, best_s: Settings
+    ) -> TrialResult:
         """What the accuracy guard holds a trial of `s` to: the best run, or, where `s`
         runs another steps_per_execution (stage 8), the best's settings at that one
         (from the journal, or measured), so that the losses compared end the same steps."""
-        spe = s.steps_per_execution
+        spe = settings.steps_per_execution
         if spe == best_s.steps_per_execution:
             return best
         ref = self.trial(best_s.replace(steps_per_execution=spe), "guard reference")
@@ -277,22 +292,22 @@ class TunerCore:
                 "time to measure it again here: its earlier figure is used",
             )
             return old
-        r = self.measure(Settings(**old.settings), AGAIN)
-        if not r.ok:
+        trial = self.measure(Settings(**old.settings), AGAIN)
+        if not trial.ok:
             self.decide(
                 "resume",
-                f"{old.label}, measured on another machine, ran here with {r.status} "
-                f"({r.error}): its earlier figure is used",
+                f"{old.label}, measured on another machine, ran here with {trial.status} "
+                f"({trial.error}): its earlier figure is used",
             )
             return old
-        self.journal.append_again(self.workload, r)
+        self.journal.append_again(self.workload, trial)
         self.decide(
             "resume",
             f"{old.label} measured again on this machine, to compare with a trial of "
-            f"this one: {r.samples_per_s:,.0f}/s (the journal's, of another machine: "
+            f"this one: {trial.samples_per_s:,.0f}/s (the journal's, of another machine: "
             f"{old.samples_per_s or 0:,.0f}/s)",
         )
-        return r
+        return trial
 
     def measure(
         self,
@@ -307,41 +322,41 @@ class TunerCore:
             self.on_trial(stage, None, settings)
         t0 = self.clock()
         timeout = self._timeout()
-        r = self._settled_trial(settings, timeout)
+        trial = self._settled_trial(settings, timeout)
         self._ran.append(self.clock() - t0)
-        if settings.batch_size is None and r.extra.get("own_batch"):
+        if settings.batch_size is None and trial.extra.get("own_batch"):
             # "the script's own": the trial says which, and is labelled with it
-            s = settings.replace(batch_size=int(r.extra["own_batch"]))
-            r = dataclasses.replace(r, settings=s.to_dict(), label=label_of(s))
-        if r.status == "timeout" and timeout < self.opt.timeout_s:
-            r = dataclasses.replace(r, error=f"{r.error}: stopped at the time budget")
+            s = settings.replace(batch_size=int(trial.extra["own_batch"]))
+            trial = dataclasses.replace(trial, settings=s.to_dict(), label=label_of(s))
+        if trial.status == "timeout" and timeout < self.opt.timeout_s:
+            trial = dataclasses.replace(trial, error=f"{trial.error}: stopped at the time budget")
         if record is not None:
-            record(r)
+            record(trial)
         if self.on_trial:
-            self.on_trial(stage, r, settings)
-        return r
+            self.on_trial(stage, trial, settings)
+        return trial
 
     def _settled_trial(self, settings: Settings, timeout: float) -> TrialResult:
         """A trial; measured once more with twice the warm-up where its windows still
         rose (no decision on a warm-up that had not ended), kept under the plan's key;
         a spread that says the machine was busy is said."""
-        r = self.trial_fn(self.workload, settings, self.opt.steps, timeout)
-        if r.ok and stats.rising(r.windows):
+        trial = self.trial_fn(self.workload, settings, self.opt.steps, timeout)
+        if trial.ok and stats.rising(trial.windows):
             longer = dataclasses.replace(self.opt.steps, warmup=2 * self.opt.steps.warmup)
             again = self.trial_fn(self.workload, settings, longer, timeout)
             self.decide(
                 "noise",
-                f"{r.label}: its windows still rose ({r.samples_per_s:,.0f}/s median): "
+                f"{trial.label}: its windows still rose ({trial.samples_per_s:,.0f}/s median): "
                 f"measured again with a warm-up of {longer.warmup} steps",
             )
-            r = dataclasses.replace(again, key=r.key) if again.ok else r
-        if r.ok and trial_noise(r) > stats.BUSY:
+            trial = dataclasses.replace(again, key=trial.key) if again.ok else trial
+        if trial.ok and trial_noise(trial) > stats.BUSY:
             self.decide(
                 "noise",
-                f"{r.label}: its windows spread {trial_noise(r):.0%}: the machine looks busy "
-                "(other work on its GPU or CPU); gains under twice that are not decided",
+                f"{trial.label}: its windows spread {trial_noise(trial):.0%}: the machine looks "
+                "busy (other work on its GPU or CPU); gains under twice that are not decided",
             )
-        return r
+        return trial
 
     def _timeout(self) -> float:
         """A trial's timeout: --timeout, or what is left of the time budget if less, so
@@ -373,50 +388,60 @@ class TunerCore:
         """Keras' default float32 runs as TF32 on GPUs that have it."""
         return "tf32" if "tf32" in self.hw.precisions else "float32"
 
-    def _batch(self, st: State) -> int:
+    def _batch(self, state: State) -> int:
         """The best so far's batch size."""
-        return st.best_s.batch_size or self.opt.batch_size or 32
+        return state.best_s.batch_size or self.opt.batch_size or 32
 
-    def _improved(self, st: State, r: TrialResult, s: Settings) -> None:
+    def _improved(self, state: State, trial: TrialResult, settings: Settings) -> None:
         """`r` (of settings `s`) is the best so far: noted with the time it was found."""
-        st.best, st.best_s = r, s
-        if st.offer:
-            st.rungs.append((r, s))
-        if r.ok and r.samples_per_s and not st.offer:
-            self.result.best_so_far.append((self.clock() - (self._start or 0.0), r.samples_per_s))
+        state.best, state.best_s = trial, settings
+        if state.offer:
+            state.rungs.append((trial, settings))
+        if trial.ok and trial.samples_per_s and not state.offer:
+            self.result.best_so_far.append(
+                (self.clock() - (self._start or 0.0), trial.samples_per_s)
+            )
 
     def _near_miss(
-        self, st: State, knob: str, value: Any, r: TrialResult, gain: float, guard: bool
+        self, state: State, knob: str, value: Any, trial: TrialResult, gain: float, guard: bool
     ) -> None:
         """Remember a gain that was real but under the threshold, for stage `together`:
         real means beyond twice the two trials' spread and 0.5 %."""
         floor = self.opt.noise_floor / 6
-        bar = noise_threshold(trial_noise(r), trial_noise(st.best), floor=floor)
-        if r.ok and gain > bar:
-            then = getattr(st.best_s, knob)
-            st.near.append(NearMiss(knob, value, guard, gain, st.best.key, then))
+        bar = noise_threshold(trial_noise(trial), trial_noise(state.best), floor=floor)
+        if trial.ok and gain > bar:
+            then = getattr(state.best_s, knob)
+            state.near.append(NearMiss(knob, value, guard, gain, state.best.key, then))
 
     def _attempt(
-        self, st: State, s: Settings, stage: str, what: Any, guard: bool = False, places: int = 0
+        self,
+        state: State,
+        settings: Settings,
+        stage: str,
+        what: Any,
+        guard: bool = False,
+        places: int = 0,
     ) -> Outcome | None:
         """A trial of `s` against the best so far, kept if it wins; None if the accuracy
         guard rejected it. `guard`: `s` changes the arithmetic (a rewrite of XLA's), so
         its losses must stay finite and within the guard's tolerance of the best run's,
         as for a precision."""
-        r = self.trial(s, stage)
-        if guard and r.ok:
-            ok, why = loss_close(r, self._guard_reference(s, st.best, st.best_s), st.rtol)
+        trial = self.trial(settings, stage)
+        if guard and trial.ok:
+            ok, why = loss_close(
+                trial, self._guard_reference(settings, state.best, state.best_s), state.rtol
+            )
             if not ok:
-                self.decide("accuracy guard", f"{r.label} rejected: {why}")
+                self.decide("accuracy guard", f"{trial.label} rejected: {why}")
                 return None
-        win, gain, thr, r, best = self.compare(r, st.best)
-        self.decide(stage, verdict_of(what, r, win, gain, thr, best.label, places))
+        win, gain, thr, trial, best = self.compare(trial, state.best)
+        self.decide(stage, verdict_of(what, trial, win, gain, thr, best.label, places))
         if win:
-            self._improved(st, r, s)
-        return Outcome(r, win, gain, thr)
+            self._improved(state, trial, settings)
+        return Outcome(trial, win, gain, thr)
 
     def _knob(
-        self, st: State, knob: str, value: Any, guard: bool = False, stage: str = ""
+        self, state: State, knob: str, value: Any, guard: bool = False, stage: str = ""
     ) -> Outcome | None:
         """One knob's trial against the best so far (see `_attempt`); a gain under the
         threshold is remembered for stage `together`. None if the accuracy guard
@@ -424,33 +449,37 @@ class TunerCore:
         the value or `--skip` leaves the knob alone. `stage`: the name its decisions
         and `--skip` know it by, if not the knob's."""
         stage = stage or knob
-        s = st.best_s.replace(**{knob: value})
-        if s == st.best_s:
-            return Outcome(st.best, True, 0.0, 0.0)
+        settings = state.best_s.replace(**{knob: value})
+        if settings == state.best_s:
+            return Outcome(state.best, True, 0.0, 0.0)
         if stage in self.opt.skip:
             if not any(d.stage == stage and d.text == SKIPPED for d in self.result.decisions):
                 self.decide(stage, SKIPPED)
-            return Outcome(st.best, True, 0.0, 0.0)
+            return Outcome(state.best, True, 0.0, 0.0)
         shown = ",".join(value) if isinstance(value, tuple) else value
         shown = "on" if shown is True else shown
-        out = self._attempt(st, s, stage, shown, guard)
+        out = self._attempt(state, settings, stage, shown, guard)
         if out is not None and not out.win:
-            self._near_miss(st, knob, value, out.r, out.gain, guard)
+            self._near_miss(state, knob, value, out.r, out.gain, guard)
         return out
 
-    def _resolved_precision(self, st: State) -> str:
-        return st.best.precision or "" if st.best_s.precision == "auto" else st.best_s.precision
+    def _resolved_precision(self, state: State) -> str:
+        return (
+            state.best.precision or ""
+            if state.best_s.precision == "auto"
+            else state.best_s.precision
+        )
 
-    def _joint(self, st: State, values: dict[str, Any], guard: bool = False) -> Outcome | None:
+    def _joint(self, state: State, values: dict[str, Any], guard: bool = False) -> Outcome | None:
         """Knobs' values in one trial against the best so far (see `_attempt`), its
         stage their names joined by " + "; a gain under the threshold is remembered
         for each knob, for stage `together`."""
-        shown = ", ".join((KNOB_NAMED[k].shown or "{}").format(v) for k, v in values.items())
-        s = st.best_s.replace(**values)
-        out = self._attempt(st, s, " + ".join(values), f"{shown}, together", guard)
+        shown = ", ".join((KNOB_NAMED[key].shown or "{}").format(v) for key, v in values.items())
+        settings = state.best_s.replace(**values)
+        out = self._attempt(state, settings, " + ".join(values), f"{shown}, together", guard)
         if out is not None and not out.win:
             for knob, value in values.items():
-                self._near_miss(st, knob, value, out.r, out.gain, guard)
+                self._near_miss(state, knob, value, out.r, out.gain, guard)
         return out
 
     def _arrays(self) -> str | None:

@@ -64,10 +64,10 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     # the offer's ladder: at most one trial per doubling (4x steps, a 2x step after a
     # failed one)
     batches = 0
-    b = opt.batch_size or 32
-    while b * 2 <= opt.max_batch:
+    batch = opt.batch_size or 32
+    while batch * 2 <= opt.max_batch:
         batches += 1
-        b *= 2
+        batch *= 2
     precisions = search_precisions(hw, opt)
     # XLA options: cuBLASLt, and cuDNN's layer norms on 9.0+
     gpu_stage = 2 if hw.gpus else 0  # cuBLASLt, and a script's arrays in GPU memory
@@ -81,9 +81,9 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     references = 2 if hw.gpus else 1
     race = 2 if batches else 0
     together = 1 if hw.gpus else 0  # the knobs that each fell short, together
-    runs = [k.tune for k in LATE_KNOBS if k.tune and may_run(k.tune, hw)]
-    late = sum(len(t.values) for t in runs if not t.together)
-    late += len({t.together for t in runs if t.together})  # one trial a group
+    runs = [key.tune for key in LATE_KNOBS if key.tune and may_run(key.tune, hw)]
+    late = sum(len(trying.values) for trying in runs if not trying.together)
+    late += len({trying.together for trying in runs if trying.together})  # one trial a group
     confirm = 2 * opt.confirm
     stages = (n - 1) + jit + spe + gpu_stage + late + together
     return references + stages + confirm + batches + race
@@ -103,13 +103,13 @@ class Tuner(TunerCore):
         settle the answer: never below Keras' defaults."""
         start = self._start = self.clock()
         res = self.result
-        st = references.references(self)
-        if st is not None:
+        state = references.references(self)
+        if state is not None:
             for _, stage in STAGES:
-                stage(self, st)
-            answer.settle(self, st)
-            answer.confirm(self, st)
-            batch_offer.batch_offer(self, st)
+                stage(self, state)
+            answer.settle(self, state)
+            answer.confirm(self, state)
+            batch_offer.batch_offer(self, state)
         self._note_budget()
         res.wall_s = self.clock() - start
         return res

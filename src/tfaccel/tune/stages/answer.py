@@ -15,44 +15,44 @@ from tfaccel.tune.result import (
 )
 
 
-def settle(tuner: TunerCore, st: State) -> None:
+def settle(tuner: TunerCore, state: State) -> None:
     """The answer: the best, unless it does not beat Keras' defaults beyond the
     noise; then the answer is Keras' defaults, and the decision says so."""
     res = tuner.result
     defaults = res.keras_defaults
-    if defaults is not None and defaults.ok and st.best is not defaults and st.best.ok:
+    if defaults is not None and defaults.ok and state.best is not defaults and state.best.ok:
         # figures of one machine where the journal has them; nothing measured again
-        pair = tuner.journal.one_machine(st.best.key, defaults.key)
-        best, against = pair if tuner.journal.machine and pair else (st.best, defaults)
+        pair = tuner.journal.one_machine(state.best.key, defaults.key)
+        best, against = pair if tuner.journal.machine and pair else (state.best, defaults)
         win, gain, thr = beats(best, against, tuner.opt.noise_floor)
         if not win:
             tuner.decide(
                 "answer",
-                f"Keras' defaults: the search's best ({st.best.label}, {gain:+.1%} vs "
+                f"Keras' defaults: the search's best ({state.best.label}, {gain:+.1%} vs "
                 f"{against.label}) does not beat them beyond the noise (threshold "
                 f"{thr:.0%}), so there is nothing to change",
             )
-            st.best, st.best_s = defaults, st.defaults
-    res.best, res.best_settings = st.best, st.best_s
+            state.best, state.best_s = defaults, state.defaults
+    res.best, res.best_settings = state.best, state.best_s
     tuner._same_machine_figures()
 
 
-def confirm(tuner: TunerCore, st: State) -> None:
+def confirm(tuner: TunerCore, state: State) -> None:
     """Keras' defaults and the best once more, back to back (TuneOptions.confirm)."""
     res = tuner.result
     if not (
         tuner.opt.confirm
-        and st.best.ok
+        and state.best.ok
         and res.keras_defaults is not None
         and res.keras_defaults.ok
-        and st.best_s != st.defaults
+        and state.best_s != state.defaults
     ):
         return
     for i in range(tuner.opt.confirm):
         if tuner._over_budget():
             tuner._skipped += 2 * (tuner.opt.confirm - i)
             break
-        pair = (tuner.measure(st.defaults, "confirm"), tuner.measure(st.best_s, "confirm"))
+        pair = (tuner.measure(state.defaults, "confirm"), tuner.measure(state.best_s, "confirm"))
         res.confirmations.append(Confirmation(*pair))
     sp = res.confirmed_speedup
     if res.confirmations:

@@ -27,7 +27,7 @@ from tfaccel.tune.result import (
 )
 
 
-def batch_offer(tuner: TunerCore, st: State) -> None:
+def batch_offer(tuner: TunerCore, state: State) -> None:
     """Larger batches on top of the same-training answer, as an offer: they change
     what the model learns (`tfaccel.tune.offer`). Never past the data: the ladder
     stops where an epoch would shrink to a handful of steps. Not tried where no race
@@ -41,7 +41,7 @@ def batch_offer(tuner: TunerCore, st: State) -> None:
         res.batch_note = f"{no_race}: no batch change is offered, so none is tried"
         tuner.decide("batch offer", f"none: {res.batch_note}")
         return
-    own = tuner._batch(st)
+    own = tuner._batch(state)
     largest, why = offer.largest_batch(
         own, tuner.opt.max_batch, tuner._examples(), tuner._baseline_fact("noise_scale")
     )
@@ -51,7 +51,7 @@ def batch_offer(tuner: TunerCore, st: State) -> None:
         return
     if why:
         tuner.decide("batch offer", why)
-    ladder = State(res.best, res.best_settings, st.defaults, st.rtol, offer=True)
+    ladder = State(res.best, res.best_settings, state.defaults, state.rtol, offer=True)
     skipped = tuner._skipped
     _batch_ladder(tuner, ladder, largest, stage="batch offer")
     if not ladder.rungs:
@@ -74,8 +74,8 @@ def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> 
     res = tuner.result
     assert res.best is not None
     judged: BatchOffer | None = None
-    for r, s in reversed(rungs):
-        judged = _raced(tuner, offer.make(res.best, r, s, res.baseline))
+    for trial, settings in reversed(rungs):
+        judged = _raced(tuner, offer.make(res.best, trial, settings, res.baseline))
         tuner.decide("batch offer", judged.summary)
         if judged.verdict != "failed":
             break
@@ -110,7 +110,9 @@ def _raced(tuner: TunerCore, found: BatchOffer) -> BatchOffer:
         str(same.extra.get("validation") or candidate.extra.get("validation") or ""),
         [tuple(p) for p in same.extra.get("race") or ()],
         [tuple(p) for p in candidate.extra.get("race") or ()],
-        error=next((f"{r.label}: {r.error}" for r in (same, candidate) if not r.ok), None),
+        error=next(
+            (f"{trial.label}: {trial.error}" for trial in (same, candidate) if not trial.ok), None
+        ),
     )
     judged = offer.judged(found, race, tuner.opt.race_s / RACE_POINTS)
     return dataclasses.replace(judged, epochs_to_target=_epochs(tuner, race, candidate))
@@ -124,12 +126,12 @@ def _epochs(tuner: TunerCore, race: Race, candidate: TrialResult) -> float | Non
     return race.candidate_s * candidate.samples_per_s / count
 
 
-def _race_run(tuner: TunerCore, s: Settings, lr: LrChange | None) -> TrialResult | None:
+def _race_run(tuner: TunerCore, settings: Settings, lr: LrChange | None) -> TrialResult | None:
     """One run of a race, from the journal or measured (and journaled); None where
     the time budget leaves too little for it."""
     change = lr.to_dict() if lr is not None and lr.rule != "none" else None
     extra = {"race": {"seconds": tuner.opt.race_s, "lr": change}}
-    key = settings_key(tuner.workload, s, tuner.opt.steps, extra)
+    key = settings_key(tuner.workload, settings, tuner.opt.steps, extra)
     done = tuner.journal.results.get(key)
     if done is not None:
         return done
@@ -137,52 +139,54 @@ def _race_run(tuner: TunerCore, s: Settings, lr: LrChange | None) -> TrialResult
         tuner._skipped += 1
         return None
     if tuner.on_trial:
-        tuner.on_trial("race", None, s)
+        tuner.on_trial("race", None, settings)
     timeout = max(tuner.opt.timeout_s, 3 * tuner.opt.race_s)
-    r = tuner.race_fn(tuner.workload, s, tuner.opt.steps, timeout, extra)
-    r = dataclasses.replace(r, key=key)
-    tuner.journal.append(tuner.workload, r)
+    trial = tuner.race_fn(tuner.workload, settings, tuner.opt.steps, timeout, extra)
+    trial = dataclasses.replace(trial, key=key)
+    tuner.journal.append(tuner.workload, trial)
     if tuner.on_trial:
-        tuner.on_trial("race", r, s)
-    return r
+        tuner.on_trial("race", trial, settings)
+    return trial
 
 
-def _batch_ladder(tuner: TunerCore, st: State, largest: int, stage: str = "batch size") -> None:
+def _batch_ladder(tuner: TunerCore, state: State, largest: int, stage: str = "batch size") -> None:
     """Grow the batch while it fits and gains beyond the noise, 4x at a step where
     `largest` leaves room (one trial where doubling takes two), else 2x. A 4x step
     that fails or runs slower beyond the noise is followed by the 2x step between it
     and the best, the ladder's last; one within the noise ends the ladder, since the
     batch between would gain less."""
-    b = tuner._batch(st)
-    while b * 2 <= largest:
-        factor = 4 if b * 4 <= largest else 2
-        step, _ = _ladder_step(tuner, st, b, b * factor, stage)
+    batch = tuner._batch(state)
+    while batch * 2 <= largest:
+        factor = 4 if batch * 4 <= largest else 2
+        step, _ = _ladder_step(tuner, state, batch, batch * factor, stage)
         if step == "kept":
-            b *= factor
+            batch *= factor
             continue
         if factor == 4 and step == "worse":
-            _ladder_step(tuner, st, b, b * 2, stage)
+            _ladder_step(tuner, state, batch, batch * 2, stage)
         break
 
 
-def _ladder_step(tuner: TunerCore, st: State, b: int, to: int, stage: str) -> tuple[str, float]:
+def _ladder_step(
+    tuner: TunerCore, state: State, batch: int, to: int, stage: str
+) -> tuple[str, float]:
     """One trial of the ladder, batch `b` (the best) to `to`: ("kept", "even"
     (within the noise) or "worse" (failed, or slower beyond the noise), the gain)."""
-    s = st.best_s.replace(batch_size=to)
-    r = tuner.trial(s, stage)
-    if not r.ok:
-        why = " (does not fit)" if r.status == "oom" else f" ({r.error})"
-        tuner.decide(stage, f"batch {to}: {r.status}{why}")
+    settings = state.best_s.replace(batch_size=to)
+    trial = tuner.trial(settings, stage)
+    if not trial.ok:
+        why = " (does not fit)" if trial.status == "oom" else f" ({trial.error})"
+        tuner.decide(stage, f"batch {to}: {trial.status}{why}")
         return "worse", 0.0
-    win, gain, thr, r, _ = tuner.compare(r, st.best)
+    win, gain, thr, trial, _ = tuner.compare(trial, state.best)
     if win:
-        tuner.decide(stage, f"batch {to}: {gain:+.0%} over batch {b}")
-        tuner._improved(st, r, s)
+        tuner.decide(stage, f"batch {to}: {gain:+.0%} over batch {batch}")
+        tuner._improved(state, trial, settings)
         return "kept", gain
     even = gain >= -thr
-    if to == 2 * b:
+    if to == 2 * batch:
         then = "stop"
     else:
-        then = f"stop (batch {b * 2} would gain less)" if even else f"batch {b * 2} instead"
-    tuner.decide(stage, f"batch {to}: {gain:+.0%} vs batch {b}, {short_of(gain, thr)}: {then}")
+        then = f"stop (batch {batch * 2} would gain less)" if even else f"batch {batch * 2} instead"
+    tuner.decide(stage, f"batch {to}: {gain:+.0%} vs batch {batch}, {short_of(gain, thr)}: {then}")
     return ("even" if even else "worse"), gain

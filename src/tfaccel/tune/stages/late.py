@@ -31,16 +31,16 @@ def late_group(knob: Knob) -> str:
     return (knob.tune.together if knob.tune else None) or knob.name
 
 
-def may_run(t: TuneTry, hw: Hardware) -> bool:
+def may_run(trying: TuneTry, hw: Hardware) -> bool:
     """Can a late trial run on this hardware (its other needs known only later)?"""
-    return hardware_allows(hw, t.needs)
+    return hardware_allows(hw, trying.needs)
 
 
-def gemm_options(tuner: TunerCore, st: State) -> None:
+def gemm_options(tuner: TunerCore, state: State) -> None:
     """cuBLASLt epilogues, and cuDNN's layer norms (9.0+), under XLA. cuBLASLt runs
     only matrix products, so a model of convolutions skips it."""
     res = tuner.result
-    if not tuner.hw.gpus or st.best_s.xla == "off":
+    if not tuner.hw.gpus or state.best_s.xla == "off":
         return
     if not gemm_model(res.baseline):
         share = res.baseline.extra["gemm_flop_share"] if res.baseline else 0.0
@@ -50,35 +50,35 @@ def gemm_options(tuner: TunerCore, st: State) -> None:
             "pass's FLOPs (convolutions the rest), and cuBLASLt runs only those",
         )
         return
-    tuner._knob(st, "xla_options", ("cublaslt", *st.best_s.xla_options))
+    tuner._knob(state, "xla_options", ("cublaslt", *state.best_s.xla_options))
     if tuner.hw.cudnn_layer_norm:
-        opts = (*st.best_s.xla_options, "cudnn_layer_norm")
-        tuner._knob(st, "xla_options", opts, guard=True)
+        opts = (*state.best_s.xla_options, "cudnn_layer_norm")
+        tuner._knob(state, "xla_options", opts, guard=True)
 
 
-def late_knobs(tuner: TunerCore, st: State) -> None:
+def late_knobs(tuner: TunerCore, state: State) -> None:
     """Stage 6: each knob of LATE_KNOBS, as its TuneTry says, where its needs hold
     and the model holds its layers; the knobs of one `together` group that apply,
     in one trial."""
     for _, group in itertools.groupby(LATE_KNOBS, key=late_group):
-        ready = [k for k in group if _late_ready(tuner, k, st)]
+        ready = [key for key in group if _late_ready(tuner, key, state)]
         if len(ready) > 1:
-            _late_together(tuner, st, ready)
+            _late_together(tuner, state, ready)
         elif ready:
-            _late_one(tuner, st, ready[0])
+            _late_one(tuner, state, ready[0])
 
 
-def _late_ready(tuner: TunerCore, knob: Knob, st: State) -> bool:
+def _late_ready(tuner: TunerCore, knob: Knob, state: State) -> bool:
     """Does a late knob get its trial: its needs hold, the model holds its layers,
     nothing blocks it (each but the first said in a decision), not --skip?"""
-    t = knob.tune
-    if t is None or not all(_holds(tuner, need, st) for need in t.needs):
+    trying = knob.tune
+    if trying is None or not all(_holds(tuner, need, state) for need in trying.needs):
         return False
-    if t.layers and tuner._model_count(f"{knob.name}_layers") == 0:
-        tuner.decide(knob.name, f"not tried: the model has no {t.layers}")
+    if trying.layers and tuner._model_count(f"{knob.name}_layers") == 0:
+        tuner.decide(knob.name, f"not tried: the model has no {trying.layers}")
         return False
     blocked = _blocked(tuner, knob.name) or next(
-        (w for v in t.values if (w := _compat.keras_floor(knob.name, v))), None
+        (w for value in trying.values if (w := _compat.keras_floor(knob.name, value))), None
     )
     if blocked:
         tuner.decide(knob.name, f"not tried: {blocked}")
@@ -86,50 +86,50 @@ def _late_ready(tuner: TunerCore, knob: Knob, st: State) -> bool:
     if knob.name in tuner.opt.skip:
         tuner.decide(knob.name, SKIPPED)
         return False
-    too_long = _step_too_long(tuner, t, st)
+    too_long = _step_too_long(tuner, trying, state)
     if too_long:
         tuner.decide(knob.name, f"not tried: {too_long}")
         return False
     return True
 
 
-def _step_too_long(tuner: TunerCore, t: TuneTry, st: State) -> str | None:
+def _step_too_long(tuner: TunerCore, trying: TuneTry, state: State) -> str | None:
     """Why a knob that saves host time per step (`TuneTry.saves_ms`) is left out:
     the best's steps are so long that its most is under the noise floor."""
-    if t.saves_ms is None or not st.best.ok or not st.best.samples_per_s:
+    if trying.saves_ms is None or not state.best.ok or not state.best.samples_per_s:
         return None
-    step_ms = 1000.0 * tuner._batch(st) / st.best.samples_per_s
-    if step_ms * tuner.opt.noise_floor <= t.saves_ms:
+    step_ms = 1000.0 * tuner._batch(state) / state.best.samples_per_s
+    if step_ms * tuner.opt.noise_floor <= trying.saves_ms:
         return None
     return (
         f"a step takes {step_ms:.0f} ms, and this knob saves host time per step, at "
-        f"most {t.saves_ms:g} ms: under the {tuner.opt.noise_floor:.0%} noise floor"
+        f"most {trying.saves_ms:g} ms: under the {tuner.opt.noise_floor:.0%} noise floor"
     )
 
 
-def _late_one(tuner: TunerCore, st: State, knob: Knob) -> None:
+def _late_one(tuner: TunerCore, state: State, knob: Knob) -> None:
     """One late knob: each value in turn, until the guard lets one be measured."""
     assert knob.tune is not None
     for value in knob.tune.values:
-        if tuner._knob(st, knob.name, value, guard=knob.tune.guard) is not None:
+        if tuner._knob(state, knob.name, value, guard=knob.tune.guard) is not None:
             break
     if knob.name == "attention":
-        _note_attention_calls(tuner, st)
+        _note_attention_calls(tuner, state)
 
 
-def _late_together(tuner: TunerCore, st: State, knobs: list[Knob]) -> None:
+def _late_together(tuner: TunerCore, state: State, knobs: list[Knob]) -> None:
     """The knobs of one `together` group, each at its first value, in one trial."""
-    values = {k.name: k.tune.values[0] for k in knobs if k.tune}
-    if st.best_s.replace(**values) != st.best_s:
-        tuner._joint(st, values, guard=any(k.tune and k.tune.guard for k in knobs))
+    values = {key.name: key.tune.values[0] for key in knobs if key.tune}
+    if state.best_s.replace(**values) != state.best_s:
+        tuner._joint(state, values, guard=any(key.tune and key.tune.guard for key in knobs))
 
 
-def _holds(tuner: TunerCore, need: Need, st: State) -> bool:
+def _holds(tuner: TunerCore, need: Need, state: State) -> bool:
     """Does a late trial's need (settings.Need) hold on this hardware and best?"""
     if need == "xla":
-        return st.best_s.xla != "off"
+        return state.best_s.xla != "off"
     if need == "16bit":
-        return input_cast_dtype("compute", tuner._resolved_precision(st)) is not None
+        return input_cast_dtype("compute", tuner._resolved_precision(state)) is not None
     if need == "gemm_model":
         return gemm_model(tuner.result.baseline)
     return hardware_allows(tuner.hw, (need,))
@@ -150,10 +150,10 @@ def _blocked(tuner: TunerCore, knob: str) -> str | None:
     return None
 
 
-def _note_attention_calls(tuner: TunerCore, st: State) -> None:
+def _note_attention_calls(tuner: TunerCore, state: State) -> None:
     """cuDNN's flash attention kept or not, say when no call could use it."""
-    key = settings_key(tuner.workload, st.best_s.replace(attention="cudnn"), tuner.opt.steps)
-    tried = [t for t in tuner.result.trials if t.key == key and t.ok]
+    key = settings_key(tuner.workload, state.best_s.replace(attention="cudnn"), tuner.opt.steps)
+    tried = [trying for trying in tuner.result.trials if trying.key == key and trying.ok]
     if tried and tried[0].extra.get("cudnn_attention_calls") == 0:
         tuner.decide(
             "attention",
@@ -162,33 +162,35 @@ def _note_attention_calls(tuner: TunerCore, st: State) -> None:
         )
 
 
-def together(tuner: TunerCore, st: State) -> None:
+def together(tuner: TunerCore, state: State) -> None:
     """The knobs that each gained less than the threshold, together. Two gains of 2 %
     are each within the noise floor, but their sum need not be; the combination is
     held to the same threshold (and to the guard if one of them changes the
     arithmetic). A single one is tried again when a later knob won: its gain was
     measured on another best. A near miss of a knob that a later trial set another
     way (mask_once, then philox16 kept) is left out: that knob is decided."""
-    near = [n for n in st.near if n.knob == "xla_options" or getattr(st.best_s, n.knob) == n.then]
-    if not (len(near) >= 2 or (near and near[0].best_key != st.best.key)):
+    near = [
+        n for n in state.near if n.knob == "xla_options" or getattr(state.best_s, n.knob) == n.then
+    ]
+    if not (len(near) >= 2 or (near and near[0].best_key != state.best.key)):
         return
-    s = st.best_s
+    settings = state.best_s
     for n in sorted(near, key=lambda n: n.gain):  # the larger gain wins
         value = n.value
         if n.knob == "xla_options":
-            value = tuple(dict.fromkeys((*s.xla_options, *value)))
-        s = s.replace(**{n.knob: value})
-    key = settings_key(tuner.workload, s, tuner.opt.steps)
-    if any(t.key == key for t in tuner.result.trials):
+            value = tuple(dict.fromkeys((*settings.xla_options, *value)))
+        settings = settings.replace(**{n.knob: value})
+    key = settings_key(tuner.workload, settings, tuner.opt.steps)
+    if any(trying.key == key for trying in tuner.result.trials):
         return  # measured already (the knobs of a `together` group, on this best)
     parts = ", ".join(
         f"{n.knob}={','.join(n.value) if isinstance(n.value, tuple) else n.value} ({n.gain:+.1%})"
         for n in near
     )
-    if s != st.best_s:
+    if settings != state.best_s:
         what = (
             f"{parts}, each under the threshold alone: together"
             if len(near) > 1
             else f"{parts}, under the threshold on an earlier best: on this one"
         )
-        tuner._attempt(st, s, "together", what, any(n.guard for n in near), places=1)
+        tuner._attempt(state, settings, "together", what, any(n.guard for n in near), places=1)

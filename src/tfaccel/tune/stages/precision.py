@@ -26,7 +26,7 @@ NO_XLA_TF32_GAIN = 1.8
 XLA_PROVEN = 1.4
 
 
-def _precisions_at(tuner: TunerCore, st: State, xla: str, base: Settings) -> None:
+def _precisions_at(tuner: TunerCore, state: State, xla: str, base: Settings) -> None:
     """Each precision under `xla`, on `base`: the 32-bit one first (the guard's
     reference for the 16-bit ones of the same XLA mode: XLA alone changes the early
     trajectory, by as much as 20 % on BERT with random labels)."""
@@ -35,74 +35,74 @@ def _precisions_at(tuner: TunerCore, st: State, xla: str, base: Settings) -> Non
         if precision == "float32" and "tf32" in tuner.precisions:
             # TF32 is what the GPU runs by default; strict float32 would only be slower.
             continue
-        s = base.replace(precision=precision, xla=xla)
+        settings = base.replace(precision=precision, xla=xla)
         defaults = res.keras_defaults
         if (
             xla == "jit"
-            and s == st.defaults.replace(xla="jit")
+            and settings == state.defaults.replace(xla="jit")
             and defaults is not None
             and defaults.ok
             and defaults.extra.get("jit_compile") is True
         ):
-            r = defaults  # Keras' defaults already resolved to XLA at this precision
-        elif s == tuner.base and res.baseline is not None:
-            r = res.baseline
+            trial = defaults  # Keras' defaults already resolved to XLA at this precision
+        elif settings == tuner.base and res.baseline is not None:
+            trial = res.baseline
         else:
-            r = tuner.trial(s, "precision x XLA")
+            trial = tuner.trial(settings, "precision x XLA")
         if precision in ("float32", "tf32"):
-            if not r.ok:
-                tuner.decide("precision x XLA", f"{r.label}: {r.status} ({r.error})")
+            if not trial.ok:
+                tuner.decide("precision x XLA", f"{trial.label}: {trial.status} ({trial.error})")
                 continue
-            st.reference.setdefault(xla, r)
-        elif r.ok:
-            ref = st.reference.get(xla) or res.baseline
-            ok, why = loss_close(r, ref, st.rtol) if ref else (True, "")
+            state.reference.setdefault(xla, trial)
+        elif trial.ok:
+            ref = state.reference.get(xla) or res.baseline
+            ok, why = loss_close(trial, ref, state.rtol) if ref else (True, "")
             if not ok:
-                tuner.decide("accuracy guard", f"{r.label} rejected: {why}")
+                tuner.decide("accuracy guard", f"{trial.label} rejected: {why}")
                 continue
-        if r is st.best or not r.ok:
+        if trial is state.best or not trial.ok:
             continue
-        win, gain, thr, r, best = tuner.compare(r, st.best)
+        win, gain, thr, trial, best = tuner.compare(trial, state.best)
         verdict = "kept" if win else short_of(gain, thr)
         tuner.decide(
             "precision x XLA",
-            f"{r.label}: {r.samples_per_s:,.0f}/s, {gain:+.0%} vs {best.label}: {verdict}",
+            f"{trial.label}: {trial.samples_per_s:,.0f}/s, {gain:+.0%} vs {best.label}: {verdict}",
         )
         if win:
-            tuner._improved(st, r, s)
+            tuner._improved(state, trial, settings)
 
 
-def xla_precisions(tuner: TunerCore, st: State) -> None:
+def xla_precisions(tuner: TunerCore, state: State) -> None:
     """Stage 2: each precision under XLA, 16-bit + XLA first among the trials: the
     largest win on every tensor-core GPU workload measured."""
-    _precisions_at(tuner, st, "jit", tuner.base)
+    _precisions_at(tuner, state, "jit", tuner.base)
 
 
-def no_xla_precisions(tuner: TunerCore, st: State) -> None:
+def no_xla_precisions(tuner: TunerCore, state: State) -> None:
     """Stage 3: each precision without XLA, on the best so far (for models XLA
     slows down or cannot compile): after the batch ladder, as the least likely;
     not run where XLA's own gain is already measured beyond doubt."""
-    why = _xla_proven(tuner, st)
+    why = _xla_proven(tuner, state)
     if why:
         tuner.decide("precision x XLA", f"without XLA: not tried: {why}")
         return
-    _precisions_at(tuner, st, "off", st.best_s.replace(xla="off"))
+    _precisions_at(tuner, state, "off", state.best_s.replace(xla="off"))
 
 
-def _xla_proven(tuner: TunerCore, st: State) -> str | None:
+def _xla_proven(tuner: TunerCore, state: State) -> str | None:
     """Why no precision without XLA can win here, or None. Keras' defaults (32-bit,
     XLA) against the baseline (float32, no XLA) is XLA's gain times TF32's; when it
     exceeds what TF32 gives without XLA by XLA_PROVEN, XLA itself speeds this model
     up, and 16-bit without XLA has run slower than TF32 without XLA on every
     workload measured (NO_XLA_TF32_GAIN's note)."""
     res = tuner.result
-    d, b = res.keras_defaults, res.baseline
-    if st.best_s.xla == "off" or not (d and d.ok and b and b.ok):
+    d, batch = res.keras_defaults, res.baseline
+    if state.best_s.xla == "off" or not (d and d.ok and batch and batch.ok):
         return None
-    if d.extra.get("jit_compile") is not True or not (d.samples_per_s and b.samples_per_s):
+    if d.extra.get("jit_compile") is not True or not (d.samples_per_s and batch.samples_per_s):
         return None
     tf32 = tuner._default_precision == "tf32"
-    ratio = d.samples_per_s / b.samples_per_s
+    ratio = d.samples_per_s / batch.samples_per_s
     if ratio < XLA_PROVEN * (NO_XLA_TF32_GAIN if tf32 else 1.0):
         return None
     return (

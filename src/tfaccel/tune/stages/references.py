@@ -50,15 +50,15 @@ def references(tuner: TunerCore) -> State | None:
         return None
     # Start from the baseline; Keras' defaults replace it only beyond the noise.
     best = res.baseline if res.baseline.ok else res.keras_defaults
-    st = State(best, Settings(**best.settings), defaults_s, _guard_tolerance(tuner))
-    tuner._improved(st, best, st.best_s)
+    state = State(best, Settings(**best.settings), defaults_s, _guard_tolerance(tuner))
+    tuner._improved(state, best, state.best_s)
     if best is res.baseline:
         win, gain, thr, _, best = tuner.compare(res.keras_defaults, best)
         if win:
             tuner.decide("keras defaults", f"{gain:+.0%} over the baseline (threshold {thr:.0%})")
-            tuner._improved(st, res.keras_defaults, defaults_s)
+            tuner._improved(state, res.keras_defaults, defaults_s)
     _note_precisions(tuner)
-    return st
+    return state
 
 
 def _ended_before_fit(tuner: TunerCore, baseline: TrialResult) -> bool:

@@ -20,7 +20,7 @@ from tfaccel.tune.core import (
 SPE_WITH_CAST = ("steps_per_execution", "input_cast")
 
 
-def device_arrays(tuner: TunerCore, st: State) -> None:
+def device_arrays(tuner: TunerCore, state: State) -> None:
     """Stage 4: a script's numpy arrays kept in GPU memory, where they fit."""
     base = tuner.result.baseline
     if not tuner.hw.gpus or base is None or base.extra.get("fit_data") != "arrays":
@@ -29,29 +29,29 @@ def device_arrays(tuner: TunerCore, st: State) -> None:
     if why:
         tuner.decide("device_arrays", f"not tried: {why}")
         return
-    tuner._knob(st, "device_arrays", True)
+    tuner._knob(state, "device_arrays", True)
 
 
-def spe_and_cast(tuner: TunerCore, st: State) -> None:
+def spe_and_cast(tuner: TunerCore, state: State) -> None:
     """Stage 5: steps_per_execution, longest first, and 16-bit input transfers; in
     one trial where both apply (SPE_WITH_CAST), each alone where that pair failed or
     ran slower beyond the noise."""
-    cast = _cast_applies(tuner, st)
+    cast = _cast_applies(tuner, state)
     old = _compat.keras_needs("timing steps_per_execution", *_compat.KERAS_TUNE_SPE)
     longest = max(tuner.opt.spe_choices)
     pair = set(SPE_WITH_CAST).isdisjoint(tuner.opt.skip)
-    if cast and pair and not old and longest > 1 and _spe_with_cast(tuner, st, longest):
+    if cast and pair and not old and longest > 1 and _spe_with_cast(tuner, state, longest):
         return
-    _steps_per_execution(tuner, st)
+    _steps_per_execution(tuner, state)
     if cast:
-        tuner._knob(st, "input_cast", "compute")
+        tuner._knob(state, "input_cast", "compute")
 
 
-def _spe_with_cast(tuner: TunerCore, st: State, spe: int) -> bool:
+def _spe_with_cast(tuner: TunerCore, state: State, spe: int) -> bool:
     """steps_per_execution `spe` and input_cast in one trial; True where that decided
     both: kept together, or within the noise (neither alone is then tried)."""
     values = dict(zip(SPE_WITH_CAST, (spe, "compute"), strict=True))
-    out = tuner._joint(st, values)
+    out = tuner._joint(state, values)
     if out is None or out.worse:
         return False
     if not out.win:
@@ -63,7 +63,7 @@ def _spe_with_cast(tuner: TunerCore, st: State, spe: int) -> bool:
     return True
 
 
-def _steps_per_execution(tuner: TunerCore, st: State) -> None:
+def _steps_per_execution(tuner: TunerCore, state: State) -> None:
     old = _compat.keras_needs("timing steps_per_execution", *_compat.KERAS_TUNE_SPE)
     if old:
         tuner.decide("steps_per_execution", f"not tried: {old}")
@@ -74,7 +74,7 @@ def _steps_per_execution(tuner: TunerCore, st: State) -> None:
     # shorter execution saves less of the same host time.
     choices = sorted({c for c in tuner.opt.spe_choices if c > 1}, reverse=True)
     for i, spe in enumerate(choices):
-        out = tuner._knob(st, "steps_per_execution", spe)
+        out = tuner._knob(state, "steps_per_execution", spe)
         if out is None or out.win or not out.worse:
             rest = ", ".join(map(str, choices[i + 1 :]))
             if rest and out is not None and not out.win:
@@ -86,11 +86,11 @@ def _steps_per_execution(tuner: TunerCore, st: State) -> None:
             break
 
 
-def _cast_applies(tuner: TunerCore, st: State) -> bool:
+def _cast_applies(tuner: TunerCore, state: State) -> bool:
     """16-bit input transfers: on a GPU, under a 16-bit precision, for a model with
     float inputs (its float32 batch copy may be a large part of the step); a model
     of token ids is said to be left out."""
-    if not (tuner.hw.gpus and input_cast_dtype("compute", tuner._resolved_precision(st))):
+    if not (tuner.hw.gpus and input_cast_dtype("compute", tuner._resolved_precision(state))):
         return False
     arrays = tuner._arrays()
     if arrays:
