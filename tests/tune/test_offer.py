@@ -18,7 +18,7 @@ from tfaccel.tune.journal import Journal
 from tfaccel.tune.result import Hardware, TuneOptions
 from tfaccel.tune.search import Tuner
 
-from .test_search import STEPS, FakeTrials
+from .fakes import STEPS, FakeTrials, said, tuner
 
 H200 = Hardware(1, "9.0")
 ADAM = {"optimizer": "Adam", "learning_rate": 0.001, "examples": 60_000}
@@ -386,3 +386,37 @@ def test_a_ladder_the_budget_left_no_time_for_is_said_so(tmp_path: Path) -> None
     res = Tuner("w", H200, budget, j, trial_fn=Slow(extra=fake.extra), clock=lambda: now[0]).run()
     assert everything.batch_offer is not None and res.batch_offer is None
     assert res.batch_note == "not tried: the time budget was reached"
+
+
+def test_the_batch_offer_comes_after_every_same_training_stage(tmp_path: Path) -> None:
+    """Every knob that keeps the training as it was is measured at the user's batch
+    first; the ladder then starts from that answer, as an offer (4x while it pays, 2x
+    after a 4x step that did not fit), and never replaces it."""
+    fake = FakeTrials(extra={"no_race": None})  # a model a race could judge (none here)
+    res = tuner(tmp_path, fake, race_s=0.0).run()
+    sizes = [s.batch_size for s in fake.calls]
+    first_offer = next(i for i, b in enumerate(sizes) if b != 64)
+    assert all(b != 64 for b in sizes[first_offer:])
+    assert res.best_settings is not None and res.best_settings.batch_size == 64
+    assert fake.calls[first_offer] == res.best_settings.replace(batch_size=256)
+    assert [b for b in sizes[first_offer:]] == [256, 1024, 512]
+    assert said(res, "batch offer")[:3] == [
+        "batch 256: +52% over batch 64",
+        "batch 1024: oom (does not fit)",
+        "batch 512: +23% over batch 256",
+    ]
+    assert res.batch_offer is not None and res.batch_offer.verdict == "unproven"
+    assert res.batch_offer.summary.startswith("batch 512 (from 64)")
+    assert "1.87x the samples/s" in res.batch_offer.summary
+
+
+def test_no_batch_past_the_data(tmp_path: Path) -> None:
+    """A training set of 2,048 examples: an epoch of at least 16 steps caps the offer at
+    batch 128 (2x the user's 64); one of 1,024 leaves no larger batch to offer."""
+    for examples, sizes in ((2048, [128]), (1024, [])):
+        fake = FakeTrials(extra={"examples": examples, "no_race": None})
+        (tmp_path / str(examples)).mkdir()
+        res = tuner(tmp_path / str(examples), fake, race_s=0.0).run()
+        assert [s.batch_size for s in fake.calls if s.batch_size != 64] == sizes
+    assert res.batch_offer is None and res.batch_note is not None
+    assert "1,024 examples would make an epoch of fewer than 16 steps" in res.batch_note
