@@ -132,13 +132,14 @@ def test_estimated_trials_covers_a_full_search(tmp_path: Path) -> None:
     estimate = t.estimated_trials()
     t.run()
     assert len(t.result.trials) <= estimate  # an upper bound for the progress bar
-    # Here the offer's batch ladder (six trials allowed, one per doubling) and its race
-    # (two) do not run (synthetic data: nothing to judge the training by); no two knobs fell just
-    # short, so nothing is tried together, and the guard let philox16's masks pass, so
+    # Here the offer's batch ladder (six trials allowed, one per doubling) and its races
+    # (seven: the same-training run, then each of six batches) do not run (synthetic
+    # data: nothing to judge the training by); no two knobs fell just short, so nothing
+    # is tried together, and the guard let philox16's masks pass, so
     # Keras' masks computed once are not tried, and steps_per_execution 25 and
     # input_cast won in one trial, so neither 10 nor input_cast alone is tried; and the
     # data are not a script's numpy arrays, so none is kept in GPU memory.
-    assert estimate - len(t.result.trials) == 13
+    assert estimate - len(t.result.trials) == 18
 
 
 def test_confirmation_runs_defaults_and_best_back_to_back(tmp_path: Path) -> None:

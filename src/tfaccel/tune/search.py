@@ -58,8 +58,9 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
 
     The float32/no-XLA trial is the baseline and steps_per_execution=1 is already
     measured, so those two are not counted; Keras' defaults are the baseline on a
-    machine without a GPU; the batch offer's ladder may stop early, and its race (two
-    runs) needs data to judge by.
+    machine without a GPU; the batch offer's ladder may stop early, and its races (the
+    same-training run once, then each faster batch from the largest down until one
+    passes) need data to judge by.
     """
     # the offer's ladder: at most one trial per doubling (4x steps, a 2x step after a
     # failed one)
@@ -79,7 +80,7 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     n = len(precisions)
     jit = n - (1 if "tf32" in precisions else 0)  # strict float32 under XLA: skipped
     references = 2 if hw.gpus else 1
-    race = 2 if batches else 0
+    race = 1 + batches if batches else 0  # the same-training run, and each batch raced
     together = 1 if hw.gpus else 0  # the knobs that each fell short, together
     runs = [key.tune for key in LATE_KNOBS if key.tune and may_run(key.tune, hw)]
     late = sum(len(trying.values) for trying in runs if not trying.together)
