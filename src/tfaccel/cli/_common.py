@@ -95,24 +95,26 @@ def handle_errors(fn: F) -> F:
 
 
 def _json_asked(kwargs: dict[str, Any]) -> bool:
-    """--format json, given to the command or to its group (`power --format json set`:
-    the group's flag means the same for each subcommand)."""
-    if getattr(kwargs.get("fmt"), "value", None) == "json":
-        return True
-    ctx = kwargs.get("ctx")  # the command's typer.Context, where it takes one
+    """--format json, given to the command or to a group above it (a command's
+    keyword arguments: `fmt`, and `ctx` where it takes its typer.Context)."""
+    return group_format(kwargs.get("ctx"), kwargs.get("fmt")) is Format.json
+
+
+def group_format(ctx: Any, fmt: Any) -> Format:
+    """A command's --format: json where it or any group above it asked for json
+    (`power --format json set`: the group's flag means the same for each subcommand),
+    else its own (text where it has none)."""
+    if _is_json(fmt):
+        return Format.json
     while ctx is not None:
-        if getattr(ctx.params.get("fmt"), "value", None) == "json":
-            return True
+        if _is_json(ctx.params.get("fmt")):
+            return Format.json
         ctx = ctx.parent
-    return False
+    return fmt if isinstance(fmt, Format) else Format.text
 
 
-def group_format(ctx: Any, fmt: Format) -> Format:
-    """A subcommand's --format, or its group's where it gave none of its own."""
-    if fmt is Format.json:
-        return fmt
-    parent = ctx.parent.params.get("fmt") if ctx is not None and ctx.parent else None
-    return parent if isinstance(parent, Format) else fmt
+def _is_json(fmt: Any) -> bool:
+    return getattr(fmt, "value", fmt) == "json"
 
 
 def int_list(text: str | None, flag: str, example: str) -> list[int] | None:
