@@ -295,6 +295,19 @@ def test_the_offer_stops_near_the_critical_batch(tmp_path: Path) -> None:
     assert any("gradient noise scale, about 40" in d.text for d in res.decisions)
 
 
+def test_a_noise_scale_that_could_not_be_read_is_said(tmp_path: Path) -> None:
+    """On the H200 the autoencoder's baseline gave no estimate and its ladder ran to the
+    data's cap without a word; now the tune says why the cap is missing."""
+    from tfaccel.trial.noise_scale import measure
+
+    assert "could not be read" in measure(None, None, 32)["noise_scale_why"]  # no data
+    why = "the gradient norms at batches 64 and 512 did not differ as noise would"
+    res = tune(tmp_path, FakeRace(HALF_AT_20, HALF_AT_10), extra={"noise_scale_why": why})
+    said = [d.text for d in res.decisions if d.stage == "batch offer"]
+    assert said[0].startswith("batches up to 3750: the data's 60,000 examples")
+    assert said[1].startswith(f"no gradient noise scale: {why}; nothing but the data caps")
+
+
 def test_a_candidate_that_reaches_the_loss_and_drifts_away_fails() -> None:
     """Sooner to the target, then away from it (a learning rate too large): no pass."""
     same = [(float(t), max(0.5, 1.0 - 0.025 * t)) for t in range(0, 61, 5)]

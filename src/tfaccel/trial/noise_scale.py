@@ -34,8 +34,9 @@ def simple_noise_scale(small: int, big: int, norm2_small: float, norm2_big: floa
 
 def measure(model: Any, examples: Any, batch: int) -> dict[str, Any]:
     """The payload's `noise_scale` (and the batch sizes it was read at) for a model
-    trained by Keras' own train_step, from `examples` (single examples); {} where it
-    cannot be read."""
+    trained by Keras' own train_step, from `examples` (single examples); where it
+    cannot be read, `noise_scale_why` says why (the offer's ladder then has no cap but
+    the data's, and the tune says so)."""
     from tfaccel.workloads.inputs import in_batches
 
     sizes = (batch, BIG * batch)
@@ -44,12 +45,18 @@ def measure(model: Any, examples: Any, batch: int) -> dict[str, Any]:
         for size in sizes:
             found = [_norm2(model, b) for b in in_batches(examples, size, True).take(BATCHES)]
             if len(found) < BATCHES:
-                return {}  # fewer examples than the larger batches take
+                return {"noise_scale_why": f"fewer examples than {BATCHES} batches of {size}"}
             norms.append(sum(found) / len(found))
-    except Exception:  # data read once (a generator), a loss compute_loss cannot give
-        return {}
+    except Exception as exc:  # data read once (a generator), a loss compute_loss cannot give
+        return {"noise_scale_why": f"its gradients could not be read ({type(exc).__name__})"}
     scale = simple_noise_scale(*sizes, *norms)
-    return {"noise_scale": round(scale, 1), "noise_scale_batches": list(sizes)} if scale else {}
+    if not scale:
+        why = (
+            f"the gradient norms at batches {sizes[0]} and {sizes[1]} did not differ as "
+            f"noise would ({BATCHES} batches each)"
+        )
+        return {"noise_scale_why": why}
+    return {"noise_scale": round(scale, 1), "noise_scale_batches": list(sizes)}
 
 
 def _norm2(model: Any, element: Any) -> float:

@@ -155,6 +155,7 @@ class Payload(TypedDict, total=False):
     lr_applied: str
     noise_scale: float | None
     noise_scale_batches: list[int]
+    noise_scale_why: str  # why it was not estimated
 
 
 # The payload's keys that become TrialResult's own fields; every other declared key

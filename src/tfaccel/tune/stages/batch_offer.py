@@ -51,6 +51,13 @@ def batch_offer(tuner: TunerCore, state: State) -> None:
         return
     if why:
         tuner.decide("batch offer", why)
+    unknown = tuner._baseline_fact("noise_scale_why")
+    if unknown:
+        tuner.decide(
+            "batch offer",
+            f"no gradient noise scale: {unknown}; nothing but the data caps the ladder, "
+            "and the race judges each batch",
+        )
     ladder = State(res.best, res.best_settings, state.defaults, state.rtol, offer=True)
     skipped = tuner._skipped
     _batch_ladder(tuner, ladder, largest, stage="batch offer")
