@@ -188,16 +188,16 @@ class ConfigureReport:
         it from `dataset()`)."""
         return {"batch_size": self.settings.batch_size} if self.settings.batch_size else {}
 
-    def rebatched(self, dataset: Any, model: Any = None) -> Any:
+    def rebatched(self, ds: Any, model: Any = None) -> Any:
         """`ds` at the tuned batch size, its batches unbatched first (workloads.inputs
         tells them from examples; `model` where the data's shapes cannot): InputError
         where it still cannot tell. Without a batch size, `ds` as it is."""
         size = self.settings.batch_size
         if not size:
-            return dataset
+            return ds
         from tfaccel.workloads.inputs import rebatch
 
-        return rebatch(dataset, model, size)[0]
+        return rebatch(ds, model, size)[0]
 
     def _rebatched_or_kept(self, dataset: Any, model: Any) -> Any:
         """`rebatched`, or where it cannot tell, the data's own batches, and it says so."""

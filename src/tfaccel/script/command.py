@@ -145,11 +145,11 @@ def _refuse_keras_2(path: Path, tree: ast.AST) -> None:
     """A script on Keras 2 (the tf_keras package): tfaccel's hook applies the settings
     through Keras 3's `Model.compile` and `fit`, which such a script never calls."""
     how = None
-    for count in ast.walk(tree):
-        names = [fit_args.name for fit_args in count.names] if isinstance(count, ast.Import) else []
-        names += [count.module or ""] if isinstance(count, ast.ImportFrom) else []
+    for n in ast.walk(tree):
+        names = [a.name for a in n.names] if isinstance(n, ast.Import) else []
+        names += [n.module or ""] if isinstance(n, ast.ImportFrom) else []
         if any(name.split(".")[0] == "tf_keras" for name in names):
-            how = f"it imports tf_keras (line {count.lineno})"  # type: ignore[attr-defined]
+            how = f"it imports tf_keras (line {n.lineno})"  # type: ignore[attr-defined]
             break
     legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
     if how is None and legacy and _uses_tf_keras(tree):
@@ -167,7 +167,7 @@ def _refuse_keras_2(path: Path, tree: ast.AST) -> None:
 
 def _uses_tf_keras(tree: ast.AST) -> bool:
     """`tf.keras...`, `from tensorflow import keras` or `import tensorflow.keras`."""
-    return any(_tf_keras_node(count) for count in ast.walk(tree))
+    return any(_tf_keras_node(n) for n in ast.walk(tree))
 
 
 _TF_NAMES = ("tf", "tensorflow")
@@ -179,16 +179,16 @@ def _tf_keras_node(n: ast.AST) -> bool:
         return n.attr == "keras" and isinstance(value, ast.Name) and value.id in _TF_NAMES
     if isinstance(n, ast.ImportFrom):
         module = n.module or ""
-        keras = module == "tensorflow" and any(fit_args.name == "keras" for fit_args in n.names)
+        keras = module == "tensorflow" and any(a.name == "keras" for a in n.names)
         return keras or module.startswith("tensorflow.keras")
     if isinstance(n, ast.Import):
-        return any(fit_args.name.startswith("tensorflow.keras") for fit_args in n.names)
+        return any(a.name.startswith("tensorflow.keras") for a in n.names)
     return False
 
 
 def _backend_set(node: ast.AST) -> str | None:
     """The backend a statement sets through KERAS_BACKEND, if it does."""
-    strings = [count.value for count in ast.walk(node) if isinstance(count, ast.Constant)]
+    strings = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant)]
     if "KERAS_BACKEND" not in strings:
         return None
     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
@@ -202,11 +202,9 @@ def _backend_set(node: ast.AST) -> str | None:
 def _fit_lines(tree: ast.AST) -> list[int]:
     """The lines of the source's `.fit(` calls."""
     return sorted(
-        count.lineno
-        for count in ast.walk(tree)
-        if isinstance(count, ast.Call)
-        and isinstance(count.func, ast.Attribute)
-        and count.func.attr == "fit"
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "fit"
     )
 
 
@@ -235,10 +233,10 @@ def _policy_notes(path: Path, tree: ast.AST) -> list[str]:
     """A script that sets its own dtype policy (`set_global_policy("mixed_float16")`):
     the trial's precision replaces it (`script.hook`), as `run`'s tuned one does."""
     lines = sorted(
-        count.lineno
-        for count in ast.walk(tree)
-        if isinstance(count, ast.Call)
-        and getattr(count.func, "attr", getattr(count.func, "id", "")) in POLICY_SETTERS
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and getattr(n.func, "attr", getattr(n.func, "id", "")) in POLICY_SETTERS
     )
     if not lines:
         return []
@@ -256,10 +254,10 @@ def own_batch_size(tree: ast.AST, args: Sequence[str] = ()) -> int | None:
     (`args.batch_size`: the value in the script's arguments `args`, else the default
     in its `add_argument` or absl `DEFINE_integer`)."""
     names = {
-        t.id: count.value.value
-        for count in getattr(tree, "body", [])
-        if isinstance(count, ast.Assign) and isinstance(count.value, ast.Constant)
-        for t in count.targets
+        t.id: n.value.value
+        for n in getattr(tree, "body", [])
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+        for t in n.targets
         if isinstance(t, ast.Name)
     }
     options = _options(tree, names, args)
@@ -274,18 +272,14 @@ def own_batch_size(tree: ast.AST, args: Sequence[str] = ()) -> int | None:
 
     # fit's own first, then the pipeline's, then a loader's (image_dataset_from_directory)
     found: dict[str, list[int | None]] = {"fit": [], "batch": [], "loader": []}
-    for count in ast.walk(tree):
-        if not isinstance(count, ast.Call):
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Call):
             continue
-        name = (
-            count.func.attr
-            if isinstance(count.func, ast.Attribute)
-            else getattr(count.func, "id", "")
-        )
-        if name == "batch" and count.args:
-            found["batch"].append(number(count.args[0]))
+        name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+        if name == "batch" and n.args:
+            found["batch"].append(number(n.args[0]))
             continue
-        sizes = [number(key.value) for key in count.keywords if key.arg == "batch_size"]
+        sizes = [number(k.value) for k in n.keywords if k.arg == "batch_size"]
         found["fit" if name == "fit" else "loader"] += sizes[:1]
     return next((b for rank in found.values() for b in rank if b and b > 0), None)
 
@@ -294,23 +288,21 @@ def _options(tree: ast.AST, names: dict[str, Any], args: Sequence[str]) -> dict[
     """The script's command-line options, by name: the value given in `args`, else the
     default its source writes (argparse's `add_argument`, absl's `DEFINE_integer`)."""
     found: dict[str, Any] = {}
-    for count in ast.walk(tree):
-        if not (isinstance(count, ast.Call) and isinstance(count.func, ast.Attribute)):
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
             continue
         strings = [
-            fit_args.value
-            for fit_args in count.args
-            if isinstance(fit_args, ast.Constant) and isinstance(fit_args.value, str)
+            a.value for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
         ]
-        keywords = {key.arg: key.value for key in count.keywords if key.arg}
-        if count.func.attr == "add_argument":
+        keywords = {k.arg: k.value for k in n.keywords if k.arg}
+        if n.func.attr == "add_argument":
             flags = strings
             given = keywords.get("dest")
             dest = given.value if isinstance(given, ast.Constant) else _dest(flags)
             default = keywords.get("default")
-        elif count.func.attr == "DEFINE_integer" and len(count.args) > 1 and strings:
+        elif n.func.attr == "DEFINE_integer" and len(n.args) > 1 and strings:
             dest, flags = strings[0], [f"--{strings[0]}"]
-            default = keywords.get("default", count.args[1])
+            default = keywords.get("default", n.args[1])
         else:
             continue
         value: Any = _given(flags, args)

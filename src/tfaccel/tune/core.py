@@ -168,18 +168,18 @@ class TunerCore:
         # whether the GEMM-only knobs (cuBLASLt) are worth a trial.
         count = {"count_flops": True}
         self.trial_fn: TrialFn = trial_fn or (
-            lambda w, settings, p, trying: runner(
+            lambda w, settings, p, timeout: runner(
                 w,
                 settings,
                 p,
-                trying,
+                timeout,
                 env_overrides=env,
                 extra=count if settings == self.base else None,
             )
         )
         self.race_fn: RaceFn = race_fn or (
-            lambda w, settings, p, trying, x: runner(
-                w, settings, p, trying, env_overrides=env, extra=x
+            lambda w, settings, p, timeout, x: runner(
+                w, settings, p, timeout, env_overrides=env, extra=x
             )
         )
         self.on_trial = on_trial
@@ -245,9 +245,9 @@ class TunerCore:
         baseline's, else the first trial's that has it (a journal's baseline may be of a
         version that did not count it yet); None if none does."""
         res = self.result
-        for trying in (res.baseline, *res.trials):
-            if trying is not None and trying.extra.get(key) is not None:
-                return int(trying.extra[key])
+        for trial in (res.baseline, *res.trials):
+            if trial is not None and trial.extra.get(key) is not None:
+                return int(trial.extra[key])
         return None
 
     def _guard_reference(

@@ -36,9 +36,8 @@ from collections.abc import Callable
 
 from tfaccel.optimize.settings import LATE_KNOBS, input_cast_dtype
 from tfaccel.tune.core import State, TunerCore, search_precisions
-from tfaccel.tune.result import Hardware, TuneOptions, TuneResult
+from tfaccel.tune.result import Hardware, TuneOptions, TuneResult, hardware_allows
 from tfaccel.tune.stages import answer, batch_offer, late, precision, references, steps
-from tfaccel.tune.stages.late import may_run
 
 # The same-training stages after the references, in order (the module's doc): each a
 # function of the search's core and state. A new stage is one row here and its module.
@@ -82,7 +81,7 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     references = 2 if hw.gpus else 1
     race = 1 + batches if batches else 0  # the same-training run, and each batch raced
     together = 1 if hw.gpus else 0  # the knobs that each fell short, together
-    runs = [key.tune for key in LATE_KNOBS if key.tune and may_run(key.tune, hw)]
+    runs = [knob.tune for knob in LATE_KNOBS if knob.tune and hardware_allows(hw, knob.tune.needs)]
     late = sum(len(trying.values) for trying in runs if not trying.together)
     late += len({trying.together for trying in runs if trying.together})  # one trial a group
     confirm = 2 * opt.confirm

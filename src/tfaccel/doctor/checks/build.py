@@ -96,7 +96,8 @@ def check_compat(ctx: DoctorContext) -> list[Check]:
         ]
     problems: list[tuple[Status, str]] = []
     rows = {r.key: r for r in ctx.library_rows}
-    for key, label, want in _tested_libraries(row):
+    tested_libraries = _tested_libraries(row)
+    for key, label, want in tested_libraries:
         lib = rows.get(key)
         if lib is None or lib.resolution.path is None or not lib.version:
             continue
@@ -119,7 +120,7 @@ def check_compat(ctx: DoctorContext) -> list[Check]:
             )
     note = "" if exact else f" (nearest row: TF {row['tensorflow']})"
     tested = f"tested with CUDA {row['cuda']}, cuDNN {row['cudnn']}{note}"
-    compared = [k for k, *_ in _tested_libraries(row) if k in rows and rows[k].version]
+    compared = [k for k, *_ in tested_libraries if k in rows and rows[k].version]
     if not problems:
         found = (
             "the libraries found match"

@@ -23,17 +23,12 @@ from tfaccel.tune.core import (
     TunerCore,
     gemm_model,
 )
-from tfaccel.tune.result import Hardware, hardware_allows
+from tfaccel.tune.result import hardware_allows
 
 
 def late_group(knob: Knob) -> str:
     """A late knob's group: its TuneTry's `together` name, or its own."""
     return (knob.tune.together if knob.tune else None) or knob.name
-
-
-def may_run(trying: TuneTry, hw: Hardware) -> bool:
-    """Can a late trial run on this hardware (its other needs known only later)?"""
-    return hardware_allows(hw, trying.needs)
 
 
 def gemm_options(tuner: TunerCore, state: State) -> None:
@@ -61,7 +56,7 @@ def late_knobs(tuner: TunerCore, state: State) -> None:
     and the model holds its layers; the knobs of one `together` group that apply,
     in one trial."""
     for _, group in itertools.groupby(LATE_KNOBS, key=late_group):
-        ready = [key for key in group if _late_ready(tuner, key, state)]
+        ready = [knob for knob in group if _late_ready(tuner, knob, state)]
         if len(ready) > 1:
             _late_together(tuner, state, ready)
         elif ready:
@@ -119,9 +114,9 @@ def _late_one(tuner: TunerCore, state: State, knob: Knob) -> None:
 
 def _late_together(tuner: TunerCore, state: State, knobs: list[Knob]) -> None:
     """The knobs of one `together` group, each at its first value, in one trial."""
-    values = {key.name: key.tune.values[0] for key in knobs if key.tune}
+    values = {knob.name: knob.tune.values[0] for knob in knobs if knob.tune}
     if state.best_s.replace(**values) != state.best_s:
-        tuner._joint(state, values, guard=any(key.tune and key.tune.guard for key in knobs))
+        tuner._joint(state, values, guard=any(knob.tune and knob.tune.guard for knob in knobs))
 
 
 def _holds(tuner: TunerCore, need: Need, state: State) -> bool:
@@ -153,7 +148,7 @@ def _blocked(tuner: TunerCore, knob: str) -> str | None:
 def _note_attention_calls(tuner: TunerCore, state: State) -> None:
     """cuDNN's flash attention kept or not, say when no call could use it."""
     key = settings_key(tuner.workload, state.best_s.replace(attention="cudnn"), tuner.opt.steps)
-    tried = [trying for trying in tuner.result.trials if trying.key == key and trying.ok]
+    tried = [trial for trial in tuner.result.trials if trial.key == key and trial.ok]
     if tried and tried[0].extra.get("cudnn_attention_calls") == 0:
         tuner.decide(
             "attention",
@@ -181,7 +176,7 @@ def together(tuner: TunerCore, state: State) -> None:
             value = tuple(dict.fromkeys((*settings.xla_options, *value)))
         settings = settings.replace(**{n.knob: value})
     key = settings_key(tuner.workload, settings, tuner.opt.steps)
-    if any(trying.key == key for trying in tuner.result.trials):
+    if any(trial.key == key for trial in tuner.result.trials):
         return  # measured already (the knobs of a `together` group, on this best)
     parts = ", ".join(
         f"{n.knob}={','.join(n.value) if isinstance(n.value, tuple) else n.value} ({n.gain:+.1%})"
