@@ -18,8 +18,8 @@ from tfaccel.cli import app
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
 from tfaccel.script.command import Script, check_script, own_batch_size, parse_command
-from tfaccel.script.run import run_script, run_script_trial
-from tfaccel.trial.runner import StepPlan
+from tfaccel.script.run import ScriptTrial, run_script
+from tfaccel.trial.runner import StepPlan, run_trial
 
 runner = CliRunner()
 SMALL = StepPlan(warmup=2, windows=2, window=3)
@@ -114,10 +114,12 @@ def test_a_dataset_script_is_timed_without_its_callbacks(here: Path) -> None:
     facts = check_script(script)
     assert facts.batch_size is None  # two fit calls: the timed call's own, read in a trial
     assert "calls fit at lines 12, 13: each trial times the first call made" in facts.notes[0]
-    own = run_script_trial(script, Settings(precision="float32", xla="off"), SMALL)
+    own = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
     assert own.ok and own.extra["own_batch"] == 32, (own.error, own.traceback)
     assert "(--fit N times the N-th)" in facts.notes[0]
-    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=16), SMALL)
+    r = run_trial(
+        ScriptTrial(script), Settings(precision="float32", xla="off", batch_size=16), SMALL
+    )
     assert r.ok, (r.error, r.traceback)
     assert r.extra["measured"] == "model.fit at train.py:12"
     assert r.extra["fit_data"] == "dataset"
@@ -138,12 +140,16 @@ def test_fit_chooses_which_fit_call_is_timed(here: Path) -> None:
     assert facts.batch_size is None  # which fit's batch size: read in the baseline
     assert "each trial times fit call 2 that train.py makes" in facts.notes[0]
     assert script.name.endswith("train.py (fit call 2)")  # its own journal keys
-    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=None), SMALL)
+    r = run_trial(
+        ScriptTrial(script), Settings(precision="float32", xla="off", batch_size=None), SMALL
+    )
     assert r.ok, (r.error, r.traceback)
     assert r.extra["measured"] == "model.fit at train.py:13 (call 2)"
     assert r.extra["own_batch"] == 32
     assert not (here / "users_model.keras").exists()  # the first fit's callback not run
-    r = run_script_trial(replace(script, fit=3), Settings(precision="float32", xla="off"), SMALL)
+    r = run_trial(
+        ScriptTrial(replace(script, fit=3)), Settings(precision="float32", xla="off"), SMALL
+    )
     assert r.status == "error" and "ended before its fit call 3 (--fit 3)" in (r.error or "")
     assert r.extra.get("before_fit")
 
@@ -161,7 +167,9 @@ def test_a_scripts_timing_stops_only_on_settled_windows(here: Path) -> None:
 
     script = parse_command(["python", str(_write(here, "train.py", NUMPY_SCRIPT))])
     steps = StepPlan(warmup=2, windows=6, window=3, min_windows=3)
-    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=16), steps)
+    r = run_trial(
+        ScriptTrial(script), Settings(precision="float32", xla="off", batch_size=16), steps
+    )
     assert r.ok, (r.error, r.traceback)
     assert 3 <= len(r.windows) <= 6
     assert len(r.windows) == 6 or stats.settled(r.windows)
@@ -189,14 +197,16 @@ def test_a_script_imports_the_modules_beside_it_from_any_folder(here: Path) -> N
         ),
     )
     script = parse_command(["python", "project/train.py"])  # run from the folder above
-    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=16), SMALL)
+    r = run_trial(
+        ScriptTrial(script), Settings(precision="float32", xla="off", batch_size=16), SMALL
+    )
     assert r.ok, (r.error, r.traceback)
 
 
 def test_a_script_that_never_fits_says_so(here: Path) -> None:
     script = parse_command(["python", str(_write(here, "nofit.py", NO_FIT))])
     assert "has no .fit( call of its own" in check_script(script).notes[0]
-    r = run_script_trial(script, Settings(batch_size=8), SMALL)
+    r = run_trial(ScriptTrial(script), Settings(batch_size=8), SMALL)
     assert r.status == "error" and r.error and "without calling keras.Model.fit" in r.error
     assert r.extra["before_fit"]  # the search stops after the baseline (test_search.py)
 
@@ -221,7 +231,7 @@ def test_a_scripts_own_batch_size_is_read_by_a_trial(here: Path) -> None:
     source = DATASET_SCRIPT.replace(".batch(32)", ".batch(16 * len(x) // 256)")
     script = parse_command(["python", str(_write(here, "train.py", source))])
     assert check_script(script).batch_size is None
-    r = run_script_trial(script, Settings(precision="float32", xla="off"), SMALL)
+    r = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
     assert r.ok and r.extra["own_batch"] == 16, (r.error, r.traceback)
     args = ["tune", "--max-batch", "32", "--warmup", "2", "--windows", "2", "--window", "3"]
     result = runner.invoke(app, [*args, "--format", "json", "--", "python", "train.py"])
@@ -261,10 +271,10 @@ def test_a_script_failing_before_fit_is_tuned_no_further(here: Path) -> None:
     assert 'train.py", line 9, in <module>\n    Block()(inputs)' in result.output
     in_fit = NUMPY_SCRIPT.replace("y = keras.utils.to_categorical(", "y = (")  # labels unfit
     script = parse_command(["python", str(_write(here, "in_fit.py", in_fit))])
-    r = run_script_trial(script, Settings(batch_size=32), SMALL)
+    r = run_trial(ScriptTrial(script), Settings(batch_size=32), SMALL)
     assert r.status == "error" and "before_fit" not in r.extra
     script = parse_command(["python", str(_write(here, "dies.py", DIES_IN_FIT))])
-    r = run_script_trial(script, Settings(batch_size=32), SMALL)  # no answer: killed in fit
+    r = run_trial(ScriptTrial(script), Settings(batch_size=32), SMALL)  # no answer: killed in fit
     assert r.status == "oom" and "before_fit" not in r.extra, r
 
 
@@ -332,7 +342,9 @@ def test_the_environments_own_sitecustomize_still_runs(
     here: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     script = _with_own_site(here, monkeypatch, "open('site_ran.txt', 'w').write('yes')\n")
-    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=32), SMALL)
+    r = run_trial(
+        ScriptTrial(script), Settings(precision="float32", xla="off", batch_size=32), SMALL
+    )
     assert r.ok, (r.error, r.traceback)
     assert (here / "site_ran.txt").read_text() == "yes"
 
@@ -403,15 +415,15 @@ def test_a_16_bit_policy_that_does_not_reach_the_model_is_said(
     run says the policy did not reach the model."""
     script = parse_command(["python", str(_write(here, "train.py", LOADS_ITS_MODEL))])
     assert run_script(script, Settings(precision="float32")) == 0  # saves pre.keras
-    r = run_script_trial(script, Settings(precision="mixed_bfloat16", xla="off"), SMALL)
+    r = run_trial(ScriptTrial(script), Settings(precision="mixed_bfloat16", xla="off"), SMALL)
     assert r.status == "error" and r.error
     assert "mixed_bfloat16 not applied: every layer of the model computes in float32" in r.error
     assert run_script(script, Settings(precision="mixed_bfloat16")) == 0
     assert "mixed_bfloat16 not applied" in capfd.readouterr().err
-    ok = run_script_trial(script, Settings(precision="float32", xla="off"), SMALL)
+    ok = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
     assert ok.ok, ok.error
     lazy = parse_command(["python", str(_write(here, "lazy.py", BUILT_IN_FIT))])
-    r = run_script_trial(lazy, Settings(precision="mixed_bfloat16", xla="off"), SMALL)
+    r = run_trial(ScriptTrial(lazy), Settings(precision="mixed_bfloat16", xla="off"), SMALL)
     assert r.status == "error" and "mixed_bfloat16 not applied" in (r.error or "")
 
 
@@ -448,7 +460,9 @@ def test_a_script_fitting_inputs_alone_is_tuned_and_run(
     here: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     script = parse_command(["python", str(_write(here, "train.py", AUTOENCODER))])
-    r = run_script_trial(script, Settings(precision="float32", xla="off", batch_size=64), SMALL)
+    r = run_trial(
+        ScriptTrial(script), Settings(precision="float32", xla="off", batch_size=64), SMALL
+    )
     assert r.ok, (r.error, r.traceback)
     assert r.extra["fit_data"] == "arrays" and r.samples_per_s > 0
     assert run_script(script, Settings(precision="float32", batch_size=64)) == 0
@@ -461,7 +475,7 @@ def test_an_own_train_step_that_does_not_scale_the_loss_is_not_timed_in_float16(
     """Under mixed_float16 Keras divides the gradients by the loss scale: a model's own
     train_step that does not scale its loss would learn from gradients 2**15 too small."""
     script = parse_command(["python", str(_write(here, "train.py", AUTOENCODER))])
-    r = run_script_trial(script, Settings(precision="mixed_float16", xla="off"), SMALL)
+    r = run_trial(ScriptTrial(script), Settings(precision="mixed_float16", xla="off"), SMALL)
     assert r.status == "error" and r.error
     assert "AutoEncoder.train_step does not scale its loss for mixed_float16" in r.error
     assert run_script(script, Settings(precision="mixed_float16")) == 0
@@ -472,7 +486,7 @@ def test_an_own_train_step_that_does_not_scale_the_loss_is_not_timed_in_float16(
     )
     assert "scale_loss" in scaled
     ok = parse_command(["python", str(_write(here, "scaled.py", scaled))])
-    r = run_script_trial(ok, Settings(precision="mixed_float16", xla="off"), SMALL)
+    r = run_trial(ScriptTrial(ok), Settings(precision="mixed_float16", xla="off"), SMALL)
     assert r.ok, (r.error, r.traceback)
 
 
@@ -500,7 +514,7 @@ def test_the_scripts_own_dtype_policy_does_not_replace_the_trials(
     assert (here / "dtype.txt").read_text() == "bfloat16"
     err = capfd.readouterr().err
     assert "train.py:6: the script's dtype policy 'mixed_float16' left out" in err
-    r = run_script_trial(script, Settings(precision="float32", xla="off"), SMALL)
+    r = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
     assert r.ok and r.precision == "float32", (r.error, r.traceback)
 
 
@@ -682,7 +696,7 @@ def test_run_keeps_a_scripts_arrays_in_gpu_memory(
 def test_a_trial_times_a_scripts_arrays_kept_in_gpu_memory(here: Path) -> None:
     script = parse_command(["python", str(_write(here, "train.py", NUMPY_SCRIPT))])
     kept = Settings(precision="float32", xla="jit", device_arrays=True)
-    r = run_script_trial(script, kept, SMALL)
+    r = run_trial(ScriptTrial(script), kept, SMALL)
     assert r.ok, (r.error, r.traceback)
     assert r.extra["fit_data"] == "arrays" and r.extra["device_arrays_blocker"] is None
     assert r.samples_per_s and r.samples_per_s > 0

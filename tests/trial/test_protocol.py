@@ -15,7 +15,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from tfaccel.optimize.settings import LAYER_KNOBS, Settings
 from tfaccel.script.command import parse_command
-from tfaccel.script.run import run_script_trial
+from tfaccel.script.run import ScriptTrial
 from tfaccel.trial import protocol, runner
 from tfaccel.trial.runner import StepPlan, run_trial
 
@@ -58,10 +58,12 @@ def test_every_key_a_trial_writes_is_declared(
     base = Settings(precision="float32", xla="off", batch_size=32)
     assert run_trial("tiny", base, SMALL, 180, extra={"count_flops": True}).ok
     script = parse_command(["python", "train.py"])
-    r = run_script_trial(script, base.replace(batch_size=None), SMALL, extra={"count_flops": True})
+    r = run_trial(
+        ScriptTrial(script), base.replace(batch_size=None), SMALL, extra={"count_flops": True}
+    )
     assert r.ok, (r.error, r.traceback)
     race = {"race": {"seconds": 2.0, "lr": None}}
-    assert run_script_trial(script, base, SMALL, extra=race).ok
+    assert run_trial(ScriptTrial(script), base, SMALL, extra=race).ok
     assert len(payloads) == 3
     for payload in payloads:
         assert protocol.undeclared(payload, LAYER_KNOBS) == set()

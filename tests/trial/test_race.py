@@ -17,7 +17,7 @@ pytest.importorskip("tensorflow")
 from tfaccel.optimize.lr_scaling import change_for
 from tfaccel.optimize.settings import Settings
 from tfaccel.script.command import parse_command
-from tfaccel.script.run import run_script_trial
+from tfaccel.script.run import ScriptTrial
 from tfaccel.trial.runner import StepPlan, TrialResult, run_trial
 from tfaccel.tune import offer
 
@@ -163,7 +163,7 @@ def _script_trial(folder: Path, source: str, race_s: float | None = None) -> Tri
     script = parse_command(["python", "train.py"])
     s = Settings(precision="float32", xla="off", batch_size=32)
     extra = {"race": {"seconds": race_s, "lr": None}} if race_s else None
-    r = run_script_trial(script, s, SMALL, 300, extra=extra)
+    r = run_trial(ScriptTrial(script), s, SMALL, 300, extra=extra)
     assert r.status == "ok", (r.error, r.traceback)
     return r
 

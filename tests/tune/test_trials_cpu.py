@@ -365,7 +365,7 @@ def test_max_batch_alone_caps_the_start() -> None:
     from tfaccel.tune import Target, start_batch
 
     options = _options(None, 16, StepPlan(), "600s", None, None, None, 0)
-    started, _ = start_batch(options, Target("tiny", run_trial, None))
+    started, _ = start_batch(options, Target("tiny", None))
     assert (started.batch_size, started.max_batch) == (16, 16)
 
 
@@ -381,12 +381,12 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     tgt = tune_lib.prepare(["python", str(script)])
     seen: list[int | None] = []
 
-    def runner(w: str, s: Any, p: StepPlan, t: float, **_: Any) -> TrialResult:
+    def runner(subject: Any, s: Any, p: StepPlan, t: float, **_: Any) -> TrialResult:
         seen.append(s.batch_size)
-        key = settings_key(w, s, p)
+        key = settings_key(subject.name, s, p)
         return TrialResult(key, label_of(s), s.to_dict(), "ok", 100.0, 0.0, (100.0, 100.0))
 
-    target = tune_lib.Target(tgt.name, runner, None, batch_size=tgt.batch_size)
+    target = tune_lib.Target(tgt.subject, None, batch_size=tgt.batch_size, runner=runner)
     out = tune_lib.Outputs(tmp_path / "t.json", tmp_path / "t.png", tmp_path / "t.jsonl")
     options = tune_lib.TuneOptions(steps=StepPlan(1, 1, 1), max_batch=128)
     res = tune_lib.run(target, options, out, hw=Hardware(0, None))

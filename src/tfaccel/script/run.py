@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tfaccel._child import child_env, run_attached, run_command
+from tfaccel._child import ChildResult, child_env, run_attached, run_command
 from tfaccel.optimize.settings import Settings
 from tfaccel.script.command import Script
 from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
 from tfaccel.trial.protocol import SCRIPT_ENV as ENV
-from tfaccel.trial.runner import StepPlan, TrialResult, result_of, settings_key, trial_request
+from tfaccel.trial.runner import StepPlan, TrialResult, result_of, trial_request
 
 INJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject")
 
@@ -46,28 +46,42 @@ def too_few_fits(n: int) -> str:
     )
 
 
-def run_script_trial(
-    script: Script,
-    settings: Settings,
-    steps: StepPlan,
-    timeout_s: float = 600.0,
-    seed: int = 0,
-    extra: dict[str, Any] | None = None,
-    env_overrides: dict[str, str] | None = None,
-) -> TrialResult:
-    """One trial: the script in a fresh process, its first fit timed at `settings`."""
-    key = settings_key(script.name, settings, steps, extra)
-    request = trial_request("tune", settings, steps, seed, extra, fit=script.fit)
-    overrides = {ENV: request.to_json(), **(env_overrides or {})}
-    env = child_env(hooked_env(), paths="as_is", overrides=overrides)
-    out = run_command(script.argv, MARK, env, timeout_s)
-    silent = NO_FIT if script.fit == 1 else too_few_fits(script.fit)
-    result = result_of(key, settings, out, timeout_s, silent=silent)
-    if out.payload is None and not out.timed_out and FIT_STARTED not in out.stdout:
-        # The hook says when the first fit starts and answers from inside it, errors
-        # included: neither means the script ended (or failed) before it.
-        result = replace(result, extra={**result.extra, "before_fit": True})
-    return result
+@dataclass(frozen=True)
+class ScriptTrial:
+    """A user's script as a trial's subject (`trial.runner.TrialTarget`): run as its
+    command says, with the hook in it, which times its `script.fit`-th fit call at
+    the request's settings."""
+
+    script: Script
+
+    @property
+    def name(self) -> str:
+        return self.script.name
+
+    def request(
+        self, settings: Settings, steps: StepPlan, seed: int, extra: dict[str, Any] | None
+    ) -> TrialRequest:
+        return trial_request("tune", settings, steps, seed, extra, fit=self.script.fit)
+
+    def start(
+        self, request: TrialRequest, overrides: dict[str, str] | None, timeout_s: float
+    ) -> ChildResult:
+        env = child_env(
+            hooked_env(), paths="as_is", overrides={ENV: request.to_json(), **(overrides or {})}
+        )
+        return run_command(self.script.argv, MARK, env, timeout_s)
+
+    def result(
+        self, key: str, settings: Settings, out: ChildResult, timeout_s: float
+    ) -> TrialResult:
+        fit = self.script.fit
+        silent = NO_FIT if fit == 1 else too_few_fits(fit)
+        result = result_of(key, settings, out, timeout_s, silent=silent)
+        if out.payload is None and not out.timed_out and FIT_STARTED not in out.stdout:
+            # The hook says when the first fit starts and answers from inside it, errors
+            # included: neither means the script ended (or failed) before it.
+            result = replace(result, extra={**result.extra, "before_fit": True})
+        return result
 
 
 def run_script(script: Script, settings: Settings, lr: dict[str, Any] | None = None) -> int:

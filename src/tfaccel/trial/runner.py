@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from tfaccel import stats
 from tfaccel._child import ChildResult, child_env, run_child
@@ -192,8 +192,54 @@ def compile_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
     return {k: v.strip() for k, v in env.items()}
 
 
+class TrialTarget(Protocol):
+    """What a trial runs in its fresh process: a workload (`Workload`) or a user's
+    script (`script.run.ScriptTrial`). `run_trial` asks it for the request, starts the
+    process through it, and lets it read what the process left."""
+
+    @property
+    def name(self) -> str: ...
+
+    def request(
+        self, settings: Settings, steps: StepPlan, seed: int, extra: dict[str, Any] | None
+    ) -> TrialRequest: ...
+
+    def start(
+        self, request: TrialRequest, overrides: dict[str, str] | None, timeout_s: float
+    ) -> ChildResult: ...
+
+    def result(
+        self, key: str, settings: Settings, out: ChildResult, timeout_s: float
+    ) -> TrialResult: ...
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A built-in workload or a `module:function` entry point, built and timed by
+    `trial.child` in a fresh interpreter."""
+
+    name: str
+
+    def request(
+        self, settings: Settings, steps: StepPlan, seed: int, extra: dict[str, Any] | None
+    ) -> TrialRequest:
+        return trial_request("workload", settings, steps, seed, extra, workload=self.name)
+
+    def start(
+        self, request: TrialRequest, overrides: dict[str, str] | None, timeout_s: float
+    ) -> ChildResult:
+        # only a user's own entry point is imported from the current directory
+        env = child_env(paths="safe" if self.name in BUILTIN else "cwd", overrides=overrides)
+        return run_child(["-m", "tfaccel.trial.child", request.to_json()], MARK, env, timeout_s)
+
+    def result(
+        self, key: str, settings: Settings, out: ChildResult, timeout_s: float
+    ) -> TrialResult:
+        return result_of(key, settings, out, timeout_s)
+
+
 def run_trial(
-    workload: str,
+    target: str | TrialTarget,
     settings: Settings,
     steps: StepPlan,
     timeout_s: float = 600.0,
@@ -201,13 +247,12 @@ def run_trial(
     extra: dict[str, Any] | None = None,
     env_overrides: dict[str, str] | None = None,
 ) -> TrialResult:
-    """One trial in a fresh process; a hang is killed at `timeout_s` and recorded."""
-    key = settings_key(workload, settings, steps, extra)
-    request = trial_request("workload", settings, steps, seed, extra, workload=workload)
-    # only a user's own entry point is imported from the current directory
-    env = child_env(paths="safe" if workload in BUILTIN else "cwd", overrides=env_overrides)
-    out = run_child(["-m", "tfaccel.trial.child", request.to_json()], MARK, env, timeout_s)
-    return result_of(key, settings, out, timeout_s)
+    """One trial in a fresh process, of a workload (its name, or `Workload`) or a
+    script (`script.run.ScriptTrial`); a hang is killed at `timeout_s` and recorded."""
+    subject = Workload(target) if isinstance(target, str) else target
+    key = settings_key(subject.name, settings, steps, extra)
+    out = subject.start(subject.request(settings, steps, seed, extra), env_overrides, timeout_s)
+    return subject.result(key, settings, out, timeout_s)
 
 
 def trial_request(

@@ -15,7 +15,7 @@ from typing import Any
 
 from tfaccel.errors import InputError
 from tfaccel.results import check_writable
-from tfaccel.trial.runner import TrialResult
+from tfaccel.trial.runner import TrialResult, TrialTarget, run_trial
 from tfaccel.tune.result import Hardware, TuneOptions, TuneResult
 
 __all__ = [
@@ -52,16 +52,22 @@ class Outputs:
 
 @dataclass(frozen=True)
 class Target:
-    """What is tuned: a workload name, or a script (`script.command.Script`)."""
+    """What is tuned: a workload's name, or a script (`script.run.ScriptTrial`), as
+    `trial.runner.run_trial` takes it, with what was read of it before any trial.
+    `runner` runs one trial of it (`run_trial`; tests pass a fake)."""
 
-    name: str
-    runner: Callable[..., TrialResult]
+    subject: str | TrialTarget
     fingerprint: str | None
     notes: tuple[str, ...] = field(default=())
     batch_size: int | None = None  # what the user's own training runs at, where known
     batch_from: str = "the script's own"  # where batch_size was read, for a note
     # A script's batch size that its source does not say is read by the baseline trial.
     batch_in_trial: bool = False
+    runner: Callable[..., TrialResult] = run_trial
+
+    @property
+    def name(self) -> str:
+        return self.subject if isinstance(self.subject, str) else self.subject.name
 
 
 def hardware() -> Hardware:
@@ -94,26 +100,19 @@ def prepare(target: str | Sequence[str], fit: int = 1) -> Target:
             received=target,
         )
     if isinstance(target, str):
-        from tfaccel.trial.runner import run_trial
         from tfaccel.workloads import source_fingerprint
         from tfaccel.workloads.check import check_entry_point
 
         batch = check_entry_point(target)
-        return Target(
-            target, run_trial, source_fingerprint(target), batch_size=batch, batch_from="its data's"
-        )
+        return Target(target, source_fingerprint(target), batch_size=batch, batch_from="its data's")
     from tfaccel.script.command import check_script, parse_command
-    from tfaccel.script.run import run_script_trial
+    from tfaccel.script.run import ScriptTrial
 
     script = dataclasses.replace(parse_command(target), fit=fit)
     facts = check_script(script)
-
-    def runner(_: str, *args: Any, **kwargs: Any) -> TrialResult:
-        return run_script_trial(script, *args, **kwargs)
-
     fingerprint = _file_fingerprint(script.path)
     return Target(
-        script.name, runner, fingerprint, facts.notes, facts.batch_size, batch_in_trial=True
+        ScriptTrial(script), fingerprint, facts.notes, facts.batch_size, batch_in_trial=True
     )
 
 
@@ -221,7 +220,7 @@ def run(
         if hw.gpus and options.xla_cache_dir is None:
             cache = str(out.journal_path.with_name(out.journal_path.name + ".xla-cache"))
             options = dataclasses.replace(options, xla_cache_dir=cache)
-        tuner = Tuner(tgt.name, hw, options, journal, on_trial=on_trial, runner=tgt.runner)
+        tuner = Tuner(tgt.subject, hw, options, journal, on_trial=on_trial, runner=tgt.runner)
         result = tuner.run()
     finally:
         journal.release()

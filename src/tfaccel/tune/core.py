@@ -21,6 +21,7 @@ from tfaccel.stats import noise_threshold
 from tfaccel.trial.runner import (
     StepPlan,
     TrialResult,
+    TrialTarget,
     beats,
     compile_cache_env,
     label_of,
@@ -139,7 +140,7 @@ class TunerCore:
 
     def __init__(
         self,
-        workload: str,
+        workload: str | TrialTarget,
         hardware: Hardware,
         options: TuneOptions,
         journal: Journal,
@@ -149,7 +150,9 @@ class TunerCore:
         runner: Callable[..., TrialResult] = run_trial,
         race_fn: RaceFn | None = None,
     ) -> None:
-        self.workload = workload
+        # what run_trial runs (a workload's name, or a script), and the name keys use
+        self.subject = workload
+        self.workload = workload if isinstance(workload, str) else workload.name
         self.clock = clock
         self._start: float | None = None
         self._ran: list[float] = []  # wall seconds of the trials run (not resumed)
@@ -168,8 +171,8 @@ class TunerCore:
         # whether the GEMM-only knobs (cuBLASLt) are worth a trial.
         count = {"count_flops": True}
         self.trial_fn: TrialFn = trial_fn or (
-            lambda w, settings, p, timeout: runner(
-                w,
+            lambda _, settings, p, timeout: runner(
+                self.subject,
                 settings,
                 p,
                 timeout,
@@ -178,12 +181,12 @@ class TunerCore:
             )
         )
         self.race_fn: RaceFn = race_fn or (
-            lambda w, settings, p, timeout, x: runner(
-                w, settings, p, timeout, env_overrides=env, extra=x
+            lambda _, settings, p, timeout, x: runner(
+                self.subject, settings, p, timeout, env_overrides=env, extra=x
             )
         )
         self.on_trial = on_trial
-        self.result = TuneResult(workload, hardware)
+        self.result = TuneResult(self.workload, hardware)
 
     @property
     def precisions(self) -> list[str]:
