@@ -17,6 +17,7 @@ only by `_tf.py`, pynvml only by `hardware/nvml.py`.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -399,6 +400,29 @@ def test_the_layout_page_is_generated_and_current() -> None:
 
 def test_every_unit_says_what_it_is() -> None:
     assert not [u for u in LAYERS if not _summary(u)]
+
+
+RESULTS = SRC.parents[1] / "benchmarks" / "results"
+
+
+def test_results_keep_one_file_per_command_workload_and_gpu() -> None:
+    """`benchmarks/results/` keeps the current record of each command, workload and GPU;
+    a dated or per-lease variant belongs to the experiment that made it."""
+    dated = re.compile(r"\d{4}-\d{2}-\d{2}|-lease")
+    variants = [str(p.relative_to(RESULTS)) for p in RESULTS.rglob("*") if dated.search(p.name)]
+    assert not variants, f"dated variants, for experiments/: {variants}"
+
+
+def test_the_results_the_docs_cite_exist() -> None:
+    root = SRC.parents[1]
+    texts = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    cited = {
+        m.rstrip(".")
+        for t in texts
+        for m in re.findall(r"benchmarks/results/[\w./-]+", t.read_text(encoding="utf-8"))
+    }
+    assert cited, "the docs cite no recorded result"
+    assert not [c for c in sorted(cited) if not (root / c).exists()]
 
 
 if __name__ == "__main__":
