@@ -175,3 +175,30 @@ def write_dist(
     (d / "METADATA").write_text("\n".join(lines) + "\n")
     (d / "INSTALLER").write_text(installer + "\n")
     (d / "RECORD").write_text("")
+
+
+# A user's module of entry points that fail each its own way (trial and tune tests).
+BROKEN = """
+import keras
+def _loss(y, p):
+    raise RuntimeError("the loss broke at run time")
+
+def crashes_in_fit():
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    return {"model": m, "loss": _loss}
+
+def unknown_loss():
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    return {"model": m, "loss": "no_such_loss"}
+
+def raises():
+    import json
+    json.loads("{")
+"""
+
+
+def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> None:
+    """Write the user's module `name` into tmp_path, the working directory and path."""
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))

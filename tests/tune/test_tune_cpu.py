@@ -1,0 +1,235 @@
+"""The tune command and `tfaccel.tune.run` on the CPU, with real trials: end to end, its
+starting batch, its exits for models that never run or cannot load."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.fakes import BROKEN, user_module
+
+pytest.importorskip("tensorflow")
+
+from tests.clitext import unboxed
+from tfaccel.cli import app
+from tfaccel.trial.runner import StepPlan
+
+SMALL = StepPlan(warmup=2, windows=2, window=3)
+runner = CliRunner()
+
+
+@pytest.mark.slow
+def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = [
+        "tune",
+        "tiny",
+        "--batch",
+        "32",
+        "--max-batch",
+        "64",
+        "--warmup",
+        "2",
+        "--windows",
+        "2",
+        "--window",
+        "3",
+    ]
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema"] == "tfaccel.tune/1" and data["best"]["status"] == "ok"
+    written = json.loads((tmp_path / "tfaccel.json").read_text())
+    assert written["settings"]["batch_size"] in (32, 64)
+    assert (tmp_path / "tfaccel-tune.png").stat().st_size > 1000
+    lines = (tmp_path / "tfaccel-tune.jsonl").read_text().splitlines()
+    assert len(lines) == len(data["trials"])
+    # The baseline counted the model's FLOPs: the tiny CNN's dense layers are 8.6 % of
+    # its products (its two convolutions the rest).
+    from tfaccel.environment import machine_id
+
+    assert {json.loads(x)["machine"] for x in lines} == {machine_id()}
+    baseline = json.loads(lines[0])["result"]
+    assert baseline["extra"]["gemm_flop_share"] == pytest.approx(0.0858, abs=1e-3)
+    # The same command again resumes entirely from the journal and replaces the files
+    # this tune wrote ...
+    again = runner.invoke(app, [*args, "--format", "json"])
+    assert again.exit_code == 0, again.output
+    finished = [x for x in lines if json.loads(x)["result"]["status"] != "error"]
+    assert json.loads(again.stdout)["resumed"] == len(finished)  # errors run again
+    after = (tmp_path / "tfaccel-tune.jsonl").read_text().splitlines()
+    assert len(after) == len(lines) + len(lines) - len(finished)
+    # ... but not a file of the user's, nor another workload's settings, without --force.
+    (tmp_path / "mine.json").write_text('{"my": "notes"}')
+    refused = runner.invoke(app, [*args, "--output", "mine.json"])
+    assert refused.exit_code == 2 and "mine.json already exists" in refused.output
+    assert (tmp_path / "mine.json").read_text() == '{"my": "notes"}'
+    other = runner.invoke(app, ["tune", "resnet50", "--output", "tfaccel.json"])
+    assert other.exit_code == 2 and "tfaccel.json already exists" in other.output
+    # The settings load back into configure().
+    import tfaccel
+
+    try:
+        report = tfaccel.configure.from_file(tmp_path / "tfaccel.json")
+        assert report.settings.batch_size == written["settings"]["batch_size"]
+    finally:
+        tfaccel.configure.reset()
+
+
+def test_tune_keeps_an_earlier_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine-tune.png").write_bytes(b"the user's plot")
+    result = runner.invoke(app, ["tune", "tiny", "--output", "mine.json"])
+    assert result.exit_code == 2 and "mine-tune.png already exists" in result.output
+    assert (tmp_path / "mine-tune.png").read_bytes() == b"the user's plot"
+    assert not (tmp_path / "tfaccel-tune.jsonl").exists()  # refused before any trial
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["tune", "tiny", "--batch", "0"], "Invalid value for '--batch'"),
+        (["tune", "tiny", "--batch", "64", "--max-batch", "32"], "--max-batch is below --batch"),
+        (["tune", "tiny", "--time-budget", "0"], "'--time-budget': '0' is not a duration above 0"),
+        (["tune", "tiny", "--confirm", "-1"], "Invalid value for '--confirm'"),
+        (["tune", "tiny", "--precisions", "fp8"], "Unknown precision in --precisions"),
+        (["tune", "tiny", "--precisions", "bfloat16"], "bfloat16 (weights in bf16) is for"),
+        (["tune", "tiny", "--skip", "float8,float9"], "Unknown knob in --skip"),
+        (["tune", "tiny", "--skip", ","], "Unknown knob in --skip"),
+        (["tune", "tiny", "--journal", "/nonexistent/j.jsonl"], "/nonexistent does not exist"),
+        (["tune", "tiny", "--output", "/nonexistent/t.json"], "/nonexistent does not exist"),
+    ],
+)
+def test_tune_bad_flags(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and message in unboxed(result.output)
+
+
+def test_max_batch_alone_caps_the_start() -> None:
+    """`--max-batch 16` without `--batch` starts at 16, not at an error about a --batch
+    the user never gave."""
+    from tfaccel.cli.tune import _options
+    from tfaccel.tune import Target, start_batch
+
+    options = _options(None, 16, StepPlan(), "600s", None, None, None, 0)
+    started, _ = start_batch(options, Target("tiny", None))
+    assert (started.batch_size, started.max_batch) == (16, 16)
+
+
+def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) -> None:
+    """`tfaccel.tune.run([...])` decides the batch size as the command line does: the
+    script's own (here `fit(batch_size=128)` in its source), not Keras' 32."""
+    from tfaccel import tune as tune_lib
+    from tfaccel.trial.runner import TrialResult, label_of, settings_key
+    from tfaccel.tune.result import Hardware
+
+    script = tmp_path / "train.py"
+    script.write_text("import keras\nmodel.fit(x, y, batch_size=128, epochs=2)\n")
+    tgt = tune_lib.prepare(["python", str(script)])
+    seen: list[int | None] = []
+
+    def runner(subject: Any, s: Any, p: StepPlan, t: float, **_: Any) -> TrialResult:
+        seen.append(s.batch_size)
+        key = settings_key(subject.name, s, p)
+        return TrialResult(key, label_of(s), s.to_dict(), "ok", 100.0, 0.0, (100.0, 100.0))
+
+    target = tune_lib.Target(tgt.subject, None, batch_size=tgt.batch_size, runner=runner)
+    out = tune_lib.Outputs(tmp_path / "t.json", tmp_path / "t.png", tmp_path / "t.jsonl")
+    options = tune_lib.TuneOptions(steps=StepPlan(1, 1, 1), max_batch=128)
+    res = tune_lib.run(target, options, out, hw=Hardware(0, None))
+    assert seen[0] == 128 and res.best_settings is not None
+    assert res.best_settings.batch_size == 128
+
+
+def test_tune_of_a_model_that_never_runs_exits_5(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user_module(tmp_path, monkeypatch, "broken_models", BROKEN)
+    result = runner.invoke(
+        app,
+        [
+            "tune",
+            "broken_models:crashes_in_fit",
+            "--warmup",
+            "1",
+            "--windows",
+            "1",
+            "--window",
+            "1",
+            "--max-batch",
+            "32",
+        ],
+    )
+    assert result.exit_code == 5, result.output
+    assert "the loss broke" in result.output and not (tmp_path / "tfaccel.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("resnet5O", "did you mean resnet50?"),
+        ("broken_models:unknown_loss", "Unknown loss 'no_such_loss'"),
+        ("broken_models:raises", "JSONDecodeError"),
+        ("broken_models:nothing_here", "has no callable 'nothing_here'"),
+        ("no_such_module:build", "Cannot import module 'no_such_module'"),
+    ],
+)
+def test_a_bad_entry_point_exits_2_before_any_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, message: str
+) -> None:
+    user_module(tmp_path, monkeypatch, "broken_models", BROKEN)
+    result = runner.invoke(app, ["tune", target])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    if target.endswith(":raises"):  # the user's own traceback, where their code raised
+        assert 'broken_models.py", line' in result.output and "tfaccel/" not in result.output
+    assert not (tmp_path / "tfaccel-tune.jsonl").exists()  # no journal: nothing ran
+
+
+BATCHES_OF_24 = """
+import numpy as np
+import keras
+import tensorflow as tf
+
+def build():
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    x, y = np.ones((24, 8), "float32"), np.zeros(24, "int32")
+    return model, tf.data.Dataset.from_tensors((x, y)).repeat()
+"""
+
+
+def test_an_entry_point_is_tuned_from_the_size_of_its_own_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keras' defaults are measured at the batch the user's data comes in."""
+    user_module(tmp_path, monkeypatch, "batches_of_24", BATCHES_OF_24)
+    steps = ["--warmup", "1", "--windows", "1", "--window", "2", "--time-budget", "1s"]
+    result = runner.invoke(app, ["tune", "batches_of_24:build", *steps, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert "starting at its data's batch size, 24" in result.stderr
+    trials = json.loads(result.stdout)["trials"]
+    assert trials and trials[0]["settings"]["batch_size"] == 24
+
+
+def test_tune_counts_only_the_gpus_its_trials_see(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfaccel.hardware.nvml import DriverInfo, GpuBrief
+    from tfaccel.tune import hardware_of
+
+    two = DriverInfo(
+        True,
+        None,
+        "580.159.04",
+        "13.0",
+        (
+            GpuBrief(0, "NVIDIA H200", "GPU-a", "9.0", 143771),
+            GpuBrief(1, "NVIDIA H200", "GPU-b", "9.0", 143771),
+        ),
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert hardware_of(two).gpus == 1  # so the 1-GPU knobs (device prefetch) are tried
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert hardware_of(two).gpus == 2
