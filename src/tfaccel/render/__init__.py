@@ -65,12 +65,14 @@ def change_img(rows: Sequence[Change], centre: float, xlabel: str, title: str) -
         return ""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.5))
-    colors = [_COLOR[r.better] for r in rows]
-    ax.barh(range(len(rows)), [r.value for r in rows], color=colors)
-    for i, r in enumerate(rows):
-        ax.plot([centre - r.band, centre + r.band], [i, i], color="#444444", lw=3, alpha=0.35)
+    colors = [_COLOR[change.better] for change in rows]
+    ax.barh(range(len(rows)), [change.value for change in rows], color=colors)
+    for i, change in enumerate(rows):
+        ax.plot(
+            [centre - change.band, centre + change.band], [i, i], color="#444444", lw=3, alpha=0.35
+        )
     ax.axvline(centre, color="black", lw=0.8)
-    ax.set_yticks(range(len(rows)), labels=[r.label for r in rows], fontsize=7)
+    ax.set_yticks(range(len(rows)), labels=[change.label for change in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel(f"{xlabel} (green: better beyond the noise, red: worse, grey: within it)")
     ax.set_title(title)
@@ -78,19 +80,21 @@ def change_img(rows: Sequence[Change], centre: float, xlabel: str, title: str) -
     return f"<img alt='B against A' src='data:image/png;base64,{png_base64(fig)}'>"
 
 
-def before_after_page(title: str, a: str, b: str, img: str, table: Sequence[Sequence[str]]) -> str:
+def before_after_page(
+    title: str, before: str, after: str, img: str, table: Sequence[Sequence[str]]
+) -> str:
     """A self-contained HTML page: A and B named, the chart, and a table whose first row
     is its header (cells are escaped here)."""
     import html
 
     def row(cells: Sequence[str], tag: str) -> str:
-        return "<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in cells) + "</tr>"
+        return "<tr>" + "".join(f"<{tag}>{html.escape(cell)}</{tag}>" for cell in cells) + "</tr>"
 
-    body = row(table[0], "th") + "".join(row(r, "td") for r in table[1:])
+    body = row(table[0], "th") + "".join(row(table_row, "td") for table_row in table[1:])
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}
 </title><style>body{{font-family:system-ui,sans-serif;margin:2em}}td,th{{border:1px solid
 #ccc;padding:3px 8px}}table{{border-collapse:collapse}}</style></head><body>
-<h1>{html.escape(title)}</h1><p>A: {html.escape(a)}<br>B: {html.escape(b)}</p>{img}
+<h1>{html.escape(title)}</h1><p>A: {html.escape(before)}<br>B: {html.escape(after)}</p>{img}
 <table>{body}</table></body></html>"""
 
 

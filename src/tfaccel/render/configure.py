@@ -39,7 +39,7 @@ def configure_lines(report: Any) -> Any:
     for row in report.rows:
         value = row.value
         if isinstance(value, dict):
-            value = ", ".join(f"{k}={v}" for k, v in value.items())
+            value = ", ".join(f"{knob}={setting}" for knob, setting in value.items())
         head = Text(f"{row.knob} = {value}  ")
         head.append(row.status, style=_STATUS_STYLE.get(row.status, ""))
         parts += [head, Text("    " + str(row.detail), style="dim")]
@@ -51,28 +51,28 @@ def configure_table(report: Any) -> Table:
     gpus = f"{report.gpus} GPU(s)" + (
         f", compute capability {report.compute_capability}" if report.compute_capability else ""
     )
-    t = Table(
+    table = Table(
         title=f"tfaccel.configure: {report.precision} on {gpus}",
         title_justify="left",
         box=None,
         padding=(0, 1),
         expand=True,
     )
-    t.add_column("knob", no_wrap=True)
-    t.add_column("value", max_width=20)
-    t.add_column("status", no_wrap=True)
-    t.add_column("how", ratio=1, overflow="fold")
+    table.add_column("knob", no_wrap=True)
+    table.add_column("value", max_width=20)
+    table.add_column("status", no_wrap=True)
+    table.add_column("how", ratio=1, overflow="fold")
     for row in report.rows:
         value = row.value
         if isinstance(value, dict):
-            value = ", ".join(f"{k}={v}" for k, v in value.items())
-        t.add_row(
+            value = ", ".join(f"{knob}={setting}" for knob, setting in value.items())
+        table.add_row(
             row.knob,
             str(value),
             Text(row.status, style=_STATUS_STYLE.get(row.status, "")),
             row.detail,
         )
-    return t
+    return table
 
 
 def configure_brief(report: Any) -> list[str]:

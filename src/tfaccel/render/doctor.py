@@ -20,22 +20,26 @@ def doctor_text(report: DoctorReport, console: Console, verbose: bool = False) -
     table = Table(show_header=True, header_style="bold", expand=True, box=None, padding=(0, 1))
     table.add_column("", no_wrap=True, width=6)
     # check names stay whole (CUDA_VISIBLE_DEVICES) unless the terminal is very narrow
-    longest = max((len(c.title) for c in report.checks), default=5)
+    longest = max((len(check.title) for check in report.checks), default=5)
     table.add_column("check", overflow="fold", width=max(12, min(longest, 22, console.width // 4)))
     table.add_column("finding", ratio=1, overflow="fold")
-    for c in report.checks:
-        if c.status is Status.SKIP and not verbose:
+    for check in report.checks:
+        if check.status is Status.SKIP and not verbose:
             continue
-        cell = Text(c.finding)
-        if c.fix:
+        cell = Text(check.finding)
+        if check.fix:
             cell.append("\nfix: ", style="bold cyan")
-            cell.append(c.fix, style="cyan")
-        if c.see and (verbose or c.status is not Status.OK):
+            cell.append(check.fix, style="cyan")
+        if check.see and (verbose or check.status is not Status.OK):
             cell.append("\nsee: ", style="dim")
-            cell.append(c.see, style="dim")
-        table.add_row(Text(_MARK[c.status], style=_STYLE[c.status]), Text(c.title), cell)
+            cell.append(check.see, style="dim")
+        table.add_row(
+            Text(_MARK[check.status], style=_STYLE[check.status]), Text(check.title), cell
+        )
         table.add_row("", "", "")
-    counts = ", ".join(f"{report.count(s)} {s.value}" for s in Status if report.count(s))
+    counts = ", ".join(
+        f"{report.count(status)} {status.value}" for status in Status if report.count(status)
+    )
     style = "red" if report.failed else ("yellow" if report.count(Status.WARN) else "green")
     verdict = Text(f"{report.verdict}  ({counts}; {report.seconds:.1f} s)", style=f"bold {style}")
     env = report.environment
@@ -74,9 +78,12 @@ def doctor_markdown(report: DoctorReport) -> str:
         "| status | check | finding | fix |",
         "|---|---|---|---|",
     ]
-    for c in report.checks:
-        fix = f"`{_md_cell(c.fix)}`" if c.fix else ""
-        lines.append(f"| {c.status.value} | {_md_cell(c.title)} | {_md_cell(c.finding)} | {fix} |")
+    for check in report.checks:
+        fix = f"`{_md_cell(check.fix)}`" if check.fix else ""
+        lines.append(
+            f"| {check.status.value} | {_md_cell(check.title)} | "
+            f"{_md_cell(check.finding)} | {fix} |"
+        )
     lines += ["", "<details><summary>environment</summary>", "", "```"]
     for key, value in env.items():
         lines.append(f"{key}: {value}")

@@ -32,8 +32,8 @@ def _v(value: Any, fmt: str = "{}", unit: str = "") -> str:
     return fmt.format(value) + unit
 
 
-def _gpu_rows(g: GpuInfo) -> list[tuple[str, str]]:
-    link = g.pcie
+def _gpu_rows(gpu: GpuInfo) -> list[tuple[str, str]]:
+    link = gpu.pcie
     pcie = (
         NA
         if link.gen_current is None
@@ -44,40 +44,42 @@ def _gpu_rows(g: GpuInfo) -> list[tuple[str, str]]:
     if link.gen_below_max and not link.width_downtrained:
         pcie += "; lower generation while idle is normal power saving"
     return [
-        ("name", _v(g.name)),
-        ("UUID", _v(g.uuid)),
-        ("PCI bus", _v(g.pci_bus_id)),
-        ("compute capability", f"{_v(g.compute_capability)} ({_v(g.architecture)})"),
-        ("SMs / CUDA cores", f"{_v(g.sm_count)} / {_v(g.cuda_cores, '{:,}')}"),
+        ("name", _v(gpu.name)),
+        ("UUID", _v(gpu.uuid)),
+        ("PCI bus", _v(gpu.pci_bus_id)),
+        ("compute capability", f"{_v(gpu.compute_capability)} ({_v(gpu.architecture)})"),
+        ("SMs / CUDA cores", f"{_v(gpu.sm_count)} / {_v(gpu.cuda_cores, '{:,}')}"),
         (
             "memory",
-            f"{_v(g.memory_total_mib, '{:,}', ' MiB')} total, "
-            f"{_v(g.memory_free_mib, '{:,}', ' MiB')} free",
+            f"{_v(gpu.memory_total_mib, '{:,}', ' MiB')} total, "
+            f"{_v(gpu.memory_free_mib, '{:,}', ' MiB')} free",
         ),
         (
             "memory bus / clock",
-            f"{_v(g.memory_bus_width_bits, '{}', '-bit')} at "
-            f"{_v(g.memory_clock_max_mhz, '{}', ' MHz')} max",
+            f"{_v(gpu.memory_bus_width_bits, '{}', '-bit')} at "
+            f"{_v(gpu.memory_clock_max_mhz, '{}', ' MHz')} max",
         ),
-        ("bandwidth (theoretical)", _v(g.bandwidth_theoretical_gbs, "{:,.0f}", " GB/s")),
+        ("bandwidth (theoretical)", _v(gpu.bandwidth_theoretical_gbs, "{:,.0f}", " GB/s")),
         (
             "SM clock",
-            f"{_v(g.sm_clock_mhz, '{}', ' MHz')} now, {_v(g.sm_clock_max_mhz, '{}', ' MHz')} max",
+            f"{_v(gpu.sm_clock_mhz, '{}', ' MHz')} now, "
+            f"{_v(gpu.sm_clock_max_mhz, '{}', ' MHz')} max",
         ),
         (
             "power",
-            f"limit {_v(g.power_limit_w, '{:g}', ' W')} (default "
-            f"{_v(g.power_default_limit_w, '{:g}', ' W')}, range "
-            f"{_v(g.power_min_limit_w, '{:g}')}-{_v(g.power_max_limit_w, '{:g}', ' W')}); "
-            f"TDP {_v(g.tdp_w, '{:g}', ' W')}; drawing {_v(g.power_draw_w, '{:g}', ' W')}",
+            f"limit {_v(gpu.power_limit_w, '{:g}', ' W')} (default "
+            f"{_v(gpu.power_default_limit_w, '{:g}', ' W')}, range "
+            f"{_v(gpu.power_min_limit_w, '{:g}')}-{_v(gpu.power_max_limit_w, '{:g}', ' W')}); "
+            f"TDP {_v(gpu.tdp_w, '{:g}', ' W')}; drawing {_v(gpu.power_draw_w, '{:g}', ' W')}",
         ),
         ("PCIe", pcie),
         (
             "MIG / ECC / persistence",
-            f"{_onoff(g.mig_enabled)} / {_onoff(g.ecc_enabled)} / {_onoff(g.persistence_enabled)}",
+            f"{_onoff(gpu.mig_enabled)} / {_onoff(gpu.ecc_enabled)} / "
+            f"{_onoff(gpu.persistence_enabled)}",
         ),
-        ("NUMA node / CPUs", f"{_v(g.numa_node)} / {_v(g.cpu_affinity)}"),
-        ("spec entry", _v(g.spec_key)),
+        ("NUMA node / CPUs", f"{_v(gpu.numa_node)} / {_v(gpu.cpu_affinity)}"),
+        ("spec entry", _v(gpu.spec_key)),
     ]
 
 
@@ -96,9 +98,9 @@ def inventory_text(inv: Inventory, tiers: Sequence[TierVerdict], console: Consol
     if inv.error:
         console.print(Text(f"NVML error: {inv.error}", style="red"))
     for group in _alike(inv, tiers):
-        g, verdict = group[0]
+        gpu, verdict = group[0]
         table = Table(
-            title=f"GPU {g.index}"
+            title=f"GPU {gpu.index}"
             + (f" (and {_indices(group[1:])}, alike)" if len(group) > 1 else ""),
             show_header=False,
             box=None,
@@ -108,17 +110,17 @@ def inventory_text(inv: Inventory, tiers: Sequence[TierVerdict], console: Consol
         )
         table.add_column(style="dim", no_wrap=True)
         table.add_column()
-        for k, v in _gpu_rows(g):
-            table.add_row(k, v)
-        ports = _ports(inv, g.index)
+        for field, text in _gpu_rows(gpu):
+            table.add_row(field, text)
+        ports = _ports(inv, gpu.index)
         if ports is not None:
             table.add_row("NVLink", _nvlink(ports))
         console.print(table)
         console.print(tier_table(verdict))
         if len(group) > 1:
             console.print(_per_gpu_table(inv, [x for x, _ in group]))
-        for w in g.warnings:
-            console.print(Text(f"  ! {w}", style="yellow"))
+        for warning in gpu.warnings:
+            console.print(Text(f"  ! {warning}", style="yellow"))
     if inv.topology is not None:
         console.print(topology_table(inv))
     for note in inv.notes:
@@ -133,37 +135,37 @@ def _ports(inv: Inventory, index: int) -> list[Any] | None:
 
 
 def _nvlink(ports: list[Any]) -> str:
-    active = [p for p in ports if p.active]
-    versions = sorted({p.version for p in active if p.version})
+    active = [port for port in ports if port.active]
+    versions = sorted({port.version for port in active if port.version})
     return f"{len(active)} of {len(ports)} links active" + (
         f" (NVLink {', '.join(map(str, versions))})" if versions else ""
     )
 
 
-def _static(g: GpuInfo, verdict: TierVerdict) -> tuple[object, ...] | None:
+def _static(gpu: GpuInfo, verdict: TierVerdict) -> tuple[object, ...] | None:
     """What makes two GPUs alike in the report (model, limits, modes, tier); None for a
     GPU with warnings, which keeps a card of its own."""
-    if g.warnings:
+    if gpu.warnings:
         return None
     return (
-        g.name,
-        g.compute_capability,
-        g.sm_count,
-        g.memory_total_mib,
-        g.memory_bus_width_bits,
-        g.memory_clock_max_mhz,
-        g.sm_clock_max_mhz,
-        g.power_limit_w,
-        g.power_default_limit_w,
-        g.power_min_limit_w,
-        g.power_max_limit_w,
-        g.tdp_w,
-        g.mig_enabled,
-        g.ecc_enabled,
-        g.persistence_enabled,
-        g.spec_key,
-        g.pcie.gen_max,
-        g.pcie.width_max,
+        gpu.name,
+        gpu.compute_capability,
+        gpu.sm_count,
+        gpu.memory_total_mib,
+        gpu.memory_bus_width_bits,
+        gpu.memory_clock_max_mhz,
+        gpu.sm_clock_max_mhz,
+        gpu.power_limit_w,
+        gpu.power_default_limit_w,
+        gpu.power_min_limit_w,
+        gpu.power_max_limit_w,
+        gpu.tdp_w,
+        gpu.mig_enabled,
+        gpu.ecc_enabled,
+        gpu.persistence_enabled,
+        gpu.spec_key,
+        gpu.pcie.gen_max,
+        gpu.pcie.width_max,
         verdict.overall,
     )
 
@@ -173,53 +175,55 @@ def _alike(inv: Inventory, tiers: Sequence[TierVerdict]) -> list[list[tuple[GpuI
     one card and a table of what differs between them, not eight cards."""
     groups: list[list[tuple[GpuInfo, TierVerdict]]] = []
     by_key: dict[tuple[object, ...], list[tuple[GpuInfo, TierVerdict]]] = {}
-    for g, verdict in zip(inv.gpus, tiers, strict=True):
-        key = _static(g, verdict)
+    for gpu, verdict in zip(inv.gpus, tiers, strict=True):
+        key = _static(gpu, verdict)
         if key is not None and key in by_key:
-            by_key[key].append((g, verdict))
+            by_key[key].append((gpu, verdict))
             continue
-        groups.append([(g, verdict)])
+        groups.append([(gpu, verdict)])
         if key is not None:
             by_key[key] = groups[-1]
     return groups
 
 
 def _indices(group: Sequence[tuple[GpuInfo, TierVerdict]]) -> str:
-    return ", ".join(str(g.index) for g, _ in group)
+    return ", ".join(str(gpu.index) for gpu, _ in group)
 
 
 def _per_gpu_table(inv: Inventory, gpus: Sequence[GpuInfo]) -> Table:
     """What differs between alike GPUs: identity, placement and the readings of now
     (UUIDs cut to 12 characters, PCI domain 0 left out: --format json has them whole;
     NVLink as active/all links)."""
-    t = Table(title="per GPU", title_justify="left", box=None, padding=(0, 1))
+    table = Table(title="per GPU", title_justify="left", box=None, padding=(0, 1))
     columns = ["GPU", "PCI bus", "UUID", "free GiB", "SM MHz", "W", "PCIe", "NUMA"]
     columns += ["NVLink"] if inv.topology is not None else []
     for col in columns:
-        t.add_column(
+        table.add_column(
             col, no_wrap=True, justify="right" if col in ("free GiB", "SM MHz", "W") else "left"
         )
-    for g in gpus:
-        ports = _ports(inv, g.index)
-        pcie = g.pcie
+    for gpu in gpus:
+        ports = _ports(inv, gpu.index)
+        pcie = gpu.pcie
         row = [
-            str(g.index),
-            _v(g.pci_bus_id).removeprefix("00000000:"),  # the usual PCI domain 0
-            _v(g.uuid)[:12],
-            _v(g.memory_free_mib / 1024 if g.memory_free_mib is not None else None, "{:,.1f}"),
-            _v(g.sm_clock_mhz),
-            _v(g.power_draw_w, "{:g}"),
+            str(gpu.index),
+            _v(gpu.pci_bus_id).removeprefix("00000000:"),  # the usual PCI domain 0
+            _v(gpu.uuid)[:12],
+            _v(gpu.memory_free_mib / 1024 if gpu.memory_free_mib is not None else None, "{:,.1f}"),
+            _v(gpu.sm_clock_mhz),
+            _v(gpu.power_draw_w, "{:g}"),
             NA if pcie.gen_current is None else f"Gen{pcie.gen_current} x{pcie.width_current}",
-            _v(g.numa_node),
+            _v(gpu.numa_node),
         ]
         if inv.topology is not None:
-            row.append(NA if ports is None else f"{sum(p.active for p in ports)}/{len(ports)}")
-        t.add_row(*row)
-    return t
+            row.append(
+                NA if ports is None else f"{sum(port.active for port in ports)}/{len(ports)}"
+            )
+        table.add_row(*row)
+    return table
 
 
 def tier_table(verdict: TierVerdict) -> Table:
-    t = Table(
+    table = Table(
         title=f"tier: {verdict.overall or NA}",
         title_justify="left",
         box=None,
@@ -227,54 +231,55 @@ def tier_table(verdict: TierVerdict) -> Table:
         title_style=_TIER_STYLE.get(verdict.overall, "bold"),
     )
     for col in ("parameter", "value", "basic", "recommended", "extreme", "reached"):
-        t.add_column(col)
-    for r in verdict.rows:
-        if r.value is None:
+        table.add_column(col)
+    for row in verdict.rows:
+        if row.value is None:
             value = NA
         else:
-            number = f"{r.value:,.0f}" if r.value >= 100 else f"{r.value:g}"
-            value = number + (f" {r.unit}" if r.unit else "")
-        t.add_row(
-            r.label,
+            number = f"{row.value:,.0f}" if row.value >= 100 else f"{row.value:g}"
+            value = number + (f" {row.unit}" if row.unit else "")
+        table.add_row(
+            row.label,
             value,
-            *[f"{r.thresholds[k]:g}" for k in ("basic", "recommended", "extreme")],
-            Text(r.tier or NA, style=_TIER_STYLE.get(r.tier, "")),
+            *[f"{row.thresholds[tier]:g}" for tier in ("basic", "recommended", "extreme")],
+            Text(row.tier or NA, style=_TIER_STYLE.get(row.tier, "")),
         )
-    return t
+    return table
 
 
 def topology_table(inv: Inventory) -> Table:
     topo = inv.topology
     assert topo is not None
-    t = Table(title="topology (as nvidia-smi topo -m)", title_justify="left", box=None)
-    t.add_column("")
-    for g in inv.gpus:
-        t.add_column(f"GPU{g.index}")
-    t.add_column("CPU affinity")
-    t.add_column("NUMA")
-    for g, row in zip(inv.gpus, topo.matrix, strict=True):
-        t.add_row(f"GPU{g.index}", *row, _v(g.cpu_affinity), _v(g.numa_node))
-    legend = "; ".join(f"{k}: {v}" for k, v in PATH_HELP.items())
+    table = Table(title="topology (as nvidia-smi topo -m)", title_justify="left", box=None)
+    table.add_column("")
+    for gpu in inv.gpus:
+        table.add_column(f"GPU{gpu.index}")
+    table.add_column("CPU affinity")
+    table.add_column("NUMA")
+    for gpu, row in zip(inv.gpus, topo.matrix, strict=True):
+        table.add_row(f"GPU{gpu.index}", *row, _v(gpu.cpu_affinity), _v(gpu.numa_node))
+    legend = "; ".join(f"{path}: {meaning}" for path, meaning in PATH_HELP.items())
     p2p = "; ".join(
-        f"GPU{p.a}<->GPU{p.b} P2P read {p.p2p_read}, write {p.p2p_write}" for p in topo.pairs
+        f"GPU{pair.a}<->GPU{pair.b} P2P read {pair.p2p_read}, write {pair.p2p_write}"
+        for pair in topo.pairs
     )
     legend = p2p + "\n" + legend
-    t.caption = legend + "".join(f"\n! {w}" for w in topo.warnings)
-    t.caption_justify = "left"
-    t.min_width = 78
-    return t
+    table.caption = legend + "".join(f"\n! {warning}" for warning in topo.warnings)
+    table.caption_justify = "left"
+    table.min_width = 78
+    return table
 
 
 def compare_text(specs: Sequence[GpuSpec], tiers: Sequence[TierVerdict], console: Console) -> None:
-    t = Table(title="GPU specifications (dense peak figures)", title_justify="left")
-    t.add_column("")
-    for s in specs:
-        t.add_column(s.key, justify="right")
+    table = Table(title="GPU specifications (dense peak figures)", title_justify="left")
+    table.add_column("")
+    for spec in specs:
+        table.add_column(spec.key, justify="right")
     rows: list[tuple[str, list[str]]] = [
-        ("architecture", [f"{s.architecture} ({s.compute_capability})" for s in specs]),
-        ("SMs / CUDA cores", [f"{s.sm_count} / {s.cuda_cores:,}" for s in specs]),
-        ("memory", [f"{s.memory_gb:g} GB {s.memory_type}" for s in specs]),
-        ("bandwidth", [f"{s.memory_bandwidth_gbs:,.0f} GB/s" for s in specs]),
+        ("architecture", [f"{spec.architecture} ({spec.compute_capability})" for spec in specs]),
+        ("SMs / CUDA cores", [f"{spec.sm_count} / {spec.cuda_cores:,}" for spec in specs]),
+        ("memory", [f"{spec.memory_gb:g} GB {spec.memory_type}" for spec in specs]),
+        ("bandwidth", [f"{spec.memory_bandwidth_gbs:,.0f} GB/s" for spec in specs]),
     ]
     for key, label in (
         ("fp32", "FP32"),
@@ -283,69 +288,82 @@ def compare_text(specs: Sequence[GpuSpec], tiers: Sequence[TierVerdict], console
         ("bf16_tensor", "BF16 tensor"),
         ("fp8_tensor", "FP8 tensor"),
     ):
-        rows.append((f"{label} TFLOP/s", [_v(s.peak_tflops.get(key), "{:,.1f}") for s in specs]))
+        rows.append(
+            (f"{label} TFLOP/s", [_v(spec.peak_tflops.get(key), "{:,.1f}") for spec in specs])
+        )
     rows += [
-        ("TDP", [f"{s.tdp_w:g} W" for s in specs]),
-        ("interconnect", [s.interconnect for s in specs]),
-        ("tier", [v.overall or NA for v in tiers]),
+        ("TDP", [f"{spec.tdp_w:g} W" for spec in specs]),
+        ("interconnect", [spec.interconnect for spec in specs]),
+        ("tier", [verdict.overall or NA for verdict in tiers]),
     ]
     for label, vals in rows:
-        t.add_row(label, *vals)
+        table.add_row(label, *vals)
     if len(specs) == 2:
-        a, b = specs
+        first, second = specs
         ratio = [
-            ("bandwidth", b.memory_bandwidth_gbs / a.memory_bandwidth_gbs),
-            ("memory", b.memory_gb / a.memory_gb),
+            ("bandwidth", second.memory_bandwidth_gbs / first.memory_bandwidth_gbs),
+            ("memory", second.memory_gb / first.memory_gb),
         ]
-        pa, pb = a.peak("bf16") or a.peak("fp16"), b.peak("bf16") or b.peak("fp16")
-        if pa and pb:
-            ratio.append(("16-bit tensor", pb / pa))
-        t.caption = f"{b.key} vs {a.key}: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratio)
-    console.print(t)
-    console.print(Text("sources: " + "; ".join(f"{s.key}: {s.source}" for s in specs), style="dim"))
+        peak_a, peak_b = (
+            first.peak("bf16") or first.peak("fp16"),
+            second.peak("bf16") or second.peak("fp16"),
+        )
+        if peak_a and peak_b:
+            ratio.append(("16-bit tensor", peak_b / peak_a))
+        table.caption = f"{second.key} vs {first.key}: " + ", ".join(
+            f"{what} {verdict:.2f}x" for what, verdict in ratio
+        )
+    console.print(table)
+    console.print(
+        Text("sources: " + "; ".join(f"{spec.key}: {spec.source}" for spec in specs), style="dim")
+    )
 
 
 def rank_text(workload: str, rows: Sequence[RankRow], local: str | None, console: Console) -> None:
-    t = Table(
+    table = Table(
         title=f"GPUs ranked for {workload} (roofline estimate, relative)", title_justify="left"
     )
     for col in ("#", "GPU", "precision", "bound by", "relative", "per kW of TDP", "fits"):
-        t.add_column(col, justify="right" if col in ("#", "relative", "per kW of TDP") else "left")
-    best_kw = max((r.samples_per_kw for r in rows), default=1.0) or 1.0
-    for i, r in enumerate(rows, 1):
-        name = Text(r.key, style="bold cyan" if r.key == local else "")
-        if r.key == local:
+        table.add_column(
+            col, justify="right" if col in ("#", "relative", "per kW of TDP") else "left"
+        )
+    best_kw = max((row.samples_per_kw for row in rows), default=1.0) or 1.0
+    for i, row in enumerate(rows, 1):
+        name = Text(row.key, style="bold cyan" if row.key == local else "")
+        if row.key == local:
             name.append("  (this machine)")
-        t.add_row(
+        table.add_row(
             str(i),
             name,
-            r.precision,
-            r.bound,
-            f"{r.relative:.2f}",
-            f"{r.samples_per_kw / best_kw:.2f}",
-            "yes" if r.fits else "no",
+            row.precision,
+            row.bound,
+            f"{row.relative:.2f}",
+            f"{row.samples_per_kw / best_kw:.2f}",
+            "yes" if row.fits else "no",
         )
-    t.caption = (
+    table.caption = (
         "time per sample = max(FLOPs / peak, bytes / bandwidth); measure the real "
         "figure with tfaccel bench"
     )
-    console.print(t)
+    console.print(table)
 
 
 def spec_list_text(specs: Any, console: Console) -> None:
     """The GPUs of the spec file, a row each."""
-    t = Table(title="GPU spec entries", title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(title="GPU spec entries", title_justify="left", box=box.SIMPLE_HEAD)
     # the key is what `plan --spec` and `hw --compare` take: never cut, whatever the width
-    t.add_column("key", no_wrap=True, min_width=max((len(s.key) for s in specs), default=3))
+    table.add_column(
+        "key", no_wrap=True, min_width=max((len(spec.key) for spec in specs), default=3)
+    )
     for col in ("architecture", "memory", "bandwidth", "BF16/FP16 TFLOP/s", "TDP"):
-        t.add_column(col)
-    for s in specs:
-        t.add_row(
-            s.key,
-            f"{s.architecture} ({s.compute_capability})",
-            f"{s.memory_gb:g} GB",
-            f"{s.memory_bandwidth_gbs:,.0f} GB/s",
-            f"{(s.peak('bf16') or s.peak('fp16') or 0):,.1f}",
-            f"{s.tdp_w:g} W",
+        table.add_column(col)
+    for spec in specs:
+        table.add_row(
+            spec.key,
+            f"{spec.architecture} ({spec.compute_capability})",
+            f"{spec.memory_gb:g} GB",
+            f"{spec.memory_bandwidth_gbs:,.0f} GB/s",
+            f"{(spec.peak('bf16') or spec.peak('fp16') or 0):,.1f}",
+            f"{spec.tdp_w:g} W",
         )
-    console.print(t)
+    console.print(table)

@@ -18,15 +18,15 @@ from tfaccel.results import write_atomic
 _SEV = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 
 
-def _f(v: float | None, fmt: str = "{:.1f}") -> str:
-    return "n/a" if v is None else fmt.format(v)
+def _f(value: float | None, fmt: str = "{:.1f}") -> str:
+    return "n/a" if value is None else fmt.format(value)
 
 
-def open_elsewhere(r: ProfileReport) -> str:
+def open_elsewhere(report: ProfileReport) -> str:
     """How to open the same trace in TensorBoard's profiler or XProf."""
     return (
-        f"the same trace, op by op: tensorboard --logdir {r.logdir} (Profile tab), "
-        f"or xprof --logdir {r.logdir}"
+        f"the same trace, op by op: tensorboard --logdir {report.logdir} (Profile tab), "
+        f"or xprof --logdir {report.logdir}"
     )
 
 
@@ -65,72 +65,77 @@ def profile_text(
     _findings(findings, gates, r, console)
 
 
-def _on_gpu(r: ProfileReport) -> bool:
+def _on_gpu(report: ProfileReport) -> bool:
     """Does the trace hold GPU work (its GPU rows then mean something)?"""
-    return r.gpu_utilization_pct is not None or bool(r.kernel_launches or r.top_kernels)
+    return report.gpu_utilization_pct is not None or bool(
+        report.kernel_launches or report.top_kernels
+    )
 
 
-def _gpu_rows(head: Table, r: ProfileReport) -> None:
-    head.add_row("GPU compute utilization", _f(r.gpu_utilization_pct, "{:.1f}%"))
-    tl = r.extra.get("timeline") or {}
-    if tl.get("rows"):
+def _gpu_rows(head: Table, report: ProfileReport) -> None:
+    head.add_row("GPU compute utilization", _f(report.gpu_utilization_pct, "{:.1f}%"))
+    timeline = report.extra.get("timeline") or {}
+    if timeline.get("rows"):
         busy = ", ".join(
-            f"{row['name'].split('(')[0].strip()} {sum(b - a for a, b in row['spans']):.1f} ms"
-            for row in tl["rows"]
+            f"{row['name'].split('(')[0].strip()} "
+            f"{sum(end - start for start, end in row['spans']):.1f} ms"
+            for row in timeline["rows"]
         )
         head.add_row(
-            "one step on the GPU", f"{tl['step_ms']:.1f} ms: busy {busy} (--html draws it)"
+            "one step on the GPU", f"{timeline['step_ms']:.1f} ms: busy {busy} (--html draws it)"
         )
-    head.add_row("memory copies", _f(r.memcpy_pct, "{:.1f}% of step time with no kernel beside"))
+    head.add_row(
+        "memory copies", _f(report.memcpy_pct, "{:.1f}% of step time with no kernel beside")
+    )
     head.add_row(
         "kernel launch latency",
-        f"median {_f(r.launch_latency_us_median)} us, "
-        f"p90 {_f(r.launch_latency_us_p90)} us; {r.kernel_launches or 'n/a'} launches",
+        f"median {_f(report.launch_latency_us_median)} us, "
+        f"p90 {_f(report.launch_latency_us_p90)} us; {report.kernel_launches or 'n/a'} launches",
     )
-    head.add_row("16-bit compute", _f(r.pct_16bit, "{:.0f}%"))
+    head.add_row("16-bit compute", _f(report.pct_16bit, "{:.0f}%"))
     head.add_row(
         "tensor cores",
-        f"used {_f(r.tensor_core_used_pct, '{:.0f}%')} / eligible "
-        f"{_f(r.tensor_core_eligible_pct, '{:.0f}%')} of kernel time",
+        f"used {_f(report.tensor_core_used_pct, '{:.0f}%')} / eligible "
+        f"{_f(report.tensor_core_eligible_pct, '{:.0f}%')} of kernel time",
     )
 
 
-def _breakdown_table(r: ProfileReport, console: Console) -> None:
-    if r.breakdown_pct:
-        bt = Table(title="step time breakdown", title_justify="left", box=None, padding=(0, 1))
-        bt.add_column("part")
-        bt.add_column("share", justify="right")
-        for k, v in sorted(r.breakdown_pct.items(), key=lambda kv: -kv[1]):
-            if v > 0.05:
-                bt.add_row(k, f"{v:.1f}%")
-        console.print(bt)
+def _breakdown_table(report: ProfileReport, console: Console) -> None:
+    if report.breakdown_pct:
+        table = Table(title="step time breakdown", title_justify="left", box=None, padding=(0, 1))
+        table.add_column("part")
+        table.add_column("share", justify="right")
+        for category, percent in sorted(report.breakdown_pct.items(), key=lambda item: -item[1]):
+            if percent > 0.05:
+                table.add_row(category, f"{percent:.1f}%")
+        console.print(table)
 
 
 def _top_table(title: str, items: Sequence[TopItem], width: int) -> Table:
     """Top kernels or ops in `width` columns: each name on one line, its end kept (an
     op's own name ends its scope path) behind an ellipsis; whole names are in the JSON.
     The tensor-core column only where some item has a tensor-core verdict."""
-    tc = any(it.tensor_core for it in items)
-    kind_w = min(width // 5, max(len("type/op"), *(len(it.kind) for it in items)))
-    fixed = kind_w + 8 + 6 + 6 + (8 if tc else 0)  # type/op, total ms, share, count, tc
-    name_w = max(12, width - fixed - 2 * (5 + tc))
-    t = Table(title=title, title_justify="left", box=None, padding=(0, 1))
-    t.add_column("name", no_wrap=True, max_width=name_w)
-    t.add_column("type/op", no_wrap=True, overflow="ellipsis", max_width=kind_w)
+    tensor_cores = any(item.tensor_core for item in items)
+    kind_w = min(width // 5, max(len("type/op"), *(len(item.kind) for item in items)))
+    fixed = kind_w + 8 + 6 + 6 + (8 if tensor_cores else 0)  # type/op, total ms, share, count, tc
+    name_w = max(12, width - fixed - 2 * (5 + tensor_cores))
+    table = Table(title=title, title_justify="left", box=None, padding=(0, 1))
+    table.add_column("name", no_wrap=True, max_width=name_w)
+    table.add_column("type/op", no_wrap=True, overflow="ellipsis", max_width=kind_w)
     for col in ("total ms", "share", "count"):
-        t.add_column(col, justify="right", no_wrap=True)
-    if tc:
-        t.add_column("tensor cores", overflow="fold", max_width=8)
-    for it in items:
+        table.add_column(col, justify="right", no_wrap=True)
+    if tensor_cores:
+        table.add_column("tensor cores", overflow="fold", max_width=8)
+    for item in items:
         row = [
-            short_name(it.name, name_w),
-            it.kind,
-            f"{it.total_us / 1e3:.2f}",
-            _f(it.share_pct, "{:.1f}%"),
-            str(it.count),
+            short_name(item.name, name_w),
+            item.kind,
+            f"{item.total_us / 1e3:.2f}",
+            _f(item.share_pct, "{:.1f}%"),
+            str(item.count),
         ]
-        t.add_row(*row, *([it.tensor_core or ""] if tc else []))
-    return t
+        table.add_row(*row, *([item.tensor_core or ""] if tensor_cores else []))
+    return table
 
 
 def short_name(name: str, width: int) -> str:
@@ -148,24 +153,24 @@ def short_name(name: str, width: int) -> str:
 def _findings(
     findings: Sequence[Finding], gates: Sequence[Gate], r: ProfileReport, console: Console
 ) -> None:
-    ft = Table(title="findings", title_justify="left", box=None, padding=(0, 1))
-    ft.add_column("")
-    ft.add_column("finding")
-    for f in findings:
-        cell = Text(f.text)
-        if f.action:
-            cell.append(f"\n-> {f.action}", style="cyan")
-        if f.expected:
-            cell.append(f"\n   expected: {f.expected}", style="dim")
-        ft.add_row(Text(f.severity, style=_SEV[f.severity]), cell)
-    console.print(ft)
+    table = Table(title="findings", title_justify="left", box=None, padding=(0, 1))
+    table.add_column("")
+    table.add_column("finding")
+    for finding in findings:
+        cell = Text(finding.text)
+        if finding.action:
+            cell.append(f"\n-> {finding.action}", style="cyan")
+        if finding.expected:
+            cell.append(f"\n   expected: {finding.expected}", style="dim")
+        table.add_row(Text(finding.severity, style=_SEV[finding.severity]), cell)
+    console.print(table)
     console.print(Text(open_elsewhere(r), style="dim"))
-    for g in gates:
+    for gate in gates:
         console.print(
             Text(
-                f"gate {g.metric} {g.op} {g.value:g}: {_f(g.actual)} "
-                + ("passed" if g.passed else "FAILED"),
-                style="green" if g.passed else "bold red",
+                f"gate {gate.metric} {gate.op} {gate.value:g}: {_f(gate.actual)} "
+                + ("passed" if gate.passed else "FAILED"),
+                style="green" if gate.passed else "bold red",
             )
         )
 
@@ -174,14 +179,15 @@ def diff_html(a: ProfileReport, b: ProfileReport, rows: Sequence[DiffRow], path:
     """B against A as a chart: each metric's change, coloured better / worse / within the
     noise (the band), and the table."""
     changes = [
-        Change(r.metric, r.change_pct, r.threshold_pct or 0.0, r.better)
-        for r in rows
-        if r.change_pct is not None
+        Change(row.metric, row.change_pct, row.threshold_pct or 0.0, row.better)
+        for row in rows
+        if row.change_pct is not None
     ]
     img = change_img(changes, 0.0, "change from A to B, %", f"{a.run} -> {b.run}")
     table = [("metric", "A", "B", "change")]
     table += [
-        (r.metric, _f(r.a, "{:.2f}"), _f(r.b, "{:.2f}"), _f(r.change_pct, "{:+.1f}%")) for r in rows
+        (row.metric, _f(row.a, "{:.2f}"), _f(row.b, "{:.2f}"), _f(row.change_pct, "{:+.1f}%"))
+        for row in rows
     ]
     page = before_after_page(
         "tfaccel profile diff", f"{a.logdir} ({a.run})", f"{b.logdir} ({b.run})", img, table
@@ -193,41 +199,41 @@ def diff_html(a: ProfileReport, b: ProfileReport, rows: Sequence[DiffRow], path:
 def diff_text(
     a: ProfileReport, b: ProfileReport, rows: Sequence[DiffRow], console: Console
 ) -> None:
-    t = Table(title=f"profile diff: {a.run} -> {b.run}", title_justify="left")
+    table = Table(title=f"profile diff: {a.run} -> {b.run}", title_justify="left")
     for col in ("metric", "A", "B", "change", ""):
-        t.add_column(col)
-    for r in rows:
-        if r.a is None and r.b is None:
+        table.add_column(col)
+    for row in rows:
+        if row.a is None and row.b is None:
             continue
-        if r.better is not None:
-            mark = Text("better" if r.better else "worse", style="green" if r.better else "red")
-        elif r.change_pct is not None and r.threshold_pct is not None:
-            mark = Text(f"within noise (±{r.threshold_pct:.0f}%)", style="dim")
+        if row.better is not None:
+            mark = Text("better" if row.better else "worse", style="green" if row.better else "red")
+        elif row.change_pct is not None and row.threshold_pct is not None:
+            mark = Text(f"within noise (±{row.threshold_pct:.0f}%)", style="dim")
         else:
             mark = Text("")
-        t.add_row(
-            r.metric,
-            _f(r.a, "{:.2f}"),
-            _f(r.b, "{:.2f}"),
-            _f(r.change_pct, "{:+.1f}%"),
+        table.add_row(
+            row.metric,
+            _f(row.a, "{:.2f}"),
+            _f(row.b, "{:.2f}"),
+            _f(row.change_pct, "{:+.1f}%"),
             mark,
         )
-    console.print(t)
+    console.print(table)
 
 
-def _breakdown_png(r: ProfileReport) -> str | None:
-    if not r.steps:
+def _breakdown_png(report: ProfileReport) -> str | None:
+    if not report.steps:
         return None
     plt = pyplot()
 
-    cats = [c for c in r.breakdown_pct if r.breakdown_pct[c] > 0.05]
+    cats = [category for category in report.breakdown_pct if report.breakdown_pct[category] > 0.05]
     fig, ax = plt.subplots(figsize=(9, 3.5))
-    left = [0.0] * len(r.steps)
+    left = [0.0] * len(report.steps)
     for cat in cats:
-        vals = [s.parts_ms.get(cat, 0.0) for s in r.steps]
-        ax.barh(range(len(r.steps)), vals, left=left, label=cat)
-        left = [a + b for a, b in zip(left, vals, strict=True)]
-    ax.set_yticks(range(len(r.steps)), labels=[s.step for s in r.steps], fontsize=7)
+        vals = [step.parts_ms.get(cat, 0.0) for step in report.steps]
+        ax.barh(range(len(report.steps)), vals, left=left, label=cat)
+        left = [base + part for base, part in zip(left, vals, strict=True)]
+    ax.set_yticks(range(len(report.steps)), labels=[step.step for step in report.steps], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("ms")
     ax.set_title("step time breakdown")
@@ -236,10 +242,10 @@ def _breakdown_png(r: ProfileReport) -> str | None:
     return png_base64(fig)
 
 
-def _timeline_png(r: ProfileReport) -> str | None:
+def _timeline_png(report: ProfileReport) -> str | None:
     """One step on the GPU: each stream's busy intervals, and the copies."""
-    tl = r.extra.get("timeline") or {}
-    rows = tl.get("rows") or []
+    timeline = report.extra.get("timeline") or {}
+    rows = timeline.get("rows") or []
     if not rows:
         return None
     plt = pyplot()
@@ -247,9 +253,11 @@ def _timeline_png(r: ProfileReport) -> str | None:
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.2))
     for i, row in enumerate(rows):
         color = "#d62728" if row["kind"] == "copies" else "#1f77b4"
-        ax.broken_barh([(a, b - a) for a, b in row["spans"]], (i - 0.35, 0.7), color=color)
+        ax.broken_barh(
+            [(start, end - start) for start, end in row["spans"]], (i - 0.35, 0.7), color=color
+        )
     ax.set_yticks(range(len(rows)), labels=[row["name"][:40] for row in rows], fontsize=7)
-    ax.set_xlim(0, tl.get("step_ms") or None)
+    ax.set_xlim(0, timeline.get("step_ms") or None)
     ax.invert_yaxis()
     ax.set_xlabel("ms from the step's start (blue: kernels, red: copies; white: idle)")
     ax.set_title("timeline of one step on the GPU")
@@ -257,16 +265,16 @@ def _timeline_png(r: ProfileReport) -> str | None:
     return png_base64(fig)
 
 
-def profile_html(r: ProfileReport, findings: Sequence[Finding], path: Path) -> Path:
+def profile_html(report: ProfileReport, findings: Sequence[Finding], path: Path) -> Path:
     """A self-contained HTML report: metrics, findings, breakdown chart, a timeline of
     one step, top ops/kernels."""
-    png = _breakdown_png(r)
-    timeline = _timeline_png(r)
+    png = _breakdown_png(report)
+    timeline = _timeline_png(report)
     rows = "".join(
-        f"<tr class='{html.escape(f.severity)}'><td>{html.escape(f.severity)}</td>"
-        f"<td>{html.escape(f.text)}</td><td>{html.escape(f.action or '')}</td>"
-        f"<td>{html.escape(f.expected or '')}</td></tr>"
-        for f in findings
+        f"<tr class='{html.escape(finding.severity)}'><td>{html.escape(finding.severity)}</td>"
+        f"<td>{html.escape(finding.text)}</td><td>{html.escape(finding.action or '')}</td>"
+        f"<td>{html.escape(finding.expected or '')}</td></tr>"
+        for finding in findings
     )
 
     def top(items: Sequence[TopItem], title: str) -> str:
@@ -286,32 +294,37 @@ def profile_html(r: ProfileReport, findings: Sequence[Finding], path: Path) -> P
         )
 
     metrics = [
-        ("steps", f"{len(r.steps)}, {_f(r.step_ms_avg, '{:.2f}')} ms average"),
-        ("GPU compute utilization", _f(r.gpu_utilization_pct, "{:.1f}%")),
-        ("throughput", _f(r.samples_per_s, "{:,.0f} samples/s")),
-        ("memory copies", _f(r.memcpy_pct, "{:.1f}% of step time with no kernel beside")),
-        ("kernel launch latency", f"{_f(r.launch_latency_us_median)} us median"),
-        ("16-bit compute", _f(r.pct_16bit, "{:.0f}%")),
+        ("steps", f"{len(report.steps)}, {_f(report.step_ms_avg, '{:.2f}')} ms average"),
+        ("GPU compute utilization", _f(report.gpu_utilization_pct, "{:.1f}%")),
+        ("throughput", _f(report.samples_per_s, "{:,.0f} samples/s")),
+        ("memory copies", _f(report.memcpy_pct, "{:.1f}% of step time with no kernel beside")),
+        ("kernel launch latency", f"{_f(report.launch_latency_us_median)} us median"),
+        ("16-bit compute", _f(report.pct_16bit, "{:.0f}%")),
         (
             "peak memory",
-            _f(r.peak_memory_bytes / 2**30 if r.peak_memory_bytes else None, "{:.2f} GiB"),
+            _f(
+                report.peak_memory_bytes / 2**30 if report.peak_memory_bytes else None, "{:.2f} GiB"
+            ),
         ),
     ]
-    mt = "".join(f"<tr><td>{k}</td><td>{html.escape(v)}</td></tr>" for k, v in metrics)
+    metric_rows = "".join(
+        f"<tr><td>{metric}</td><td>{html.escape(value)}</td></tr>" for metric, value in metrics
+    )
     chart = f"<img alt='step time breakdown' src='data:image/png;base64,{png}'>" if png else ""
     if timeline:
         chart += f"<br><img alt='timeline of one step' src='data:image/png;base64,{timeline}'>"
     doc = f"""<!doctype html><html><head><meta charset="utf-8">
-<title>tfaccel profile {html.escape(r.run)}</title><style>
+<title>tfaccel profile {html.escape(report.run)}</title><style>
 body{{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}}
 table{{border-collapse:collapse;margin:.5em 0}} td,th{{border:1px solid #ccc;padding:4px 8px}}
 tr.fail td{{background:#fdd}} tr.warn td{{background:#ffd}} tr.ok td{{background:#dfd}}
-</style></head><body><h1>tfaccel profile: {html.escape(r.run)} ({html.escape(r.hardware)})</h1>
-<p>{html.escape(r.note or "")}</p><p><code>{html.escape(open_elsewhere(r))}</code></p>
-<table>{mt}</table>
+</style></head><body>
+<h1>tfaccel profile: {html.escape(report.run)} ({html.escape(report.hardware)})</h1>
+<p>{html.escape(report.note or "")}</p><p><code>{html.escape(open_elsewhere(report))}</code></p>
+<table>{metric_rows}</table>
 <h2>findings</h2><table><tr><th></th><th>finding</th><th>action</th><th>expected</th></tr>
-{rows}</table>{chart}{top(r.top_kernels, "top kernels")}{top(r.top_ops, "top ops")}
-{top(r.top_op_types, "by op type")}
+{rows}</table>{chart}{top(report.top_kernels, "top kernels")}{top(report.top_ops, "top ops")}
+{top(report.top_op_types, "by op type")}
 </body></html>"""
     write_atomic(path, doc)
     return path

@@ -16,92 +16,104 @@ from tfaccel.scale.runner import ScalePoint, ScaleReport, published_for
 from tfaccel.scale.tfconfig import TfConfig
 
 
-def point_line(p: ScalePoint) -> Text:
+def point_line(point: ScalePoint) -> Text:
     """One GPU count, as it finishes."""
-    if p.status != "ok" or not p.samples_per_s:
-        return Text(f"{p.gpus} GPU(s): {p.status}: {(p.error or '')[:120]}", style="red")
-    line = Text(f"{p.gpus} GPU(s): ")
-    line.append(f"{p.samples_per_s:,.0f} samples/s", style="bold")
-    if p.efficiency is not None and p.gpus > 1:
-        line.append(f", efficiency {p.efficiency:.0%}")
+    if point.status != "ok" or not point.samples_per_s:
+        return Text(
+            f"{point.gpus} GPU(s): {point.status}: {(point.error or '')[:120]}", style="red"
+        )
+    line = Text(f"{point.gpus} GPU(s): ")
+    line.append(f"{point.samples_per_s:,.0f} samples/s", style="bold")
+    if point.efficiency is not None and point.gpus > 1:
+        line.append(f", efficiency {point.efficiency:.0%}")
     return line
 
 
-def scale_text(r: ScaleReport, console: Console) -> None:
-    console.print(_points_table(r))
-    _point_notes(r, console)
-    _search_and_reference(r, console)
-    _topology_and_notes(r, console)
+def scale_text(report: ScaleReport, console: Console) -> None:
+    console.print(_points_table(report))
+    _point_notes(report, console)
+    _search_and_reference(report, console)
+    _topology_and_notes(report, console)
 
 
-def _points_table(r: ScaleReport) -> Table:
+def _points_table(report: ScaleReport) -> Table:
     # What every point shares (engine, all-reduce, update path) goes under the title;
     # a column only where the points differ.
     shared_fields = {
-        "engine": [p.engine for p in r.points],
-        "all-reduce": [p.cross_device_ops for p in r.points],
-        "update": [p.update for p in r.points],
+        "engine": [point.engine for point in report.points],
+        "all-reduce": [point.cross_device_ops for point in report.points],
+        "update": [point.update for point in report.points],
     }
-    shared = {k: v[0] for k, v in shared_fields.items() if v and len(set(v)) == 1 and v[0]}
-    varying = [k for k in shared_fields if k not in shared]
+    shared = {
+        field: seen[0]
+        for field, seen in shared_fields.items()
+        if seen and len(set(seen)) == 1 and seen[0]
+    }
+    varying = [field for field in shared_fields if field not in shared]
     title = (
-        f"tfaccel scale: {r.workload}, {r.per_replica_batch} per replica "
-        f"({', '.join(f'{k}={v}' for k, v in r.settings.items())})"
+        f"tfaccel scale: {report.workload}, {report.per_replica_batch} per replica "
+        f"({', '.join(f'{field}={seen}' for field, seen in report.settings.items())})"
     )
     if shared:
-        title += "\n" + " · ".join(f"{k}: {v}" for k, v in shared.items())
-    t = Table(title=title, title_justify="left")
+        title += "\n" + " · ".join(f"{field}: {seen}" for field, seen in shared.items())
+    table = Table(title=title, title_justify="left")
     left = ("engine", "all-reduce", "update", "status")
     columns = ["GPUs", "global batch", "samples/s", "efficiency", *varying]
     columns += ["all-reduce ms", "input GB/s", "status"]
     for col in columns:
-        t.add_column(col, justify="left" if col in left else "right")
-    for p in r.points:
-        eff = "" if p.efficiency is None else f"{p.efficiency:.0%}"
-        share = p.allreduce_share
-        ar = (
+        table.add_column(col, justify="left" if col in left else "right")
+    for point in report.points:
+        eff = "" if point.efficiency is None else f"{point.efficiency:.0%}"
+        share = point.allreduce_share
+        allreduce = (
             ""
-            if p.allreduce_ms is None
-            else f"{p.allreduce_ms:.1f}" + (f" ({share:.0%})" if share else "")
+            if point.allreduce_ms is None
+            else f"{point.allreduce_ms:.1f}" + (f" ({share:.0%})" if share else "")
         )
         values = {
-            "engine": p.engine or "",
-            "all-reduce": p.cross_device_ops or "",
-            "update": p.update or "",
+            "engine": point.engine or "",
+            "all-reduce": point.cross_device_ops or "",
+            "update": point.update or "",
         }
-        t.add_row(
-            str(p.gpus),
-            str(p.global_batch),
-            f"{p.samples_per_s:,.0f}" if p.samples_per_s else "-",
+        table.add_row(
+            str(point.gpus),
+            str(point.global_batch),
+            f"{point.samples_per_s:,.0f}" if point.samples_per_s else "-",
             eff,
-            *[values[k] for k in varying],
-            ar,
-            "" if p.input_gb_s is None else f"{p.input_gb_s:.2g}",
-            Text(p.status, style="green" if p.status == "ok" else "red"),
+            *[values[field] for field in varying],
+            allreduce,
+            "" if point.input_gb_s is None else f"{point.input_gb_s:.2g}",
+            Text(point.status, style="green" if point.status == "ok" else "red"),
         )
-    return t
+    return table
 
 
-def _point_notes(r: ScaleReport, console: Console) -> None:
+def _point_notes(report: ScaleReport, console: Console) -> None:
     """Failed points, fallbacks, and low efficiency with host input."""
-    for p in r.points:
-        if p.status != "ok":
-            console.print(Text(f"! {p.gpus} GPU(s) {p.status}: {p.error or ''}", style="red"))
-        if p.update_error:
+    for point in report.points:
+        if point.status != "ok":
+            console.print(
+                Text(f"! {point.gpus} GPU(s) {point.status}: {point.error or ''}", style="red")
+            )
+        if point.update_error:
             console.print(
                 Text(
-                    f"! {p.gpus} GPU(s): the fused optimizer update fell back to Keras' "
-                    f"per-variable update: {p.update_error}",
+                    f"! {point.gpus} GPU(s): the fused optimizer update fell back to Keras' "
+                    f"per-variable update: {point.update_error}",
                     style="yellow",
                 )
             )
-    low = [p for p in r.points if p.gpus > 1 and p.efficiency is not None and p.efficiency < 0.85]
-    if low and low[-1].input == "host" and r.gpu_names:  # not for --cpu-replicas runs
-        p = low[-1]
-        traffic = f" ({p.input_gb_s:.2g} GB/s at {p.gpus} GPUs)" if p.input_gb_s else ""
+    low = [
+        point
+        for point in report.points
+        if point.gpus > 1 and point.efficiency is not None and point.efficiency < 0.85
+    ]
+    if low and low[-1].input == "host" and report.gpu_names:  # not for --cpu-replicas runs
+        point = low[-1]
+        traffic = f" ({point.input_gb_s:.2g} GB/s at {point.gpus} GPUs)" if point.input_gb_s else ""
         console.print(
             Text(
-                f"! efficiency {p.efficiency:.0%} at {p.gpus} GPUs: with host input the "
+                f"! efficiency {point.efficiency:.0%} at {point.gpus} GPUs: with host input the "
                 f"copies to the GPUs{traffic} are the first suspect. --input device shows "
                 "what compute and all-reduce alone reach; --input-cast compute halves the "
                 "bytes of float inputs",
@@ -110,49 +122,55 @@ def _point_notes(r: ScaleReport, console: Console) -> None:
         )
 
 
-def _search_and_reference(r: ScaleReport, console: Console) -> None:
+def _search_and_reference(report: ScaleReport, console: Console) -> None:
     """Against the tuned single GPU, and the search at the largest count."""
-    ref = r.tuned_reference
+    ref = report.tuned_reference
     if ref:
-        ratios = ", ".join(f"{n} GPU(s) {x:.2f}x" for n, x in ref["ratio"].items())
+        ratios = ", ".join(f"{gpus} GPU(s) {x:.2f}x" for gpus, x in ref["ratio"].items())
         console.print(
             f"against the tuned single GPU ({ref['source']}: "
             f"{ref['samples_per_s']:,.0f}/s): {ratios or 'no point ran'}"
         )
-    if r.search:
-        st = Table(title=f"search at {max(p.gpus for p in r.points)} GPU(s)", title_justify="left")
+    if report.search:
+        table = Table(
+            title=f"search at {max(point.gpus for point in report.points)} GPU(s)",
+            title_justify="left",
+        )
         for col in ("option", "value", "samples/s", "result"):
-            st.add_column(col, justify="right" if col == "samples/s" else "left")
-        for step in r.search:
-            st.add_row(
+            table.add_column(col, justify="right" if col == "samples/s" else "left")
+        for step in report.search:
+            table.add_row(
                 step.option,
                 str(step.value),
                 f"{step.samples_per_s:,.0f}" if step.samples_per_s else "-",
                 Text(step.note or "baseline", style="green" if step.kept else ""),
             )
-        console.print(st)
-        if r.best:
-            console.print("best: " + ", ".join(f"{k}={v}" for k, v in r.best.items()), style="bold")
+        console.print(table)
+        if report.best:
+            console.print(
+                "best: " + ", ".join(f"{knob}={value}" for knob, value in report.best.items()),
+                style="bold",
+            )
 
 
-def _topology_and_notes(r: ScaleReport, console: Console) -> None:
-    if r.topology is not None:
-        m = Table(title="topology", title_justify="left", box=None)
-        m.add_column("")
-        for i in range(len(r.topology.matrix)):
-            m.add_column(f"GPU{i}")
-        for i, row in enumerate(r.topology.matrix):
-            m.add_row(f"GPU{i}", *row)
-        console.print(m)
-    for pub in published_for([x.gpus for x in r.points if x.samples_per_s]):
+def _topology_and_notes(report: ScaleReport, console: Console) -> None:
+    if report.topology is not None:
+        table = Table(title="topology", title_justify="left", box=None)
+        table.add_column("")
+        for i in range(len(report.topology.matrix)):
+            table.add_column(f"GPU{i}")
+        for i, row in enumerate(report.topology.matrix):
+            table.add_row(f"GPU{i}", *row)
+        console.print(table)
+    for pub in published_for([x.gpus for x in report.points if x.samples_per_s]):
         eff = (
             f"{pub.efficiency_low:.0%}"
             if pub.efficiency_low == pub.efficiency_high
             else f"{pub.efficiency_low:.0%}-{pub.efficiency_high:.0%}"
         )
         console.print(Text(f"published: {pub.label}: efficiency {eff}", style="dim"))
-    for w in r.topology_warnings:
-        console.print(Text(f"! {w}", style="yellow"))
+    for warning in report.topology_warnings:
+        console.print(Text(f"! {warning}", style="yellow"))
     console.print(Text("efficiency = N-GPU throughput / (N x 1-GPU throughput)", style="dim"))
     console.print(
         Text(
@@ -186,19 +204,20 @@ def tfconfig_text(cfg: TfConfig, script: str, console: Console) -> None:
     )
 
 
-def mps_text(s: MpsStatus, console: Console) -> None:
+def mps_text(status: MpsStatus, console: Console) -> None:
     state = Text(
-        "running" if s.running else "not running", style="yellow" if s.running else "green"
+        "running" if status.running else "not running",
+        style="yellow" if status.running else "green",
     )
     console.print(Text("MPS control daemon: ").append(state))
-    console.print(f"pipe directory {s.pipe_dir}, log directory {s.log_dir}")
-    if s.processes:
-        console.print("processes: " + ", ".join(s.processes))
-    console.print(f"control binary: {s.control_binary or 'not on PATH'}")
-    if s.compute_modes:
-        console.print("compute mode per GPU: " + ", ".join(s.compute_modes))
-    for a in s.advice:
-        console.print(Text(f"-> {a}", style="cyan"))
+    console.print(f"pipe directory {status.pipe_dir}, log directory {status.log_dir}")
+    if status.processes:
+        console.print("processes: " + ", ".join(status.processes))
+    console.print(f"control binary: {status.control_binary or 'not on PATH'}")
+    if status.compute_modes:
+        console.print("compute mode per GPU: " + ", ".join(status.compute_modes))
+    for advice in status.advice:
+        console.print(Text(f"-> {advice}", style="cyan"))
 
 
 def scale_plot(series: Sequence[tuple[str, ScaleReport]], path: Path) -> Path:
@@ -211,56 +230,65 @@ def scale_plot(series: Sequence[tuple[str, ScaleReport]], path: Path) -> Path:
     counts: set[int] = set()
     ref = None
     lines: list[tuple[str, str, list[ScalePoint], list[float]]] = []
-    for label, r in series:
-        pts = [p for p in r.points if p.samples_per_s]
-        rates = [p.samples_per_s or 0.0 for p in pts]
+    for label, report in series:
+        pts = [point for point in report.points if point.samples_per_s]
+        rates = [point.samples_per_s or 0.0 for point in pts]
         if not pts:
             continue
-        counts |= {p.gpus for p in pts}
-        line = left.plot([p.gpus for p in pts], rates, "o-", label=label)[0]
-        one = next((p.samples_per_s for p in pts if p.gpus == 1), None)
+        counts |= {point.gpus for point in pts}
+        line = left.plot([point.gpus for point in pts], rates, "o-", label=label)[0]
+        one = next((point.samples_per_s for point in pts if point.gpus == 1), None)
         if one:
-            xs = sorted({p.gpus for p in pts})
-            left.plot(xs, [one * n for n in xs], ":", color=line.get_color(), alpha=0.6)
+            gpu_counts = sorted({point.gpus for point in pts})
+            left.plot(
+                gpu_counts,
+                [one * count for count in gpu_counts],
+                ":",
+                color=line.get_color(),
+                alpha=0.6,
+            )
             right.plot(  # the run's own efficiency: N-GPU / (N x its 1-GPU point)
-                [p.gpus for p in pts if p.efficiency is not None],
-                [p.efficiency for p in pts if p.efficiency is not None],
+                [point.gpus for point in pts if point.efficiency is not None],
+                [point.efficiency for point in pts if point.efficiency is not None],
                 "o-",
                 color=line.get_color(),
                 label=label,
             )
-        ref = ref or r.tuned_reference
+        ref = ref or report.tuned_reference
         lines.append((label, line.get_color(), pts, rates))
     if ref:  # efficiency against the tuned single GPU: the target users measure against
         for label, color, pts, rates in lines:
             right.plot(
-                [p.gpus for p in pts],
-                [x / (p.gpus * ref["samples_per_s"]) for x, p in zip(rates, pts, strict=True)],
+                [point.gpus for point in pts],
+                [
+                    x / (point.gpus * ref["samples_per_s"])
+                    for x, point in zip(rates, pts, strict=True)
+                ],
                 "x--",
                 color=color,
                 label=f"{label}, against tuned 1 GPU",
             )
     if ref:
-        xs = sorted(counts | {1})
+        gpu_counts = sorted(counts | {1})
         left.plot(
-            xs,
-            [ref["samples_per_s"] * n for n in xs],
+            gpu_counts,
+            [ref["samples_per_s"] * count for count in gpu_counts],
             "--",
             color="#555555",
             label=f"N x tuned single GPU ({ref['samples_per_s']:,.0f}/s)",
         )
-    for p in published_for(sorted(counts)):
+    for point in published_for(sorted(counts)):
         right.errorbar(
-            [p.gpus],
-            [(p.efficiency_low + p.efficiency_high) / 2],
-            yerr=[[(p.efficiency_high - p.efficiency_low) / 2]],
+            [point.gpus],
+            [(point.efficiency_low + point.efficiency_high) / 2],
+            yerr=[[(point.efficiency_high - point.efficiency_low) / 2]],
             fmt="s",
             color="#888888",
             capsize=4,
         )
         right.annotate(
-            p.label,
-            (p.gpus, p.efficiency_low),
+            point.label,
+            (point.gpus, point.efficiency_low),
             fontsize=7,
             xytext=(4, -10),
             textcoords="offset points",

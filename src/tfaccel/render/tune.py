@@ -33,38 +33,38 @@ _STAGE_WIDTH = 20
 _WIDTH = 80
 
 
-def trial_line(stage: str, r: TrialResult) -> Text:
+def trial_line(stage: str, trial: TrialResult) -> Text:
     """A trial's line: its stage, settings and figures in 80 columns. A note after the
     stage's name ("dropout (from the journal)") goes after the figures, where it is not
     cut to the stage's column."""
     name, _, note = stage.partition(" (")
     head = f"{name[:_STAGE_WIDTH]:<{_STAGE_WIDTH}} "
-    t = Text(head, style="dim")
-    figures = _figures(r)
+    text = Text(head, style="dim")
+    figures = _figures(trial)
     if note:
         figures.append(f"  ({note}", style="dim")
     room = _WIDTH - len(head)
-    if len(r.label) + 2 + len(figures.plain) <= room:
-        t.append(r.label + "  ")
+    if len(trial.label) + 2 + len(figures.plain) <= room:
+        text.append(trial.label + "  ")
     else:  # the settings, wrapped at spaces, then the figures below them
-        lines = textwrap.wrap(r.label, room) or [""]
-        t.append(("\n" + " " * len(head)).join(lines) + "\n" + " " * len(head))
-    t.append_text(figures)
-    return t
+        lines = textwrap.wrap(trial.label, room) or [""]
+        text.append(("\n" + " " * len(head)).join(lines) + "\n" + " " * len(head))
+    text.append_text(figures)
+    return text
 
 
-def _figures(r: TrialResult) -> Text:
-    t = Text()
-    if r.ok:
-        t.append(f"{r.samples_per_s:,.0f}/s", style="bold")
+def _figures(trial: TrialResult) -> Text:
+    text = Text()
+    if trial.ok:
+        text.append(f"{trial.samples_per_s:,.0f}/s", style="bold")
         # the one noise figure, as the table and the JSON give it (stats.spread)
-        spread = f"spread {r.spread:.0%}" if r.spread is not None else "spread n/a"
-        t.append(f"  {spread}  compile {r.compile_s or 0:.1f} s", style="dim")
+        spread = f"spread {trial.spread:.0%}" if trial.spread is not None else "spread n/a"
+        text.append(f"  {spread}  compile {trial.compile_s or 0:.1f} s", style="dim")
     else:
-        t.append(r.status, style=_STATUS.get(r.status, "red"))
-        if r.error:
-            t.append(f"  {r.error[: _WIDTH - _STAGE_WIDTH - 12]}", style="dim")
-    return t
+        text.append(trial.status, style=_STATUS.get(trial.status, "red"))
+        if trial.error:
+            text.append(f"  {trial.error[: _WIDTH - _STAGE_WIDTH - 12]}", style="dim")
+    return text
 
 
 class TrialElapsed(ProgressColumn):
@@ -75,8 +75,8 @@ class TrialElapsed(ProgressColumn):
         start = task.fields.get("trial_start")
         if start is None:
             return Text("")
-        s = int(time.monotonic() - start)
-        return Text(f"trial {s // 60}:{s % 60:02d}", style="dim")
+        seconds = int(time.monotonic() - start)
+        return Text(f"trial {seconds // 60}:{seconds % 60:02d}", style="dim")
 
 
 class BudgetLeft(ProgressColumn):
@@ -112,20 +112,20 @@ def tune_estimate(progress: Progress, task: Any, done: bool = False) -> None:
     """The estimate of trials, kept above what ran while the search goes on (it learns
     as it goes: a stage may need more trials than estimated), and equal to it at the
     end, so that the bar completes."""
-    t = progress.tasks[0] if progress.tasks else None
-    if t is None:
+    bar = progress.tasks[0] if progress.tasks else None
+    if bar is None:
         return
     if done:
-        progress.update(task, total=t.completed)
-    elif t.total is not None and t.completed >= t.total:
-        progress.update(task, total=t.completed + 1)
+        progress.update(task, total=bar.completed)
+    elif bar.total is not None and bar.completed >= bar.total:
+        progress.update(task, total=bar.completed + 1)
 
 
 def _where(res: TuneResult) -> str:
-    hw = res.hardware
-    if not hw.gpus:
+    hardware = res.hardware
+    if not hardware.gpus:
         return "on the CPU: no GPU visible, tfaccel doctor says why"
-    return f"{hw.gpus} GPU(s), compute capability {hw.compute_capability or 'n/a'}"
+    return f"{hardware.gpus} GPU(s), compute capability {hardware.compute_capability or 'n/a'}"
 
 
 def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
@@ -133,29 +133,34 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
         title=f"tfaccel tune: {res.workload} ({_where(res)})",
         title_justify="left",
     )
-    peak = any(r.peak_memory_bytes for r in res.trials)  # none on a CPU
+    peak = any(trial.peak_memory_bytes for trial in res.trials)  # none on a CPU
     for col in ("#", "settings", f"{unit}/s", "spread", "compile s", "peak MiB", "status"):
         if col != "peak MiB" or peak:
             table.add_column(col, justify="right" if col not in ("settings", "status") else "left")
     best_key = res.best.key if res.best else None
-    for i, r in enumerate(res.trials, 1):
-        style = "bold green" if r.key == best_key else ""
+    for i, trial in enumerate(res.trials, 1):
+        style = "bold green" if trial.key == best_key else ""
         table.add_row(
             str(i),
-            Text(r.label, style=style),
-            f"{r.samples_per_s:,.0f}" if r.ok else "-",
-            f"{(r.spread or 0):.0%}" if r.ok else "",
-            f"{r.compile_s:.1f}" if r.compile_s is not None else "",
-            *([f"{r.peak_memory_bytes / 2**20:,.0f}" if r.peak_memory_bytes else ""] * peak),
-            Text(r.status, style=_STATUS.get(r.status, "")),
+            Text(trial.label, style=style),
+            f"{trial.samples_per_s:,.0f}" if trial.ok else "-",
+            f"{(trial.spread or 0):.0%}" if trial.ok else "",
+            f"{trial.compile_s:.1f}" if trial.compile_s is not None else "",
+            *(
+                [f"{trial.peak_memory_bytes / 2**20:,.0f}" if trial.peak_memory_bytes else ""]
+                * peak
+            ),
+            Text(trial.status, style=_STATUS.get(trial.status, "")),
         )
     console.print(table)
-    for d in res.decisions:  # wrapped under their own start, two columns in
-        console.print(Padding(Text(f"{d.stage}: {d.text}", style="dim"), (0, 0, 0, 2)))
+    for decision in res.decisions:  # wrapped under their own start, two columns in
+        console.print(
+            Padding(Text(f"{decision.stage}: {decision.text}", style="dim"), (0, 0, 0, 2))
+        )
     failed: dict[str, list[str]] = {}  # one traceback, the trials that ended with it
-    for r in res.trials:
-        if r.status == "error" and r.traceback:
-            failed.setdefault(r.traceback.strip()[-1500:], []).append(r.label)
+    for trial in res.trials:
+        if trial.status == "error" and trial.traceback:
+            failed.setdefault(trial.traceback.strip()[-1500:], []).append(trial.label)
     for text, labels in failed.items():
         which = f"trial {labels[0]}" if len(labels) == 1 else f"{len(labels)} trials ("
         which += "" if len(labels) == 1 else "; ".join(labels) + ")"
@@ -176,8 +181,8 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
         ("Keras defaults", "keras_defaults", res.keras_defaults),
     )
     for name, field_name, other in refs:
-        sp = res.speedup(other)
-        if sp is not None and other is not None:
+        speedup = res.speedup(other)
+        if speedup is not None and other is not None:
             where = ""
             if field_name in res.other_machine:
                 # A resumed journal's figures of two machines: say so, and how to get one.
@@ -186,16 +191,18 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
                     if field_name == "baseline" or res.confirmations
                     else ": --confirm 1 measures both here, back to back"
                 )
-            lines.append(f"  {sp:.2f}x {name} ({other.samples_per_s:,.0f}/s, {other.label}{where})")
-    for i, c in enumerate(res.confirmations, 1):
-        a, b = c.keras_defaults, c.best
-        if c.speedup is None:
-            why = a if not a.ok else b
+            lines.append(
+                f"  {speedup:.2f}x {name} ({other.samples_per_s:,.0f}/s, {other.label}{where})"
+            )
+    for i, confirmation in enumerate(res.confirmations, 1):
+        defaults, best_trial = confirmation.keras_defaults, confirmation.best
+        if confirmation.speedup is None:
+            why = defaults if not defaults.ok else best_trial
             lines.append(f"  confirmation {i}: {why.label}: {why.status} ({why.error})")
         else:
             lines.append(
-                f"  confirmation {i}, back to back: {c.speedup:.2f}x Keras defaults "
-                f"({b.samples_per_s:,.0f}/s against {a.samples_per_s:,.0f}/s)"
+                f"  confirmation {i}, back to back: {confirmation.speedup:.2f}x Keras defaults "
+                f"({best_trial.samples_per_s:,.0f}/s against {defaults.samples_per_s:,.0f}/s)"
             )
     setup = f", {res.setup_s_total:.0f} s starting (import, build, data)" * bool(res.setup_s_total)
     lines.append(
@@ -209,13 +216,16 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
 
 def offer_lines(res: TuneResult, unit: str = "samples") -> list[str]:
     """The second answer: a larger batch with its learning rate and race, or why none."""
-    o = res.batch_offer
-    if o is None:
+    offer = res.batch_offer
+    if offer is None:
         return [f"batch offer: none: {res.batch_note}"] if res.batch_note else []
-    lines = [f"batch offer ({o.verdict}): batch {o.batch} (from {o.from_batch}), {o.lr.note}"]
-    lines.append(f"  {o.samples_speedup:.2f}x the {unit}/s of the same-training answer")
-    lines.append(f"  {o.why}")
-    if o.verdict == "passed":
+    lines = [
+        f"batch offer ({offer.verdict}): batch {offer.batch} (from {offer.from_batch}), "
+        f"{offer.lr.note}"
+    ]
+    lines.append(f"  {offer.samples_speedup:.2f}x the {unit}/s of the same-training answer")
+    lines.append(f"  {offer.why}")
+    if offer.verdict == "passed":
         lines.append("  tfaccel run --batch-offer -- python train.py applies it")
     else:
         lines.append("  tfaccel run applies the same-training answer only")
@@ -238,9 +248,9 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     plt = pyplot()
     from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
-    labels = [r.label for r in res.trials]
-    values = [r.samples_per_s or 0.0 for r in res.trials]
-    colors = [_color(res, r) for r in res.trials]
+    labels = [trial.label for trial in res.trials]
+    values = [trial.samples_per_s or 0.0 for trial in res.trials]
+    colors = [_color(res, trial) for trial in res.trials]
     race = res.batch_offer.race if res.batch_offer else None
     height = 0.35 * len(labels) + 1.5
     if race is None:
@@ -251,8 +261,12 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
         ax = top.subplots()
         race_axes(bottom.subplots(), res)
     runs = list(zip(values, res.trials, strict=True))
-    lows = [v - min(r.windows) if r.ok and r.windows else 0.0 for v, r in runs]
-    highs = [max(r.windows) - v if r.ok and r.windows else 0.0 for v, r in runs]
+    lows = [
+        value - min(trial.windows) if trial.ok and trial.windows else 0.0 for value, trial in runs
+    ]
+    highs = [
+        max(trial.windows) - value if trial.ok and trial.windows else 0.0 for value, trial in runs
+    ]
     ax.barh(
         range(len(labels)), values, color=colors, xerr=[lows, highs], capsize=3, ecolor="#555555"
     )
@@ -267,34 +281,36 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
         fontsize=9,
     )
     ax.set_title(f"tfaccel tune: {res.workload}", loc="left")  # the legend sits at the right
-    for i, r in enumerate(res.trials):
-        if not r.ok:
-            ax.text(0, i, f" {r.status}", va="center", fontsize=8, color="#d62728")
-    _mark_defaults(ax, res, max((v + h for v, h in zip(values, highs, strict=True)), default=0.0))
+    for i, trial in enumerate(res.trials):
+        if not trial.ok:
+            ax.text(0, i, f" {trial.status}", va="center", fontsize=8, color="#d62728")
+    _mark_defaults(
+        ax, res, max((value + high for value, high in zip(values, highs, strict=True)), default=0.0)
+    )
     if race is None:
         fig.tight_layout()
     return fig
 
 
-def _color(res: TuneResult, r: TrialResult) -> str:
+def _color(res: TuneResult, trial: TrialResult) -> str:
     """Green: the same-training answer; orange: the batch offer; red: failed."""
-    if res.best is not None and r.key == res.best.key:
+    if res.best is not None and trial.key == res.best.key:
         return "#2ca02c"
-    if res.batch_offer is not None and r.key == res.batch_offer.trial.key:
+    if res.batch_offer is not None and trial.key == res.batch_offer.trial.key:
         return "#ff7f0e"
-    return "#1f77b4" if r.ok else "#d62728"
+    return "#1f77b4" if trial.ok else "#d62728"
 
 
 def race_axes(ax: Any, res: TuneResult) -> None:
     """The batch offer's race: validation loss against seconds of training, for the
     same-training answer and the larger batch, the target and each one's time to it."""
-    o = res.batch_offer
-    race = o.race if o else None
-    if o is None or race is None:
+    offer = res.batch_offer
+    race = offer.race if offer else None
+    if offer is None or race is None:
         return
     runs = (
-        (race.same, race.same_s, "#2ca02c", f"same training (batch {o.from_batch})"),
-        (race.candidate, race.candidate_s, "#ff7f0e", f"batch {o.batch}, {_lr_short(o)}"),
+        (race.same, race.same_s, "#2ca02c", f"same training (batch {offer.from_batch})"),
+        (race.candidate, race.candidate_s, "#ff7f0e", f"batch {offer.batch}, {_lr_short(offer)}"),
     )
     for points, reached, color, label in runs:
         if points:
@@ -310,14 +326,14 @@ def race_axes(ax: Any, res: TuneResult) -> None:
     )
     ax.set_ylabel("validation loss", fontsize=9)
     sooner = race.to_target_speedup
-    verdict = o.verdict + (f", {sooner:.2f}x sooner to the target" if sooner else "")
+    verdict = offer.verdict + (f", {sooner:.2f}x sooner to the target" if sooner else "")
     ax.set_title(f"the batch offer's race, {race.seconds:.0f} s each: {verdict}", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
 
 
-def _lr_short(o: Any) -> str:
+def _lr_short(offer: Any) -> str:
     """The offer's learning rate in a few words: "learning rate x2.83 (sqrt rule)"."""
-    lr = o.lr
+    lr = offer.lr
     if lr.rule == "none":
         return "learning rate as the script's schedule sets it"
     return f"learning rate x{lr.scale:.3g} ({lr.rule} rule, {lr.warmup_steps} warm-up steps)"
@@ -336,7 +352,7 @@ def _mark_defaults(ax: Any, res: TuneResult, right: float) -> None:
     speedup = res.speedup(defaults)
     if best is None or speedup is None or not best.samples_per_s:
         return
-    row = next(i for i, r in enumerate(res.trials) if r.key == best.key)
+    row = next(i for i, trial in enumerate(res.trials) if trial.key == best.key)
     end = max(best.windows, default=best.samples_per_s)  # past its range's cap
     ax.text(end, row, f"  {speedup:.2f}x defaults", va="center", fontsize=8)
     ax.set_xlim(0, right * 1.2)
