@@ -56,7 +56,7 @@ class BackendPatch:
             )
         name = f"keras.src.backend.tensorflow.{self.module_name}"
         mod = importlib.import_module(name)
-        missing = [n for n in (self.attr, *self.needed) if not hasattr(mod, n)]
+        missing = [attr for attr in (self.attr, *self.needed) if not hasattr(mod, attr)]
         if missing:
             raise InputError(
                 "this Keras version's TensorFlow backend has no " + ", ".join(missing),
@@ -79,27 +79,27 @@ class BackendPatch:
                 f"unknown {self.knob}", expected=" | ".join(self.kinds), received=repr(name)
             )
         own = self.keras_own()
-        fn = self.kinds[name][0]
-        if fn is None:
+        implementation = self.kinds[name][0]
+        if implementation is None:
             return own
         if name not in self._wrapped:
             tf = import_tensorflow()
-            self._wrapped[name] = tf.autograph.experimental.do_not_convert(fn)
+            self._wrapped[name] = tf.autograph.experimental.do_not_convert(implementation)
         return self._wrapped[name]
 
     def set(self, name: str) -> str:
         """Make Keras call `name`'s function; returns its one-line description."""
-        fn = self._implementation(name)
-        setattr(self.module(), self.attr, fn)
+        implementation = self._implementation(name)
+        setattr(self.module(), self.attr, implementation)
         return self.kinds[name][1]
 
     def current(self) -> str:
         """The name in use ("keras" when tfaccel never changed it)."""
         try:
-            fn = getattr(self.module(), self.attr)
+            installed = getattr(self.module(), self.attr)
         except InputError:
             return "keras"
         for name, impl in self._wrapped.items():
-            if fn is impl:
+            if installed is impl:
                 return name
         return "keras"

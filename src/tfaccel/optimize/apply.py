@@ -61,12 +61,12 @@ def _gpu_capability(tf: Any, gpus: list[Any]) -> str | None:
 _LAST: dict[str, Any] = {}
 
 
-def _float8_row(cc: str | None, xla: str) -> Applied:
+def _float8_row(capability: str | None, xla: str) -> Applied:
     from tfaccel.optimize.float8 import fp8_capable
 
     what = "report.compile(model) quantizes its Dense/EinsumDense layers to float8 first"
-    if not fp8_capable(cc):
-        where = f"compute capability {cc} has" if cc else "without a GPU there are"
+    if not fp8_capable(capability):
+        where = f"compute capability {capability} has" if capability else "without a GPU there are"
         return Applied(
             "float8",
             True,
@@ -89,7 +89,7 @@ def _float8_row(cc: str | None, xla: str) -> Applied:
     )
 
 
-def _apply_attention(settings: Settings, cc: str | None) -> list[Applied]:
+def _apply_attention(settings: Settings, capability: str | None) -> list[Applied]:
     """Keras' attention, or cuDNN's flash attention (tfaccel.optimize.attention). A row
     only when cuDNN's is asked for or was in use; where it cannot run (no GPU of 8.0+,
     no XLA) a warning, and Keras' own stays."""
@@ -97,9 +97,9 @@ def _apply_attention(settings: Settings, cc: str | None) -> list[Applied]:
 
     if settings.attention == "keras":
         return _apply_patched("attention", "keras")
-    if not attention.flash_capable(cc):
+    if not attention.flash_capable(capability):
         attention.set_attention("keras")
-        where = f"compute capability {cc}" if cc else "no GPU"
+        where = f"compute capability {capability}" if capability else "no GPU"
         return [
             Applied(
                 "attention",
@@ -131,8 +131,13 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     if _LAST.get("settings") == settings and "report" in _LAST:
         previous: ConfigureReport = _LAST["report"]
         same = tuple(
-            Applied(r.knob, r.value, "unchanged" if r.status == "applied" else r.status, r.detail)
-            for r in previous.rows
+            Applied(
+                earlier.knob,
+                earlier.value,
+                "unchanged" if earlier.status == "applied" else earlier.status,
+                earlier.detail,
+            )
+            for earlier in previous.rows
         )
         report = ConfigureReport(
             settings,
@@ -146,26 +151,26 @@ def apply_settings(settings: Settings) -> ConfigureReport:
         return report
     _compat.check_keras_features(settings)  # before anything is set or patched
     initialized = runtime_initialized()
-    s = settings
-    rows = [apply_allocator(s, initialized)]
-    if s.memory != "unified" and os.environ.get(ENV_UNIFIED) == "1" and not initialized:
+    asked = settings
+    rows = [apply_allocator(asked, initialized)]
+    if asked.memory != "unified" and os.environ.get(ENV_UNIFIED) == "1" and not initialized:
         os.environ.pop(ENV_UNIFIED, None)
-    xla_row = apply_xla_options(s, initialized)
+    xla_row = apply_xla_options(asked, initialized)
     tf = import_tensorflow()
     gpus = list(tf.config.list_physical_devices("GPU"))
-    rows.extend(apply_memory(tf, s, gpus, initialized, gpu_total_mib()))
-    if gpus and s.memory == "default" and mps_running():
+    rows.extend(apply_memory(tf, asked, gpus, initialized, gpu_total_mib()))
+    if gpus and asked.memory == "default" and mps_running():
         rows.append(Applied("memory", "default", "warning", MPS_WARNING))
     capability = _gpu_capability(tf, gpus)
-    precision, row = _apply_precision(tf, s, capability)
+    precision, row = _apply_precision(tf, asked, capability)
     rows.append(row)
-    rows.extend(_apply_xla(tf, s, xla_row))
+    rows.extend(_apply_xla(tf, asked, xla_row))
     for knob in KERAS_PATCHES:  # attention needs cuDNN's flash attention: its own checks
-        patched = _apply_attention(s, capability) if knob == "attention" else None
-        rows.extend(patched if patched is not None else _apply_patched(knob, getattr(s, knob)))
-    rows.extend(_model_rows(s, capability))
-    rows.append(_data_row(s, precision))
-    report = ConfigureReport(s, precision, len(gpus), tuple(rows), capability)
+        patched = _apply_attention(asked, capability) if knob == "attention" else None
+        rows.extend(patched if patched is not None else _apply_patched(knob, getattr(asked, knob)))
+    rows.extend(_model_rows(asked, capability))
+    rows.append(_data_row(asked, precision))
+    report = ConfigureReport(asked, precision, len(gpus), tuple(rows), capability)
     rows.extend(_strategy_rows(report, len(gpus)))
     report.rows = tuple(rows)
     _LAST.update(settings=settings, report=report)
@@ -181,11 +186,11 @@ _PRECISION_NOTES = {
 }
 
 
-def _apply_precision(tf: Any, settings: Settings, cc: str | None) -> tuple[str, Applied]:
+def _apply_precision(tf: Any, settings: Settings, capability: str | None) -> tuple[str, Applied]:
     """Keras' global dtype policy and TF32, for the precision asked (or chosen)."""
     import keras
 
-    precision, why = resolve_precision(settings.precision, cc)
+    precision, why = resolve_precision(settings.precision, capability)
     policy = "float32" if precision in ("float32", "tf32") else precision
     keras.mixed_precision.set_global_policy(policy)
     tf.config.experimental.enable_tensor_float_32_execution(precision != "float32")
@@ -212,11 +217,11 @@ def _apply_xla(tf: Any, settings: Settings, xla_row: Applied) -> list[Applied]:
     return rows
 
 
-def _model_rows(settings: Settings, cc: str | None) -> list[Applied]:
+def _model_rows(settings: Settings, capability: str | None) -> list[Applied]:
     """What applies to the model at compile or build: float8, gradient checkpointing,
     gradient accumulation; a row each, also when off."""
     rows = [
-        _float8_row(cc, settings.xla)
+        _float8_row(capability, settings.xla)
         if settings.float8
         else Applied("float8", False, "unchanged", "off")
     ]
@@ -300,7 +305,9 @@ class _Configure:
                 from tfaccel.optimize.settings import FIELDS
 
                 unknown = [key for key in kwargs if key not in FIELDS]
-                close = [m for key in unknown for m in difflib.get_close_matches(key, FIELDS, 1)]
+                close = [
+                    match for key in unknown for match in difflib.get_close_matches(key, FIELDS, 1)
+                ]
                 raise InputError(
                     "Unknown configure() argument",
                     expected="keywords among " + ", ".join(FIELDS),

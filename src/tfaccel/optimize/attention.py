@@ -122,12 +122,14 @@ def backend_config(
         "mask_type": "NO_MASK",
         "sliding_window_length": 0,
     }
-    for key, ((lc, rc), (lb, rb)) in (_BWD_DOTS if backward else _FWD_DOTS).items():
+    for key, ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)) in (
+        _BWD_DOTS if backward else _FWD_DOTS
+    ).items():
         config[key] = {
-            "lhs_contracting_dimensions": [str(lc)],
-            "rhs_contracting_dimensions": [str(rc)],
-            "lhs_batch_dimensions": [str(i) for i in lb],
-            "rhs_batch_dimensions": [str(i) for i in rb],
+            "lhs_contracting_dimensions": [str(lhs_contracting)],
+            "rhs_contracting_dimensions": [str(rhs_contracting)],
+            "lhs_batch_dimensions": [str(i) for i in lhs_batch],
+            "rhs_batch_dimensions": [str(i) for i in rhs_batch],
         }
     return json.dumps(
         {
@@ -216,8 +218,14 @@ def fits(query: Any, key: Any, value: Any) -> bool:
         return False
     if not (query.dtype == key.dtype == value.dtype):
         return False
-    h = query.shape[-1]
-    if h is None or h > 128 or h % 8 or key.shape[-1] != h or value.shape[-1] != h:
+    head_dim = query.shape[-1]
+    if (
+        head_dim is None
+        or head_dim > 128
+        or head_dim % 8
+        or key.shape[-1] != head_dim
+        or value.shape[-1] != head_dim
+    ):
         return False
     return None not in (query.shape[1], key.shape[1])
 
@@ -226,11 +234,11 @@ def _bias_of(mask: Any, q_heads: Any, kv_len: int, dtype: Any) -> Any:
     """Keras' boolean attention mask ([B, T, S], or one that broadcasts to it) as an
     additive [B, 1, T, S] bias: 0 where attended, MASKED where not."""
     tf = import_tensorflow()
-    m = tf.cast(mask, tf.bool)
-    while len(m.shape) < 4:
-        m = m[:, None] if len(m.shape) == 3 else m[None]
+    keep = tf.cast(mask, tf.bool)
+    while len(keep.shape) < 4:
+        keep = keep[:, None] if len(keep.shape) == 3 else keep[None]
     shape = [tf.shape(q_heads)[0], 1, q_heads.shape[2], kv_len]
-    return tf.cast(tf.broadcast_to(tf.where(m, 0.0, MASKED), shape), dtype)
+    return tf.cast(tf.broadcast_to(tf.where(keep, 0.0, MASKED), shape), dtype)
 
 
 _KERAS: dict[str, Callable[..., Any]] = {}

@@ -34,7 +34,7 @@ def _layer_norm(tf: Any, x: Any, gamma_beta: tuple[Any, Any], eps: float) -> Any
     return tf.cast(out, x.dtype)
 
 
-def _fused_decoder_step(lm: Any, dtype: Any) -> Any:
+def _fused_decoder_step(causal_lm: Any, dtype: Any) -> Any:
     """One decoding step of a KerasHub GPT-2 (pre-norm `TransformerDecoder` blocks), for
     a token a sequence, from the model's own weights, cast to `dtype` once:
     - query, key and value as one matrix product (KerasHub: three);
@@ -51,26 +51,34 @@ def _fused_decoder_step(lm: Any, dtype: Any) -> Any:
     import keras
 
     tf = import_tensorflow()
-    bb = lm.backbone
-    blocks = list(bb.transformer_layers)
+    backbone = causal_lm.backbone
+    blocks = list(backbone.transformer_layers)
     _check_blocks(blocks)
-    emb = bb.token_embedding
+    emb = backbone.token_embedding
     tied = emb.tie_weights and emb.reverse_dtype is None and emb.logit_soft_cap is None
 
     def weights() -> dict[str, Any]:
-        return _fused_weights(tf, bb, blocks, dtype)
+        return _fused_weights(tf, backbone, blocks, dtype)
 
     def step(
-        w: dict[str, Any], ids: Any, kcaches: tuple[Any, ...], vcaches: tuple[Any, ...], index: Any
+        weights: dict[str, Any],
+        ids: Any,
+        kcaches: tuple[Any, ...],
+        vcaches: tuple[Any, ...],
+        index: Any,
     ) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
-        x = tf.gather(w["tok"], ids) + w["pos"][index]  # [batch, hidden]
+        x = tf.gather(weights["tok"], ids) + weights["pos"][index]  # [batch, hidden]
         kout, vout = [], []
-        for block, lw, kc, vc in zip(blocks, w["layers"], kcaches, vcaches, strict=True):
-            x, kc, vc = _fused_block(tf, keras, block, lw, x, kc, vc, index, dtype)
-            kout.append(kc)
-            vout.append(vc)
-        x = _layer_norm(tf, x, w["ln"], bb.layer_norm.epsilon)
-        logits = tf.matmul(x, w["tok"], transpose_b=True) if tied else emb(x, reverse=True)
+        for block, layer_weights, key_cache, value_cache in zip(
+            blocks, weights["layers"], kcaches, vcaches, strict=True
+        ):
+            x, key_cache, value_cache = _fused_block(
+                tf, keras, block, layer_weights, x, key_cache, value_cache, index, dtype
+            )
+            kout.append(key_cache)
+            vout.append(value_cache)
+        x = _layer_norm(tf, x, weights["ln"], backbone.layer_norm.epsilon)
+        logits = tf.matmul(x, weights["tok"], transpose_b=True) if tied else emb(x, reverse=True)
         return logits, tuple(kout), tuple(vout)
 
     return weights, step
@@ -91,7 +99,7 @@ _DECODER_PARTS = (
 def _check_blocks(blocks: list[Any]) -> None:
     """Pre-norm, decoder-only KerasHub TransformerDecoder blocks (GPT-2's), or ValueError."""
     for block in blocks:
-        missing = [a for a in _DECODER_PARTS if not hasattr(block, a)]
+        missing = [part for part in _DECODER_PARTS if not hasattr(block, part)]
         if missing:
             raise ValueError(
                 f"the fused decoder reads KerasHub's TransformerDecoder; {block.name} "
@@ -104,29 +112,29 @@ def _check_blocks(blocks: list[Any]) -> None:
             )
 
 
-def _fused_weights(tf: Any, bb: Any, blocks: list[Any], dtype: Any) -> dict[str, Any]:
+def _fused_weights(tf: Any, backbone: Any, blocks: list[Any], dtype: Any) -> dict[str, Any]:
     """The model's weights for the fused step, cast to `dtype` once (layer norms' in
     float32); query, key and value concatenated into one matrix."""
 
-    def c(v: Any) -> Any:
-        return tf.cast(tf.convert_to_tensor(v), dtype)
+    def c(variable: Any) -> Any:
+        return tf.cast(tf.convert_to_tensor(variable), dtype)
 
-    def f32(v: Any) -> Any:
-        return tf.cast(tf.convert_to_tensor(v), tf.float32)
+    def f32(variable: Any) -> Any:
+        return tf.cast(tf.convert_to_tensor(variable), tf.float32)
 
     layers = []
     for block in blocks:
         att = block._self_attention_layer
-        d = att._query_dense.kernel.shape[0]
+        model_dim = att._query_dense.kernel.shape[0]
         dense = (att._query_dense, att._key_dense, att._value_dense)
         ln1, ln2 = block._self_attention_layer_norm, block._feedforward_layer_norm
         inner, outer = block._feedforward_intermediate_dense, block._feedforward_output_dense
         layers.append(
             {
                 "ln1": (f32(ln1.gamma), f32(ln1.beta)),
-                "qkv": c(tf.concat([tf.reshape(x.kernel, [d, -1]) for x in dense], 1)),
+                "qkv": c(tf.concat([tf.reshape(x.kernel, [model_dim, -1]) for x in dense], 1)),
                 "qkv_b": c(tf.concat([tf.reshape(x.bias, [-1]) for x in dense], 0)),
-                "o": c(tf.reshape(att._output_dense.kernel, [-1, d])),
+                "o": c(tf.reshape(att._output_dense.kernel, [-1, model_dim])),
                 "o_b": c(att._output_dense.bias),
                 "ln2": (f32(ln2.gamma), f32(ln2.beta)),
                 "w1": c(inner.kernel),
@@ -137,9 +145,9 @@ def _fused_weights(tf: Any, bb: Any, blocks: list[Any], dtype: Any) -> dict[str,
         )
     return {
         "layers": layers,
-        "pos": c(bb.position_embedding.position_embeddings),
-        "tok": c(bb.token_embedding.embeddings),
-        "ln": (f32(bb.layer_norm.gamma), f32(bb.layer_norm.beta)),
+        "pos": c(backbone.position_embedding.position_embeddings),
+        "tok": c(backbone.token_embedding.embeddings),
+        "ln": (f32(backbone.layer_norm.gamma), f32(backbone.layer_norm.beta)),
     }
 
 
@@ -147,47 +155,54 @@ def _fused_block(
     tf: Any,
     keras: Any,
     block: Any,
-    lw: dict[str, Any],
+    layer_weights: dict[str, Any],
     x: Any,
-    kc: Any,
-    vc: Any,
+    key_cache: Any,
+    value_cache: Any,
     index: Any,
     dtype: Any,
 ) -> tuple[Any, Any, Any]:
     """One decoder block for one token: (its output, the key and value caches)."""
     batch = tf.shape(x)[0]
     att = block._self_attention_layer
-    heads, head_dim = kc.shape[1], kc.shape[3]
-    h = _layer_norm(tf, x, lw["ln1"], block._self_attention_layer_norm.epsilon)
-    qkv = tf.reshape(tf.matmul(h, lw["qkv"]) + lw["qkv_b"], [batch, 3, heads, head_dim])
+    heads, head_dim = key_cache.shape[1], key_cache.shape[3]
+    normed = _layer_norm(tf, x, layer_weights["ln1"], block._self_attention_layer_norm.epsilon)
+    qkv = tf.reshape(
+        tf.matmul(normed, layer_weights["qkv"]) + layer_weights["qkv_b"],
+        [batch, 3, heads, head_dim],
+    )
     q = qkv[:, 0] * tf.cast(att._inverse_sqrt_key_dim, dtype)
-    at = [0, 0, index, 0]
-    kc = keras.ops.slice_update(kc, at, qkv[:, 1, :, None, :])  # in place under XLA
-    vc = keras.ops.slice_update(vc, at, qkv[:, 2, :, None, :])
-    scores = tf.cast(tf.einsum("bhd,bhld->bhl", q, kc), tf.float32)
-    visible = tf.range(kc.shape[2]) <= index
+    position = [0, 0, index, 0]
+    key_cache = keras.ops.slice_update(
+        key_cache, position, qkv[:, 1, :, None, :]
+    )  # in place under XLA
+    value_cache = keras.ops.slice_update(value_cache, position, qkv[:, 2, :, None, :])
+    scores = tf.cast(tf.einsum("bhd,bhld->bhl", q, key_cache), tf.float32)
+    visible = tf.range(key_cache.shape[2]) <= index
     scores = tf.where(visible, scores, tf.float32.min)
-    p = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)
-    o = tf.reshape(tf.einsum("bhl,bhld->bhd", p, vc), [batch, heads * head_dim])
-    x = x + tf.matmul(o, lw["o"]) + lw["o_b"]
-    h = _layer_norm(tf, x, lw["ln2"], block._feedforward_layer_norm.epsilon)
+    probs = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)
+    attended = tf.reshape(tf.einsum("bhl,bhld->bhd", probs, value_cache), [batch, heads * head_dim])
+    x = x + tf.matmul(attended, layer_weights["o"]) + layer_weights["o_b"]
+    normed = _layer_norm(tf, x, layer_weights["ln2"], block._feedforward_layer_norm.epsilon)
     inner = block._feedforward_intermediate_dense
-    h = inner.activation(tf.matmul(h, lw["w1"]) + lw["b1"])
-    return x + tf.matmul(h, lw["w2"]) + lw["b2"], kc, vc
+    normed = inner.activation(tf.matmul(normed, layer_weights["w1"]) + layer_weights["b1"])
+    return x + tf.matmul(normed, layer_weights["w2"]) + layer_weights["b2"], key_cache, value_cache
 
 
 def fused_caches(caches: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """KerasHub's per-layer caches, [batch, 2, length, heads, head_dim] each, as the
     fused step's (keys, values): one [batch, heads, length, head_dim] tensor a layer."""
     tf = import_tensorflow()
-    ks, vs = (tuple(tf.transpose(c[:, j], [0, 2, 1, 3]) for c in caches) for j in (0, 1))
-    return ks, vs
+    keys, values = (
+        tuple(tf.transpose(cache[:, j], [0, 2, 1, 3]) for cache in caches) for j in (0, 1)
+    )
+    return keys, values
 
 
 _BACKBONE_PARTS = ("transformer_layers", "token_embedding", "position_embedding", "layer_norm")
 
 
-def fuse_generation(lm: Any) -> Any:
+def fuse_generation(causal_lm: Any) -> Any:
     """Make `lm.generate` decode each new token through `_fused_decoder_step`; returns
     `lm`, changed in place (calling it again changes nothing).
 
@@ -203,25 +218,28 @@ def fuse_generation(lm: Any) -> Any:
 
     Raises ValueError, saying what is missing, for a model of another make.
     """
-    if getattr(lm, "_tfaccel_fused_generation", False):
-        return lm
-    bb = getattr(lm, "backbone", None)
-    if bb is None:
+    if getattr(causal_lm, "_tfaccel_fused_generation", False):
+        return causal_lm
+    backbone = getattr(causal_lm, "backbone", None)
+    if backbone is None:
         missing = ["backbone"]
     else:
-        missing = [f"backbone.{p}" for p in _BACKBONE_PARTS if not hasattr(bb, p)]
-        missing += [] if hasattr(lm, "_build_cache") else ["_build_cache"]
+        missing = [f"backbone.{part}" for part in _BACKBONE_PARTS if not hasattr(backbone, part)]
+        missing += [] if hasattr(causal_lm, "_build_cache") else ["_build_cache"]
     if missing:
         raise ValueError(
             "fuse_generation expects a KerasHub causal LM of GPT-2's make (a backbone "
             "with transformer_layers, token_embedding, position_embedding and "
-            f"layer_norm, and _build_cache); {type(lm).__name__} has no " + ", ".join(missing)
+            f"layer_norm, and _build_cache); {type(causal_lm).__name__} has no "
+            + ", ".join(missing)
         )
     tf = import_tensorflow()
     from keras import ops
     from keras_hub.samplers import ContrastiveSampler
 
-    weights, step = _fused_decoder_step(lm, tf.as_dtype(lm.compute_dtype))  # checks blocks
+    weights, step = _fused_decoder_step(
+        causal_lm, tf.as_dtype(causal_lm.compute_dtype)
+    )  # checks blocks
 
     def generate_step(self: Any, inputs: Any, stop_token_ids: Any = None) -> Any:
         if isinstance(self.sampler, ContrastiveSampler):
@@ -234,13 +252,13 @@ def fuse_generation(lm: Any) -> Any:
         _, cache = self._build_cache(token_ids)  # KerasHub's pass over the prompt
         caches = fused_caches([cache[:, i] for i in range(cache.shape[1])])
         index = ops.min(ops.sum(ops.cast(padding_mask, "int32"), axis=-1))
-        w = weights()
+        fused = weights()
 
         def next(prompt: Any, cache: Any, index: Any) -> tuple[Any, Any, Any]:
-            at = index - 1  # the previous token's position
-            ids = tf.gather(prompt, at, axis=1)
-            logits, ks, vs = step(w, ids, cache[0], cache[1], at)
-            return logits, None, (ks, vs)
+            position = index - 1  # the previous token's position
+            ids = tf.gather(prompt, position, axis=1)
+            logits, keys, values = step(fused, ids, cache[0], cache[1], position)
+            return logits, None, (keys, values)
 
         token_ids = self.sampler(
             next=next,
@@ -256,10 +274,10 @@ def fuse_generation(lm: Any) -> Any:
             "padding_mask": _output_mask(ops, token_ids, padding_mask, stop_token_ids),
         }
 
-    lm.generate_step = types.MethodType(generate_step, lm)
-    lm.generate_function = None  # built again, from the new step, at the next generate
-    lm._tfaccel_fused_generation = True
-    return lm
+    causal_lm.generate_step = types.MethodType(generate_step, causal_lm)
+    causal_lm.generate_function = None  # built again, from the new step, at the next generate
+    causal_lm._tfaccel_fused_generation = True
+    return causal_lm
 
 
 def _output_mask(ops: Any, token_ids: Any, padding_mask: Any, stop_token_ids: Any) -> Any:

@@ -26,23 +26,23 @@ from typing import Any
 MEMORY_SHARE = 0.25
 
 
-def blocker(a: dict[str, Any], memory_bytes: int | None) -> str | None:
+def blocker(fit_args: dict[str, Any], memory_bytes: int | None) -> str | None:
     """Why fit's arguments `a` (as `inspect.signature(fit).bind` names them) keep their
     arrays as they are, or None: they can go to the GPU."""
-    leaves = _leaves(a)
-    if not leaves or not all(_is_numeric_array(t) for t in leaves):
+    leaves = _leaves(fit_args)
+    if not leaves or not all(_is_numeric_array(leaf) for leaf in leaves):
         return "fit is not given numeric numpy arrays"
     for name, why in (
         ("class_weight", "class_weight (Keras weighs each batch on the host)"),
         ("steps_per_epoch", "steps_per_epoch with arrays"),
     ):
-        if a.get(name) is not None:
+        if fit_args.get(name) is not None:
             return f"the script passes {why}"
-    if a.get("shuffle") == "batch":
+    if fit_args.get("shuffle") == "batch":
         return 'the script passes shuffle="batch"'
-    if len({int(t.shape[0]) for t in leaves}) != 1:
+    if len({int(leaf.shape[0]) for leaf in leaves}) != 1:
         return "the arrays differ in their number of examples"
-    size = sum(int(t.nbytes) for t in leaves)
+    size = sum(int(leaf.nbytes) for leaf in leaves)
     if memory_bytes is None:
         return "the GPU's memory is not known"
     if size > MEMORY_SHARE * memory_bytes:
@@ -53,22 +53,22 @@ def blocker(a: dict[str, Any], memory_bytes: int | None) -> str | None:
     return None
 
 
-def _leaves(a: dict[str, Any]) -> list[Any]:
+def _leaves(fit_args: dict[str, Any]) -> list[Any]:
     import keras
 
-    packed = (a.get("x"), a.get("y"), a.get("sample_weight"))
-    return [t for t in keras.tree.flatten(packed) if t is not None]
+    packed = (fit_args.get("x"), fit_args.get("y"), fit_args.get("sample_weight"))
+    return [leaf for leaf in keras.tree.flatten(packed) if leaf is not None]
 
 
-def _is_numeric_array(t: Any) -> bool:
+def _is_numeric_array(leaf: Any) -> bool:
     import numpy as np
 
-    return isinstance(t, np.ndarray) and t.ndim >= 1 and t.dtype.kind in "biuf"
+    return isinstance(leaf, np.ndarray) and leaf.ndim >= 1 and leaf.dtype.kind in "biuf"
 
 
 @contextlib.contextmanager
 def kept_on_device(
-    model: Any, a: dict[str, Any], batch: int, device: str, repeat: bool = False
+    model: Any, fit_args: dict[str, Any], batch: int, device: str, repeat: bool = False
 ) -> Iterator[str]:
     """fit's arguments `a` rewritten in place to train from a copy of the arrays on
     `device` at `batch` examples a step (`repeat`: endlessly, in full batches, as tune
@@ -80,16 +80,20 @@ def kept_on_device(
 
     tf = import_tensorflow()
 
-    data = keras.utils.pack_x_y_sample_weight(a.get("x"), a.get("y"), a.get("sample_weight"))
-    split = float(a.get("validation_split") or 0.0)
-    if split > 0 and a.get("validation_data") is None:
-        data, a["validation_data"] = _split(data, split)
+    data = keras.utils.pack_x_y_sample_weight(
+        fit_args.get("x"), fit_args.get("y"), fit_args.get("sample_weight")
+    )
+    split = float(fit_args.get("validation_split") or 0.0)
+    if split > 0 and fit_args.get("validation_data") is None:
+        data, fit_args["validation_data"] = _split(data, split)
     data = keras.tree.map_structure(_floatx, data)
     with tf.device(device):
-        tensors = keras.tree.map_structure(lambda t: tf.identity(tf.convert_to_tensor(t)), data)
-    n = int(keras.tree.flatten(data)[0].shape[0])
-    a.update(
-        x=index_batches(n, batch, bool(a.get("shuffle", True)), repeat),
+        tensors = keras.tree.map_structure(
+            lambda array: tf.identity(tf.convert_to_tensor(array)), data
+        )
+    count = int(keras.tree.flatten(data)[0].shape[0])
+    fit_args.update(
+        x=index_batches(count, batch, bool(fit_args.get("shuffle", True)), repeat),
         y=None,
         sample_weight=None,
         batch_size=None,
@@ -99,19 +103,19 @@ def kept_on_device(
     own = model.train_step
 
     def gathered_step(indices: Any) -> Any:
-        return own(keras.tree.map_structure(lambda t: tf.gather(t, indices), tensors))
+        return own(keras.tree.map_structure(lambda array: tf.gather(array, indices), tensors))
 
     model.train_function = None  # a fit before this one compiled the step without it
     model.train_step = gathered_step
     try:
-        size = sum(int(t.nbytes) for t in keras.tree.flatten(data))
+        size = sum(int(array.nbytes) for array in keras.tree.flatten(data))
         yield f"the arrays ({size / 2**20:,.0f} MiB) kept in GPU memory, each batch gathered there"
     finally:
         del model.train_step
         model.train_function = None
 
 
-def index_batches(n: int, batch: int, shuffle: bool, repeat: bool = False) -> Any:
+def index_batches(count: int, batch: int, shuffle: bool, repeat: bool = False) -> Any:
     """One epoch of batches of indices into `n` examples, as Keras batches arrays: a
     new permutation each epoch (`shuffle`), full batches, then the partial one; with
     `repeat`, endless."""
@@ -120,32 +124,34 @@ def index_batches(n: int, batch: int, shuffle: bool, repeat: bool = False) -> An
     tf = import_tensorflow()
 
     def order(_: Any) -> Any:
-        indices = tf.range(n, dtype=tf.int64)
+        indices = tf.range(count, dtype=tf.int64)
         return tf.random.shuffle(indices) if shuffle else indices
 
     if repeat:  # as tune times a step: full batches, one epoch's order after another
-        ds = tf.data.Dataset.range(1).repeat().map(order).unbatch()
-        return ds.batch(batch, drop_remainder=True).prefetch(2)
-    ds = tf.data.Dataset.range(1).map(order).unbatch().batch(batch)
-    return ds.apply(tf.data.experimental.assert_cardinality(math.ceil(n / batch))).prefetch(2)
+        order_ds = tf.data.Dataset.range(1).repeat().map(order).unbatch()
+        return order_ds.batch(batch, drop_remainder=True).prefetch(2)
+    order_ds = tf.data.Dataset.range(1).map(order).unbatch().batch(batch)
+    return order_ds.apply(
+        tf.data.experimental.assert_cardinality(math.ceil(count / batch))
+    ).prefetch(2)
 
 
 def _split(data: Any, fraction: float) -> tuple[Any, Any]:
     """The arrays' first part and their last `fraction`, where Keras splits them."""
     import keras
 
-    n = int(keras.tree.flatten(data)[0].shape[0])
-    at = math.floor(n * (1.0 - fraction))
-    if at in (0, n):
-        raise ValueError(f"validation_split={fraction} leaves no examples on one side of {n}")
-    first = keras.tree.map_structure(lambda t: t[:at], data)
-    return first, keras.tree.map_structure(lambda t: t[at:], data)
+    count = int(keras.tree.flatten(data)[0].shape[0])
+    cut = math.floor(count * (1.0 - fraction))
+    if cut in (0, count):
+        raise ValueError(f"validation_split={fraction} leaves no examples on one side of {count}")
+    first = keras.tree.map_structure(lambda array: array[:cut], data)
+    return first, keras.tree.map_structure(lambda array: array[cut:], data)
 
 
-def _floatx(t: Any) -> Any:
+def _floatx(array: Any) -> Any:
     """A float array in Keras' float type, as Keras' array adapter casts it."""
     import keras
 
-    if t is not None and t.dtype.kind == "f" and str(t.dtype) != keras.config.floatx():
-        return t.astype(keras.config.floatx())
-    return t
+    if array is not None and array.dtype.kind == "f" and str(array.dtype) != keras.config.floatx():
+        return array.astype(keras.config.floatx())
+    return array

@@ -62,10 +62,12 @@ def _prepare(tf_random: Any, inputs: Any, noise_shape: Any, seed: Any) -> tuple[
 
 
 def _check_rate(rate: Any) -> float:
-    r = float(rate)
-    if not 0.0 <= r <= 1.0:
-        raise InputError("dropout rate out of range", expected="0 <= rate <= 1", received=str(r))
-    return r
+    value = float(rate)
+    if not 0.0 <= value <= 1.0:
+        raise InputError(
+            "dropout rate out of range", expected="0 <= rate <= 1", received=str(value)
+        )
+    return value
 
 
 def _masked(
@@ -89,8 +91,8 @@ def _masked(
 def keras_keep(tf: Any, x: Any, noise_shape: Any, seed: Any, rate: float) -> Any:
     """Keras' keep-mask, as `tf.nn.experimental.stateless_dropout` draws it: a uniform of
     x's dtype from the seed (TensorFlow's auto-selected algorithm), kept where >= rate."""
-    u = tf.random.stateless_uniform(noise_shape, seed=seed, dtype=x.dtype)
-    return u >= tf.constant(rate, x.dtype)
+    uniform = tf.random.stateless_uniform(noise_shape, seed=seed, dtype=x.dtype)
+    return uniform >= tf.constant(rate, x.dtype)
 
 
 def mask_once_dropout(inputs: Any, rate: Any, noise_shape: Any = None, seed: Any = None) -> Any:

@@ -70,12 +70,14 @@ def flat_product(subscripts: str, x: Any, y: Any) -> Any | None:
     if not tokens.is_fully_defined() or not y.shape.is_fully_defined():
         return None
     kernel = y if perm is None else tf.transpose(y, perm)
-    dims = [int(d) for d in kernel.shape]
-    k = prod(dims[:contracted])
+    dims = [int(dim) for dim in kernel.shape]
+    contracted_size = prod(dims[:contracted])
     out = dims[contracted:]
-    if [int(d) for d in tokens[-contracted:]] != dims[:contracted]:
+    if [int(dim) for dim in tokens[-contracted:]] != dims[:contracted]:
         return None  # shapes that do not contract: Keras' error, not ours
-    flat = tf.matmul(tf.reshape(x, [-1, k]), tf.reshape(kernel, [k, prod(out)]))
+    flat = tf.matmul(
+        tf.reshape(x, [-1, contracted_size]), tf.reshape(kernel, [contracted_size, prod(out)])
+    )
     return tf.reshape(flat, [-1, int(tokens[0]), *out])
 
 
@@ -84,7 +86,7 @@ def flat_einsum(subscripts: Any, *operands: Any, **kwargs: Any) -> Any:
     keras_einsum = _PATCH.keras_own()
     if len(operands) == 2 and not kwargs and isinstance(subscripts, str):
         tf_numpy = _keras_numpy()
-        x, y = (tf_numpy.convert_to_tensor(o) for o in operands)
+        x, y = (tf_numpy.convert_to_tensor(operand) for operand in operands)
         result = flat_product(tf_numpy._normalize_einsum_subscripts(subscripts), x, y)
         if result is not None:
             return result

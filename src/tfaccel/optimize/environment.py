@@ -84,8 +84,10 @@ def xla_flags_with(
     options' flags come last unless the user set them already. A user's flag that an
     option would override (the same flag, another value) is an error, not a guess."""
     gone = set(added)
-    kept = [t for t in current.split() if t not in gone]
-    wanted = [XLA_OPTIONS[o] for o in options if XLA_OPTIONS[o] not in kept]
+    kept = [flag_text for flag_text in current.split() if flag_text not in gone]
+    wanted = [
+        XLA_OPTIONS[knob_option] for knob_option in options if XLA_OPTIONS[knob_option] not in kept
+    ]
     for option in options:
         floor = _compat.xla_flag_floor(XLA_OPTIONS[option])
         if floor is not None:
@@ -99,7 +101,7 @@ def xla_flags_with(
             )
     for flag in wanted:
         name = flag.split("=", 1)[0]
-        clash = [t for t in kept if t.split("=", 1)[0] == name]
+        clash = [flag_text for flag_text in kept if flag_text.split("=", 1)[0] == name]
         if clash:
             raise InputError(
                 f"XLA_FLAGS already sets {name} another way",
@@ -120,12 +122,13 @@ def apply_xla_options(settings: Settings, initialized: bool) -> Applied:
     else:
         status = _set_env(ENV_XLA, flags or None, initialized, f"xla_options={list(options)}")
     _XLA_ADDED[:] = added
-    detail = " ".join(XLA_OPTIONS[o] for o in options) or "XLA's defaults"
+    detail = " ".join(XLA_OPTIONS[option] for option in options) or "XLA's defaults"
     # the options a knob added (IMPLIED_XLA_OPTIONS) beyond those asked for, and why
     notes = [
         f"{', '.join(added)}: for {knob}"
         for knob, opts in IMPLIED_XLA_OPTIONS.items()
-        if getattr(settings, knob) and (added := [o for o in opts if o not in settings.xla_options])
+        if getattr(settings, knob)
+        and (added := [option for option in opts if option not in settings.xla_options])
     ]
     if notes:
         detail += f" ({'; '.join(notes)})"

@@ -49,7 +49,7 @@ def quantizable(layer: Any) -> bool:
     if type(layer) not in (keras.layers.Dense, keras.layers.EinsumDense):
         return False
     kernel = _kernel(layer)
-    return kernel is not None and min(int(d) for d in kernel.shape) >= MIN_DIM
+    return kernel is not None and min(int(dim) for dim in kernel.shape) >= MIN_DIM
 
 
 def quantize_float8(model: Any) -> list[str]:

@@ -36,14 +36,14 @@ def _seed_generators(layers: Any) -> list[Any]:
     """The Keras SeedGenerators of `layers` and of every layer inside them (Dropout's,
     KerasHub's); objects that are not layers have none."""
     return [
-        g
+        generator
         for owner in layers
         for layer in getattr(owner, "_flatten_layers", lambda: ())()
-        for g in getattr(layer, "_seed_generators", ())
+        for generator in getattr(layer, "_seed_generators", ())
     ]
 
 
-def remat(f: Any, layers: Any = None) -> Any:
+def remat(call_fn: Any, layers: Any = None) -> Any:
     """`tf.recompute_grad(f)` for any call: every floating tensor in the arguments, nested
     or not, positional or keyword, becomes a positional argument of the recomputed
     function (so gradients flow to it); everything else (`training=True`, a slice, None,
@@ -64,9 +64,11 @@ def remat(f: Any, layers: Any = None) -> Any:
     from keras.src import backend as keras_backend
 
     # A layer's own call, or a function that calls `layers` (a segment of a graph).
-    generators = _seed_generators([getattr(f, "__self__", None)] if layers is None else layers)
+    generators = _seed_generators(
+        [getattr(call_fn, "__self__", None)] if layers is None else layers
+    )
 
-    @functools.wraps(f)
+    @functools.wraps(call_fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         structure = (args, kwargs)
         leaves = tf.nest.flatten(structure)
@@ -86,18 +88,18 @@ def remat(f: Any, layers: Any = None) -> Any:
         def replay(*tensors: Any) -> Any:
             given = iter(tensors)
             filled = [next(given) if t else x for x, t in zip(leaves, is_tensor, strict=True)]
-            a, k = tf.nest.pack_sequence_as(structure, filled)
+            call_args, call_kwargs = tf.nest.pack_sequence_as(structure, filled)
             if not generators:
-                return f(*a, **k)
-            now = [tf.identity(g.state.value) for g in generators]
+                return call_fn(*call_args, **call_kwargs)
+            now = [tf.identity(generator.state.value) for generator in generators]
             if not before:  # the forward pass
                 before.extend(now)
-                return f(*a, **k)
-            for g, state in zip(generators, before, strict=True):  # the recomputation
-                g.state.assign(state)
-            out = f(*a, **k)
-            for g, state in zip(generators, now, strict=True):
-                g.state.assign(state)
+                return call_fn(*call_args, **call_kwargs)
+            for generator, state in zip(generators, before, strict=True):  # the recomputation
+                generator.state.assign(state)
+            out = call_fn(*call_args, **call_kwargs)
+            for generator, state in zip(generators, now, strict=True):
+                generator.state.assign(state)
             return out
 
         return tf.recompute_grad(bound)(*(x for x, t in zip(leaves, is_tensor, strict=True) if t))
@@ -118,7 +120,7 @@ def install() -> bool:
     core = keras_backend.core
     if getattr(core.remat, _MARK, False):
         return True
-    wrapped = functools.wraps(core.remat)(lambda f: remat(f))
+    wrapped = functools.wraps(core.remat)(lambda fn_to_wrap: remat(fn_to_wrap))
     setattr(wrapped, _MARK, True)
     core.remat = wrapped
     return True
@@ -162,7 +164,7 @@ class CheckpointPlan:
 
     @property
     def sizes(self) -> tuple[int, ...]:
-        return tuple(len(s.nodes) for s in self.segments)
+        return tuple(len(segment.nodes) for segment in self.segments)
 
     def describe(self) -> str:
         return (
@@ -182,12 +184,12 @@ def _ordered_nodes(model: Any) -> list[Any]:
     ]
 
 
-def _elements(t: Any) -> int:
+def _elements(tensor: Any) -> int:
     """Elements per example of a reference tensor (unknown dimensions count 1)."""
-    n = 1
-    for d in tuple(t.shape)[1:]:
-        n *= d or 1
-    return n
+    count = 1
+    for dim in tuple(tensor.shape)[1:]:
+        count *= dim or 1
+    return count
 
 
 def _inner_layers(node: Any) -> int:
@@ -213,21 +215,21 @@ def plan_segments(model: Any, segments: int | None = None) -> CheckpointPlan | N
     last_use: dict[int, int] = {}
     floating: dict[int, bool] = {}
     for i, node in enumerate(nodes):
-        for t in node.input_tensors:
-            last_use[id(t)] = i
-        for t in node.outputs:
-            floating[id(t)] = "float" in str(t.dtype)
+        for tensor in node.input_tensors:
+            last_use[id(tensor)] = i
+        for tensor in node.outputs:
+            floating[id(tensor)] = "float" in str(tensor.dtype)
     end = len(nodes)
-    for t in model.outputs:
-        last_use[id(t)] = end
+    for tensor in model.outputs:
+        last_use[id(tensor)] = end
     # The tensors live after each node, made by the graph (the model's own inputs are
     # bound to every segment): a cut is possible where exactly one, floating, crosses.
     live: set[int] = set()
     cuts: list[int] = []
     for i, node in enumerate(nodes):
-        live |= {id(t) for t in node.outputs if last_use.get(id(t), -1) > i}
-        live = {t for t in live if last_use.get(t, -1) > i}
-        if i < end - 1 and len(live) == 1 and all(floating.get(t, False) for t in live):
+        live |= {id(tensor) for tensor in node.outputs if last_use.get(id(tensor), -1) > i}
+        live = {tensor for tensor in live if last_use.get(tensor, -1) > i}
+        if i < end - 1 and len(live) == 1 and all(floating.get(tensor, False) for tensor in live):
             cuts.append(i)
     if not cuts:
         return None
@@ -235,17 +237,19 @@ def plan_segments(model: Any, segments: int | None = None) -> CheckpointPlan | N
         raise ValueError(f"segments must be 2 or more, got {segments}")
     # What each node keeps for its backward pass, per example: its outputs, times the
     # layers inside it (a transformer block keeps far more than its output).
-    made = [sum(_elements(t) for t in node.outputs) * _inner_layers(node) for node in nodes]
+    made = [
+        sum(_elements(tensor) for tensor in node.outputs) * _inner_layers(node) for node in nodes
+    ]
     running = list(itertools.accumulate(made))
-    crossing = {i: sum(_elements(t) for t in nodes[i].outputs) for i in cuts}
+    crossing = {i: sum(_elements(tensor) for tensor in nodes[i].outputs) for i in cuts}
 
-    at_cut = [running[c] for c in cuts]  # increasing
+    at_cut = [running[cut] for cut in cuts]  # increasing
 
-    def choose(k: int) -> list[int]:
+    def choose(count: int) -> list[int]:
         """The cut nearest each k-th of the running total: balanced segments."""
         picked = set()
-        for j in range(1, k):
-            target = running[-1] * j / k
+        for j in range(1, count):
+            target = running[-1] * j / count
             i = bisect.bisect_left(at_cut, target)
             near = [x for x in (i - 1, i) if 0 <= x < len(cuts)]
             picked.add(cuts[min(near, key=lambda x: abs(at_cut[x] - target))])
@@ -254,26 +258,31 @@ def plan_segments(model: Any, segments: int | None = None) -> CheckpointPlan | N
     def peak(chosen: list[int]) -> int:
         """Kept between segments, plus the largest segment recomputed at once."""
         edges = [-1, *chosen, end - 1]
-        return sum(crossing[c] for c in chosen) + max(
-            running[b] - (running[a] if a >= 0 else 0) for a, b in itertools.pairwise(edges)
+        return sum(crossing[cut] for cut in chosen) + max(
+            running[stop] - (running[start] if start >= 0 else 0)
+            for start, stop in itertools.pairwise(edges)
         )
 
     if segments is not None:
         chosen = choose(segments)
     else:
-        chosen = min((choose(k) for k in range(2, min(len(cuts), 256) + 2)), key=peak)
+        chosen = min((choose(count) for count in range(2, min(len(cuts), 256) + 2)), key=peak)
     bounds = [-1, *chosen, end - 1]
     model_outputs = {id(x) for x in model.outputs}
     parts: list[Segment] = []
-    for a, b in itertools.pairwise(bounds):
-        seg_nodes = nodes[a + 1 : b + 1]
-        made_here = {id(t) for n in seg_nodes for t in n.outputs}
+    for start, stop in itertools.pairwise(bounds):
+        seg_nodes = nodes[start + 1 : stop + 1]
+        made_here = {id(tensor) for seg_node in seg_nodes for tensor in seg_node.outputs}
         ins: list[int] = []
-        for n in seg_nodes:
-            for t in n.input_tensors:
-                if id(t) not in made_here and id(t) not in ins:
-                    ins.append(id(t))
-        outs = [t for t in made_here if last_use.get(t, -1) > b or t in model_outputs]
+        for seg_node in seg_nodes:
+            for tensor in seg_node.input_tensors:
+                if id(tensor) not in made_here and id(tensor) not in ins:
+                    ins.append(id(tensor))
+        outs = [
+            tensor
+            for tensor in made_here
+            if last_use.get(tensor, -1) > stop or tensor in model_outputs
+        ]
         parts.append(Segment(tuple(seg_nodes), tuple(ins), tuple(sorted(outs))))
     return CheckpointPlan(
         getattr(model, "name", type(model).__name__),
@@ -290,9 +299,11 @@ def _segmented_run(model: Any, plan: CheckpointPlan, original: Any) -> Any:
     from keras import tree
 
     def layers_of(seg: Segment) -> list[Any]:
-        return [n.operation for n in seg.nodes if isinstance(n.operation, keras.layers.Layer)]
+        return [
+            node.operation for node in seg.nodes if isinstance(node.operation, keras.layers.Layer)
+        ]
 
-    owners = [layers_of(s) for s in plan.segments]
+    owners = [layers_of(part) for part in plan.segments]
     get_op = getattr(model, "_get_operation_for_node", lambda node: node.operation)
 
     def run(inputs: Any, operation_fn: Any = lambda op: op, call_fn: Any = None) -> Any:
@@ -310,9 +321,9 @@ def _segmented_run(model: Any, plan: CheckpointPlan, original: Any) -> Any:
                     out = operation_fn(get_op(node))(*args, **kwargs)
                     for x, y in zip(node.outputs, tree.flatten(out), strict=True):
                         local[id(x)] = y
-                return [local[t] for t in seg.outputs]
+                return [local[tensor] for tensor in seg.outputs]
 
-            given = [values[t] for t in seg.inputs]
+            given = [values[tensor] for tensor in seg.inputs]
             last = index == len(plan.segments) - 1
             got = segment(*given) if last else remat(segment, layers=owners[index])(*given)
             values.update(zip(seg.outputs, tree.flatten(got), strict=True))

@@ -243,8 +243,10 @@ def _cast_inputs(tf: Any, dtype: Any) -> Any:
 
     dtype = tf.as_dtype(dtype)
 
-    def cast(t: Any) -> Any:
-        return tf.cast(t, dtype) if t.dtype.is_floating and t.dtype != dtype else t
+    def cast(tensor: Any) -> Any:
+        return (
+            tf.cast(tensor, dtype) if tensor.dtype.is_floating and tensor.dtype != dtype else tensor
+        )
 
     def fn(*element: Any) -> Any:
         inputs = tf.nest.map_structure(cast, element[0])

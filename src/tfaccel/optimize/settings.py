@@ -222,11 +222,11 @@ LATE_KNOBS = tuple(k for k in KNOBS if k.tune is not None)
 LAYER_KNOBS = tuple(k.name for k in LATE_KNOBS if k.tune and k.tune.layers)
 
 
-def label_of(s: Settings) -> str:
+def label_of(settings: Settings) -> str:
     """A trial's settings in a line: the knobs with a label part, in KNOBS' order."""
     parts = []
     for knob in KNOBS:
-        value = getattr(s, knob.name)
+        value = getattr(settings, knob.name)
         if knob.shown is None or (knob.quiet is not None and value == knob.quiet):
             continue
         shown = ",".join(value) if isinstance(value, tuple) else value
@@ -303,7 +303,12 @@ class Settings:
     def effective_xla_options(self) -> tuple[str, ...]:
         """`xla_options` and the options the other knobs imply (IMPLIED_XLA_OPTIONS):
         what configure writes into XLA_FLAGS."""
-        implied = [o for k, opts in IMPLIED_XLA_OPTIONS.items() if getattr(self, k) for o in opts]
+        implied = [
+            option
+            for knob, opts in IMPLIED_XLA_OPTIONS.items()
+            if getattr(self, knob)
+            for option in opts
+        ]
         return tuple(sorted({*self.xla_options, *implied}))
 
     def __post_init__(self) -> None:
