@@ -114,17 +114,21 @@ def _import_callable(spec: str) -> Callable[[], Any]:
             expected="an importable module on PYTHONPATH or in the current directory",
             received=f"{type(exc).__name__}: {exc}",
         ) from exc
-    fn = getattr(module, attr, None)
-    if fn is None or not callable(fn):
-        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+    found = getattr(module, attr, None)
+    if found is None or not callable(found):
+        names = [
+            public
+            for public, value in vars(module).items()
+            if callable(value) and not public.startswith("_")
+        ]
         close = difflib.get_close_matches(attr, names, 1, cutoff=0.6)
         raise InputError(
             f"Module {module_name!r} has no callable {attr!r}",
             expected="a function that returns a Keras model",
-            received=f"{attr!r} is {type(fn).__name__}" if fn is not None else "nothing",
+            received=f"{attr!r} is {type(found).__name__}" if found is not None else "nothing",
             hint=f"did you mean {module_name}:{close[0]}?" if close else None,
         )
-    return fn
+    return found
 
 
 def _module_file(module_name: str) -> Path | None:
@@ -164,9 +168,9 @@ def load_workload(spec: str, peek: bool = False) -> Workload:
     import keras
 
     target = BUILTIN.get(spec, spec)
-    fn = _import_callable(target)
+    entry = _import_callable(target)
     try:
-        result = fn()
+        result = entry()
     except Exception as exc:
         raise InputError(
             f"The entry point {spec!r} raised while building the model",
@@ -203,13 +207,13 @@ def load_workload(spec: str, peek: bool = False) -> Workload:
         found = user_data(dataset, model, extras.pop("batched", None), peek)
         examples = count_examples(dataset, found)
         dataset, batch_size = found
-    wl = Workload(spec, model, dataset=dataset, batch_size=batch_size, examples=examples)
+    workload = Workload(spec, model, dataset=dataset, batch_size=batch_size, examples=examples)
     if getattr(model, "compiled", False) and getattr(model, "optimizer", None) is not None:
-        wl.optimizer = model.optimizer
-        wl.loss = getattr(model, "loss", None) or wl.loss
+        workload.optimizer = model.optimizer
+        workload.loss = getattr(model, "loss", None) or workload.loss
     for key in ("loss", "optimizer", "sample_unit"):
         if key in extras:
-            setattr(wl, key, extras.pop(key))
+            setattr(workload, key, extras.pop(key))
     if dataset is None and not _declared_inputs(model):
         raise InputError(
             f"The entry point {spec!r} returned a {type(model).__name__} that declares no "
@@ -218,13 +222,15 @@ def load_workload(spec: str, peek: bool = False) -> Workload:
             "(model, dataset) tuple",
             received=f"{type(model).__name__} without inputs",
         )
-    label_keys = {k: extras.pop(k) for k in LABEL_KEYS if k in extras}
+    label_keys = {
+        label_key: extras.pop(label_key) for label_key in LABEL_KEYS if label_key in extras
+    }
     if label_keys:
-        _set_labels(wl, spec, label_keys)
+        _set_labels(workload, spec, label_keys)
     elif dataset is None:
-        _labels_from_output(wl, spec)
-    wl.extras = extras
-    return wl
+        _labels_from_output(workload, spec)
+    workload.extras = extras
+    return workload
 
 
 LABEL_KEYS = ("label_shape", "label_dtype", "label_classes")
@@ -234,11 +240,13 @@ ENTRY_KEYS = ("model", "dataset", "loss", "optimizer", "sample_unit", "batched",
 
 def _check_keys(spec: str, result: dict[str, Any]) -> None:
     """A misspelled key ("optimiser") would be ignored silently: refuse it."""
-    unknown = [k for k in result if k not in ENTRY_KEYS]
+    unknown = [key for key in result if key not in ENTRY_KEYS]
     if unknown:
         import difflib
 
-        close = [m for k in unknown for m in difflib.get_close_matches(str(k), ENTRY_KEYS, 1)]
+        close = [
+            match for key in unknown for match in difflib.get_close_matches(str(key), ENTRY_KEYS, 1)
+        ]
         raise InputError(
             f"The entry point {spec!r} returned a dict with unknown keys",
             expected="keys among " + ", ".join(ENTRY_KEYS),
@@ -261,29 +269,29 @@ def _is_sparse(loss: Any) -> bool:
     return "sparse" in str(name).lower()
 
 
-def _output_label(t: Any, loss: Any, spec: str) -> LabelSpec:
+def _output_label(output: Any, loss: Any, spec: str) -> LabelSpec:
     """The labels one output and its loss take: class ids below the last dimension for
     a sparse cross-entropy, else floats in [0, 1) of the output's shape."""
-    dims = list(t.shape[1:])
-    if any(d is None for d in dims):
+    dims = list(output.shape[1:])
+    if any(dim is None for dim in dims):
         raise InputError(
             f"An output of {spec!r} has an unknown dimension, so synthetic labels cannot be shaped",
             expected="static output shapes except the batch dimension, or a dataset",
-            received=f"output shape {tuple(t.shape)}",
+            received=f"output shape {tuple(output.shape)}",
         )
     if _is_sparse(loss) and dims:
-        return LabelSpec(tuple(int(d) for d in dims[:-1]), "int32", int(dims[-1]))
-    return LabelSpec(tuple(int(d) for d in dims), "float32")
+        return LabelSpec(tuple(int(dim) for dim in dims[:-1]), "int32", int(dims[-1]))
+    return LabelSpec(tuple(int(dim) for dim in dims), "float32")
 
 
-def _labels_from_output(wl: Workload, spec: str) -> None:
+def _labels_from_output(workload: Workload, spec: str) -> None:
     """Synthetic labels that fit the model's outputs and its loss (one loss for every
     output, or a list / dict of them, as Keras' compile takes)."""
     try:
-        out = wl.model.output  # a functional model's outputs, as built (dict or list)
+        out = workload.model.output  # a functional model's outputs, as built (dict or list)
     except (AttributeError, ValueError):  # a Sequential model has its list only
-        out = list(wl.model.outputs)
-    loss = wl.loss
+        out = list(workload.model.outputs)
+    loss = workload.loss
 
     def loss_of(key: Any) -> Any:
         if isinstance(loss, dict):
@@ -299,7 +307,10 @@ def _labels_from_output(wl: Workload, spec: str) -> None:
         return loss
 
     if isinstance(out, dict):
-        wl.label_specs = {k: _output_label(t, loss_of(k), spec) for k, t in out.items()}
+        workload.label_specs = {
+            output_name: _output_label(output, loss_of(output_name), spec)
+            for output_name, output in out.items()
+        }
     elif isinstance(out, (list, tuple)) and len(out) > 1:
         if isinstance(loss, (list, tuple)) and len(loss) != len(out):
             raise InputError(
@@ -307,18 +318,26 @@ def _labels_from_output(wl: Workload, spec: str) -> None:
                 expected="one loss, or one per output",
                 received=f"{len(loss)} losses",
             )
-        wl.label_specs = [_output_label(t, loss_of(i), spec) for i, t in enumerate(out)]
+        workload.label_specs = [
+            _output_label(output, loss_of(i), spec) for i, output in enumerate(out)
+        ]
     else:
         one = _output_label(out[0] if isinstance(out, (list, tuple)) else out, loss, spec)
-        wl.label_shape, wl.label_dtype, wl.label_classes = one.shape, one.dtype, one.classes
+        workload.label_shape, workload.label_dtype, workload.label_classes = (
+            one.shape,
+            one.dtype,
+            one.classes,
+        )
 
 
-def _set_labels(wl: Workload, spec: str, given: dict[str, Any]) -> None:
+def _set_labels(workload: Workload, spec: str, given: dict[str, Any]) -> None:
     """The entry point's own `label_shape` / `label_dtype` / `label_classes`, checked."""
-    shape = given.get("label_shape", wl.label_shape)
-    dtype = given.get("label_dtype", wl.label_dtype)
-    classes = given.get("label_classes", wl.label_classes)
-    ok_shape = isinstance(shape, (tuple, list)) and all(isinstance(d, int) and d > 0 for d in shape)
+    shape = given.get("label_shape", workload.label_shape)
+    dtype = given.get("label_dtype", workload.label_dtype)
+    classes = given.get("label_classes", workload.label_classes)
+    ok_shape = isinstance(shape, (tuple, list)) and all(
+        isinstance(dim, int) and dim > 0 for dim in shape
+    )
     ok_dtype = dtype in ("int32", "int64", "float32", "float16")
     ok_classes = isinstance(classes, int) and classes > 0
     if not (ok_shape and ok_dtype and ok_classes):
@@ -326,8 +345,8 @@ def _set_labels(wl: Workload, spec: str, given: dict[str, Any]) -> None:
             f"The entry point {spec!r} returned label settings tfaccel cannot use",
             expected="label_shape: a tuple of positive ints (per sample), label_dtype: "
             "int32, int64, float32 or float16, label_classes: a positive int",
-            received=", ".join(f"{k}={v!r}" for k, v in given.items()),
+            received=", ".join(f"{key}={value!r}" for key, value in given.items()),
         )
-    wl.label_shape = tuple(shape)
-    wl.label_dtype = dtype
-    wl.label_classes = classes
+    workload.label_shape = tuple(shape)
+    workload.label_dtype = dtype
+    workload.label_classes = classes

@@ -39,9 +39,9 @@ def bert_base(
     for i in range(layers):
         att = L.MultiHeadAttention(heads, hidden // heads, dropout=0.1, name=f"attention_{i}")(x, x)
         x = L.LayerNormalization(epsilon=1e-12)(L.Add()([x, L.Dropout(0.1)(att)]))
-        h = L.Dense(ffn, activation="gelu")(x)
-        h = L.Dense(hidden)(h)
-        x = L.LayerNormalization(epsilon=1e-12)(L.Add()([x, L.Dropout(0.1)(h)]))
+        hidden_out = L.Dense(ffn, activation="gelu")(x)
+        hidden_out = L.Dense(hidden)(hidden_out)
+        x = L.LayerNormalization(epsilon=1e-12)(L.Add()([x, L.Dropout(0.1)(hidden_out)]))
     cls = L.Dense(hidden, activation="tanh", name="pooler")(x[:, 0, :])
     out = L.Dense(classes, name="classifier")(cls)
     model = keras.Model(tokens, out, name="bert_base")
@@ -166,12 +166,12 @@ def gpt2(
     """KerasHub's GPT-2 124M (GPT2CausalLM), random weights: next-token training."""
     import keras
 
-    lm = gpt2_causal_lm(vocab, layers, hidden, heads, ffn, max(seq_len, 1024))
+    causal_lm = gpt2_causal_lm(vocab, layers, hidden, heads, ffn, max(seq_len, 1024))
     inputs = {
         "token_ids": keras.Input((seq_len,), dtype="int32", name="token_ids"),
         "padding_mask": keras.Input((seq_len,), dtype="int32", name="padding_mask"),
     }
-    fixed = keras.Model(inputs, lm(inputs), name="gpt2")
+    fixed = keras.Model(inputs, causal_lm(inputs), name="gpt2")
     return Workload(
         "gpt2",
         fixed,
@@ -199,7 +199,7 @@ def yolo(size: int = 640) -> Workload:
         model,
         loss=keras.losses.BinaryCrossentropy(from_logits=True),
         sample_unit="images",
-        label_shape=tuple(int(d) for d in model.output.shape[1:]),
+        label_shape=tuple(int(dim) for dim in model.output.shape[1:]),
         label_dtype="float32",
     )
 
@@ -210,9 +210,9 @@ def conv3d(frames: int = 16, size: int = 112, classes: int = 400) -> Workload:
     from keras import layers as L
 
     x = inp = keras.Input((frames, size, size, 3), name="clip")
-    for i, (c, n) in enumerate([(64, 1), (128, 1), (256, 2), (512, 2), (512, 2)]):
-        for _ in range(n):
-            x = L.Conv3D(c, 3, padding="same", use_bias=False)(x)
+    for i, (channels, convs) in enumerate([(64, 1), (128, 1), (256, 2), (512, 2), (512, 2)]):
+        for _ in range(convs):
+            x = L.Conv3D(channels, 3, padding="same", use_bias=False)(x)
             x = L.BatchNormalization()(x)
             x = L.Activation("relu")(x)
         x = L.MaxPooling3D((1, 2, 2) if i == 0 else 2, padding="same")(x)

@@ -38,26 +38,26 @@ def check_entry_point(spec: str, timeout_s: float = 300.0) -> int | None:
     return found.get("batch_size")
 
 
-def _sample(wl: Any) -> Any:
+def _sample(workload: Any) -> Any:
     """Two examples of the workload's inputs: its own data's, or synthetic ones."""
-    if wl.dataset is not None:
+    if workload.dataset is not None:
         from tfaccel.workloads.synthetic import rebatched
 
-        return next(iter(rebatched(wl.dataset, 2)))[0]
+        return next(iter(rebatched(workload.dataset, 2)))[0]
     from tfaccel.workloads.synthetic import synthetic_inputs
 
-    return synthetic_inputs(wl.model, 2)
+    return synthetic_inputs(workload.model, 2)
 
 
-def _check_names(wl: Any) -> None:
+def _check_names(workload: Any) -> None:
     """A loss or optimizer named by a string Keras does not know fails at the first
     trial's `fit`; here it fails at once."""
     import keras
 
-    losses = wl.loss.values() if isinstance(wl.loss, dict) else wl.loss
+    losses = workload.loss.values() if isinstance(workload.loss, dict) else workload.loss
     for name in losses if isinstance(losses, (list, tuple)) else [losses]:
         _known(name, keras.losses.get, "loss")
-    _known(wl.optimizer, keras.optimizers.get, "optimizer")
+    _known(workload.optimizer, keras.optimizers.get, "optimizer")
 
 
 def _known(name: Any, get: Any, what: str) -> None:
@@ -78,16 +78,19 @@ def main(argv: list[str]) -> int:
 
     spec = argv[0]
     try:
-        wl = load_workload(spec, peek=True)
-        _check_names(wl)
-        wl.model(_sample(wl), training=False)
-        facts = {"parameters": int(wl.model.count_params()), "batch_size": wl.batch_size}
+        workload = load_workload(spec, peek=True)
+        _check_names(workload)
+        workload.model(_sample(workload), training=False)
+        facts = {
+            "parameters": int(workload.model.count_params()),
+            "batch_size": workload.batch_size,
+        }
         emit(MARK, {"ok": True, **facts})
     except InputError as exc:
         cause = exc.__cause__
-        tb = user_traceback(exc) if cause is not None and user_frames(cause) else None
+        traceback_text = user_traceback(exc) if cause is not None and user_frames(cause) else None
         error = {"error": exc.problem, "expected": exc.expected, "received": str(exc.received)}
-        emit(MARK, {**error, "kind": "input", "hint": tb or exc.hint})
+        emit(MARK, {**error, "kind": "input", "hint": traceback_text or exc.hint})
     except Exception as exc:
         emit(
             MARK,

@@ -21,7 +21,7 @@ from tfaccel._tf import import_tensorflow
 
 def _dims(shape: Any) -> list[int] | None:
     dims = shape.as_list() if shape.rank is not None else None
-    return None if dims is None or any(d is None for d in dims) else dims
+    return None if dims is None or any(dim is None for dim in dims) else dims
 
 
 def einsum_flops(equation: str, shapes: list[list[int]]) -> int:
@@ -35,35 +35,35 @@ def einsum_flops(equation: str, shapes: list[list[int]]) -> int:
     for term, dims in zip(terms, shapes, strict=True):
         if len(term) != len(dims):
             return 0
-        for index, d in zip(term, dims, strict=True):
-            size[index] = max(size.get(index, 1), d)
+        for index, dim in zip(term, dims, strict=True):
+            size[index] = max(size.get(index, 1), dim)
     return 2 * math.prod(size.values())
 
 
-def op_flops(op: Any) -> int | None:
+def op_flops(operation: Any) -> int | None:
     """FLOPs of one graph op (None: a product whose shapes are not known; 0: not a
     product)."""
-    kind = op.type
+    kind = operation.type
     if kind not in PRODUCTS:
         return 0
-    ins = [_dims(t.shape) for t in op.inputs]
-    out = _dims(op.outputs[0].shape)
+    ins = [_dims(tensor.shape) for tensor in operation.inputs]
+    out = _dims(operation.outputs[0].shape)
     if out is None or any(x is None for x in ins[:2]):
         return None
-    a, b = ins[0], ins[1]
-    assert a is not None and b is not None
+    lhs, rhs = ins[0], ins[1]
+    assert lhs is not None and rhs is not None
     if kind == "MatMul":
-        k = a[0] if op.get_attr("transpose_a") else a[1]
-        return 2 * math.prod(out) * k
+        contracted = lhs[0] if operation.get_attr("transpose_a") else lhs[1]
+        return 2 * math.prod(out) * contracted
     if kind.startswith("BatchMatMul"):
-        k = a[-2] if op.get_attr("adj_x") else a[-1]
-        return 2 * math.prod(out) * k
+        contracted = lhs[-2] if operation.get_attr("adj_x") else lhs[-1]
+        return 2 * math.prod(out) * contracted
     if kind == "Einsum":
-        return einsum_flops(op.get_attr("equation").decode(), [a, b])
+        return einsum_flops(operation.get_attr("equation").decode(), [lhs, rhs])
     if kind == "DepthwiseConv2dNative":  # filter [kh, kw, in, multiplier]
-        return 2 * math.prod(out) * b[0] * b[1]
+        return 2 * math.prod(out) * rhs[0] * rhs[1]
     # Conv2D / Conv3D: filter [spatial..., in / groups, out]
-    return 2 * math.prod(out) * math.prod(b[:-1])
+    return 2 * math.prod(out) * math.prod(rhs[:-1])
 
 
 # Matrix products (what cuBLAS runs); with the convolutions, every product counted.
@@ -85,20 +85,20 @@ def graph_flops_split(graph: Any) -> tuple[int, int, int]:
     total, gemm, unknown = 0, 0, 0
     seen: set[str] = set()
 
-    def walk(g: Any) -> None:
+    def walk(graph: Any) -> None:
         nonlocal total, gemm, unknown
-        for op in g.get_operations():
-            f = op_flops(op)
-            if f is None:
+        for operation in graph.get_operations():
+            flops = op_flops(operation)
+            if flops is None:
                 unknown += 1
             else:
-                total += f
-                if op.type in GEMM_OPS:
-                    gemm += f
-        for name, fn in getattr(g, "_functions", {}).items():
-            if name not in seen and hasattr(fn, "graph"):
+                total += flops
+                if operation.type in GEMM_OPS:
+                    gemm += flops
+        for name, function in getattr(graph, "_functions", {}).items():
+            if name not in seen and hasattr(function, "graph"):
                 seen.add(name)
-                walk(fn.graph)
+                walk(function.graph)
 
     walk(graph)
     return total, gemm, unknown

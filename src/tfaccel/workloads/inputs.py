@@ -74,9 +74,9 @@ def count_examples(data: Any, found: UserData) -> int | None:
     `.batch(n)` tells it, else its batches times their size (at most one batch over),
     a PyDataset's length times its batch size; None otherwise (a generator)."""
     tf = import_tensorflow()
-    n = int(found.examples.cardinality())
-    if n >= 0:
-        return n
+    count = int(found.examples.cardinality())
+    if count >= 0:
+        return count
     if isinstance(data, tf.data.Dataset):
         exact = _examples_in(data)
         batches = int(data.cardinality())
@@ -91,18 +91,18 @@ def count_examples(data: Any, found: UserData) -> int | None:
     return None
 
 
-def rebatch(ds: Any, model: Any, size: int) -> tuple[Any, int | None]:
+def rebatch(dataset: Any, model: Any, size: int) -> tuple[Any, int | None]:
     """A tf.data.Dataset at batch `size`, and the size of its own batches (None where it
     holds examples). Batches of that size already are kept as they are: unbatching
     loses a dataset's length (Keras then learns it only at the end of the first
     epoch), which is told again where the pipeline's `.batch(n)` says how many
     examples there are."""
     tf = import_tensorflow()
-    found = user_data(ds, model, peek=True)
+    found = user_data(dataset, model, peek=True)
     if found.batch_size == size:
-        return ds, size
+        return dataset, size
     out = in_batches(found.examples, size)
-    examples = _examples_in(ds) if int(out.cardinality()) < 0 else None
+    examples = _examples_in(dataset) if int(out.cardinality()) < 0 else None
     if examples:
         out = out.apply(tf.data.experimental.assert_cardinality(-(-examples // size)))
     return out, found.batch_size
@@ -114,7 +114,7 @@ def in_batches(examples: Any, size: int, drop_remainder: bool = False) -> Any:
     old padding, and a batch pads to its longest)."""
     tf = import_tensorflow()
     specs = tf.nest.flatten(examples.element_spec)
-    if any(isinstance(s, tf.TensorSpec) and _varies(s.shape) for s in specs):
+    if any(isinstance(spec, tf.TensorSpec) and _varies(spec.shape) for spec in specs):
         return examples.padded_batch(size, drop_remainder=drop_remainder)
     return examples.batch(size, drop_remainder=drop_remainder)
 
@@ -123,16 +123,16 @@ def _varies(shape: Any) -> bool:
     return shape.rank is not None and None in shape.as_list()
 
 
-def _dataset(ds: Any, model: Any, batched: bool | None, peek: bool) -> UserData:
-    _check_element(ds.element_spec)
+def _dataset(dataset: Any, model: Any, batched: bool | None, peek: bool) -> UserData:
+    _check_element(dataset.element_spec)
     if batched is None:
-        batched = is_batched(ds.element_spec, model)
+        batched = is_batched(dataset.element_spec, model)
     if not batched:
-        return UserData(ds, None)
-    size = _leading(ds.element_spec) or _batch_op_size(ds)
+        return UserData(dataset, None)
+    size = _leading(dataset.element_spec) or _batch_op_size(dataset)
     if size is None and peek:
-        size = _leading(next(iter(ds.take(1)), None))
-    return UserData(ds.unbatch(), size)
+        size = _leading(next(iter(dataset.take(1)), None))
+    return UserData(dataset.unbatch(), size)
 
 
 # Transformations that keep a batch's size, between the dataset `fit` gets and its
@@ -147,15 +147,15 @@ _KEEP_BATCH = {
 }  # fmt: skip
 
 
-def _batch_op(ds: Any) -> Any:
+def _batch_op(dataset: Any) -> Any:
     """The last `.batch(n)` (or `padded_batch`) before `ds`, if only size-keeping
     transformations follow it."""
     for _ in range(64):
-        if getattr(ds, "_batch_size", None) is not None:
-            return ds
-        if type(ds).__name__ not in _KEEP_BATCH:
+        if getattr(dataset, "_batch_size", None) is not None:
+            return dataset
+        if type(dataset).__name__ not in _KEEP_BATCH:
             return None
-        ds = getattr(ds, "_input_dataset", None)
+        dataset = getattr(dataset, "_input_dataset", None)
     return None
 
 
@@ -163,25 +163,25 @@ def _static(tensor: Any) -> Any:
     return import_tensorflow().get_static_value(tensor) if tensor is not None else None
 
 
-def _batch_op_size(ds: Any) -> int | None:
-    return _size_of(_batch_op(ds))
+def _batch_op_size(dataset: Any) -> int | None:
+    return _size_of(_batch_op(dataset))
 
 
-def _size_of(op: Any) -> int | None:
+def _size_of(operation: Any) -> int | None:
     """The n of a `.batch(n)` dataset, where it is a positive constant."""
-    size = _static(getattr(op, "_batch_size", None))
+    size = _static(getattr(operation, "_batch_size", None))
     return int(size) if size is not None and int(size) > 0 else None
 
 
-def _examples_in(ds: Any) -> int | None:
+def _examples_in(dataset: Any) -> int | None:
     """How many examples a finite dataset of batches holds, where its `.batch(n)` and
     what comes before it say (a re-batched dataset's length: Keras would otherwise
     learn it in the first epoch). None where anything between changes the count."""
-    op = _batch_op(ds)
-    size, drop = _size_of(op), _static(getattr(op, "_drop_remainder", None))
+    operation = _batch_op(dataset)
+    size, drop = _size_of(operation), _static(getattr(operation, "_drop_remainder", None))
     if size is None or drop is None:
         return None
-    total, batches = int(op._input_dataset.cardinality()), int(ds.cardinality())
+    total, batches = int(operation._input_dataset.cardinality()), int(dataset.cardinality())
     whole = total // size if drop else -(-total // size)
     if total < 0 or batches != whole:
         return None
@@ -217,20 +217,23 @@ def is_batched(element: Any, model: Any) -> bool:
     module's doc; raises InputError naming the shapes where it cannot tell."""
     tf = import_tensorflow()
     x = inputs_of(element)
-    shapes = [_shape(t) for t in tf.nest.flatten(x)]
+    shapes = [_shape(tensor) for tensor in tf.nest.flatten(x)]
     declared = _declared_shapes(model)
     if declared:
-        verdicts = {_verdict(s, m) for s, m in zip(shapes, declared, strict=False)}
+        verdicts = {
+            _verdict(shape, model_shape)
+            for shape, model_shape in zip(shapes, declared, strict=False)
+        }
         if len(verdicts) == 1 and None not in verdicts:
             return verdicts.pop()  # type: ignore[return-value]
         raise InputError(
             "The data's inputs do not match the model's, as examples or as batches",
             expected="inputs of the model's shapes "
-            + ", ".join(str(tuple(t.shape)) for t in model.inputs)
+            + ", ".join(str(tuple(tensor.shape)) for tensor in model.inputs)
             + " (batches) or without their first dimension (examples)",
             received=_shapes(x),
         )
-    leading = {(_shape(t) or (0,))[0] for t in tf.nest.flatten(element)}
+    leading = {(_shape(tensor) or (0,))[0] for tensor in tf.nest.flatten(element)}
     if None in leading:
         return True  # an unknown first dimension: a batch of any size
     if len(leading) > 1:
@@ -249,7 +252,8 @@ def _verdict(shape: tuple[Any, ...], model_shape: tuple[Any, ...]) -> bool | Non
     def fits(dims: tuple[Any, ...]) -> bool:
         want = model_shape[1:]
         return len(dims) == len(want) and all(
-            a is None or b is None or a == b for a, b in zip(dims, want, strict=True)
+            dim is None or wanted is None or dim == wanted
+            for dim, wanted in zip(dims, want, strict=True)
         )
 
     return True if fits(shape[1:]) and shape else False if fits(shape) else None
@@ -264,7 +268,7 @@ def takes_floats(model: Any) -> bool | None:
         return None
     if not inputs:
         return None
-    return any("float" in str(getattr(t, "dtype", "")) for t in inputs)
+    return any("float" in str(getattr(tensor, "dtype", "")) for tensor in inputs)
 
 
 def _declared_shapes(model: Any) -> list[tuple[Any, ...]]:
@@ -279,11 +283,11 @@ def _declared_shapes(model: Any) -> list[tuple[Any, ...]]:
         structured = model.input
     except (AttributeError, ValueError):  # Sequential: its list only
         structured = inputs
-    return [tuple(t.shape) for t in tf.nest.flatten(structured)]
+    return [tuple(tensor.shape) for tensor in tf.nest.flatten(structured)]
 
 
-def _shape(t: Any) -> tuple[Any, ...]:
-    shape = getattr(t, "shape", None)
+def _shape(tensor: Any) -> tuple[Any, ...]:
+    shape = getattr(tensor, "shape", None)
     if shape is None:
         return ()
     return tuple(shape.as_list()) if hasattr(shape, "as_list") else tuple(shape)
@@ -292,7 +296,7 @@ def _shape(t: Any) -> tuple[Any, ...]:
 def _shapes(element: Any) -> str:
     tf = import_tensorflow()
     try:
-        return str(tf.nest.map_structure(lambda t: _shape(t), element))[:300]
+        return str(tf.nest.map_structure(lambda tensor: _shape(tensor), element))[:300]
     except Exception:
         return repr(element)[:300]
 
@@ -301,7 +305,7 @@ def _from_arrays(data: Any) -> Any:
     """Arrays of the whole data set, one row an example (keras.datasets style): a tuple
     (x, y[, w]) or (x,), or x alone."""
     tf = import_tensorflow()
-    sizes = {(_shape(t) or (None,))[0] for t in tf.nest.flatten(data)}
+    sizes = {(_shape(array) or (None,))[0] for array in tf.nest.flatten(data)}
     if len(sizes) != 1 or None in sizes:
         raise InputError(
             "The arrays do not hold the same number of examples",
@@ -326,24 +330,38 @@ def _from_py_dataset(data: Any, model: Any) -> UserData:
     tf = import_tensorflow()
     found = _from_iterator(lambda: _batches_of(data), model, batched=True)
     workers = int(getattr(data, "workers", 1) or 1)
-    n = getattr(data, "num_batches", None)
+    batch_count = getattr(data, "num_batches", None)
     spec = found.examples.element_spec
     flat = tf.nest.flatten(spec)
-    if workers < 2 or n is None or any(s.dtype == tf.string for s in flat):
+    if (
+        workers < 2
+        or batch_count is None
+        or any(leaf_spec.dtype == tf.string for leaf_spec in flat)
+    ):
         return found
 
     def load(i: Any) -> list[Any]:
         batch = data[int(i)]
         batch = tuple(batch) if isinstance(batch, list) else batch
         leaves = tf.nest.flatten(batch)
-        return [_np_array(x, s.dtype.as_numpy_dtype) for x, s in zip(leaves, flat, strict=True)]
+        return [
+            _np_array(x, leaf_spec.dtype.as_numpy_dtype)
+            for x, leaf_spec in zip(leaves, flat, strict=True)
+        ]
 
     def read(i: Any) -> Any:
-        leaves = tf.numpy_function(load, [i], [s.dtype for s in flat], stateful=False)
-        shaped = [tf.ensure_shape(t, [None, *s.shape]) for t, s in zip(leaves, flat, strict=True)]
+        leaves = tf.numpy_function(
+            load, [i], [leaf_spec.dtype for leaf_spec in flat], stateful=False
+        )
+        shaped = [
+            tf.ensure_shape(tensor, [None, *leaf_spec.shape])
+            for tensor, leaf_spec in zip(leaves, flat, strict=True)
+        ]
         return tf.nest.pack_sequence_as(spec, shaped)
 
-    batches = tf.data.Dataset.range(n).map(read, num_parallel_calls=workers, deterministic=True)
+    batches = tf.data.Dataset.range(batch_count).map(
+        read, num_parallel_calls=workers, deterministic=True
+    )
     return UserData(batches.unbatch(), found.batch_size)
 
 
@@ -354,14 +372,14 @@ def _np_array(x: Any, dtype: Any) -> Any:
 
 
 def _batches_of(data: Any) -> Iterator[Any]:
-    n = getattr(data, "num_batches", None)
-    indices = range(n) if n is not None else itertools.count()
+    batch_count = getattr(data, "num_batches", None)
+    indices = range(batch_count) if batch_count is not None else itertools.count()
     for i in indices:
         yield data[i]
 
 
-def _once(it: Iterator[Any]) -> Callable[[], Iterator[Any]]:
-    return lambda: it
+def _once(iterator: Iterator[Any]) -> Callable[[], Iterator[Any]]:
+    return lambda: iterator
 
 
 def _from_iterator(
@@ -385,10 +403,10 @@ def _from_iterator(
     if batched is None:
         batched = is_batched(first, model)
 
-    def spec(a: Any) -> Any:
-        t = tf.convert_to_tensor(a)
-        shape = [None, *t.shape[1:]] if batched else list(t.shape)
-        return tf.TensorSpec(shape, t.dtype)
+    def spec(value: Any) -> Any:
+        tensor = tf.convert_to_tensor(value)
+        shape = [None, *tensor.shape[1:]] if batched else list(tensor.shape)
+        return tf.TensorSpec(shape, tensor.dtype)
 
     signature = tf.nest.map_structure(spec, first)
     if read_once:
@@ -400,11 +418,13 @@ def _from_iterator(
 
     else:
         source = make
-    ds = tf.data.Dataset.from_generator(lambda: _as_tuples(source()), output_signature=signature)
-    ds = ds.unbatch() if batched else ds
-    return UserData(ds.cache() if read_once else ds, _leading(first) if batched else None)
+    dataset = tf.data.Dataset.from_generator(
+        lambda: _as_tuples(source()), output_signature=signature
+    )
+    dataset = dataset.unbatch() if batched else dataset
+    return UserData(dataset.cache() if read_once else dataset, _leading(first) if batched else None)
 
 
-def _as_tuples(it: Iterator[Any]) -> Iterator[Any]:
-    for element in it:
+def _as_tuples(iterator: Iterator[Any]) -> Iterator[Any]:
+    for element in iterator:
         yield tuple(element) if isinstance(element, list) else element

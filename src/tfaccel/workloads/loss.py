@@ -33,23 +33,23 @@ def per_example_loss(loss: Any) -> Callable[[Any, Any], Any]:
     import keras
 
     if isinstance(loss, dict):
-        fns: Any = {k: _unreduced(v) for k, v in loss.items()}
+        fns: Any = {name: _unreduced(output_loss) for name, output_loss in loss.items()}
     elif isinstance(loss, (list, tuple)):
-        fns = [_unreduced(v) for v in loss]
+        fns = [_unreduced(output_loss) for output_loss in loss]
     else:
         fns = _unreduced(loss)
 
     def total(pairs: list[tuple[Any, Any, Any]]) -> Any:
         ops = keras.ops
-        return sum(ops.sum(ops.cast(fn(y, p), "float32")) for fn, y, p in pairs)
+        return sum(ops.sum(ops.cast(loss_fn(y, pred), "float32")) for loss_fn, y, pred in pairs)
 
     def call(y: Any, pred: Any) -> Any:
         if isinstance(pred, dict):
-            pick = (lambda k: fns[k]) if isinstance(fns, dict) else (lambda k: fns)
-            return total([(pick(k), y[k], pred[k]) for k in pred])
+            pick = (lambda name: fns[name]) if isinstance(fns, dict) else (lambda name: fns)
+            return total([(pick(name), y[name], pred[name]) for name in pred])
         if isinstance(pred, (list, tuple)):
             pick_i = (lambda i: fns[i]) if isinstance(fns, list) else (lambda i: fns)
-            return total([(pick_i(i), y[i], p) for i, p in enumerate(pred)])
+            return total([(pick_i(i), y[i], output) for i, output in enumerate(pred)])
         return fns(y, pred)
 
     return call

@@ -35,31 +35,31 @@ def _id_bound(model: Any, default: int = 1000) -> int:
     return min(default, max(dims)) if dims else default
 
 
-def static_shape(t: Any) -> tuple[int, ...]:
+def static_shape(tensor: Any) -> tuple[int, ...]:
     """A model input's shape after the batch dimension, every size known; an InputError
     that names the input otherwise (synthetic data needs each size)."""
     from tfaccel.errors import InputError
 
-    shape = list(t.shape)[1:]
-    if any(d is None for d in shape):
+    shape = list(tensor.shape)[1:]
+    if any(dim is None for dim in shape):
         raise InputError(
-            f"Model input {getattr(t, 'name', '?')!r} has an unknown dimension",
+            f"Model input {getattr(tensor, 'name', '?')!r} has an unknown dimension",
             expected="static shapes except the batch dimension (e.g. keras.Input((200, 8))), "
             "or data of the entry point's own, whose shapes are used",
-            received=f"shape {tuple(t.shape)}",
+            received=f"shape {tuple(tensor.shape)}",
         )
-    return tuple(int(d) for d in shape)
+    return tuple(int(dim) for dim in shape)
 
 
-def _leaf_array(t: Any, batch: int, rng: Any, high: int = 1000) -> Any:
+def _leaf_array(tensor: Any, batch: int, rng: Any, high: int = 1000) -> Any:
     import numpy as np
 
-    shape = (batch, *static_shape(t))
-    dtype = str(t.dtype)
-    name = str(getattr(t, "name", "")).lower()
+    shape = (batch, *static_shape(tensor))
+    dtype = str(tensor.dtype)
+    name = str(getattr(tensor, "name", "")).lower()
     if "string" in dtype:  # text models that vectorize inside: 16 random words each
         words = rng.integers(0, 1000, (int(np.prod(shape)), 16))
-        return np.array([" ".join(f"w{w}" for w in row) for row in words]).reshape(shape)
+        return np.array([" ".join(f"w{word}" for word in row) for row in words]).reshape(shape)
     if "int" in dtype or "bool" in dtype:
         if "mask" in name:
             return rng.integers(1, 2, shape).astype("bool" if "bool" in dtype else dtype)
@@ -76,27 +76,27 @@ def synthetic_inputs(model: Any, batch: int, seed: int = 0) -> Any:
 
     rng = np.random.default_rng(seed)
     high = _id_bound(model)
-    s = _struct(model)
-    if isinstance(s, dict):
-        return {k: _leaf_array(v, batch, rng, high) for k, v in s.items()}
-    if isinstance(s, list):
-        return tuple(_leaf_array(v, batch, rng, high) for v in s)
-    return _leaf_array(s, batch, rng, high)
+    struct = _struct(model)
+    if isinstance(struct, dict):
+        return {name: _leaf_array(tensor, batch, rng, high) for name, tensor in struct.items()}
+    if isinstance(struct, list):
+        return tuple(_leaf_array(tensor, batch, rng, high) for tensor in struct)
+    return _leaf_array(struct, batch, rng, high)
 
 
 def input_specs(model: Any, batch: int) -> Any:
     """tf.TensorSpec structure matching `synthetic_inputs` (for tracing)."""
     tf = import_tensorflow()
 
-    def spec(t: Any) -> Any:
-        return tf.TensorSpec([batch, *static_shape(t)], dtype=t.dtype)
+    def spec(tensor: Any) -> Any:
+        return tf.TensorSpec([batch, *static_shape(tensor)], dtype=tensor.dtype)
 
-    s = _struct(model)
-    if isinstance(s, dict):
-        return {k: spec(v) for k, v in s.items()}
-    if isinstance(s, list):
-        return tuple(spec(v) for v in s)
-    return spec(s)
+    struct = _struct(model)
+    if isinstance(struct, dict):
+        return {name: spec(tensor) for name, tensor in struct.items()}
+    if isinstance(struct, list):
+        return tuple(spec(tensor) for tensor in struct)
+    return spec(struct)
 
 
 def input_bytes_per_sample(model: Any, float_bytes: int | None = None, dataset: Any = None) -> int:
@@ -110,32 +110,42 @@ def input_bytes_per_sample(model: Any, float_bytes: int | None = None, dataset: 
 
         leaves = tf.nest.flatten(dataset_specs(dataset, 1)[0])
     else:
-        s = _struct(model)
-        leaves = list(s.values()) if isinstance(s, dict) else s if isinstance(s, list) else [s]
+        struct = _struct(model)
+        leaves = (
+            list(struct.values())
+            if isinstance(struct, dict)
+            else struct
+            if isinstance(struct, list)
+            else [struct]
+        )
     total = 0
-    for t in leaves:
-        n = int(np.prod([int(d) for d in t.shape[1:]])) if len(t.shape) > 1 else 1
-        name = getattr(t.dtype, "name", None) or str(t.dtype)  # tf.DType or a string
+    for tensor in leaves:
+        values = (
+            int(np.prod([int(dim) for dim in tensor.shape[1:]])) if len(tensor.shape) > 1 else 1
+        )
+        name = getattr(tensor.dtype, "name", None) or str(tensor.dtype)  # tf.DType or a string
         dtype = np.dtype(name) if name != "bfloat16" else np.dtype("float16")
         size = float_bytes if float_bytes and dtype.kind == "f" else dtype.itemsize
-        total += n * size
+        total += values * size
     return total
 
 
-def _map_labels(wl: Any, fn: Callable[[Any], Any]) -> Any:
+def _map_labels(workload: Any, make: Callable[[Any], Any]) -> Any:
     """`fn` applied to each output's LabelSpec: one value, or a tuple / dict of them for
     a model with several outputs (`wl.label_specs`)."""
     from tfaccel.workloads import LabelSpec
 
-    specs = wl.label_specs
+    specs = workload.label_specs
     if isinstance(specs, dict):
-        return {k: fn(v) for k, v in specs.items()}
+        return {name: make(spec) for name, spec in specs.items()}
     if specs is not None:
-        return tuple(fn(v) for v in specs)
-    return fn(LabelSpec(tuple(wl.label_shape), wl.label_dtype, wl.label_classes))
+        return tuple(make(spec) for spec in specs)
+    return make(
+        LabelSpec(tuple(workload.label_shape), workload.label_dtype, workload.label_classes)
+    )
 
 
-def synthetic_labels(wl: Any, batch: int, seed: int = 1) -> Any:
+def synthetic_labels(workload: Any, batch: int, seed: int = 1) -> Any:
     """Labels for `batch` samples, structured as the model's outputs."""
     import numpy as np
 
@@ -147,14 +157,14 @@ def synthetic_labels(wl: Any, batch: int, seed: int = 1) -> Any:
             return rng.random(shape).astype(spec.dtype)
         return rng.integers(0, spec.classes, shape).astype(spec.dtype)
 
-    return _map_labels(wl, make)
+    return _map_labels(workload, make)
 
 
-def label_specs(wl: Any, batch: int) -> Any:
+def label_specs(workload: Any, batch: int) -> Any:
     """tf.TensorSpec structure matching `synthetic_labels` (for tracing)."""
     tf = import_tensorflow()
 
-    return _map_labels(wl, lambda s: tf.TensorSpec([batch, *s.shape], dtype=s.dtype))
+    return _map_labels(workload, lambda spec: tf.TensorSpec([batch, *spec.shape], dtype=spec.dtype))
 
 
 def rebatched(dataset: Any, batch: int) -> Any:
@@ -179,7 +189,7 @@ def dataset_specs(dataset: Any, batch: int) -> tuple[Any, Any]:
 
     def at_batch(spec: Any) -> Any:
         dims = list(spec.shape)
-        if any(d is None for d in dims):
+        if any(dim is None for dim in dims):
             raise InputError(
                 "The dataset has an element of unknown shape",
                 expected="static shapes per example (pad or resize in the pipeline)",
