@@ -34,9 +34,9 @@ def _level(value: float, warn: float, fail: float, higher_bad: bool = True) -> s
     return "fail" if value < fail else ("warn" if value < warn else "ok")
 
 
-def _steps(r: ProfileReport) -> list[Finding]:
+def _steps(report: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
-    if not r.steps:
+    if not report.steps:
         out.append(
             Finding(
                 "steps",
@@ -53,10 +53,10 @@ def _steps(r: ProfileReport) -> list[Finding]:
     return out
 
 
-def _input(r: ProfileReport) -> list[Finding]:
+def _input(report: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
-    b = r.breakdown_pct
-    inp = b.get("input")
+    breakdown = report.breakdown_pct
+    inp = breakdown.get("input")
     if inp is not None:
         lvl = _level(inp, 5, 20)
         out.append(
@@ -83,11 +83,11 @@ def _input(r: ProfileReport) -> list[Finding]:
     return out
 
 
-def _launch(r: ProfileReport) -> list[Finding]:
+def _launch(report: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
-    b = r.breakdown_pct
-    launch = b.get("kernel_launch")
-    if launch is not None and (r.hardware != "CPU_ONLY"):
+    breakdown = report.breakdown_pct
+    launch = breakdown.get("kernel_launch")
+    if launch is not None and (report.hardware != "CPU_ONLY"):
         lvl = _level(launch, 3, 15)
         out.append(
             Finding(
@@ -107,18 +107,18 @@ def _launch(r: ProfileReport) -> list[Finding]:
     return out
 
 
-def _utilization(r: ProfileReport) -> list[Finding]:
+def _utilization(report: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
-    inp, launch = r.breakdown_pct.get("input"), r.breakdown_pct.get("kernel_launch")
-    if r.gpu_utilization_pct is not None:
-        u = r.gpu_utilization_pct
-        lvl = _level(u, 75, 50, higher_bad=False)
+    inp, launch = report.breakdown_pct.get("input"), report.breakdown_pct.get("kernel_launch")
+    if report.gpu_utilization_pct is not None:
+        utilization = report.gpu_utilization_pct
+        lvl = _level(utilization, 75, 50, higher_bad=False)
         cause = ""
         if lvl != "ok" and inp is not None and inp > 5:
             cause = " (the input pipeline is the first suspect: see 'input')"
-        elif lvl != "ok" and r.memcpy_pct is not None and r.memcpy_pct > 10:
+        elif lvl != "ok" and report.memcpy_pct is not None and report.memcpy_pct > 10:
             cause = (
-                f" (memory copies with no kernel beside them take {r.memcpy_pct:.0f}% of "
+                f" (memory copies with no kernel beside them take {report.memcpy_pct:.0f}% of "
                 "the step: see 'memcpy')"
             )
         elif lvl != "ok" and launch is not None and launch > 3:
@@ -128,9 +128,9 @@ def _utilization(r: ProfileReport) -> list[Finding]:
                 "utilization",
                 lvl,
                 "utilization",
-                u,
+                utilization,
                 "above 75 %",
-                f"the GPU computes {u:.0f}% of the time{cause}",
+                f"the GPU computes {utilization:.0f}% of the time{cause}",
                 None
                 if lvl == "ok"
                 else "a larger batch (tfaccel plan shows the largest that "
@@ -141,26 +141,30 @@ def _utilization(r: ProfileReport) -> list[Finding]:
     return out
 
 
-def _memcpy(r: ProfileReport) -> list[Finding]:
+def _memcpy(report: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
-    if r.memcpy_pct is not None:
-        lvl = _level(r.memcpy_pct, 5, 20)
-        sizes = r.extra.get("memcpy_bytes", {})
+    if report.memcpy_pct is not None:
+        lvl = _level(report.memcpy_pct, 5, 20)
+        sizes = report.extra.get("memcpy_bytes", {})
 
-        def part(kind: str, us: float) -> str:
-            gbs = sizes.get(kind, 0) / (us * 1e3) if us else 0.0
-            return f"{kind} {us / 1e3:.1f} ms" + (f" at {gbs:.1f} GB/s" if gbs else "")
+        def part(kind: str, micros: float) -> str:
+            gbs = sizes.get(kind, 0) / (micros * 1e3) if micros else 0.0
+            return f"{kind} {micros / 1e3:.1f} ms" + (f" at {gbs:.1f} GB/s" if gbs else "")
 
-        parts = ", ".join(part(k, v) for k, v in r.memcpy_us.items() if v >= 50)
-        overlapped = r.extra.get("memcpy_overlapped_pct")
+        parts = ", ".join(
+            part(copy_kind, micros)
+            for copy_kind, micros in report.memcpy_us.items()
+            if micros >= 50
+        )
+        overlapped = report.extra.get("memcpy_overlapped_pct")
         where = (
             "of step time with no kernel running" if overlapped is not None else "of device time"
         )
-        text = f"memory copies take {r.memcpy_pct:.1f}% {where} ({parts or 'none'})"
+        text = f"memory copies take {report.memcpy_pct:.1f}% {where} ({parts or 'none'})"
         if overlapped is not None:
             text += f"; {overlapped:.0f}% of copy time overlaps compute"
         action = "keep tensors on the GPU (no .numpy() inside the step)"
-        if r.memcpy_us.get("H2D", 0) > 0.5 * sum(r.memcpy_us.values()):  # input copies
+        if report.memcpy_us.get("H2D", 0) > 0.5 * sum(report.memcpy_us.values()):  # input copies
             # Fewer bytes per copy pays; prefetch='device' made such a step slower (its
             # pageable copy overlapped nothing): the advice is input_cast.
             action = (
@@ -175,31 +179,34 @@ def _memcpy(r: ProfileReport) -> list[Finding]:
                 "memcpy",
                 lvl,
                 "memcpy",
-                r.memcpy_pct,
+                report.memcpy_pct,
                 "under 5 % of step time",
                 text,
                 None if lvl == "ok" else action,
-                None if lvl == "ok" else f"up to {r.memcpy_pct:.0f}% of step time back",
+                None if lvl == "ok" else f"up to {report.memcpy_pct:.0f}% of step time back",
             )
         )
     return out
 
 
-def _launch_latency(r: ProfileReport) -> list[Finding]:
+def _launch_latency(report: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
-    if r.launch_latency_us_median is not None:
-        v = r.launch_latency_us_median
-        lvl = _level(v, 10, 50)
+    if report.launch_latency_us_median is not None:
+        latency = report.launch_latency_us_median
+        lvl = _level(latency, 10, 50)
         out.append(
             Finding(
                 "launch_latency",
                 lvl,
                 "launch_latency_us",
-                v,
+                latency,
                 "under 10 us",
-                f"median kernel launch call {v:.1f} us (p90 {r.launch_latency_us_p90:.1f} us) "
-                f"over {r.kernel_launches} kernels"
-                + (f", {r.launches_per_step:.0f} per step" if r.launches_per_step else ""),
+                f"median kernel launch call {latency:.1f} us "
+                f"(p90 {report.launch_latency_us_p90:.1f} us) "
+                f"over {report.kernel_launches} kernels"
+                + (
+                    f", {report.launches_per_step:.0f} per step" if report.launches_per_step else ""
+                ),
                 None
                 if lvl == "ok"
                 else "fewer, larger kernels: xla='jit' fuses them; larger "
@@ -210,19 +217,24 @@ def _launch_latency(r: ProfileReport) -> list[Finding]:
     return out
 
 
-def _small_kernels(r: ProfileReport) -> list[Finding]:
+def _small_kernels(report: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
-    if r.kernel_avg_us is not None and r.kernel_avg_us < 10 and (r.kernel_launches or 0) > 1000:
+    if (
+        report.kernel_avg_us is not None
+        and report.kernel_avg_us < 10
+        and (report.kernel_launches or 0) > 1000
+    ):
         # Kernels XLA already fused: what is left is launching them one by one.
-        compiled = bool(r.extra.get("xla_op_categories_pct"))
+        compiled = bool(report.extra.get("xla_op_categories_pct"))
         out.append(
             Finding(
                 "small_kernels",
                 "warn",
                 "kernel_avg_us",
-                r.kernel_avg_us,
+                report.kernel_avg_us,
                 "kernels over 10 us",
-                f"{r.kernel_launches} kernels averaging {r.kernel_avg_us:.1f} us: many small "
+                f"{report.kernel_launches} kernels averaging {report.kernel_avg_us:.1f} us: "
+                "many small "
                 "kernels" + (", already fused by XLA" if compiled else ""),
                 "tfaccel.configure(xla_options=['command_buffers']) launches XLA's loops "
                 "as CUDA graphs; a larger batch does more work per kernel"
@@ -234,18 +246,18 @@ def _small_kernels(r: ProfileReport) -> list[Finding]:
     return out
 
 
-def _sixteen_bit(r: ProfileReport) -> list[Finding]:
+def _sixteen_bit(report: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
-    if r.pct_16bit is not None:
+    if report.pct_16bit is not None:
         # Under XLA the share comes from kernel names, and fusions do not name their
         # types: a lower bound. Any 16-bit GEMM or convolution there means mixed
         # precision is on.
-        lower_bound = r.extra.get("pct_16bit_source") == "kernel names"
-        lvl = "ok" if r.pct_16bit >= 50 or (lower_bound and r.pct_16bit >= 10) else "warn"
-        text = f"{r.pct_16bit:.0f}% of device compute is in 16-bit"
+        lower_bound = report.extra.get("pct_16bit_source") == "kernel names"
+        lvl = "ok" if report.pct_16bit >= 50 or (lower_bound and report.pct_16bit >= 10) else "warn"
+        text = f"{report.pct_16bit:.0f}% of device compute is in 16-bit"
         if lower_bound:
             text = (
-                f"at least {r.pct_16bit:.0f}% of kernel time is in kernels that name a "
+                f"at least {report.pct_16bit:.0f}% of kernel time is in kernels that name a "
                 "16-bit type (XLA's fusions do not name theirs)"
             )
         out.append(
@@ -253,7 +265,7 @@ def _sixteen_bit(r: ProfileReport) -> list[Finding]:
                 "sixteen_bit",
                 lvl,
                 "sixteen_bit",
-                r.pct_16bit,
+                report.pct_16bit,
                 "over 50 % of compute in 16-bit",
                 text,
                 None
@@ -268,20 +280,20 @@ def _sixteen_bit(r: ProfileReport) -> list[Finding]:
     return out
 
 
-def _tensor_cores(r: ProfileReport) -> list[Finding]:
+def _tensor_cores(report: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
-    if r.tensor_core_eligible_pct is not None and r.tensor_core_used_pct is not None:
-        gap = r.tensor_core_eligible_pct - r.tensor_core_used_pct
+    if report.tensor_core_eligible_pct is not None and report.tensor_core_used_pct is not None:
+        gap = report.tensor_core_eligible_pct - report.tensor_core_used_pct
         lvl = "warn" if gap > 20 else "ok"
         out.append(
             Finding(
                 "tensor_cores",
                 lvl,
                 "tensor_core",
-                r.tensor_core_used_pct,
+                report.tensor_core_used_pct,
                 "eligible kernel time that uses tensor cores",
-                f"{r.tensor_core_used_pct:.0f}% of kernel time uses tensor cores; "
-                f"{r.tensor_core_eligible_pct:.0f}% is eligible",
+                f"{report.tensor_core_used_pct:.0f}% of kernel time uses tensor cores; "
+                f"{report.tensor_core_eligible_pct:.0f}% is eligible",
                 None
                 if lvl == "ok"
                 else "mixed precision, and matrix dimensions (channels, "
@@ -292,7 +304,7 @@ def _tensor_cores(r: ProfileReport) -> list[Finding]:
     return out
 
 
-def _xla_costs(r: ProfileReport) -> list[Finding]:
+def _xla_costs(report: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
     # Costs read from the XLA ops, each with the setting that removes it.
     xla_costs = (
@@ -326,8 +338,8 @@ def _xla_costs(r: ProfileReport) -> list[Finding]:
         ),
     )
     for fid, metric, text, action, expected in xla_costs:
-        expected = expected.format(r.extra.get(metric) or 0)
-        value = r.extra.get(metric)
+        expected = expected.format(report.extra.get(metric) or 0)
+        value = report.extra.get(metric)
         if value is None:
             continue
         bad = value > 10
@@ -367,10 +379,10 @@ _SHARE_GAIN = (
 )
 
 
-def _compilation(r: ProfileReport) -> list[Finding]:
+def _compilation(report: ProfileReport) -> list[Finding]:
     out: list[Finding] = []
-    b = r.breakdown_pct
-    comp = b.get("compilation")
+    breakdown = report.breakdown_pct
+    comp = breakdown.get("compilation")
     if comp is not None and comp > 10:
         out.append(
             Finding(
@@ -404,9 +416,9 @@ RULES = (
 )
 
 
-def advise(r: ProfileReport) -> list[Finding]:
+def advise(report: ProfileReport) -> list[Finding]:
     """Every rule's findings for the profile `r` (RULES, in order)."""
-    return [f for rule in RULES for f in rule(r)]
+    return [finding for rule in RULES for finding in rule(report)]
 
 
 @dataclass(frozen=True)
@@ -421,7 +433,7 @@ class Gate:
 def parse_gates(under: list[str], over: list[str]) -> list[tuple[str, str, float]]:
     """'utilization=75' -> (metric, op, value); unknown metrics are input errors."""
     out = []
-    for op, items in ((">=", under), ("<=", over)):
+    for relation, items in ((">=", under), ("<=", over)):
         for item in items:
             name, sep, val = item.partition("=")
             if not sep or name not in METRIC_GETTERS:
@@ -438,16 +450,16 @@ def parse_gates(under: list[str], over: list[str]) -> list[tuple[str, str, float
                 raise InputError(
                     "The gate's value is not a number", expected="METRIC=NUMBER", received=item
                 )
-            out.append((name, op, number))
+            out.append((name, relation, number))
     return out
 
 
-def check_gates(r: ProfileReport, gates: list[tuple[str, str, float]]) -> list[Gate]:
+def check_gates(report: ProfileReport, gates: list[tuple[str, str, float]]) -> list[Gate]:
     results = []
-    for name, op, value in gates:
-        actual = r.metric(name)
-        passed = actual is not None and (actual >= value if op == ">=" else actual <= value)
-        results.append(Gate(name, op, value, actual, passed))
+    for name, relation, value in gates:
+        actual = report.metric(name)
+        passed = actual is not None and (actual >= value if relation == ">=" else actual <= value)
+        results.append(Gate(name, relation, value, actual, passed))
     return results
 
 
@@ -466,20 +478,20 @@ class DiffRow:
 STEP_METRICS = {"step_ms", "samples_per_s"}
 
 
-def diff(a: ProfileReport, b: ProfileReport) -> list[DiffRow]:
+def diff(before: ProfileReport, after: ProfileReport) -> list[DiffRow]:
     """Every metric of both runs and its change; better or worse only beyond the noise
     (stats.noise_threshold, as tune decides), or a change from zero."""
     rows = []
-    step_noise = 100.0 * noise_threshold(a.step_spread, b.step_spread)
+    step_noise = 100.0 * noise_threshold(before.step_spread, after.step_spread)
     for name in METRIC_GETTERS:
-        va, vb = a.metric(name), b.metric(name)
-        change = 100.0 * (vb - va) / va if va and vb is not None else None
+        old, new = before.metric(name), after.metric(name)
+        change = 100.0 * (new - old) / old if old and new is not None else None
         threshold = step_noise if name in STEP_METRICS else 100.0 * noise_threshold()
         beyond = (change is not None and abs(change) > threshold) or (
-            va == 0 and vb not in (None, 0)  # from zero: no ratio, but a change
+            old == 0 and new not in (None, 0)  # from zero: no ratio, but a change
         )
         better = None
         if beyond:
-            better = (vb > va) if name in HIGHER_IS_BETTER else (vb < va)  # type: ignore[operator]
-        rows.append(DiffRow(name, va, vb, change, better, threshold))
+            better = (new > old) if name in HIGHER_IS_BETTER else (new < old)  # type: ignore[operator]
+        rows.append(DiffRow(name, old, new, change, better, threshold))
     return rows

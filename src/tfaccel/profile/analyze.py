@@ -19,13 +19,16 @@ from tfaccel.profile.report import CATEGORIES, MEMCPY_KINDS, ProfileReport, Step
 from tfaccel.profile.trace import trace_facts
 
 
-def _steps(ip: list[Any]) -> tuple[list[StepBreakdown], dict[str, Any]]:
-    for table in ip:
-        ids = [c.get("id") for c in table.get("cols", [])]
+def _steps(pipeline: list[Any]) -> tuple[list[StepBreakdown], dict[str, Any]]:
+    for table in pipeline:
+        ids = [column.get("id") for column in table.get("cols", [])]
         if "stepnum" in ids:
             steps = []
             for row in table_rows(table):
-                parts = {CATEGORIES[k]: float(row.get(k) or 0.0) for k in CATEGORIES}
+                parts = {
+                    CATEGORIES[column_key]: float(row.get(column_key) or 0.0)
+                    for column_key in CATEGORIES
+                }
                 total = float(row.get("stepTimeMs") or sum(parts.values()))
                 steps.append(StepBreakdown(str(row.get("stepnum")), total, parts))
             return steps, table.get("p", {})
@@ -34,23 +37,26 @@ def _steps(ip: list[Any]) -> tuple[list[StepBreakdown], dict[str, Any]]:
 
 def _breakdown(steps: list[StepBreakdown]) -> dict[str, float]:
     """Each category's share of the summed step time, in percent."""
-    whole = sum(s.total_ms for s in steps if s.total_ms > 0)
+    whole = sum(step.total_ms for step in steps if step.total_ms > 0)
     if not whole:
         return {}
     cats = list(CATEGORIES.values()) + sorted(
-        {k for s in steps for k in s.parts_ms} - set(CATEGORIES.values())
+        {part for step in steps for part in step.parts_ms} - set(CATEGORIES.values())
     )
-    return {c: 100.0 * sum(s.parts_ms.get(c, 0.0) for s in steps) / whole for c in cats}
+    return {
+        category: 100.0 * sum(step.parts_ms.get(category, 0.0) for step in steps) / whole
+        for category in cats
+    }
 
 
-def _move(step: StepBreakdown, src: str, dst: str, ms: float) -> None:
+def _move(step: StepBreakdown, src: str, dst: str, millis: float) -> None:
     """Book up to `ms` of a step's `src` time as `dst` instead."""
-    moved = max(0.0, min(ms, step.parts_ms.get(src, 0.0)))
+    moved = max(0.0, min(millis, step.parts_ms.get(src, 0.0)))
     step.parts_ms[src] = step.parts_ms.get(src, 0.0) - moved
     step.parts_ms[dst] = step.parts_ms.get(dst, 0.0) + moved
 
 
-def _host_input_us(ip: list[Any]) -> float:
+def _host_input_us(pipeline: list[Any]) -> float:
     """The host's tf.data time over the capture (XProf's input-pipeline breakdown)."""
     keys = (
         "preprocessing_us",
@@ -59,32 +65,32 @@ def _host_input_us(ip: list[Any]) -> float:
         "advanced_file_read_us",
         "unclassified_nonequeue_us",
     )
-    for table in ip if isinstance(ip, list) else []:
+    for table in pipeline if isinstance(pipeline, list) else []:
         props = table.get("p", {})
         if "preprocessing_us" in props:
-            return sum(number(props.get(k)) or 0.0 for k in keys)
+            return sum(number(props.get(key)) or 0.0 for key in keys)
     return 0.0
 
 
-def _percentile(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))]
+def _percentile(values: list[float], quantile: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(quantile * (len(values) - 1) + 0.5))]
 
 
 def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True) -> ProfileReport:
     """Analyse the newest run (or `run`) under `logdir`."""
-    pr: ProfileRun = find_run(logdir, run)
-    files = list(pr.files)
+    profile_run: ProfileRun = find_run(logdir, run)
+    files = list(profile_run.files)
     overview = convert(files, "overview_page")
-    ip = convert(files, "input_pipeline_analyzer")
+    pipeline = convert(files, "input_pipeline_analyzer")
     ops = convert(files, "framework_op_stats")
     kernels = convert(files, "kernel_stats")
     memory = convert(files, "memory_profile")
-    steps, ip_props = _steps(ip)
+    steps, ip_props = _steps(pipeline)
     ov_props, conclusions = _overview(overview)
     hardware = str(ip_props.get("hardware_type") or ov_props.get("hardware_type") or "unknown")
     on_gpu = "GPU" in hardware.upper()
-    totals = [s.total_ms for s in steps if s.total_ms > 0]
+    totals = [step.total_ms for step in steps if step.total_ms > 0]
     avg = statistics.mean(totals) if totals else None
     std = statistics.pstdev(totals) if len(totals) > 1 else (0.0 if totals else None)
     breakdown = _breakdown(steps)
@@ -93,11 +99,11 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
     # time was input; each step waits for at most the smaller of the two.
     extra: dict[str, Any] = {}
     if on_gpu and steps and not breakdown.get("input"):
-        host_input_us = _host_input_us(ip)
+        host_input_us = _host_input_us(pipeline)
         if host_input_us:
             per_step_ms = host_input_us / 1000.0 / len(steps)
-            for st in steps:
-                _move(st, "idle_other", "input", per_step_ms)
+            for step_row in steps:
+                _move(step_row, "idle_other", "input", per_step_ms)
             breakdown = _breakdown(steps)
             extra["host_input_ms_per_step"] = per_step_ms
     # Device busy share and 16-bit share, as XProf's overview computes them; where the
@@ -105,14 +111,15 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
     util = number(ov_props.get("device_duty_cycle_percent")) if on_gpu else None
     if util is None and on_gpu and breakdown:
         util = sum(
-            breakdown.get(k, 0.0) for k in ("device_compute", "device_to_device", "collectives")
+            breakdown.get(part, 0.0)
+            for part in ("device_compute", "device_to_device", "collectives")
         )
     pct16 = number(ov_props.get("device_compute_16bit_percent")) if on_gpu else None
     rows_for_top, memcpy, memcpy_pct, top_ops = _op_table(ops)
     # Kernels and tensor cores.
-    k = _kernel_table(kernels)
-    ktotal, used, eligible = k.total_us, k.used_us, k.eligible_us
-    k16, kcount = k.sixteen_bit_us, k.count
+    part = _kernel_table(kernels)
+    ktotal, used, eligible = part.total_us, part.used_us, part.eligible_us
+    k16, kcount = part.sixteen_bit_us, part.count
     if on_gpu and ktotal:
         # XProf counts 16-bit work by TensorFlow op; under XLA the ops it sees are
         # fusions, so it reports 0 %. The XLA ops' operand types say it (hlo_stats,
@@ -138,8 +145,8 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
         launches = kcount
     return ProfileReport(
         logdir=str(logdir),
-        run=pr.name,
-        note=pr.note,
+        run=profile_run.name,
+        note=profile_run.note,
         hardware=hardware,
         steps=tuple(steps),
         step_ms_avg=avg,
@@ -156,14 +163,14 @@ def analyze(logdir: str | Path, run: str | None = None, with_trace: bool = True)
         tensor_core_eligible_pct=100.0 * eligible / ktotal if ktotal else None,
         tensor_core_used_pct=100.0 * used / ktotal if ktotal else None,
         kernel_avg_us=ktotal / kcount if kcount else None,
-        top_kernels=k.top,
+        top_kernels=part.top,
         top_ops=top_ops,
         peak_memory_bytes=peak,
         memory_capacity_bytes=capacity,
         memory_at_peak_by_op=tuple(sorted(at_peak.items(), key=lambda kv: -kv[1])[:8]),
         xprof_conclusions=tuple(dict.fromkeys(conclusions)),
         extra=extra,
-        samples_per_step=pr.meta.get("samples_per_step"),
+        samples_per_step=profile_run.meta.get("samples_per_step"),
         top_op_types=op_types(rows_for_top),
     )
 
@@ -188,7 +195,7 @@ def _overview(overview: Any) -> tuple[dict[str, Any], list[str]]:
     conclusions: list[str] = []
     for table in overview if isinstance(overview, list) else []:
         props = table.get("p", {})
-        ov_props.update({k: v for k, v in props.items() if k not in ov_props})
+        ov_props.update({prop: value for prop, value in props.items() if prop not in ov_props})
         for key in ("statement", "input_conclusion", "remark_text"):
             if props.get(key):
                 conclusions.append(str(props[key]))
@@ -202,26 +209,26 @@ def _op_table(
     by kind, copies' share of device time, the top 10 ops). framework_op_stats holds the
     same table with and without IDLE: the first is read."""
     op_rows = table_rows(ops[0] if isinstance(ops, list) and ops else ops or {})
-    device_rows = [r for r in op_rows if str(r.get("host_or_device", "")).lower() == "device"]
-    rows_for_top = [r for r in (device_rows or op_rows) if str(r.get("type")) != "IDLE"]
-    device_total = sum(float(r.get("total_self_time") or 0) for r in device_rows)
+    device_rows = [row for row in op_rows if str(row.get("host_or_device", "")).lower() == "device"]
+    rows_for_top = [row for row in (device_rows or op_rows) if str(row.get("type")) != "IDLE"]
+    device_total = sum(float(row.get("total_self_time") or 0) for row in device_rows)
     memcpy: dict[str, float] = {}
-    for r in device_rows:
+    for row in device_rows:
         # XProf's op types: MemcpyHToD, MemcpyDToH, MemcpyDToD (and MemcpyHToH, host-only).
-        kind = MEMCPY_KINDS.get(str(r.get("type", "")).lower())
+        kind = MEMCPY_KINDS.get(str(row.get("type", "")).lower())
         if kind is not None:
-            memcpy[kind] = memcpy.get(kind, 0.0) + float(r.get("total_self_time") or 0)
+            memcpy[kind] = memcpy.get(kind, 0.0) + float(row.get("total_self_time") or 0)
     memcpy_pct = 100.0 * sum(memcpy.values()) / device_total if device_total else None
-    total_self = sum(float(r.get("total_self_time") or 0) for r in rows_for_top) or 1.0
+    total_self = sum(float(row.get("total_self_time") or 0) for row in rows_for_top) or 1.0
     items = (
         TopItem(
-            str(r.get("operation")),
-            str(r.get("type")),
-            float(r.get("total_self_time") or 0),
-            int(r.get("occurrences") or 0),
-            100.0 * float(r.get("total_self_time") or 0) / total_self,
+            str(row.get("operation")),
+            str(row.get("type")),
+            float(row.get("total_self_time") or 0),
+            int(row.get("occurrences") or 0),
+            100.0 * float(row.get("total_self_time") or 0) / total_self,
         )
-        for r in rows_for_top
+        for row in rows_for_top
     )
     return rows_for_top, memcpy, memcpy_pct, tuple(sorted(items, key=lambda x: -x.total_us)[:10])
 
@@ -239,44 +246,44 @@ class _Kernels:
     top: tuple[TopItem, ...]
 
 
-def _true(v: Any) -> bool:
-    return v in (True, "true", "True")
+def _true(value: Any) -> bool:
+    return value in (True, "true", "True")
 
 
-def _tensor_cores(r: dict[str, Any]) -> str | None:
+def _tensor_cores(row: dict[str, Any]) -> str | None:
     """A kernel's tensor cores: "used", "eligible, not used" or None."""
-    if _true(r.get("is_kernel_using_tensor_core")) or uses_tensor_cores(
-        str(r.get("kernel_name") or "")
+    if _true(row.get("is_kernel_using_tensor_core")) or uses_tensor_cores(
+        str(row.get("kernel_name") or "")
     ):
         return "used"
-    return "eligible, not used" if _true(r.get("is_op_tensor_core_eligible")) else None
+    return "eligible, not used" if _true(row.get("is_op_tensor_core_eligible")) else None
 
 
 def _kernel_table(kernels: Any) -> _Kernels:
     rows = table_rows(kernels) if isinstance(kernels, dict) else []
 
-    def us(r: dict[str, Any]) -> float:
-        return float(r.get("total_duration_us") or 0)
+    def us(row: dict[str, Any]) -> float:
+        return float(row.get("total_duration_us") or 0)
 
-    total = sum(us(r) for r in rows)
-    tc = [(r, _tensor_cores(r)) for r in rows]
+    total = sum(us(row) for row in rows)
+    with_cores = [(row, _tensor_cores(row)) for row in rows]
     top = (
         TopItem(
-            str(r.get("kernel_name")),
-            str(r.get("op_name") or ""),
-            us(r),
-            int(r.get("occurrences") or 0),
-            100.0 * us(r) / total if total else None,
+            str(row.get("kernel_name")),
+            str(row.get("op_name") or ""),
+            us(row),
+            int(row.get("occurrences") or 0),
+            100.0 * us(row) / total if total else None,
             cores,
         )
-        for r, cores in tc
+        for row, cores in with_cores
     )
     return _Kernels(
         total,
-        sum(us(r) for r, cores in tc if cores == "used"),
-        sum(us(r) for r, cores in tc if cores is not None),
-        sum(us(r) for r in rows if SIXTEEN_BIT_NAME.search(str(r.get("kernel_name") or ""))),
-        sum(int(r.get("occurrences") or 0) for r in rows),
+        sum(us(row) for row, cores in with_cores if cores == "used"),
+        sum(us(row) for row, cores in with_cores if cores is not None),
+        sum(us(row) for row in rows if SIXTEEN_BIT_NAME.search(str(row.get("kernel_name") or ""))),
+        sum(int(row.get("occurrences") or 0) for row in rows),
         tuple(sorted(top, key=lambda x: -x.total_us)[:10]),
     )
 
@@ -289,19 +296,23 @@ def _memory(memory: Any) -> tuple[int | None, int | None, dict[str, int]]:
     per_alloc = memory.get("memoryProfilePerAllocator", {}) if isinstance(memory, dict) else {}
     if not per_alloc:
         return peak, capacity, at_peak
-    device_alloc = [k for k in per_alloc if re.match(r"gpu_\d+", k, re.IGNORECASE)]
+    device_alloc = [
+        allocator for allocator in per_alloc if re.match(r"gpu_\d+", allocator, re.IGNORECASE)
+    ]
     prof = per_alloc[device_alloc[0] if device_alloc else next(iter(per_alloc))]
     summary = prof.get("profileSummary", {})
     peak = int(number(summary.get("peakStats", {}).get("peakBytesInUse")) or 0) or None
     capacity = int(number(summary.get("memoryCapacity")) or 0) or None
     snaps = prof.get("memoryProfileSnapshots", [])
-    for a in prof.get("activeAllocations", []):
-        idx = int(a.get("snapshotIndex", -1))
+    for allocation in prof.get("activeAllocations", []):
+        idx = int(allocation.get("snapshotIndex", -1))
         if 0 <= idx < len(snaps):
             meta = snaps[idx].get("activityMetadata", {})
-            op = meta.get("tfOpName") or "(unknown op)"
-            size = int(meta.get("allocationBytes") or 0) * int(a.get("numOccurrences") or 1)
-            at_peak[op] = at_peak.get(op, 0) + size
+            op_name = meta.get("tfOpName") or "(unknown op)"
+            size = int(meta.get("allocationBytes") or 0) * int(
+                allocation.get("numOccurrences") or 1
+            )
+            at_peak[op_name] = at_peak.get(op_name, 0) + size
     return peak, capacity, at_peak
 
 
@@ -357,6 +368,6 @@ def _with_trace(
     if facts.window_us:
         dev.memcpy_pct = 100.0 * exposed / facts.window_us
         # XProf counts those copies as device compute; show them apart.
-        for st in steps:
-            _move(st, "device_compute", "memcpy", dev.memcpy_pct / 100.0 * st.total_ms)
+        for step in steps:
+            _move(step, "device_compute", "memcpy", dev.memcpy_pct / 100.0 * step.total_ms)
         dev.breakdown = _breakdown(steps)

@@ -153,10 +153,10 @@ def write_run_meta(logdir: str | Path, meta: dict[str, Any]) -> Path | None:
     """Note what the trace cannot say (samples per step) beside the newest run's files."""
     import json
 
-    runs = [p.parent for p in Path(logdir).rglob("*.xplane.pb")]
+    runs = [pb_path.parent for pb_path in Path(logdir).rglob("*.xplane.pb")]
     if not runs:
         return None
-    newest = max(runs, key=lambda d: d.stat().st_mtime)
+    newest = max(runs, key=lambda folder: folder.stat().st_mtime)
     path = newest / RUN_META
     path.write_text(json.dumps(meta))
     return path

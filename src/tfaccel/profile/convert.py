@@ -31,13 +31,13 @@ def convert(files: Sequence[Path], tool: str) -> Any:
 
     raw_to_tool_data = require("xprof.convert.raw_to_tool_data", "xprof", "XProf's converters")
     with native_log() as log:
-        data, _ctype = raw_to_tool_data.xspace_to_tool_data([str(f) for f in files], tool, {})
+        data, _ctype = raw_to_tool_data.xspace_to_tool_data([str(path) for path in files], tool, {})
     if data is None:
-        lines = [ln for ln in "".join(log).splitlines() if ln.strip()]
+        lines = [line for line in "".join(log).splitlines() if line.strip()]
         # absl's warnings and errors ("E0000 ...") say why; the INFO lines only what ran
-        lines = [ln for ln in lines if ln[:1] in "EWF" and ln[1:2].isdigit()] or lines
+        lines = [line for line in lines if line[:1] in "EWF" and line[1:2].isdigit()] or lines
         raise InputError(
-            f"{', '.join(str(f) for f in files)} could not be read",
+            f"{', '.join(str(path) for path in files)} could not be read",
             expected="complete XSpace protobufs written by TensorFlow's profiler",
             received="a truncated or foreign file (XProf could not parse it)"
             + ("; XProf said: " + " | ".join(lines[-3:]) if lines else ""),
@@ -50,11 +50,16 @@ def convert(files: Sequence[Path], tool: str) -> Any:
 
 def table_rows(table: dict[str, Any]) -> list[dict[str, Any]]:
     """A gviz table -> list of {column id: value}."""
-    ids = [c.get("id") or c.get("label") for c in table.get("cols", [])]
+    ids = [column.get("id") or column.get("label") for column in table.get("cols", [])]
     out = []
     for row in table.get("rows", []):
         cells = row.get("c", [])
-        out.append({k: (c or {}).get("v") for k, c in zip(ids, cells, strict=False)})
+        out.append(
+            {
+                column_id: (column or {}).get("v")
+                for column_id, column in zip(ids, cells, strict=False)
+            }
+        )
     return out
 
 

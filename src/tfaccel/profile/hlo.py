@@ -99,14 +99,14 @@ def _broadcast_grad_ops(rows: list[dict[str, Any]]) -> set[int]:
     ("P/Sum_1", "P/Sum"). Keras' einsum runs every EinsumDense projection this way
     (tfaccel.optimize.einsum). A product is counted only with its sum: batched products
     of equal batches (attention's) have none."""
-    names = [str(r.get("tf_op_name") or "").rsplit(":", 1)[0] for r in rows]
+    names = [str(op_row.get("tf_op_name") or "").rsplit(":", 1)[0] for op_row in rows]
     picked: set[int] = set()
     products: set[str] = set()
     for i, (name, row) in enumerate(zip(names, rows, strict=True)):
-        m = BROADCAST_SUM.search(name)
-        if m and _tf_op_type(row) == "Sum":
+        match = BROADCAST_SUM.search(name)
+        if match and _tf_op_type(row) == "Sum":
             picked.add(i)
-            products.add(name[: m.start()] + "/MatMul/MatMul" + (m.group(1) or ""))
+            products.add(name[: match.start()] + "/MatMul/MatMul" + (match.group(1) or ""))
     picked.update(i for i, name in enumerate(names) if name in products)
     return picked
 
@@ -117,28 +117,28 @@ def xla_op_facts(rows: list[dict[str, Any]]) -> dict[str, Any]:
     counts TensorFlow ops, and XLA fuses them away), the time by op category, and the
     shares of two costs settings remove: matrix products XLA expanded into elementwise
     work instead of GEMMs, and float32 -> 16-bit casts."""
-    total = sum(float(r.get("total_self_time") or 0) for r in rows)
+    total = sum(float(row.get("total_self_time") or 0) for row in rows)
     if not total:
         return {}
     by_category: dict[str, float] = {}
     sixteen = compute = expanded = casts = broadcast = 0.0
     broadcast_rows = _broadcast_grad_ops(rows)
-    for i, r in enumerate(rows):
-        t = float(r.get("total_self_time") or 0)
-        cat = str(r.get("category") or "other")
-        by_category[cat] = by_category.get(cat, 0.0) + t
+    for i, row in enumerate(rows):
+        self_time = float(row.get("total_self_time") or 0)
+        cat = str(row.get("category") or "other")
+        by_category[cat] = by_category.get(cat, 0.0) + self_time
         if cat.startswith("_"):  # _Recv / _Send: TensorFlow's copies in and out, not compute
             continue
-        compute += t
-        types = hlo_operand_types(str(r.get("hlo_op_expression") or ""))
+        compute += self_time
+        types = hlo_operand_types(str(row.get("hlo_op_expression") or ""))
         if any(x in SIXTEEN_BIT_TYPES for x in types):
-            sixteen += t
+            sixteen += self_time
         if i in broadcast_rows:
-            broadcast += t
-        if _expanded_dot(r):
-            expanded += t
-        elif _cast_to_16_bit(r):
-            casts += t
+            broadcast += self_time
+        if _expanded_dot(row):
+            expanded += self_time
+        elif _cast_to_16_bit(row):
+            casts += self_time
     share = (lambda x: 100.0 * x / compute) if compute else (lambda x: 0.0)
     return {
         "xla_16bit_pct": share(sixteen),
@@ -146,7 +146,8 @@ def xla_op_facts(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "xla_cast_to_16bit_pct": share(casts),
         "xla_broadcast_grad_pct": share(broadcast),
         "xla_op_categories_pct": {
-            k: 100.0 * v / total for k, v in sorted(by_category.items(), key=lambda kv: -kv[1])
+            category: 100.0 * micros / total
+            for category, micros in sorted(by_category.items(), key=lambda item: -item[1])
         },
     }
 
@@ -155,15 +156,17 @@ def op_types(rows: list[dict[str, Any]], top: int = 10) -> tuple[TopItem, ...]:
     """Device self time by TensorFlow op type (MatMul, Sum, BiasAddGrad, ...), summed
     over every op of the type: a transformer's time is spread over hundreds of
     per-layer ops, none of which tops a per-op list."""
-    total = sum(float(r.get("total_self_time") or 0) for r in rows) or 1.0
+    total = sum(float(row.get("total_self_time") or 0) for row in rows) or 1.0
     acc: dict[str, list[float]] = {}
-    for r in rows:
-        kind = str(r.get("type") or "")
-        a = acc.setdefault(kind, [0.0, 0.0, 0.0])
-        a[0] += float(r.get("total_self_time") or 0)
-        a[1] += int(r.get("occurrences") or 0)
-        a[2] += 1
+    for row in rows:
+        kind = str(row.get("type") or "")
+        sums = acc.setdefault(kind, [0.0, 0.0, 0.0])
+        sums[0] += float(row.get("total_self_time") or 0)
+        sums[1] += int(row.get("occurrences") or 0)
+        sums[2] += 1
     return tuple(
-        TopItem(kind, f"{int(n)} ops", t, int(c), 100.0 * t / total)
-        for kind, (t, c, n) in sorted(acc.items(), key=lambda kv: -kv[1][0])[:top]
+        TopItem(kind, f"{int(ops)} ops", self_time, int(self_count), 100.0 * self_time / total)
+        for kind, (self_time, self_count, ops) in sorted(acc.items(), key=lambda item: -item[1][0])[
+            :top
+        ]
     )

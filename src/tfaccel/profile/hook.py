@@ -34,17 +34,17 @@ def _patch() -> None:
             state["calls"] += 1
             if state["captured"] or chosen not in (0, state["calls"]):
                 return fit(self, *args, **kwargs)
-            cb = guarded_callback()(
+            callback = guarded_callback()(
                 os.environ[ENV],
                 int(os.environ.get(PROFILE_START_ENV, "10")),
                 int(os.environ.get(PROFILE_STEPS_ENV, "10")),
                 batch_size=batch_size_of(args, kwargs),
             )
-            kwargs["callbacks"] = [*list(kwargs.get("callbacks") or []), cb]
+            kwargs["callbacks"] = [*list(kwargs.get("callbacks") or []), callback]
             try:
                 return fit(self, *args, **kwargs)
             finally:
-                state["captured"] = bool(cb.captured)
+                state["captured"] = bool(callback.captured)
 
         keras.Model.fit = fit_with_profile
     except Exception as exc:
@@ -85,17 +85,17 @@ def guarded_callback() -> type:
     return Guarded
 
 
-def _after_window(cb: Any) -> None:
+def _after_window(callback: Any) -> None:
     """Once the window is captured: the script ends there (`--stop`), or goes on to its
     end, which is said once (a long training would otherwise look like a hang)."""
-    window = f"steps {cb.start_step}-{cb.start_step + cb.steps - 1} captured"
+    window = f"steps {callback.start_step}-{callback.start_step + callback.steps - 1} captured"
     if os.environ.get(PROFILE_STOP_ENV) == "1":
         from tfaccel._child import end_process
 
         say(f"{window}; the script ends here (--stop)", "tfaccel profile")
         end_process()
-    if not getattr(cb, "said", False):
-        cb.said = True
+    if not getattr(callback, "said", False):
+        callback.said = True
         say(
             f"{window}; the run goes on to its end, then the report (--stop ends it "
             "after the window)",
@@ -107,8 +107,8 @@ def say_no_profile(reason: str) -> None:
     say(f"no profile ({reason}); the run goes on", "tfaccel profile")
     status = os.environ.get(STATUS_ENV)
     if status:
-        with contextlib.suppress(OSError), open(status, "a", encoding="utf-8") as fh:
-            fh.write(reason + "\n")
+        with contextlib.suppress(OSError), open(status, "a", encoding="utf-8") as handle:
+            handle.write(reason + "\n")
 
 
 def batch_size_of(args: Any, kwargs: Any) -> int | None:

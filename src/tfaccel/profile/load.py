@@ -28,8 +28,8 @@ class ProfileRun:
 def _runs(root: Path) -> dict[str, list[Path]]:
     """The runs under a log directory: folder (relative to it) -> its *.xplane.pb files."""
     runs: dict[str, list[Path]] = {}
-    for f in root.rglob("*.xplane.pb"):
-        runs.setdefault(str(f.parent.relative_to(root)), []).append(f)
+    for path in root.rglob("*.xplane.pb"):
+        runs.setdefault(str(path.parent.relative_to(root)), []).append(path)
     return runs
 
 
@@ -76,21 +76,27 @@ def find_run(logdir: str | Path, run: str | None = None) -> ProfileRun:
         ) from exc
     runs = _runs(root)
     if not runs:
-        found = sorted(p.name for p in root.rglob("*") if p.is_file())[:5]
+        found = sorted(path.name for path in root.rglob("*") if path.is_file())[:5]
         raise InputError(
             f"No profile in {root}",
             expected="LOGDIR/plugins/profile/<run>/<host>.xplane.pb",
             received=", ".join(found) if found else "an empty directory",
             hint="capture one with: tfaccel profile -- python train.py",
         )
-    names = sorted(runs, key=lambda k: max(f.stat().st_mtime for f in runs[k]))
+    names = sorted(
+        runs, key=lambda name: max(file_path.stat().st_mtime for file_path in runs[name])
+    )
     note = None
     if run is not None:
-        match = [n for n in names if n == run or n.endswith("/" + run) or Path(n).name == run]
+        match = [
+            candidate
+            for candidate in names
+            if candidate == run or candidate.endswith("/" + run) or Path(candidate).name == run
+        ]
         if not match:
             raise InputError(
                 f"No run {run!r} in {root}",
-                expected="one of " + ", ".join(Path(n).name for n in names),
+                expected="one of " + ", ".join(Path(candidate).name for candidate in names),
                 received=run,
             )
         chosen = match[0]
@@ -102,13 +108,13 @@ def find_run(logdir: str | Path, run: str | None = None) -> ProfileRun:
                 "(choose another with --run)"
             )
     files = tuple(sorted(runs[chosen]))
-    for f in files:
-        _check_name(f)
-        _check_file(f)
+    for file_path in files:
+        _check_name(file_path)
+        _check_file(file_path)
     return ProfileRun(
         Path(chosen).name,
         files,
-        tuple(Path(n).name for n in names if n != chosen),
+        tuple(Path(candidate).name for candidate in names if candidate != chosen),
         note,
         _read_meta(files[0].parent),
     )
@@ -125,8 +131,8 @@ def _read_meta(run_dir: Path) -> dict[str, Any]:
         return {}
     if not isinstance(meta, dict):
         return {}
-    n = meta.get("samples_per_step")
-    return {"samples_per_step": n} if isinstance(n, int) and n > 0 else {}
+    per_step = meta.get("samples_per_step")
+    return {"samples_per_step": per_step} if isinstance(per_step, int) and per_step > 0 else {}
 
 
 def _check_file(path: Path) -> None:

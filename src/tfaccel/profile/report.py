@@ -80,7 +80,7 @@ class ProfileReport:
     @property
     def step_spread(self) -> float | None:
         """The step times' spread (stats.spread), None without two timed steps."""
-        return stats.spread(s.total_ms for s in self.steps if s.total_ms > 0)
+        return stats.spread(step.total_ms for step in self.steps if step.total_ms > 0)
 
     def metric(self, name: str) -> float | None:
         """Gate/diff metrics by short name."""

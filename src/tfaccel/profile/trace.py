@@ -32,11 +32,11 @@ class TraceFacts:
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
         else:
-            out.append((a, b))
+            out.append((start, end))
     return out
 
 
@@ -52,24 +52,29 @@ def _timeline(
     if not step_spans:
         return {}
     steps = sorted(step_spans)
-    w0, w1 = steps[1] if len(steps) > 2 else steps[0]
+    window_start, window_end = steps[1] if len(steps) > 2 else steps[0]
 
     def rel(spans: list[tuple[float, float]]) -> list[list[float]]:
         merged: list[list[float]] = []
-        for a, b in _clip(_union(spans), [(w0, w1)]):
-            if merged and a - merged[-1][1] * 1000.0 - w0 < resolution_us:
-                merged[-1][1] = round((b - w0) / 1000.0, 4)
+        for start, end in _clip(_union(spans), [(window_start, window_end)]):
+            if merged and start - merged[-1][1] * 1000.0 - window_start < resolution_us:
+                merged[-1][1] = round((end - window_start) / 1000.0, 4)
             else:
-                merged.append([round((a - w0) / 1000.0, 4), round((b - w0) / 1000.0, 4)])
+                merged.append(
+                    [
+                        round((start - window_start) / 1000.0, 4),
+                        round((end - window_start) / 1000.0, 4),
+                    ]
+                )
         return merged
 
     rows = [
         {"name": thread_names.get(key, str(key)), "kind": "kernels", "spans": rel(spans)}
-        for key, spans in sorted(kernel_spans.items(), key=lambda kv: str(kv[0]))
+        for key, spans in sorted(kernel_spans.items(), key=lambda item: str(item[0]))
     ]
     rows.append({"name": "memory copies", "kind": "copies", "spans": rel(copies)})
-    rows = [r for r in rows if r["spans"]]
-    return {"step_ms": round((w1 - w0) / 1000.0, 3), "rows": rows} if rows else {}
+    rows = [row for row in rows if row["spans"]]
+    return {"step_ms": round((window_end - window_start) / 1000.0, 3), "rows": rows} if rows else {}
 
 
 def _clip(
@@ -77,9 +82,9 @@ def _clip(
 ) -> list[tuple[float, float]]:
     """The parts of `spans` (disjoint, sorted) inside `window` (disjoint, sorted)."""
     out = []
-    for a, b in spans:
-        for w0, w1 in window:
-            lo, hi = max(a, w0), min(b, w1)
+    for start, end in spans:
+        for window_start, window_end in window:
+            lo, hi = max(start, window_start), min(end, window_end)
             if lo < hi:
                 out.append((lo, hi))
     return out
@@ -88,15 +93,15 @@ def _clip(
 def _uncovered(spans: list[tuple[float, float]], cover: list[tuple[float, float]]) -> float:
     """Total length of `spans` (disjoint, sorted) outside `cover` (disjoint, sorted)."""
     total, j = 0.0, 0
-    for a, b in spans:
+    for start, end in spans:
         covered = 0.0
-        while j < len(cover) and cover[j][1] <= a:
+        while j < len(cover) and cover[j][1] <= start:
             j += 1
-        k = j
-        while k < len(cover) and cover[k][0] < b:
-            covered += min(b, cover[k][1]) - max(a, cover[k][0])
-            k += 1
-        total += (b - a) - covered
+        reach = j
+        while reach < len(cover) and cover[reach][0] < end:
+            covered += min(end, cover[reach][1]) - max(start, cover[reach][0])
+            reach += 1
+        total += (end - start) - covered
     return total
 
 
@@ -110,11 +115,11 @@ def trace_facts(trace: Any) -> TraceFacts:
     """
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else []
     gpu_pids = {
-        e.get("pid")
-        for e in events
-        if e.get("ph") == "M"
-        and e.get("name") == "process_name"
-        and "/device:GPU" in str(e.get("args", {}).get("name", ""))
+        event.get("pid")
+        for event in events
+        if event.get("ph") == "M"
+        and event.get("name") == "process_name"
+        and "/device:GPU" in str(event.get("args", {}).get("name", ""))
     }
     host: dict[Any, float] = {}
     device: dict[Any, float] = {}
@@ -122,46 +127,56 @@ def trace_facts(trace: Any) -> TraceFacts:
     kernel_spans: dict[Any, list[tuple[float, float]]] = {}  # by stream
     copy_spans: list[tuple[float, float]] = []
     thread_names = {
-        (e.get("pid"), e.get("tid")): str(e.get("args", {}).get("name", ""))
-        for e in events
-        if e.get("ph") == "M" and e.get("name") == "thread_name"
+        (event.get("pid"), event.get("tid")): str(event.get("args", {}).get("name", ""))
+        for event in events
+        if event.get("ph") == "M" and event.get("name") == "thread_name"
     }
     step_spans = [
-        (float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur") or 0))
-        for e in events
-        if e.get("ph") == "X"
-        and e.get("pid") in gpu_pids
-        and thread_names.get((e.get("pid"), e.get("tid"))) == "Steps"
+        (float(event.get("ts", 0)), float(event.get("ts", 0)) + float(event.get("dur") or 0))
+        for event in events
+        if event.get("ph") == "X"
+        and event.get("pid") in gpu_pids
+        and thread_names.get((event.get("pid"), event.get("tid"))) == "Steps"
     ]
-    for e in events:
-        args = e.get("args") or {}
+    for event in events:
+        args = event.get("args") or {}
         cid = args.get("correlation_id") or args.get("correlation id")
-        if cid is None or e.get("ph") != "X":
+        if cid is None or event.get("ph") != "X":
             continue
-        name = str(e.get("name", ""))
+        name = str(event.get("name", ""))
         copy = MEMCPY_EVENT.match(name)
-        if e.get("pid") in gpu_pids:
-            dur = float(e.get("dur") or 0.0)
-            ts = float(e.get("ts", 0))
+        if event.get("pid") in gpu_pids:
+            dur = float(event.get("dur") or 0.0)
+            stamp = float(event.get("ts", 0))
             if copy:
-                copy_spans.append((ts, ts + dur))
+                copy_spans.append((stamp, stamp + dur))
                 kind = MEMCPY_EVENT_KIND[copy.group(1).lower()]
                 facts.memcpy_us[kind] = facts.memcpy_us.get(kind, 0.0) + dur
                 size = SIZE.search(str(args.get("memcpy_details", "")))
                 if size:
                     facts.memcpy_bytes[kind] = facts.memcpy_bytes.get(kind, 0) + int(size[1])
             elif not name.startswith("Memset"):
-                device.setdefault(cid, ts)
+                device.setdefault(cid, stamp)
                 facts.kernels += 1
-                kernel_spans.setdefault((e.get("pid"), e.get("tid")), []).append((ts, ts + dur))
+                kernel_spans.setdefault((event.get("pid"), event.get("tid")), []).append(
+                    (stamp, stamp + dur)
+                )
         elif not copy and not name.startswith("Memset"):
-            host.setdefault(cid, float(e.get("ts", 0)))
-            facts.launch_call_us.append(float(e.get("dur") or 0.0))
+            host.setdefault(cid, float(event.get("ts", 0)))
+            facts.launch_call_us.append(float(event.get("dur") or 0.0))
     matched = host.keys() & device.keys()
-    facts.queue_delay_us = [device[c] - host[c] for c in matched if device[c] >= host[c]]
+    facts.queue_delay_us = [
+        device[correlation] - host[correlation]
+        for correlation in matched
+        if device[correlation] >= host[correlation]
+    ]
     for spans in kernel_spans.values():
         spans.sort()
-        facts.kernel_gaps_us += [b[0] - a[1] for a, b in itertools.pairwise(spans) if b[0] > a[1]]
+        facts.kernel_gaps_us += [
+            later[0] - earlier[1]
+            for earlier, later in itertools.pairwise(spans)
+            if later[0] > earlier[1]
+        ]
     every_kernel = _union([x for spans in kernel_spans.values() for x in spans])
     copies = _union(copy_spans)
     # Shares are of the profiled steps' wall time: clip to the trace's step markers
@@ -169,10 +184,10 @@ def trace_facts(trace: Any) -> TraceFacts:
     window = _union(step_spans)
     if not window and (every_kernel or copies):
         spans = every_kernel + copies
-        window = [(min(a for a, _ in spans), max(b for _, b in spans))]
+        window = [(min(earlier for earlier, _ in spans), max(later for _, later in spans))]
     facts.timeline = _timeline(step_spans, kernel_spans, copies, thread_names)
     every_kernel, copies = _clip(every_kernel, window), _clip(copies, window)
-    facts.window_us = sum(b - a for a, b in window)
+    facts.window_us = sum(later - earlier for earlier, later in window)
     facts.memcpy_exposed_us = _uncovered(copies, every_kernel)
-    facts.kernel_busy_us = sum(b - a for a, b in every_kernel)
+    facts.kernel_busy_us = sum(later - earlier for earlier, later in every_kernel)
     return facts
