@@ -38,10 +38,10 @@ def forward_throughput(
     try:
         model = build()
         x = tf.constant(synthetic_inputs(model, batch))
-        fn = tf.function(lambda: model(x, training=False), jit_compile=xla)
+        forward = tf.function(lambda: model(x, training=False), jit_compile=xla)
         return measure(
             f"{name} inference {precision} xla={'on' if xla else 'off'} batch={batch}",
-            fn,
+            forward,
             work=float(batch),
             unit="samples/s",
             sync=lambda out: tf.reduce_sum(tf.reshape(out, [-1])[:1]).numpy(),
@@ -78,20 +78,20 @@ def conv3d(
         x = tf.random.normal((batch, *dhw, channels))
         if precision != "float32":
             x = tf.cast(x, keras.mixed_precision.global_policy().compute_dtype)
-        fn = tf.function(lambda: layer(x), jit_compile=xla)
+        forward = tf.function(lambda: layer(x), jit_compile=xla)
         flops = conv3d_flops(batch, dhw, channels, channels) / 1e12
         sync = sync_device
-        sync(fn())
-        t0 = time.perf_counter()
-        sync(fn())
-        per_call = max(time.perf_counter() - t0, 1e-6)
+        sync(forward())
+        started = time.perf_counter()
+        sync(forward())
+        per_call = max(time.perf_counter() - started, 1e-6)
         number = max(1, int(seconds / 5 / per_call))
         sampler = start_gpu_sampler(0.25)
         start = time.time()
-        m = measure(
+        measurement = measure(
             f"conv3d 3x3x3 {channels}->{channels} {batch}x{'x'.join(map(str, dhw))} {precision}"
             + ("" if xla else " xla=off"),
-            fn,
+            forward,
             work=flops,
             unit="TFLOP/s",
             sync=sync,
@@ -110,23 +110,30 @@ def conv3d(
         if sampler is not None:
             sampler.stop()
             watts = [
-                s.gpus[0].power_w
-                for s in sampler.history(since=start + 1.0)
-                if s.gpus and s.gpus[0].power_w
+                snap.gpus[0].power_w
+                for snap in sampler.history(since=start + 1.0)
+                if snap.gpus and snap.gpus[0].power_w
             ]
             power = sum(watts) / len(watts) if watts else None
-        params = dict(m.params)
+        params = dict(measurement.params)
         params["power_w_mean"] = power
-        params["tflops_per_watt"] = (m.median / power) if power and m.median else None
+        params["tflops_per_watt"] = (
+            (measurement.median / power) if power and measurement.median else None
+        )
         return Measurement(
-            m.name, m.unit, m.samples, warmup_s=m.warmup_s, params=params, peak=m.peak
+            measurement.name,
+            measurement.unit,
+            measurement.samples,
+            warmup_s=measurement.warmup_s,
+            params=params,
+            peak=measurement.peak,
         )
     finally:
         keras.mixed_precision.set_global_policy(previous)
 
 
 def greedy_decoder(
-    lm: Any, batch: int, length: int, start: int, xla: bool = True, fused: bool = False
+    causal_lm: Any, batch: int, length: int, start: int, xla: bool = True, fused: bool = False
 ) -> Any:
     """KerasHub GPT-2's greedy `generate`, as one compiled function of (token_ids,
     padding_mask) at a fixed shape, with two changes that leave the tokens the same:
@@ -142,24 +149,26 @@ def greedy_decoder(
     import keras
 
     tf = import_tensorflow()
-    bb = lm.backbone
-    blocks = list(bb.transformer_layers)
-    heads = bb.num_heads
-    cache_shape = [batch, 2, length, heads, bb.hidden_dim // heads]
-    dtype = lm.compute_dtype
+    backbone = causal_lm.backbone
+    blocks = list(backbone.transformer_layers)
+    heads = backbone.num_heads
+    cache_shape = [batch, 2, length, heads, backbone.hidden_dim // heads]
+    dtype = causal_lm.compute_dtype
     weights: Any = None
     step: Any = None
     if fused:
-        weights, step = _fused_decoder_step(lm, dtype)
+        weights, step = _fused_decoder_step(causal_lm, dtype)
 
     def forward(ids: Any, caches: tuple[Any, ...], index: Any) -> tuple[Any, tuple[Any, ...]]:
-        tokens = bb.token_embedding(ids)
-        x = bb.embeddings_add((tokens, bb.position_embedding(tokens, start_index=index)))
+        tokens = backbone.token_embedding(ids)
+        x = backbone.embeddings_add(
+            (tokens, backbone.position_embedding(tokens, start_index=index))
+        )
         updated = []
         for block, cache in zip(blocks, caches, strict=True):
             x, cache = block(x, self_attention_cache=cache, self_attention_cache_update_index=index)
             updated.append(cache)
-        return bb.token_embedding(bb.layer_norm(x), reverse=True), tuple(updated)
+        return backbone.token_embedding(backbone.layer_norm(x), reverse=True), tuple(updated)
 
     def pick(i: Any, ids: Any, padding_mask: Any, logits: Any) -> Any:
         token = tf.argmax(logits, axis=-1, output_type=ids.dtype)
@@ -171,17 +180,17 @@ def greedy_decoder(
         caches = tuple(tf.zeros(cache_shape, dtype) for _ in blocks)
         _, caches = forward(token_ids, caches, 0)
         if fused:
-            w = weights()
-            kv = fused_caches(caches)  # once, after the prompt's pass
+            fused_weights = weights()
+            caches_kv = fused_caches(caches)  # once, after the prompt's pass
 
-            def fused_body(i: Any, ids: Any, ks: Any, vs: Any) -> tuple[Any, ...]:
-                logits, ks, vs = step(w, ids[:, i - 1], ks, vs, i - 1)
-                return i + 1, pick(i, ids, padding_mask, logits), ks, vs
+            def fused_body(i: Any, ids: Any, keys: Any, values: Any) -> tuple[Any, ...]:
+                logits, keys, values = step(fused_weights, ids[:, i - 1], keys, values, i - 1)
+                return i + 1, pick(i, ids, padding_mask, logits), keys, values
 
             out = tf.while_loop(
                 lambda i, *_: i < length,
                 fused_body,
-                (tf.constant(start), token_ids, *kv),
+                (tf.constant(start), token_ids, *caches_kv),
                 maximum_iterations=length - start,
             )
             return out[1]
@@ -243,11 +252,11 @@ def gpt2_generation(
 
     previous = _policy(precision)
     try:
-        lm = gpt2_causal_lm(vocab, layers, hidden, heads, 4 * hidden, 1024)
+        causal_lm = gpt2_causal_lm(vocab, layers, hidden, heads, 4 * hidden, 1024)
         if loop == "fused_generate":
-            fuse_generation(lm)
+            fuse_generation(causal_lm)
         # Greedy decoding, as throughput benchmarks use (KerasHub's default samples top-k).
-        lm.compile(sampler="greedy", jit_compile=xla)
+        causal_lm.compile(sampler="greedy", jit_compile=xla)
         rng = np.random.default_rng(0)
         total = prompt + new_tokens
 
@@ -256,26 +265,26 @@ def gpt2_generation(
         def generate(length: int) -> Any:
             x = prompt_inputs(rng, batch, length, prompt, vocab)
             if loop in ("keras_hub", "fused_generate"):
-                return lm.generate(x, stop_token_ids=None)
+                return causal_lm.generate(x, stop_token_ids=None)
             if length not in decoders:
                 decoders[length] = greedy_decoder(
-                    lm, batch, length, prompt, xla, fused=loop == "fused"
+                    causal_lm, batch, length, prompt, xla, fused=loop == "fused"
                 )
             return decoders[length](x["token_ids"], x["padding_mask"]).numpy()
 
-        t0 = time.perf_counter()
+        started = time.perf_counter()
         generate(total)
-        first_call = time.perf_counter() - t0
+        first_call = time.perf_counter() - started
         full, first = [], []
         for _ in range(repeats):
-            t = time.perf_counter()
+            ended = time.perf_counter()
             generate(total)
-            full.append(batch * new_tokens / (time.perf_counter() - t))
+            full.append(batch * new_tokens / (time.perf_counter() - ended))
         generate(prompt + 1)  # compile the 1-token shape
         for _ in range(repeats):
-            t = time.perf_counter()
+            ended = time.perf_counter()
             generate(prompt + 1)
-            first.append((time.perf_counter() - t) * 1e3)
+            first.append((time.perf_counter() - ended) * 1e3)
         params = {
             "batch": batch,
             "prompt": prompt,

@@ -40,11 +40,11 @@ def matmul(
         with tf.device(_device(tf)):
             a = tf.cast(tf.random.normal((m, k)), dtype)
             b = tf.cast(tf.random.normal((k, n)), dtype)
-            fn = tf.function(lambda: tf.linalg.matmul(a, b), jit_compile=False)
+            product = tf.function(lambda: tf.linalg.matmul(a, b), jit_compile=False)
             label = dtype if dtype != "float32" else ("float32 (TF32)" if tf32 else "float32")
             return measure(
                 f"matmul {label} {m}x{n}x{k}",
-                fn,
+                product,
                 work=2.0 * m * n * k / 1e12,
                 unit="TFLOP/s",
                 sync=sync_device,
@@ -66,15 +66,15 @@ def device_bandwidth(
     a runtime vector the optimizer cannot fold.
     """
     tf = import_tensorflow()
-    n = mib * 2**20 // 4
+    count = mib * 2**20 // 4
     with tf.device(_device(tf)):
-        x = tf.random.uniform((n,), dtype=tf.float32)
-        v = tf.Variable(1.0)
-        fn = tf.function(lambda: x + v)
+        x = tf.random.uniform((count,), dtype=tf.float32)
+        variable = tf.Variable(1.0)
+        add = tf.function(lambda: x + variable)
         return measure(
             f"device copy {mib} MiB (read + write)",
-            fn,
-            work=2 * n * 4 / 1e9,
+            add,
+            work=2 * count * 4 / 1e9,
             unit="GB/s",
             sync=sync_device,
             repeats=repeats,
@@ -98,10 +98,10 @@ def host_transfer(
     tf = import_tensorflow()
     if not tf.config.list_logical_devices("GPU"):
         return Skipped("no GPU: there is no host-device transfer to measure")
-    n = mib * 2**20 // 4
+    count = mib * 2**20 // 4
     gpu = _device(tf)
     if direction == "h2d":
-        host = np.random.default_rng(0).random(n, dtype=np.float32)
+        host = np.random.default_rng(0).random(count, dtype=np.float32)
         if pinned:
             with tf.device(gpu):
                 src = tf.constant(host).cpu()  # lands in TF's pinned host memory
@@ -122,7 +122,7 @@ def host_transfer(
                     return tf.constant(host)
     else:
         with tf.device(gpu):
-            dev = tf.random.uniform((n,))
+            dev = tf.random.uniform((count,))
 
         def fn() -> Any:
             return dev.numpy() if not pinned else tf.identity(dev, name="d2h").cpu()
@@ -130,7 +130,7 @@ def host_transfer(
     return measure(
         f"{direction.upper()} {'pinned' if pinned else 'pageable'} {mib} MiB",
         fn,
-        work=n * 4 / 1e9,
+        work=count * 4 / 1e9,
         unit="GB/s",
         sync=sync_device,
         repeats=repeats,
@@ -165,7 +165,7 @@ def launch_latency(mode: str = "eager", launches: int = 1000, repeats: int = 7) 
                 return y
 
             fn = graph
-        m = measure(
+        measurement = measure(
             f"launch latency ({mode})",
             fn,
             work=1.0,
@@ -176,14 +176,14 @@ def launch_latency(mode: str = "eager", launches: int = 1000, repeats: int = 7) 
             per_call_time=True,
             params={"mode": mode, "launches": launches},
         )
-    per = tuple(s / launches for s in m.samples)  # per launch
+    per = tuple(sample / launches for sample in measurement.samples)  # per launch
     return Measurement(
-        m.name,
+        measurement.name,
         "us",
         per,
         higher_is_better=False,
-        warmup_s=m.warmup_s,
-        params={**m.params, "target_us": LAUNCH_TARGET_US},
+        warmup_s=measurement.warmup_s,
+        params={**measurement.params, "target_us": LAUNCH_TARGET_US},
     )
 
 
@@ -198,13 +198,13 @@ def allreduce(
     """
     tf = import_tensorflow()
     if devices is None:
-        devices = [d.name for d in tf.config.list_logical_devices("GPU")]
+        devices = [device.name for device in tf.config.list_logical_devices("GPU")]
         ops, cross = "NCCL", tf.distribute.NcclAllReduce()
     else:
         ops, cross = "ReductionToOneDevice", tf.distribute.ReductionToOneDevice()
     if len(devices) < 2:
         return Skipped(f"needs 2 or more GPUs, {len(devices)} visible")
-    n = len(devices)
+    count = len(devices)
     strategy = tf.distribute.MirroredStrategy(devices, cross_device_ops=cross)
     elems = mib * 2**20 // 4
     from tfaccel.trial.step import per_replica_values
@@ -213,23 +213,23 @@ def allreduce(
         strategy, lambda ctx: tf.ones((elems,)) * float(ctx.replica_id_in_sync_group)
     )
 
-    def replica_fn(v: Any) -> Any:
+    def replica_fn(value: Any) -> Any:
         # An all-reduce among the replicas (NCCL), each keeping the sum on its own GPU.
         # strategy.reduce() would instead gather to the host, which times a D2H copy.
-        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, v)
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, value)
 
     @tf.function
     def step() -> Any:
         return strategy.experimental_local_results(strategy.run(replica_fn, args=(values,)))
 
-    bus = elems * 4 * 2 * (n - 1) / n / 1e9
+    bus = elems * 4 * 2 * (count - 1) / count / 1e9
     return measure(
-        f"all-reduce {mib} MiB over {n} GPUs (bus bandwidth)",
+        f"all-reduce {mib} MiB over {count} GPUs (bus bandwidth)",
         step,
         work=bus,
         unit="GB/s",
         sync=sync_device,
         repeats=repeats,
         number=number,
-        params={"mib": mib, "gpus": n, "ops": ops},
+        params={"mib": mib, "gpus": count, "ops": ops},
     )

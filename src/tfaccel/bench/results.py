@@ -27,26 +27,26 @@ class BenchReport:
     skipped: tuple[tuple[str, str], ...] = ()  # (benchmark, why) where it does not apply
 
 
-def report_json(r: BenchReport) -> str:
+def report_json(report: BenchReport) -> str:
     rows = []
-    for m in r.measurements:
-        d = to_jsonable(m)
-        d.update(
-            median=m.median,
-            spread=m.spread,
-            percent_of_peak=m.percent_of_peak,
-            warnings=list(m.warnings),
+    for measurement in report.measurements:
+        row = to_jsonable(measurement)
+        row.update(
+            median=measurement.median,
+            spread=measurement.spread,
+            percent_of_peak=measurement.percent_of_peak,
+            warnings=list(measurement.warnings),
         )
-        rows.append(d)
+        rows.append(row)
     return json.dumps(
         {
             "schema": SCHEMA,
-            "suite": r.suite,
-            "environment": r.environment,
-            "seconds": r.seconds,
-            "complete": r.complete,
+            "suite": report.suite,
+            "environment": report.environment,
+            "seconds": report.seconds,
+            "complete": report.complete,
             "measurements": rows,
-            "skipped": [{"name": n, "why": why} for n, why in r.skipped],
+            "skipped": [{"name": name, "why": why} for name, why in report.skipped],
         },
         indent=1,
     )
@@ -55,17 +55,17 @@ def report_json(r: BenchReport) -> str:
 def load_report(path: str | Path) -> BenchReport:
     from tfaccel._deps import read_json
 
-    p = Path(path)
-    data = read_json(p, "a tfaccel bench JSON file")
+    file = Path(path)
+    data = read_json(file, "a tfaccel bench JSON file")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ConfigFileError(
-            f"{p} is not a tfaccel bench result",
+            f"{file} is not a tfaccel bench result",
             expected=f"schema {SCHEMA!r}",
             received=repr(data.get("schema") if isinstance(data, dict) else type(data).__name__),
         )
-    ms = []
+    measurements = []
     for row in data.get("measurements", []):
-        ms.append(
+        measurements.append(
             Measurement(
                 row["name"],
                 row["unit"],
@@ -81,13 +81,13 @@ def load_report(path: str | Path) -> BenchReport:
     return BenchReport(
         data.get("suite", "?"),
         data.get("environment", {}),
-        tuple(ms),
+        tuple(measurements),
         float(data.get("seconds", 0.0)),
         bool(data.get("complete", True)),
         tuple(
-            (str(s.get("name")), str(s.get("why")))
-            for s in data.get("skipped") or ()
-            if isinstance(s, dict)
+            (str(skip.get("name")), str(skip.get("why")))
+            for skip in data.get("skipped") or ()
+            if isinstance(skip, dict)
         ),
     )
 
@@ -104,30 +104,46 @@ class CompareRow:
     threshold: float | None = None  # a ratio within 1 +- this is noise (better is None)
 
 
-def compare(a: BenchReport, b: BenchReport) -> list[CompareRow]:
+def compare(before: BenchReport, after: BenchReport) -> list[CompareRow]:
     """Every benchmark of either file, matched by name; ratio = B / A where both have
     it (one measured in one file only has None on the other side)."""
-    bm = {m.name: m for m in b.measurements}
-    names_a = {m.name for m in a.measurements}
+    after_by_name = {measurement.name: measurement for measurement in after.measurements}
+    names_a = {measurement.name for measurement in before.measurements}
     rows = []
-    for m in a.measurements:
-        other = bm.get(m.name)
+    for measurement in before.measurements:
+        other = after_by_name.get(measurement.name)
         if other is None:
-            rows.append(CompareRow(m.name, m.unit, m.median, None, None, None, only="A"))
+            rows.append(
+                CompareRow(
+                    measurement.name,
+                    measurement.unit,
+                    measurement.median,
+                    None,
+                    None,
+                    None,
+                    only="A",
+                )
+            )
             continue
-        va, vb = m.median, other.median
-        ratio = vb / va if va and vb is not None else None
-        threshold = noise_threshold(m.spread, other.spread)  # as tune decides
+        old, new = measurement.median, other.median
+        ratio = new / old if old and new is not None else None
+        threshold = noise_threshold(measurement.spread, other.spread)  # as tune decides
         better = (
             None
             if ratio is None or abs(ratio - 1) <= threshold
-            else (ratio > 1 if m.higher_is_better else ratio < 1)
+            else (ratio > 1 if measurement.higher_is_better else ratio < 1)
         )
-        rows.append(CompareRow(m.name, m.unit, va, vb, ratio, better, threshold=threshold))
+        rows.append(
+            CompareRow(
+                measurement.name, measurement.unit, old, new, ratio, better, threshold=threshold
+            )
+        )
     rows += [
-        CompareRow(m.name, m.unit, None, m.median, None, None, only="B")
-        for m in b.measurements
-        if m.name not in names_a
+        CompareRow(
+            measurement.name, measurement.unit, None, measurement.median, None, None, only="B"
+        )
+        for measurement in after.measurements
+        if measurement.name not in names_a
     ]
     return rows
 
@@ -137,21 +153,21 @@ def compare(a: BenchReport, b: BenchReport) -> list[CompareRow]:
 ENVIRONMENT_KEYS = ("driver", "tensorflow", "keras", "keras-hub", "xla_flags")
 
 
-def environment_differences(a: BenchReport, b: BenchReport) -> dict[str, tuple[Any, Any]]:
+def environment_differences(before: BenchReport, after: BenchReport) -> dict[str, tuple[Any, Any]]:
     """GPU model and the ENVIRONMENT_KEYS where the two files differ: key -> (A, B);
     "complete" too when either file is the partial one of an interrupted suite."""
 
-    def gpu(r: BenchReport) -> str | None:
-        names = [g.get("name") for g in r.environment.get("gpus") or []]
+    def gpu(report: BenchReport) -> str | None:
+        names = [entry.get("name") for entry in report.environment.get("gpus") or []]
         return f"{len(names)} x {names[0]}" if names else None
 
     out: dict[str, tuple[Any, Any]] = {}
-    if not (a.complete and b.complete):  # a file an interrupted suite left
-        out["complete"] = (a.complete, b.complete)
-    if gpu(a) != gpu(b):
-        out["gpu"] = (gpu(a), gpu(b))
+    if not (before.complete and after.complete):  # a file an interrupted suite left
+        out["complete"] = (before.complete, after.complete)
+    if gpu(before) != gpu(after):
+        out["gpu"] = (gpu(before), gpu(after))
     for key in ENVIRONMENT_KEYS:
-        va, vb = a.environment.get(key), b.environment.get(key)
-        if va != vb:
-            out[key] = (va, vb)
+        old, new = before.environment.get(key), after.environment.get(key)
+        if old != new:
+            out[key] = (old, new)
     return out

@@ -20,13 +20,13 @@ def _telemetry(sampler: Any, start: float) -> dict[str, Any]:
     from tfaccel.monitor.metrics import harmful
 
     snaps = sampler.history(since=start) if sampler is not None else []
-    gpus = [g for s in snaps for g in s.gpus[:1] if not g.error]
+    gpus = [gpu for snap in snaps for gpu in snap.gpus[:1] if not gpu.error]
     if not gpus:
         return {}
-    reasons = sorted({r for g in gpus for r in harmful(g.throttle)})
-    clocks = [g.sm_clock_mhz for g in gpus if g.sm_clock_mhz]
-    temps = [g.temp_c for g in gpus if g.temp_c is not None]
-    power = [g.power_w for g in gpus if g.power_w is not None]
+    reasons = sorted({reason for gpu in gpus for reason in harmful(gpu.throttle)})
+    clocks = [gpu.sm_clock_mhz for gpu in gpus if gpu.sm_clock_mhz]
+    temps = [gpu.temp_c for gpu in gpus if gpu.temp_c is not None]
+    power = [gpu.power_w for gpu in gpus if gpu.power_w is not None]
     return {
         "sm_clock_mhz_min": min(clocks) if clocks else None,
         "sm_clock_mhz_max": max(clocks) if clocks else None,
@@ -82,20 +82,20 @@ def run_suite(
     out: list[Measurement] = []
     skipped: list[tuple[str, str]] = []
     try:
-        for name, fn in benches:
+        for name, bench in benches:
             if on_progress:
                 on_progress(name, None)
-            t0 = time.time()
+            began = time.time()
             try:
-                got = fn()
+                got = bench()
             except Exception as exc:
                 got = Measurement(name, "", (), error=f"{type(exc).__name__}: {exc}"[:500])
             if isinstance(got, Skipped) or got is None:
                 skipped.append((name, got.why if got else "does not apply here"))
                 got = []
             results = got if isinstance(got, list) else [got]
-            telemetry = _telemetry(sampler, t0)
-            done = [replace(m, telemetry=telemetry) for m in results]
+            telemetry = _telemetry(sampler, began)
+            done = [replace(measurement, telemetry=telemetry) for measurement in results]
             out += done
             if on_partial:
                 on_partial(
@@ -204,32 +204,34 @@ def workload_benches(workload: str, batch: int, quick: bool = False) -> list[Ben
     benches: list[Bench] = []
     for precision in ("float32", "auto"):
         for xla in ("off", "jit"):
-            s = Settings(
+            settings = Settings(
                 precision=precision,
                 xla=xla,
                 batch_size=batch,
                 steps_per_execution=1 if quick else 10,
             )
 
-            def run(s: Settings = s) -> Measurement:
-                r = run_trial(workload, s, steps, extra={"count_flops": True})
-                prec = r.precision or s.precision
-                if s.precision == "auto" and prec == "float32":  # no 16-bit math here
+            def run(settings: Settings = settings) -> Measurement:
+                trial = run_trial(workload, settings, steps, extra={"count_flops": True})
+                prec = trial.precision or settings.precision
+                if settings.precision == "auto" and prec == "float32":  # no 16-bit math here
                     prec = "auto=float32"
-                label = f"{workload} train {prec} xla={s.xla} batch={batch}"
-                if not r.ok:
-                    return Measurement(label, "samples/s", (), error=f"{r.status}: {r.error}")
-                params = {**s.to_dict(), "peak_memory_bytes": r.peak_memory_bytes}
+                label = f"{workload} train {prec} xla={settings.xla} batch={batch}"
+                if not trial.ok:
+                    return Measurement(
+                        label, "samples/s", (), error=f"{trial.status}: {trial.error}"
+                    )
+                params = {**settings.to_dict(), "peak_memory_bytes": trial.peak_memory_bytes}
                 params.update(
                     model_tflops(
-                        r.extra.get("forward_flops_per_sample"),
-                        r.samples_per_s,
-                        PEAK_KEY.get(r.precision or ""),
+                        trial.extra.get("forward_flops_per_sample"),
+                        trial.samples_per_s,
+                        PEAK_KEY.get(trial.precision or ""),
                         spec,
                     )
                 )
                 return Measurement(
-                    label, "samples/s", r.windows, warmup_s=r.compile_s, params=params
+                    label, "samples/s", trial.windows, warmup_s=trial.compile_s, params=params
                 )
 
             benches.append((f"{workload} {precision} xla={xla}", run))
@@ -244,26 +246,26 @@ def _yolo_benches(quick: bool, spec: Any) -> list[Bench]:
     from tfaccel.bench import inference
     from tfaccel.workloads.models import yolo_style
 
-    hw = (128, 224) if quick else None
-    build = partial(yolo_style, hw) if hw else yolo_style
+    image_size = (128, 224) if quick else None
+    build = partial(yolo_style, image_size) if image_size else yolo_style
     # Does XLA help? Without it at batch 1 beside each run with it.
-    runs = [(b, p, True) for b in ((1,) if quick else (1, 8)) for p in PAIR]
-    runs += [(1, p, False) for p in PAIR]
+    runs = [(batch, precision, True) for batch in ((1,) if quick else (1, 8)) for precision in PAIR]
+    runs += [(1, precision, False) for precision in PAIR]
     return [
         (
-            f"yolo batch={b} {p} xla={'on' if x else 'off'}",
+            f"yolo batch={batch} {precision} xla={'on' if x else 'off'}",
             partial(
                 inference.forward_throughput,
                 "yolo-style 4K",
                 build,
-                b,
-                p,
+                batch,
+                precision,
                 x,
                 3 if quick else 5,
                 2 if quick else 10,
             ),
         )
-        for b, p, x in runs
+        for batch, precision, x in runs
     ]
 
 
@@ -274,19 +276,19 @@ def _conv3d_benches(quick: bool, spec: Any) -> list[Bench]:
     size = (1, (8, 16, 16), 8) if quick else (4, (64, 128, 128), 64)
     return [
         (
-            f"conv3d {p} xla={'on' if x else 'off'}",
+            f"conv3d {precision} xla={'on' if x else 'off'}",
             partial(
                 inference.conv3d,
                 size[0],
                 size[1],
                 size[2],
-                p,
+                precision,
                 0.5 if quick else 8.0,
-                spec.peak("bf16" if p != "float32" else "tf32") if spec else None,
+                spec.peak("bf16" if precision != "float32" else "tf32") if spec else None,
                 x,
             ),
         )
-        for p, x in runs3d
+        for precision, x in runs3d
     ]
 
 
@@ -298,29 +300,29 @@ def _gpt2_benches(quick: bool, spec: Any) -> list[Bench]:
     # casts each float32 weight again for every token). Without XLA: batch 1.
     precisions = ("float32", "bfloat16") if quick else ("float32", *PAIR[1:], "bfloat16")
     batches = (1,) if quick else (1, 16)
-    gen = [(b, p, True, "keras_hub") for b in batches for p in precisions]
-    gen += [(1, p, False, "keras_hub") for p in (("float32",) if quick else PAIR)]
+    gen = [(batch, precision, True, "keras_hub") for batch in batches for precision in precisions]
+    gen += [(1, precision, False, "keras_hub") for precision in (("float32",) if quick else PAIR)]
     # The same greedy decoding with a cache per layer (bench.inference.greedy_decoder),
     # and with tfaccel's fused decoding step (one QKV product, one-pass layer norms),
     # in its own greedy loop and in KerasHub's generate (fuse_generation)
     loops = ("tfaccel", "fused", "fused_generate")
-    gen += [(b, "bfloat16", True, loop) for b in batches for loop in loops]
+    gen += [(batch, "bfloat16", True, loop) for batch in batches for loop in loops]
     return [
         (
-            f"gpt2 batch={b} {p} xla={'on' if x else 'off'} loop={loop}",
+            f"gpt2 batch={batch} {precision} xla={'on' if x else 'off'} loop={loop}",
             partial(
                 inference.gpt2_generation,
-                b,
+                batch,
                 8 if quick else 32,
                 8 if quick else 128,
-                precision=p,
+                precision=precision,
                 repeats=2 if quick else 3,
                 xla=x,
                 loop=loop,
                 **shape,
             ),
         )
-        for b, p, x, loop in gen
+        for batch, precision, x, loop in gen
     ]
 
 
@@ -339,20 +341,20 @@ def _resnet50_inference_benches(quick: bool, spec: Any) -> list[Bench]:
 
     return [
         (
-            f"resnet50 inference {p} xla={'on' if x else 'off'}",
+            f"resnet50 inference {precision} xla={'on' if x else 'off'}",
             partial(
                 inference.forward_throughput,
                 "resnet50",
                 lambda: resnet50().model,
                 8 if quick else 256,
-                p,
+                precision,
                 x,
                 3 if quick else 5,
                 2 if quick else 10,
             ),
         )
         for x in (True, False)
-        for p in PAIR
+        for precision in PAIR
     ]
 
 
@@ -382,26 +384,28 @@ def remat_saving(workload: str, batch: int) -> Measurement:
     errors: list[str] = []
     how = None
     for remat in (False, True):
-        r = run_trial(
+        trial = run_trial(
             workload,
             Settings(
                 precision="float32", xla="off", batch_size=batch, gradient_checkpointing=remat
             ),
             StepPlan(3, 2, 3),
         )
-        peaks[remat] = r.peak_memory_bytes
-        how = r.extra.get("checkpointing", how)
-        if not r.ok:
-            errors.append(f"checkpointing {'on' if remat else 'off'}: {r.status} ({r.error})")
-        elif r.device != "GPU":
+        peaks[remat] = trial.peak_memory_bytes
+        how = trial.extra.get("checkpointing", how)
+        if not trial.ok:
+            errors.append(
+                f"checkpointing {'on' if remat else 'off'}: {trial.status} ({trial.error})"
+            )
+        elif trial.device != "GPU":
             gpu = "needs a GPU (peak memory is read from TensorFlow's GPU allocator)"
             if gpu not in errors:
                 errors.append(gpu)
     name = f"{workload} peak memory, gradient checkpointing off -> on, batch {batch}"
-    off, on = peaks[False], peaks[True]
-    if errors or not off or not on:
+    off, with_remat = peaks[False], peaks[True]
+    if errors or not off or not with_remat:
         return Measurement(name, "% saved", (), error="; ".join(errors) or "no peak was read")
-    saving = 100.0 * (1 - on / off)
+    saving = 100.0 * (1 - with_remat / off)
     return Measurement(
         name,
         "% saved",
@@ -428,8 +432,8 @@ def select(what: list[str], quick: bool = False, batch: int | None = None) -> li
             benches += micro_benches(quick)
         elif item == "all":
             benches += micro_benches(quick)
-            for w in (name for name, row in BUILTINS.items() if row.in_bench_all):
-                benches += workload_benches(w, batch_for(w), quick)
+            for builtin in (name for name, row in BUILTINS.items() if row.in_bench_all):
+                benches += workload_benches(builtin, batch_for(builtin), quick)
             for extra in ("resnet50-inference", "yolo", "gpt2", "conv3d", "remat"):
                 benches += extra_benches(extra, quick) or []
         elif (found := extra_benches(item, quick)) is not None:

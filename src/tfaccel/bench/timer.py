@@ -46,8 +46,8 @@ class Measurement:
 
     @property
     def percent_of_peak(self) -> float | None:
-        m = self.median
-        return 100.0 * m / self.peak if m is not None and self.peak else None
+        median = self.median
+        return 100.0 * median / self.peak if median is not None and self.peak else None
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -98,9 +98,9 @@ def measure(
         per_call_time: report microseconds per call (lower is better) instead of a rate.
         sync: waits for the device to finish the result (called before each clock read).
     """
-    t0 = clock()
+    started = clock()
     sync(fn())
-    warmup = clock() - t0
+    warmup = clock() - started
     samples = []
     for _ in range(repeats):
         start = clock()

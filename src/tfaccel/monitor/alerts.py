@@ -26,49 +26,51 @@ class Alert:
     severity: Severity = "warning"
 
 
-def evaluate(g: GpuSample, t: Thresholds) -> list[Alert]:
+def evaluate(gpu: GpuSample, limits: Thresholds) -> list[Alert]:
     """Every alert one sample raises."""
-    if g.error:
+    if gpu.error:
         return [
             Alert(
-                g.index,
+                gpu.index,
                 "lost",
-                f"GPU {g.index} does not answer: {g.error} (look for "
+                f"GPU {gpu.index} does not answer: {gpu.error} (look for "
                 "Xid errors: dmesg | grep -i xid)",
                 "critical",
             )
         ]
     out: list[Alert] = []
-    if g.temp_c is not None and g.temp_c >= t.temp_c:
-        edge = f", slowdown at {g.temp_slowdown_c:.0f} C" if g.temp_slowdown_c else ""
+    if gpu.temp_c is not None and gpu.temp_c >= limits.temp_c:
+        edge = f", slowdown at {gpu.temp_slowdown_c:.0f} C" if gpu.temp_slowdown_c else ""
         out.append(
             Alert(
-                g.index,
+                gpu.index,
                 "temperature",
-                f"GPU {g.index} at {g.temp_c:.0f} C (threshold {t.temp_c:.0f} C{edge})",
-                "critical" if g.temp_slowdown_c and g.temp_c >= g.temp_slowdown_c else "warning",
+                f"GPU {gpu.index} at {gpu.temp_c:.0f} C (threshold {limits.temp_c:.0f} C{edge})",
+                "critical"
+                if gpu.temp_slowdown_c and gpu.temp_c >= gpu.temp_slowdown_c
+                else "warning",
             )
         )
-    bad = harmful(g.throttle)
+    bad = harmful(gpu.throttle)
     if bad:
         out.append(
-            Alert(g.index, "throttle", f"GPU {g.index} clocks held down by {', '.join(bad)}")
+            Alert(gpu.index, "throttle", f"GPU {gpu.index} clocks held down by {', '.join(bad)}")
         )
-    pct = g.mem_pct
-    if pct is not None and pct >= t.mem_pct:
+    pct = gpu.mem_pct
+    if pct is not None and pct >= limits.mem_pct:
         out.append(
             Alert(
-                g.index,
+                gpu.index,
                 "memory",
-                f"GPU {g.index} memory {pct:.0f}% full (threshold {t.mem_pct:.0f}%)",
+                f"GPU {gpu.index} memory {pct:.0f}% full (threshold {limits.mem_pct:.0f}%)",
             )
         )
-    if g.ecc_uncorrected:
+    if gpu.ecc_uncorrected:
         out.append(
             Alert(
-                g.index,
+                gpu.index,
                 "ecc",
-                f"GPU {g.index} has {g.ecc_uncorrected} uncorrected "
+                f"GPU {gpu.index} has {gpu.ecc_uncorrected} uncorrected "
                 "ECC error(s) since the driver loaded",
                 "critical",
             )

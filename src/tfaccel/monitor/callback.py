@@ -28,7 +28,7 @@ class EpochTelemetry:
     gpus: tuple[GpuWindow, ...]
 
     def joules_per_sample(self) -> float | None:
-        energy = sum(g.energy_j or 0.0 for g in self.gpus)
+        energy = sum(gpu.energy_j or 0.0 for gpu in self.gpus)
         return energy / self.samples if self.samples and energy else None
 
 
@@ -95,9 +95,9 @@ class GpuMonitorCallback(keras.callbacks.Callback):
         self._writer: Any = None
 
     def _on_snapshot(self, snap: Snapshot) -> None:
-        for a in snap.alerts:
-            if a.kind == "temperature":
-                self._thermal = a.message
+        for alert in snap.alerts:
+            if alert.kind == "temperature":
+                self._thermal = alert.message
 
     def on_train_begin(self, logs: Any = None) -> None:
         self.epochs = []
@@ -176,7 +176,7 @@ class GpuMonitorCallback(keras.callbacks.Callback):
         tel = EpochTelemetry(epoch, end - self._epoch_start, steps, samples, tuple(windows))
         self.epochs.append(tel)
         values: dict[str, float] = {}
-        for w in windows:
+        for window in windows:
             for key in (
                 "util_mean",
                 "util_max",
@@ -186,9 +186,9 @@ class GpuMonitorCallback(keras.callbacks.Callback):
                 "energy_j",
                 "throttled_s",
             ):
-                v = getattr(w, key)
-                if v is not None:
-                    values[f"gpu{w.gpu}_{key}"] = float(v)
+                value = getattr(window, key)
+                if value is not None:
+                    values[f"gpu{window.gpu}_{key}"] = float(value)
         jps = tel.joules_per_sample()
         if jps is not None:
             values["gpu_joules_per_sample"] = jps
@@ -198,8 +198,8 @@ class GpuMonitorCallback(keras.callbacks.Callback):
             tf = import_tensorflow()
 
             with self._writer.as_default():
-                for k, v in values.items():
-                    tf.summary.scalar(f"gpu/{k}", v, step=epoch)
+                for field, value in values.items():
+                    tf.summary.scalar(f"gpu/{field}", value, step=epoch)
             self._writer.flush()
 
     def on_train_end(self, logs: Any = None) -> None:

@@ -27,26 +27,26 @@ class SnapshotCollector:
         snap = self.latest()
         if snap is None:
             return
-        for m in METRICS:
-            fam = GaugeMetricFamily(m.prom, m.help, labels=["gpu", "name"])
-            for g in snap.gpus:
-                value = getattr(g, m.attr)
+        for metric in METRICS:
+            fam = GaugeMetricFamily(metric.prom, metric.help, labels=["gpu", "name"])
+            for gpu in snap.gpus:
+                value = getattr(gpu, metric.attr)
                 if value is not None:
-                    fam.add_metric([str(g.index), g.name or ""], float(value))
+                    fam.add_metric([str(gpu.index), gpu.name or ""], float(value))
             yield fam
-        up = GaugeMetricFamily("tfaccel_gpu_up", "1 if the GPU answers NVML", labels=["gpu"])
+        gauge_up = GaugeMetricFamily("tfaccel_gpu_up", "1 if the GPU answers NVML", labels=["gpu"])
         throttled = GaugeMetricFamily(
             "tfaccel_gpu_throttled", "1 per active clock event reason", labels=["gpu", "reason"]
         )
-        for g in snap.gpus:
-            up.add_metric([str(g.index)], 0.0 if g.error else 1.0)
-            for reason in g.throttle:
-                throttled.add_metric([str(g.index), reason], 1.0)
-        yield up
+        for gpu in snap.gpus:
+            gauge_up.add_metric([str(gpu.index)], 0.0 if gpu.error else 1.0)
+            for reason in gpu.throttle:
+                throttled.add_metric([str(gpu.index), reason], 1.0)
+        yield gauge_up
         yield throttled
         alerts = GaugeMetricFamily("tfaccel_gpu_alerts", "Active alerts", labels=["gpu", "kind"])
-        for a in snap.alerts:
-            alerts.add_metric([str(a.gpu), a.kind], 1.0)
+        for alert in snap.alerts:
+            alerts.add_metric([str(alert.gpu), alert.kind], 1.0)
         yield alerts
 
 

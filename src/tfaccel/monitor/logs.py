@@ -36,24 +36,24 @@ class SampleLog:
                 self._csv.writeheader()
 
     def write(self, snap: Snapshot) -> None:
-        for g in snap.gpus:
-            alerts = [a.message for a in snap.alerts if a.gpu == g.index]
+        for gpu in snap.gpus:
+            alerts = [alert.message for alert in snap.alerts if alert.gpu == gpu.index]
             if self.kind == "csv":
                 row: dict[str, Any] = {
-                    "time": f"{g.time:.3f}",
-                    "gpu": g.index,
-                    "name": g.name,
-                    "throttle": "|".join(g.throttle),
+                    "time": f"{gpu.time:.3f}",
+                    "gpu": gpu.index,
+                    "name": gpu.name,
+                    "throttle": "|".join(gpu.throttle),
                     "alerts": " | ".join(alerts),
-                    "error": g.error or "",
+                    "error": gpu.error or "",
                 }
-                for m in METRICS:
-                    row[m.attr] = getattr(g, m.attr)
+                for metric in METRICS:
+                    row[metric.attr] = getattr(gpu, metric.attr)
                 self._csv.writerow(row)
             else:
-                d = asdict(g)
-                d["alerts"] = alerts
-                self._fh.write(json.dumps(d) + "\n")
+                fields = asdict(gpu)
+                fields["alerts"] = alerts
+                self._fh.write(json.dumps(fields) + "\n")
         self._fh.flush()
 
     def close(self) -> None:

@@ -33,7 +33,7 @@ def decode_throttle(mask: int | None) -> tuple[str, ...]:
 
 def harmful(reasons: tuple[str, ...]) -> tuple[str, ...]:
     benign = {name for name, ok in THROTTLE_REASONS.values() if ok}
-    return tuple(r for r in reasons if r not in benign)
+    return tuple(reason for reason in reasons if reason not in benign)
 
 
 @dataclass(frozen=True)

@@ -29,40 +29,40 @@ class PowerInfo:
     energy_j: float | None
 
 
-def _w(v: Any) -> float | None:
-    return round(float(v) / 1000.0, 1) if v is not None else None
+def _w(value: Any) -> float | None:
+    return round(float(value) / 1000.0, 1) if value is not None else None
 
 
-def _info(nv: Nvml, i: int) -> PowerInfo:
-    count = nv.get("nvmlDeviceGetCount")
+def _info(nvml: Nvml, i: int) -> PowerInfo:
+    count = nvml.get("nvmlDeviceGetCount")
     if isinstance(count, int) and not 0 <= i < count:  # as monitor says it
         raise InputError(
             f"GPU index {i} does not exist",
             expected=f"0..{count - 1}" if count else "a machine with an NVIDIA GPU",
             received=i,
         )
-    h, err = nv.try_call("nvmlDeviceGetHandleByIndex", i)
+    handle, err = nvml.try_call("nvmlDeviceGetHandleByIndex", i)
     if err is not None:
         raise GpuError(
             f"GPU {i} cannot be reached", expected="a GPU that answers NVML", received=err
         )
-    cons = nv.get("nvmlDeviceGetPowerManagementLimitConstraints", h)
+    cons = nvml.get("nvmlDeviceGetPowerManagementLimitConstraints", handle)
     return PowerInfo(
         i,
-        nv.get("nvmlDeviceGetName", h),
-        _w(nv.get("nvmlDeviceGetPowerManagementLimit", h)),
-        _w(nv.get("nvmlDeviceGetPowerManagementDefaultLimit", h)),
+        nvml.get("nvmlDeviceGetName", handle),
+        _w(nvml.get("nvmlDeviceGetPowerManagementLimit", handle)),
+        _w(nvml.get("nvmlDeviceGetPowerManagementDefaultLimit", handle)),
         _w(cons[0]) if cons else None,
         _w(cons[1]) if cons else None,
-        _w(nv.get("nvmlDeviceGetPowerUsage", h)),
-        _w(nv.get("nvmlDeviceGetTotalEnergyConsumption", h)),
+        _w(nvml.get("nvmlDeviceGetPowerUsage", handle)),
+        _w(nvml.get("nvmlDeviceGetTotalEnergyConsumption", handle)),
     )
 
 
 def read_power(lib: Any = None) -> list[PowerInfo]:
-    with Nvml(lib) as nv:
-        count = int(nv.get("nvmlDeviceGetCount", default=0) or 0)
-        return [_info(nv, i) for i in range(count)]
+    with Nvml(lib) as nvml:
+        count = int(nvml.get("nvmlDeviceGetCount", default=0) or 0)
+        return [_info(nvml, i) for i in range(count)]
 
 
 def _check_allowed(yes: bool, is_root: bool | None) -> None:
@@ -88,17 +88,17 @@ def set_power_limit(
 ) -> tuple[float | None, float]:
     """Set GPU `index`'s limit to `watts`; returns (previous limit, new limit)."""
     _check_allowed(yes, is_root)
-    with Nvml(lib) as nv:
-        info = _info(nv, index)
-        lo, hi = info.min_limit_w, info.max_limit_w
-        if lo is not None and hi is not None and not lo <= watts <= hi:
+    with Nvml(lib) as nvml:
+        info = _info(nvml, index)
+        lowest, highest = info.min_limit_w, info.max_limit_w
+        if lowest is not None and highest is not None and not lowest <= watts <= highest:
             raise InputError(
                 f"{watts:g} W is outside GPU {index}'s allowed power range",
-                expected=f"{lo:g} to {hi:g} W",
+                expected=f"{lowest:g} to {highest:g} W",
                 received=f"{watts:g} W",
             )
-        h = nv.get("nvmlDeviceGetHandleByIndex", index)
-        _, err = nv.try_call("nvmlDeviceSetPowerManagementLimit", h, round(watts * 1000))
+        handle = nvml.get("nvmlDeviceGetHandleByIndex", index)
+        _, err = nvml.try_call("nvmlDeviceSetPowerManagementLimit", handle, round(watts * 1000))
         if err is not None:
             raise GpuError(
                 f"NVML refused the power limit for GPU {index}",
@@ -131,14 +131,18 @@ def reset_power_limit(
 def check_limits(info: PowerInfo, limits: list[float]) -> None:
     """An InputError naming the first limit that is not a number of watts within the
     GPU's allowed range."""
-    lo, hi = info.min_limit_w, info.max_limit_w
+    lowest, highest = info.min_limit_w, info.max_limit_w
     for watts in limits:
         finite = math.isfinite(watts) and watts > 0
-        if not finite or (lo is not None and hi is not None and not lo <= watts <= hi):
+        if not finite or (
+            lowest is not None and highest is not None and not lowest <= watts <= highest
+        ):
             raise InputError(
                 f"{watts:g} W is outside GPU {info.index}'s allowed power range",
-                expected=f"{lo:g} to {hi:g} W" if lo is not None and hi is not None else "> 0 W",
-                received=f"{watts:g} W (of {', '.join(f'{w:g}' for w in limits)})",
+                expected=f"{lowest:g} to {highest:g} W"
+                if lowest is not None and highest is not None
+                else "> 0 W",
+                received=f"{watts:g} W (of {', '.join(f'{limit:g}' for limit in limits)})",
                 hint="nothing was changed: every limit is checked before the first is set",
             )
 

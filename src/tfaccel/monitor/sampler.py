@@ -33,108 +33,114 @@ _C = {
 }
 
 
-def _c(nv: Nvml, name: str) -> Any:
-    return getattr(nv.lib, name, _C[name])
+def _c(nvml: Nvml, name: str) -> Any:
+    return getattr(nvml.lib, name, _C[name])
 
 
-def _num(v: Any, scale: float = 1.0) -> float | None:
-    return float(v) * scale if v is not None else None
+def _num(value: Any, scale: float = 1.0) -> float | None:
+    return float(value) * scale if value is not None else None
 
 
-def sample_gpu(nv: Nvml, index: int, now: float | None = None, light: bool = False) -> GpuSample:
+def sample_gpu(nvml: Nvml, index: int, now: float | None = None, light: bool = False) -> GpuSample:
     """Read one GPU; a GPU that cannot be reached gives a sample with `error`.
 
     `light` leaves out what a training callback does not need and costs the most: the
     PCIe throughput (NVML counts bytes over a 20 ms window, so each of its two calls
     blocks that long) and the process list (a name lookup per process).
     """
-    t = time.time() if now is None else now
-    h, err = nv.try_call("nvmlDeviceGetHandleByIndex", index)
+    stamp = time.time() if now is None else now
+    handle, err = nvml.try_call("nvmlDeviceGetHandleByIndex", index)
     if err is not None:
-        return GpuSample(t, index, error=err)
-    util = nv.get("nvmlDeviceGetUtilizationRates", h)
-    mem = nv.get("nvmlDeviceGetMemoryInfo", h)
-    temp, terr = nv.try_call("nvmlDeviceGetTemperature", h, _c(nv, "NVML_TEMPERATURE_GPU"))
+        return GpuSample(stamp, index, error=err)
+    util = nvml.get("nvmlDeviceGetUtilizationRates", handle)
+    mem = nvml.get("nvmlDeviceGetMemoryInfo", handle)
+    temp, terr = nvml.try_call("nvmlDeviceGetTemperature", handle, _c(nvml, "NVML_TEMPERATURE_GPU"))
     if terr is not None and ("lost" in terr.lower() or "unknown" in terr.lower()):
-        return GpuSample(t, index, error=terr)
-    reasons = nv.get("nvmlDeviceGetCurrentClocksEventReasons", h)
+        return GpuSample(stamp, index, error=terr)
+    reasons = nvml.get("nvmlDeviceGetCurrentClocksEventReasons", handle)
     if reasons is None:
-        reasons = nv.get("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+        reasons = nvml.get("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
     procs = []
-    running = [] if light else nv.get("nvmlDeviceGetComputeRunningProcesses", h, default=[])
-    for p in running or []:
-        pid = int(getattr(p, "pid", 0))
-        used = getattr(p, "usedGpuMemory", None)
-        name = nv.get("nvmlSystemGetProcessName", pid) or "?"
+    running = [] if light else nvml.get("nvmlDeviceGetComputeRunningProcesses", handle, default=[])
+    for proc in running or []:
+        pid = int(getattr(proc, "pid", 0))
+        used = getattr(proc, "usedGpuMemory", None)
+        name = nvml.get("nvmlSystemGetProcessName", pid) or "?"
         procs.append((pid, str(name), used / 2**20 if used else None))
     return GpuSample(
-        time=t,
+        time=stamp,
         index=index,
-        name=nv.get("nvmlDeviceGetName", h),
+        name=nvml.get("nvmlDeviceGetName", handle),
         util_gpu_pct=_num(getattr(util, "gpu", None)) if util is not None else None,
         util_mem_pct=_num(getattr(util, "memory", None)) if util is not None else None,
         mem_used_mib=_num(mem.used, 1 / 2**20) if mem is not None else None,
         mem_total_mib=_num(mem.total, 1 / 2**20) if mem is not None else None,
         temp_c=_num(temp),
         temp_slowdown_c=_num(
-            nv.get(
+            nvml.get(
                 "nvmlDeviceGetTemperatureThreshold",
-                h,
-                _c(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN"),
+                handle,
+                _c(nvml, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN"),
             )
         ),
         temp_shutdown_c=_num(
-            nv.get(
+            nvml.get(
                 "nvmlDeviceGetTemperatureThreshold",
-                h,
-                _c(nv, "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN"),
+                handle,
+                _c(nvml, "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN"),
             )
         ),
-        power_w=_num(nv.get("nvmlDeviceGetPowerUsage", h), 1e-3),
-        power_limit_w=_num(nv.get("nvmlDeviceGetEnforcedPowerLimit", h), 1e-3),
-        energy_j=_num(nv.get("nvmlDeviceGetTotalEnergyConsumption", h), 1e-3),
-        sm_clock_mhz=_num(nv.get("nvmlDeviceGetClockInfo", h, _c(nv, "NVML_CLOCK_SM"))),
-        sm_clock_max_mhz=_num(nv.get("nvmlDeviceGetMaxClockInfo", h, _c(nv, "NVML_CLOCK_SM"))),
-        mem_clock_mhz=_num(nv.get("nvmlDeviceGetClockInfo", h, _c(nv, "NVML_CLOCK_MEM"))),
-        mem_clock_max_mhz=_num(nv.get("nvmlDeviceGetMaxClockInfo", h, _c(nv, "NVML_CLOCK_MEM"))),
+        power_w=_num(nvml.get("nvmlDeviceGetPowerUsage", handle), 1e-3),
+        power_limit_w=_num(nvml.get("nvmlDeviceGetEnforcedPowerLimit", handle), 1e-3),
+        energy_j=_num(nvml.get("nvmlDeviceGetTotalEnergyConsumption", handle), 1e-3),
+        sm_clock_mhz=_num(nvml.get("nvmlDeviceGetClockInfo", handle, _c(nvml, "NVML_CLOCK_SM"))),
+        sm_clock_max_mhz=_num(
+            nvml.get("nvmlDeviceGetMaxClockInfo", handle, _c(nvml, "NVML_CLOCK_SM"))
+        ),
+        mem_clock_mhz=_num(nvml.get("nvmlDeviceGetClockInfo", handle, _c(nvml, "NVML_CLOCK_MEM"))),
+        mem_clock_max_mhz=_num(
+            nvml.get("nvmlDeviceGetMaxClockInfo", handle, _c(nvml, "NVML_CLOCK_MEM"))
+        ),
         throttle=decode_throttle(reasons),
         pcie_tx_mbs=None
         if light
         else _num(
-            nv.get("nvmlDeviceGetPcieThroughput", h, _c(nv, "NVML_PCIE_UTIL_TX_BYTES")), 1e-3
+            nvml.get("nvmlDeviceGetPcieThroughput", handle, _c(nvml, "NVML_PCIE_UTIL_TX_BYTES")),
+            1e-3,
         ),
         pcie_rx_mbs=None
         if light
         else _num(
-            nv.get("nvmlDeviceGetPcieThroughput", h, _c(nv, "NVML_PCIE_UTIL_RX_BYTES")), 1e-3
+            nvml.get("nvmlDeviceGetPcieThroughput", handle, _c(nvml, "NVML_PCIE_UTIL_RX_BYTES")),
+            1e-3,
         ),
-        ecc_corrected=nv.get(
+        ecc_corrected=nvml.get(
             "nvmlDeviceGetTotalEccErrors",
-            h,
-            _c(nv, "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
-            _c(nv, "NVML_VOLATILE_ECC"),
+            handle,
+            _c(nvml, "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
+            _c(nvml, "NVML_VOLATILE_ECC"),
         ),
-        ecc_uncorrected=nv.get(
+        ecc_uncorrected=nvml.get(
             "nvmlDeviceGetTotalEccErrors",
-            h,
-            _c(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
-            _c(nv, "NVML_VOLATILE_ECC"),
+            handle,
+            _c(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
+            _c(nvml, "NVML_VOLATILE_ECC"),
         ),
         processes=tuple(procs),
     )
 
 
 def sample_all(
-    nv: Nvml,
+    nvml: Nvml,
     indices: Sequence[int],
     thresholds: Thresholds,
     now: float | None = None,
     light: bool = False,
 ) -> Snapshot:
-    t = time.time() if now is None else now
-    gpus = tuple(sample_gpu(nv, i, t, light) for i in indices)
-    alerts = tuple(a for g in gpus for a in evaluate(g, thresholds))
-    return Snapshot(t, gpus, alerts)
+    stamp = time.time() if now is None else now
+    gpus = tuple(sample_gpu(nvml, i, stamp, light) for i in indices)
+    alerts = tuple(alert for gpu in gpus for alert in evaluate(gpu, thresholds))
+    return Snapshot(stamp, gpus, alerts)
 
 
 class Sampler:
@@ -269,4 +275,4 @@ class Sampler:
     def history(self, since: float | None = None) -> list[Snapshot]:
         with self._lock:
             items = list(self._history)
-        return items if since is None else [s for s in items if s.time >= since]
+        return items if since is None else [snap for snap in items if snap.time >= since]

@@ -20,15 +20,19 @@ def measure_workload(
     settings = Settings(precision="auto", xla="jit", batch_size=batch, steps_per_execution=10)
     with Sampler([gpu], interval_s=0.5) as sampler:
         start = sampler.latest.time if sampler.latest else 0.0
-        r = run_trial(workload, settings, StepPlan(warmup=20, windows=5, window=40))
+        trial = run_trial(workload, settings, StepPlan(warmup=20, windows=5, window=40))
         sampler.sample_once()
         windows = summarize_window(
             sampler.history(), start, sampler.latest.time if sampler.latest else start
         )
-    if not r.ok:
-        raise RuntimeError(f"trial {r.status}: {r.error}")
-    w = windows[0] if windows else None
-    return r.samples_per_s, w.power_mean_w if w else None, w.temp_max_c if w else None
+    if not trial.ok:
+        raise RuntimeError(f"trial {trial.status}: {trial.error}")
+    window = windows[0] if windows else None
+    return (
+        trial.samples_per_s,
+        window.power_mean_w if window else None,
+        window.temp_max_c if window else None,
+    )
 
 
 def sweep_plot(res: SweepResult, path: Path) -> Path:
@@ -37,11 +41,11 @@ def sweep_plot(res: SweepResult, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pts = [p for p in res.points if p.samples_per_s]
+    pts = [point for point in res.points if point.samples_per_s]
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(
-        [p.limit_w for p in pts],
-        [float(p.samples_per_s or 0) for p in pts],
+        [point.limit_w for point in pts],
+        [float(point.samples_per_s or 0) for point in pts],
         "o-",
         label="samples/s",
     )
@@ -49,8 +53,8 @@ def sweep_plot(res: SweepResult, path: Path) -> Path:
     ax.set_ylabel("samples/s")
     ax2 = ax.twinx()
     ax2.plot(
-        [p.limit_w for p in pts],
-        [p.samples_per_j if p.samples_per_j is not None else float("nan") for p in pts],
+        [point.limit_w for point in pts],
+        [point.samples_per_j if point.samples_per_j is not None else float("nan") for point in pts],
         "s--",
         color="#2ca02c",
         label="samples/J",

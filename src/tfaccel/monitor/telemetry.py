@@ -24,8 +24,8 @@ class GpuWindow:
     throttle_reasons: dict[str, float] = field(default_factory=dict)  # reason -> seconds
 
 
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def summarize_window(snaps: Sequence[Snapshot], start: float, end: float) -> list[GpuWindow]:
@@ -35,18 +35,22 @@ def summarize_window(snaps: Sequence[Snapshot], start: float, end: float) -> lis
     last sample) where it exists, else from the mean power times the duration.
     Throttled time counts each sample's interval while a harmful reason is active.
     """
-    inside = [s for s in snaps if start <= s.time <= end]
+    inside = [snap for snap in snaps if start <= snap.time <= end]
     if not inside:
         return []
     out = []
-    for gi in range(len(inside[0].gpus)):
-        rows = [s.gpus[gi] for s in inside if gi < len(s.gpus) and not s.gpus[gi].error]
+    for gpu_index in range(len(inside[0].gpus)):
+        rows = [
+            snap.gpus[gpu_index]
+            for snap in inside
+            if gpu_index < len(snap.gpus) and not snap.gpus[gpu_index].error
+        ]
         if not rows:
             continue
-        util = [r.util_gpu_pct for r in rows if r.util_gpu_pct is not None]
-        power = [r.power_w for r in rows if r.power_w is not None]
+        util = [row.util_gpu_pct for row in rows if row.util_gpu_pct is not None]
+        power = [row.power_w for row in rows if row.power_w is not None]
         energy = None
-        counters = [r.energy_j for r in rows if r.energy_j is not None]
+        counters = [row.energy_j for row in rows if row.energy_j is not None]
         if len(counters) >= 2:
             energy = counters[-1] - counters[0]
         elif power:
@@ -56,19 +60,21 @@ def summarize_window(snaps: Sequence[Snapshot], start: float, end: float) -> lis
         for prev, cur in itertools.pairwise(rows):
             bad = harmful(cur.throttle)
             if bad:
-                dt = cur.time - prev.time
-                throttled += dt
-                for r in bad:
-                    reasons[r] = reasons.get(r, 0.0) + dt
+                elapsed = cur.time - prev.time
+                throttled += elapsed
+                for row in bad:
+                    reasons[row] = reasons.get(row, 0.0) + elapsed
         out.append(
             GpuWindow(
                 gpu=rows[0].index,
                 util_mean=_mean(util),
                 util_max=max(util) if util else None,
                 mem_peak_mib=max(
-                    (r.mem_used_mib for r in rows if r.mem_used_mib is not None), default=None
+                    (row.mem_used_mib for row in rows if row.mem_used_mib is not None), default=None
                 ),
-                temp_max_c=max((r.temp_c for r in rows if r.temp_c is not None), default=None),
+                temp_max_c=max(
+                    (row.temp_c for row in rows if row.temp_c is not None), default=None
+                ),
                 power_mean_w=_mean(power),
                 energy_j=energy,
                 throttled_s=throttled,

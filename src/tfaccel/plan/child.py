@@ -17,17 +17,20 @@ from tfaccel.workloads import BUILTIN
 _MARK = "TFACCEL_ESTIMATE "
 
 
-def _to_dict(e: MemoryEstimate) -> dict[str, Any]:
-    d = dict(e.__dict__)
-    d["traces"] = [{k: v for k, v in t.__dict__.items() if k != "curve"} for t in e.traces]
-    return d
+def _to_dict(estimate: MemoryEstimate) -> dict[str, Any]:
+    out = dict(estimate.__dict__)
+    out["traces"] = [
+        {key: value for key, value in trace.__dict__.items() if key != "curve"}
+        for trace in estimate.traces
+    ]
+    return out
 
 
-def _from_dict(d: dict[str, Any]) -> MemoryEstimate:
-    d = dict(d)
-    d["traces"] = tuple(StepTrace(**t) for t in d["traces"])
-    d["step_lines"] = tuple(tuple(x) for x in d["step_lines"])
-    return MemoryEstimate(**d)
+def _from_dict(fields: dict[str, Any]) -> MemoryEstimate:
+    fields = dict(fields)
+    fields["traces"] = tuple(StepTrace(**trace) for trace in fields["traces"])
+    fields["step_lines"] = tuple(tuple(x) for x in fields["step_lines"])
+    return MemoryEstimate(**fields)
 
 
 def estimate_in_child(
@@ -66,14 +69,14 @@ def _main(argv: list[str]) -> int:
             },
         )
     except Exception as exc:
-        tb = traceback.format_exc().strip().splitlines()
+        frames = traceback.format_exc().strip().splitlines()
         emit(
             _MARK,
             {
                 "error": f"Tracing {model!r} failed",
                 "expected": "a Keras model whose training step traces",
                 "received": f"{type(exc).__name__}: {exc}",
-                "hint": " | ".join(tb[-4:]),
+                "hint": " | ".join(frames[-4:]),
                 "kind": "run",
             },
         )

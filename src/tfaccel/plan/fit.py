@@ -73,7 +73,7 @@ def capacity_from_local(indices: Sequence[int] | None = None, lib: Any = None) -
             "tfaccel plan MODEL --spec H200 (tfaccel hw --list-specs names them)"
         )
         raise
-    visible = visible_indices([g.uuid for g in inv.gpus])
+    visible = visible_indices([gpu.uuid for gpu in inv.gpus])
     if not visible:
         raise GpuError(
             "No GPU to plan for",
@@ -94,13 +94,13 @@ def capacity_from_local(indices: Sequence[int] | None = None, lib: Any = None) -
             received=",".join(map(str, chosen)),
             hint=None if len(visible) == len(inv.gpus) else "CUDA_VISIBLE_DEVICES hides the others",
         )
-    gpus = [g for g in inv.gpus if g.index in chosen]
-    g = min(gpus, key=lambda x: x.memory_free_mib or x.memory_total_mib or 0)
-    free = (g.memory_free_mib or g.memory_total_mib or 0) * 2**20
+    gpus = [gpu for gpu in inv.gpus if gpu.index in chosen]
+    gpu = min(gpus, key=lambda x: x.memory_free_mib or x.memory_total_mib or 0)
+    free = (gpu.memory_free_mib or gpu.memory_total_mib or 0) * 2**20
     return Capacity(
-        g.name or f"GPU {g.index}",
+        gpu.name or f"GPU {gpu.index}",
         free,
-        f"local GPU {g.index} ({g.name}), free memory {free / 2**30:.1f} GiB",
+        f"local GPU {gpu.index} ({gpu.name}), free memory {free / 2**30:.1f} GiB",
     )
 
 
@@ -129,8 +129,10 @@ def plan_fit(
     max_b = estimate.max_batch(capacity.bytes, margin)
     peak = estimate.peak_bytes(batch) if batch else None
     fits = None if batch is None else batch <= max_b
-    sizes = sorted({b for b in (1, 8, 32, 64, 128, 256, 512, 1024, batch or 1, max_b) if b > 0})
-    table = tuple((b, estimate.peak_bytes(b)) for b in sizes)
+    sizes = sorted(
+        {size for size in (1, 8, 32, 64, 128, 256, 512, 1024, batch or 1, max_b) if size > 0}
+    )
+    table = tuple((size, estimate.peak_bytes(size)) for size in sizes)
     suggestions: list[Suggestion] = []
     target = batch or max(1, max_b)
     if fits is False or max_b < 1:
@@ -150,7 +152,9 @@ def plan_fit(
         saved = estimate.activations_bytes_per_sample
         best_case = replace(
             estimate,
-            step_lines=tuple((f, max(0, v - saved)) for f, v in estimate.step_lines),
+            step_lines=tuple(
+                (fixed, max(0, per_sample - saved)) for fixed, per_sample in estimate.step_lines
+            ),
         )
         remat_max = best_case.max_batch(capacity.bytes, margin)
         suggestions.append(
@@ -186,14 +190,14 @@ def plan_fit(
                 )
             )
         bigger = [
-            s
-            for s in specmod.all_specs()
-            if estimate.peak_bytes(target) <= s.memory_gb * 1e9 * (1 - margin)
+            spec
+            for spec in specmod.all_specs()
+            if estimate.peak_bytes(target) <= spec.memory_gb * 1e9 * (1 - margin)
         ]
         if bigger:
             names = ", ".join(
-                f"{s.key} ({s.memory_gb:g} GB)"
-                for s in sorted(bigger, key=lambda s: s.memory_gb)[:5]
+                f"{spec.key} ({spec.memory_gb:g} GB)"
+                for spec in sorted(bigger, key=lambda spec: spec.memory_gb)[:5]
             )
             suggestions.append(Suggestion("a bigger GPU", f"batch {target} fits on: {names}"))
     return FitPlan(estimate, capacity, margin, batch, peak, fits, max_b, table, tuple(suggestions))
@@ -204,14 +208,14 @@ def predicted_vs_measured(
 ) -> list[dict[str, float]]:
     """Rows of (batch, predicted, measured, error %) for a validation report."""
     rows = []
-    for b, m in measured:
-        p = estimate.peak_bytes(b)
+    for batch, peak in measured:
+        predicted = estimate.peak_bytes(batch)
         rows.append(
             {
-                "batch": b,
-                "predicted_bytes": p,
-                "measured_bytes": m,
-                "error_pct": 100.0 * (p - m) / m if m else float("nan"),
+                "batch": batch,
+                "predicted_bytes": predicted,
+                "measured_bytes": peak,
+                "error_pct": 100.0 * (predicted - peak) / peak if peak else float("nan"),
             }
         )
     return rows

@@ -47,9 +47,11 @@ def measure_peak(
     out = run_child([*args, "1" if jit else "0"], _MARK, child_env(), timeout_s)
     if out.timed_out:
         return MeasuredPeak(batch, None, False, out.wall_s, f"timed out after {timeout_s:.0f} s")
-    d = out.payload
-    if d is not None:
-        return MeasuredPeak(batch, d.get("peak"), bool(d.get("oom")), out.wall_s, d.get("error"))
+    payload = out.payload
+    if payload is not None:
+        return MeasuredPeak(
+            batch, payload.get("peak"), bool(payload.get("oom")), out.wall_s, payload.get("error")
+        )
     error = f"{out.exit_text()}: {out.tail(3, ' | ')}"
     return MeasuredPeak(batch, None, out.killed, out.wall_s, error=error)
 
@@ -94,16 +96,16 @@ def _main(argv: list[str]) -> int:
         if not gpus:
             raise RuntimeError("no GPU visible to TensorFlow")
         keras.mixed_precision.set_global_policy(precision)
-        wl = load_workload(model)
-        m = wl.model
-        m.compile(optimizer=wl.optimizer, loss=wl.loss, jit_compile=jit)
-        if wl.dataset is not None:  # the user's own data, at this batch size
-            ds = rebatched(wl.dataset, batch).take(steps)
+        workload = load_workload(model)
+        keras_model = workload.model
+        keras_model.compile(optimizer=workload.optimizer, loss=workload.loss, jit_compile=jit)
+        if workload.dataset is not None:  # the user's own data, at this batch size
+            dataset = rebatched(workload.dataset, batch).take(steps)
         else:
-            x = synthetic_inputs(m, batch)
-            y = synthetic_labels(wl, batch)
-            ds = tf.data.Dataset.from_tensors((x, y)).repeat(steps)
-        m.fit(ds, epochs=1, verbose=0)
+            x = synthetic_inputs(keras_model, batch)
+            y = synthetic_labels(workload, batch)
+            dataset = tf.data.Dataset.from_tensors((x, y)).repeat(steps)
+        keras_model.fit(dataset, epochs=1, verbose=0)
         out["peak"] = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
     except Exception as exc:
         oom = is_oom(exc)

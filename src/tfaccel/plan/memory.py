@@ -79,10 +79,10 @@ class MemoryEstimate:
     @property
     def step_bytes_per_sample(self) -> int:
         """What each extra sample costs at large batch sizes."""
-        return max((v for _, v in self.step_lines), default=0)
+        return max((per_sample for _, per_sample in self.step_lines), default=0)
 
     def step_bytes(self, batch: int) -> int:
-        return max((f + v * batch for f, v in self.step_lines), default=0)
+        return max((fixed + per_sample * batch for fixed, per_sample in self.step_lines), default=0)
 
     def peak_bytes(self, batch: int) -> int:
         """Predicted peak memory of a training step at `batch`."""
@@ -92,21 +92,21 @@ class MemoryEstimate:
         """Largest batch whose predicted peak fits `capacity_bytes` less `margin`."""
         usable = capacity_bytes * (1.0 - margin) - self.weights_bytes - self.optimizer_bytes
         best: float = float("inf")
-        for f, v in self.step_lines:
-            if v <= 0:
-                if f > usable:
+        for fixed, per_sample in self.step_lines:
+            if per_sample <= 0:
+                if fixed > usable:
                     return 0
                 continue
-            best = min(best, (usable - f) / v)
+            best = min(best, (usable - fixed) / per_sample)
         return 0 if best == float("inf") or best < 1 else int(best)
 
 
-def _tensor_bytes(t: Any) -> int | None:
-    shape = t.shape
+def _tensor_bytes(tensor: Any) -> int | None:
+    shape = tensor.shape
     if shape.rank is None or not shape.is_fully_defined():
         return None
     try:
-        size = t.dtype.size
+        size = tensor.dtype.size
     except Exception:
         return None
     return int(math.prod(shape.as_list())) * int(size)
@@ -116,9 +116,9 @@ def live_curve(graph: Any, outputs: Sequence[Any]) -> tuple[list[int], int, int]
     """Live bytes after each op's outputs are allocated, bytes saved for backward, and
     the number of floating-point tensors whose size is unknown (counted as 0)."""
     ops = graph.get_operations()
-    index = {op.name: i for i, op in enumerate(ops)}
+    index = {operation.name: i for i, operation in enumerate(ops)}
     end = len(ops)
-    output_names = {t.name for t in outputs}
+    output_names = {tensor.name for tensor in outputs}
     buffer_of: dict[str, str] = {}
     size_of: dict[str, int] = {}
     last_use: dict[str, int] = {}
@@ -126,34 +126,42 @@ def live_curve(graph: Any, outputs: Sequence[Any]) -> tuple[list[int], int, int]
     unknown = 0
     saved = 0
     first_backward = next(
-        (i for i, op in enumerate(ops) if op.name.startswith("gradient_tape/")), end
+        (i for i, operation in enumerate(ops) if operation.name.startswith("gradient_tape/")), end
     )
-    for i, op in enumerate(ops):
-        for t in op.outputs:
-            if op.type in ALIAS_OPS and op.inputs and op.type not in UNCOUNTED_OPS:
-                buf = buffer_of.get(op.inputs[0].name, op.inputs[0].name)
+    for i, operation in enumerate(ops):
+        for tensor in operation.outputs:
+            if (
+                operation.type in ALIAS_OPS
+                and operation.inputs
+                and operation.type not in UNCOUNTED_OPS
+            ):
+                buf = buffer_of.get(operation.inputs[0].name, operation.inputs[0].name)
             else:
-                buf = t.name
+                buf = tensor.name
                 nbytes = (
                     0
-                    if op.type in UNCOUNTED_OPS or t.dtype.name == "resource"
-                    else _tensor_bytes(t)
+                    if operation.type in UNCOUNTED_OPS or tensor.dtype.name == "resource"
+                    else _tensor_bytes(tensor)
                 )
                 if nbytes is None:
-                    unknown += int(t.dtype.is_floating)
+                    unknown += int(tensor.dtype.is_floating)
                     nbytes = 0
                 size_of[buf] = nbytes
                 born[buf] = i
-            buffer_of[t.name] = buf
-            uses = [index[c.name] for c in t.consumers() if c.name in index]
+            buffer_of[tensor.name] = buf
+            uses = [
+                index[consumer.name] for consumer in tensor.consumers() if consumer.name in index
+            ]
             last = max(uses) if uses else i
-            if t.name in output_names:
+            if tensor.name in output_names:
                 last = end
             last_use[buf] = max(last_use.get(buf, i), last)
             if (
-                buf == t.name
+                buf == tensor.name
                 and i < first_backward
-                and any(c.name.startswith("gradient_tape/") for c in t.consumers())
+                and any(
+                    consumer.name.startswith("gradient_tape/") for consumer in tensor.consumers()
+                )
             ):
                 saved += size_of.get(buf, 0)
     frees: dict[int, int] = {}
@@ -174,9 +182,9 @@ def live_curve(graph: Any, outputs: Sequence[Any]) -> tuple[list[int], int, int]
 def pareto_lines(points: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """The (fixed, per-sample) lines not dominated by another; their max is the peak."""
     best: list[tuple[int, int]] = []
-    for f, v in sorted(set(points), key=lambda p: (-p[1], -p[0])):
-        if not best or f > max(b[0] for b in best):
-            best.append((f, v))
+    for fixed, per_sample in sorted(set(points), key=lambda point: (-point[1], -point[0])):
+        if not best or fixed > max(line[0] for line in best):
+            best.append((fixed, per_sample))
     return tuple(best)
 
 
@@ -201,12 +209,12 @@ def trace_step(
             if y is None:  # inputs alone: the model's own train_step holds the loss; the
                 # mean of its outputs takes the same backward pass through the model
                 outs = tf.nest.flatten(pred)
-                loss = tf.add_n([tf.reduce_mean(tf.cast(o, tf.float32)) for o in outs])
+                loss = tf.add_n([tf.reduce_mean(tf.cast(output, tf.float32)) for output in outs])
             else:
                 loss = tf.reduce_mean(loss_fn(y, pred))
         return tape.gradient(loss, model.trainable_variables)
 
-    fn = tf.function(step)
+    traced = tf.function(step)
     from tfaccel.workloads.synthetic import dataset_specs, input_specs
 
     if dataset is not None:
@@ -215,7 +223,7 @@ def trace_step(
         x_specs = input_specs(model, batch)
         if y_spec is None:
             y_spec = tf.TensorSpec([batch, *label_shape], dtype=label_dtype)
-    concrete = fn.get_concrete_function(x_specs, y_spec)
+    concrete = traced.get_concrete_function(x_specs, y_spec)
     curve, saved, unknown = live_curve(concrete.graph, concrete.graph.outputs)
     return StepTrace(
         batch, max(curve), saved, len(concrete.graph.get_operations()), unknown, tuple(curve)
@@ -231,8 +239,8 @@ def _optimizer_bytes(optimizer: Any, variables: Sequence[Any]) -> tuple[int, str
     if not built:
         opt.build(variables)
     total = 0
-    for v in opt.variables:
-        total += int(math.prod(v.shape)) * _dtype_size(v.dtype)
+    for variable in opt.variables:
+        total += int(math.prod(variable.shape)) * _dtype_size(variable.dtype)
     return total, name
 
 
@@ -274,37 +282,43 @@ def estimate_memory(
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(precision)
     try:
-        wl = build()
-        model = wl.model
-        loss_fn = per_example_loss(wl.loss)
+        workload = build()
+        model = workload.model
+        loss_fn = per_example_loss(workload.loss)
         traces = tuple(
-            trace_step(model, loss_fn, b, dataset=wl.dataset, y_spec=label_specs(wl, b))
-            for b in batches
+            trace_step(
+                model, loss_fn, batch, dataset=workload.dataset, y_spec=label_specs(workload, batch)
+            )
+            for batch in batches
         )
-        weights = sum(int(math.prod(v.shape)) * _dtype_size(v.dtype) for v in model.weights)
-        trainable = [v for v in model.trainable_weights]
-        grads = sum(int(math.prod(v.shape)) * 4 for v in trainable)
-        opt_bytes, opt_name = _optimizer_bytes(optimizer or wl.optimizer, trainable)
-        t1, t2 = traces
-        b1, b2 = t1.batch, t2.batch
-        if len(t1.curve) == len(t2.curve):
+        weights = sum(
+            int(math.prod(weight.shape)) * _dtype_size(weight.dtype) for weight in model.weights
+        )
+        trainable = [weight for weight in model.trainable_weights]
+        grads = sum(int(math.prod(weight.shape)) * 4 for weight in trainable)
+        opt_bytes, opt_name = _optimizer_bytes(optimizer or workload.optimizer, trainable)
+        small, large = traces
+        batch_small, batch_large = small.batch, large.batch
+        if len(small.curve) == len(large.curve):
             points = []
-            for c1, c2 in zip(t1.curve, t2.curve, strict=True):
-                v = max(0, (c2 - c1) // (b2 - b1))
-                points.append((max(0, c1 - v * b1), v))
+            for bytes_small, bytes_large in zip(small.curve, large.curve, strict=True):
+                weight = max(0, (bytes_large - bytes_small) // (batch_large - batch_small))
+                points.append((max(0, bytes_small - weight * batch_small), weight))
             lines = pareto_lines(points)
         else:  # the two traces differ in structure: fall back to the two peaks
-            v = max(0, (t2.peak_bytes - t1.peak_bytes) // (b2 - b1))
-            lines = ((max(0, t1.peak_bytes - v * b1), v),)
+            weight = max(0, (large.peak_bytes - small.peak_bytes) // (batch_large - batch_small))
+            lines = ((max(0, small.peak_bytes - weight * batch_small), weight),)
         saved = max(
-            0, (t2.saved_for_backward_bytes - t1.saved_for_backward_bytes) // max(1, b2 - b1)
+            0,
+            (large.saved_for_backward_bytes - small.saved_for_backward_bytes)
+            // max(1, batch_large - batch_small),
         )
         return MemoryEstimate(
-            workload=wl.name,
+            workload=workload.name,
             precision=precision,
             optimizer=opt_name,
             parameters=int(model.count_params()),
-            trainable_parameters=int(sum(int(math.prod(v.shape)) for v in trainable)),
+            trainable_parameters=int(sum(int(math.prod(weight.shape)) for weight in trainable)),
             weights_bytes=weights,
             optimizer_bytes=opt_bytes,
             gradients_bytes=grads,

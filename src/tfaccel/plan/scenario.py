@@ -43,9 +43,9 @@ class ScenarioPlan:
     basis: str
 
 
-def _precision(scenario: str, cc: str | None) -> Recommendation:
+def _precision(scenario: str, capability: str | None) -> Recommendation:
     if scenario == "science":
-        if supports(cc, "tf32"):
+        if supports(capability, "tf32"):
             return Recommendation(
                 "precision",
                 "float32 with TF32 on",
@@ -54,17 +54,17 @@ def _precision(scenario: str, cc: str | None) -> Recommendation:
                 "precision is required",
             )
         return Recommendation("precision", "float32", "no TF32 before Ampere (cc 8.0)")
-    if cc is None:
+    if capability is None:
         return Recommendation(
             "precision",
             "mixed_bfloat16 on cc >= 8.0, mixed_float16 on 7.x",
             "no local GPU to read the compute capability from",
         )
-    if supports(cc, "bf16"):
+    if supports(capability, "bf16"):
         return Recommendation(
             "precision", "mixed_bfloat16", "bf16 tensor cores, float32 range, no loss scaling"
         )
-    if supports(cc, "tensor_cores"):
+    if supports(capability, "tensor_cores"):
         return Recommendation(
             "precision",
             "mixed_float16",
@@ -206,7 +206,7 @@ def _candidates(
                 received="no reference GPU",
             )
         ref = specmod.get_spec(reference_gpu)
-        ref_row = next(r for r in rankmod.rank([ref], workload))
+        ref_row = next(rank_row for rank_row in rankmod.rank([ref], workload))
         ref_rate = ref_row.samples_per_s
         basis = (
             f"{throughput:g} samples/s measured on {ref.key}, scaled to each GPU by the "
@@ -220,15 +220,20 @@ def _candidates(
             hours = total / est / 3600
             if budget_hours:
                 # The fewest GPUs whose time (at the scaling efficiency beyond one) fits.
-                n = (
+                gpus_needed = (
                     1
                     if hours <= budget_hours
                     else max(2, math.ceil(hours / (budget_hours * scaling_efficiency)))
                 )
-                needed = n if n <= 1024 else None
+                needed = gpus_needed if gpus_needed <= 1024 else None
         candidates.append(Candidate(row.key, est, needed, hours))
     if budget_hours and samples and throughput:
-        candidates.sort(key=lambda c: (c.gpus_needed or math.inf, -(c.est_samples_per_s)))
+        candidates.sort(
+            key=lambda candidate: (
+                candidate.gpus_needed or math.inf,
+                -(candidate.est_samples_per_s),
+            )
+        )
     return candidates, basis
 
 
@@ -244,5 +249,10 @@ def local_gpu() -> tuple[str | None, str | None, int, bool]:
     if not inv.gpus:
         return None, None, 0, False
     first = inv.gpus[0]
-    cc = first.compute_capability
-    return first.name, cc, len(inv.gpus), supports(cc, "mig") and first.mig_enabled is not None
+    capability = first.compute_capability
+    return (
+        first.name,
+        capability,
+        len(inv.gpus),
+        supports(capability, "mig") and first.mig_enabled is not None,
+    )

@@ -76,11 +76,13 @@ def time_to_train(
             total / throughput,
         )
     )
-    for n in sorted({2, 4, 8, *([gpus] if isinstance(gpus, int) else gpus)} - {1}):
-        rate = throughput * n * scaling_efficiency
+    for count in sorted({2, 4, 8, *([gpus] if isinstance(gpus, int) else gpus)} - {1}):
+        rate = throughput * count * scaling_efficiency
         rows.append(
             TimeRow(
-                f"on {n} GPUs at {scaling_efficiency:.0%} scaling efficiency", rate, total / rate
+                f"on {count} GPUs at {scaling_efficiency:.0%} scaling efficiency",
+                rate,
+                total / rate,
             )
         )
     return TrainTime(samples, epochs, throughput, tuple(rows))
