@@ -18,10 +18,10 @@ from tfaccel.doctor.model import Check, DoctorReport, Status
 __all__ = ["Check", "DoctorContext", "DoctorReport", "Status", "run_doctor"]
 
 
-def _safe(fn: Callable[[], list[Check]], name: str) -> list[Check]:
+def _safe(check: Callable[[], list[Check]], name: str) -> list[Check]:
     """Run one check; a crash becomes a warning row, never a crashed doctor."""
     try:
-        return fn()
+        return check()
     except Exception as exc:
         where = traceback.extract_tb(exc.__traceback__)[-1]
         return [
@@ -46,11 +46,11 @@ def run_doctor(
     ctx = ctx or DoctorContext()
     started = time.perf_counter()
     rows: list[Check] = []
-    for fn in checks:
-        name = fn.__name__.removeprefix("check_")
+    for check in checks:
+        name = check.__name__.removeprefix("check_")
         if progress:
             progress(name)
-        rows.extend(_safe(lambda fn=fn: fn(ctx), name))  # type: ignore[misc]
+        rows.extend(_safe(lambda check=check: check(ctx), name))  # type: ignore[misc]
     if progress:
         progress("tf_sees_gpu")
     rows.extend(_safe(lambda: check_tf_sees_gpu(ctx, rows), "tf_sees_gpu"))

@@ -66,7 +66,9 @@ class DoctorContext:
 
     @cached_property
     def tf_dists(self) -> list[probes.Distribution]:
-        return [self.distributions[n] for n in _tf.TF_DISTRIBUTIONS if n in self.distributions]
+        return [
+            self.distributions[name] for name in _tf.TF_DISTRIBUTIONS if name in self.distributions
+        ]
 
     @cached_property
     def tf_dist(self) -> probes.Distribution | None:
@@ -77,13 +79,13 @@ class DoctorContext:
     @cached_property
     def primary_tf_dists(self) -> list[probes.Distribution]:
         """TF distributions that no other installed TF distribution requires."""
-        names = {d.name for d in self.tf_dists}
+        names = {dist.name for dist in self.tf_dists}
         required: set[str] = set()
-        for d in self.tf_dists:
-            for other in names - {d.name}:
-                if probes.requirement_for(d, other) is not None:
+        for dist in self.tf_dists:
+            for other in names - {dist.name}:
+                if probes.requirement_for(dist, other) is not None:
                     required.add(other)
-        return [d for d in self.tf_dists if d.name not in required]
+        return [dist for dist in self.tf_dists if dist.name not in required]
 
     @cached_property
     def tf_dir(self) -> Path | None:
@@ -99,13 +101,13 @@ class DoctorContext:
 
     @cached_property
     def cuda_major(self) -> str | None:
-        v = (self.build_info or {}).get("cuda_version")
-        return str(v).split(".")[0] if v else None
+        version = (self.build_info or {}).get("cuda_version")
+        return str(version).split(".")[0] if version else None
 
     @cached_property
     def cudnn_major(self) -> str | None:
-        v = (self.build_info or {}).get("cudnn_version")
-        return str(v).split(".")[0] if v else None
+        version = (self.build_info or {}).get("cudnn_version")
+        return str(version).split(".")[0] if version else None
 
     # --- machine ----------------------------------------------------------------------
     @cached_property
@@ -178,18 +180,18 @@ class DoctorContext:
                 (info.rpath, rpath, "RPATH"),
                 (info.runpath, runpath, "RUNPATH"),
             ):
-                for e in entries:
-                    d = ld.expand_origin(e, origin)
-                    if "_solib_" in d or ".runfiles" in d:
+                for entry in entries:
+                    directory = ld.expand_origin(entry, origin)
+                    if "_solib_" in directory or ".runfiles" in directory:
                         continue  # build-tree leftovers of TensorFlow's own build
-                    if all(c.directory != d for c in out):
-                        out.append(ld.Candidate(d, f"{kind} of tensorflow/{rel}"))
+                    if all(candidate.directory != directory for candidate in out):
+                        out.append(ld.Candidate(directory, f"{kind} of tensorflow/{rel}"))
         return rpath, runpath
 
     @cached_property
     def loader(self) -> ld.Loader:
         rpath, runpath = self.tf_caller
-        ldlp = [p for p in self.env.get("LD_LIBRARY_PATH", "").split(":") if p]
+        ldlp = [path for path in self.env.get("LD_LIBRARY_PATH", "").split(":") if path]
         return ld.Loader(
             ld_library_path=ldlp,
             caller_runpath=runpath,
@@ -235,8 +237,12 @@ class DoctorContext:
             resolutions.append((key, soname, wheel_name, res))
         errors: dict[str, str | None] = {}
         if self.dlopen:
-            loadable = [r.path for *_, r in resolutions if r.path and not r.missing and not r.error]
-            errors = ld.probe_dlopen([p for p in loadable if p is not None], env=self.env)
+            loadable = [
+                resolution.path
+                for *_, resolution in resolutions
+                if resolution.path and not resolution.missing and not resolution.error
+            ]
+            errors = ld.probe_dlopen([path for path in loadable if path is not None], env=self.env)
         out = []
         for key, soname, wheel, res in resolutions:
             version, provider = self.provider_of(res.path)
@@ -261,13 +267,17 @@ class DoctorContext:
 
     def copies_of(self, soname: str) -> list[Copy]:
         """Every file named `soname` in the search path and the usual library folders."""
-        dirs = [c.directory for c in self.loader.search_order(*self.tf_caller)]
+        dirs = [candidate.directory for candidate in self.loader.search_order(*self.tf_caller)]
         dirs += probes.library_directories(self.site_dirs, self.env)
-        dirs += [p for v in [self.ld_cache.get(soname, [])] for p in map(os.path.dirname, v)]
+        dirs += [
+            folder
+            for paths in [self.ld_cache.get(soname, [])]
+            for folder in map(os.path.dirname, paths)
+        ]
         seen_real: set[str] = set()
         copies: list[Copy] = []
-        for d in dirs:
-            path = os.path.join(d, soname)
+        for directory in dirs:
+            path = os.path.join(directory, soname)
             if not os.path.isfile(path):
                 continue
             real = os.path.realpath(path)
@@ -307,7 +317,7 @@ class DoctorContext:
             "tf_build": self.build_info,
             "driver": self.driver.driver_version,
             "driver_cuda": self.driver.cuda_version,
-            "gpus": [g.name for g in self.driver.gpus],
+            "gpus": [gpu.name for gpu in self.driver.gpus],
             "LD_LIBRARY_PATH": self.env.get("LD_LIBRARY_PATH"),
             "CUDA_VISIBLE_DEVICES": self.env.get("CUDA_VISIBLE_DEVICES"),
         }
@@ -317,4 +327,4 @@ def version_tuple(text: str | None) -> tuple[int, ...]:
     """ "12.5.1" -> (12, 5, 1); junk -> ()."""
     if not text:
         return ()
-    return tuple(int(p) for p in re.findall(r"\d+", str(text))[:4])
+    return tuple(int(part) for part in re.findall(r"\d+", str(text))[:4])

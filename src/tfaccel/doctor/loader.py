@@ -62,8 +62,8 @@ def _read_elf_cached(path: str, mtime_ns: int) -> ElfInfo:
     from elftools.elf.elffile import ELFFile
 
     try:
-        with open(path, "rb") as fh:
-            elf = ELFFile(fh)
+        with open(path, "rb") as handle:
+            elf = ELFFile(handle)
             soname = None
             needed: list[str] = []
             rpath: list[str] = []
@@ -78,9 +78,9 @@ def _read_elf_cached(path: str, mtime_ns: int) -> ElfInfo:
                     elif tag.entry.d_tag == "DT_SONAME":
                         soname = tag.soname
                     elif tag.entry.d_tag == "DT_RPATH":
-                        rpath.extend(p for p in tag.rpath.split(":") if p)
+                        rpath.extend(entry for entry in tag.rpath.split(":") if entry)
                     elif tag.entry.d_tag == "DT_RUNPATH":
-                        runpath.extend(p for p in tag.runpath.split(":") if p)
+                        runpath.extend(entry for entry in tag.runpath.split(":") if entry)
             return ElfInfo(
                 path=path,
                 soname=soname,
@@ -96,12 +96,12 @@ def _read_elf_cached(path: str, mtime_ns: int) -> ElfInfo:
 
 def read_elf(path: str | os.PathLike[str]) -> ElfInfo:
     """Read the dynamic section of an ELF file (cached by path and mtime)."""
-    p = os.fspath(path)
+    file = os.fspath(path)
     try:
-        st = os.stat(p)
+        stat = os.stat(file)
     except OSError as exc:
-        raise NotElfError(f"{p}: {exc}") from exc
-    return _read_elf_cached(p, st.st_mtime_ns)
+        raise NotElfError(f"{file}: {exc}") from exc
+    return _read_elf_cached(file, stat.st_mtime_ns)
 
 
 def expand_origin(entry: str, origin_dir: str) -> str:
@@ -116,10 +116,10 @@ def parse_ldconfig(text: str, want_64bit: bool = True) -> dict[str, list[str]]:
     """Parse `ldconfig -p` output into {soname: [paths]} for the host's word size."""
     cache: dict[str, list[str]] = {}
     for line in text.splitlines():
-        m = _LDCONFIG_LINE.match(line)
-        if not m:
+        match = _LDCONFIG_LINE.match(line)
+        if not match:
             continue
-        name, flags, path = m.groups()
+        name, flags, path = match.groups()
         is_64 = "64" in flags
         if is_64 != want_64bit:
             continue
@@ -211,7 +211,11 @@ class Loader:
         order: list[Candidate] = []
         if not runpath:
             order.extend(rpath)
-        order.extend(Candidate(d, "LD_LIBRARY_PATH") for d in self.ld_library_path if d)
+        order.extend(
+            Candidate(directory, "LD_LIBRARY_PATH")
+            for directory in self.ld_library_path
+            if directory
+        )
         order.extend(runpath)
         return order
 
@@ -250,16 +254,19 @@ class Loader:
             consider(os.path.join(cand.directory, soname), cand.origin)
         for path in self.ld_cache.get(soname, ()):
             consider(path, "ld.so cache (ldconfig -p)")
-        for d in self.default_dirs:
-            consider(os.path.join(d, soname), "default directory")
+        for directory in self.default_dirs:
+            consider(os.path.join(directory, soname), "default directory")
         return found, wrong, blocked[0] if blocked else None
 
     def _object_paths(self, info: ElfInfo, path: str) -> tuple[list[Candidate], list[Candidate]]:
         origin_dir = os.path.dirname(path)
         label = os.path.basename(path)
-        rpath = [Candidate(expand_origin(e, origin_dir), f"RPATH of {label}") for e in info.rpath]
+        rpath = [
+            Candidate(expand_origin(entry, origin_dir), f"RPATH of {label}") for entry in info.rpath
+        ]
         runpath = [
-            Candidate(expand_origin(e, origin_dir), f"RUNPATH of {label}") for e in info.runpath
+            Candidate(expand_origin(entry, origin_dir), f"RUNPATH of {label}")
+            for entry in info.runpath
         ]
         return rpath, runpath
 
@@ -275,8 +282,8 @@ class Loader:
                 path,
                 origin,
                 os.path.realpath(path),
-                shadowed=tuple(p for p, _ in found),
-                wrong_arch=tuple(w for w in wrong if w != path),
+                shadowed=tuple(shadow for shadow, _ in found),
+                wrong_arch=tuple(other for other in wrong if other != path),
                 error=f"not a loadable library ({why})",
                 unloadable=path,
             )
@@ -289,7 +296,7 @@ class Loader:
             path=path,
             origin=origin,
             realpath=os.path.realpath(path),
-            shadowed=tuple(p for p, _ in found[1:]),
+            shadowed=tuple(shadow for shadow, _ in found[1:]),
             missing=tuple(missing),
             wrong_arch=tuple(wrong),
             error=error,
@@ -346,8 +353,8 @@ def _not_loadable_reason(path: str) -> str:
     file cut short named so (dlopen itself reads past its end and crashes the process)."""
     try:
         size = os.path.getsize(path)
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
     except OSError as exc:
         return str(exc)
     if not head.startswith(b"\x7fELF"):
@@ -366,7 +373,7 @@ def _not_loadable_reason(path: str) -> str:
 def _text_start(head: bytes) -> str:
     """', it is text: "..."' for a file of text (a linker script, an LFS pointer)."""
     start = head[:48]
-    if start and all(32 <= b < 127 or b in (9, 10, 13) for b in start):
+    if start and all(32 <= byte < 127 or byte in (9, 10, 13) for byte in start):
         return f", it is text: {start.decode().splitlines()[0][:40]!r}"
     return ""
 
@@ -376,8 +383,8 @@ def _elf_extent(head: bytes) -> int:
     header table, and of each segment its program headers (where read) describe."""
     wide, order = head[4] == 2, "<" if head[5] != 2 else ">"
     fields = "QQ" if wide else "II"
-    at = 32 if wide else 28
-    phoff, shoff = struct.unpack_from(order + fields, head, at)
+    offset = 32 if wide else 28
+    phoff, shoff = struct.unpack_from(order + fields, head, offset)
     phent, phnum, shent, shnum = struct.unpack_from(order + "4H", head, 54 if wide else 42)
     ends = [shoff + shent * shnum, phoff + phent * phnum]
     for i in range(phnum):
@@ -424,11 +431,11 @@ def probe_dlopen(
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return {p: f"dlopen probe timed out after {timeout_s:.0f} s" for p in paths}
+        return {path: f"dlopen probe timed out after {timeout_s:.0f} s" for path in paths}
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         why = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-        return {p: f"dlopen probe crashed: {why}" for p in paths}
+        return {path: f"dlopen probe crashed: {why}" for path in paths}
     result: dict[str, str | None] = json.loads(lines[-1])
     return result
 
@@ -436,8 +443,8 @@ def probe_dlopen(
 def version_from_filename(path: str, soname: str) -> str | None:
     """libcudnn.so.9.3.0 -> "9.3.0"; the soname itself (libcudnn.so.9) -> "9"."""
     name = Path(path).name
-    m = re.search(r"\.so\.([0-9][0-9.]*)$", name)
-    if m:
-        return m.group(1)
-    m = re.search(r"\.so\.([0-9][0-9.]*)$", soname)
-    return m.group(1) if m else None
+    match = re.search(r"\.so\.([0-9][0-9.]*)$", name)
+    if match:
+        return match.group(1)
+    match = re.search(r"\.so\.([0-9][0-9.]*)$", soname)
+    return match.group(1) if match else None

@@ -36,15 +36,15 @@ class DoctorReport:
     seconds: float
 
     def count(self, status: Status) -> int:
-        return sum(1 for c in self.checks if c.status is status)
+        return sum(1 for check in self.checks if check.status is status)
 
     @property
     def failed(self) -> bool:
-        return any(c.status is Status.FAIL for c in self.checks)
+        return any(check.status is Status.FAIL for check in self.checks)
 
     @property
     def verdict(self) -> str:
-        gpu = next((c for c in self.checks if c.id == "tf.gpus"), None)
+        gpu = next((check for check in self.checks if check.id == "tf.gpus"), None)
         if gpu is not None and gpu.status is Status.OK:
             return "TensorFlow can use the GPU" + (
                 ", with warnings" if self.count(Status.WARN) else ""

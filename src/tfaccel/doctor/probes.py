@@ -90,7 +90,12 @@ def requirement_for(dist: Distribution, name: str, extra: str | None = None) -> 
     """The requirement `dist` declares on `name` (for this platform, optionally an extra)."""
     target = canonicalize_name(name)
     return next(
-        (r for r in requirements_of(dist, extra) if canonicalize_name(r.name) == target), None
+        (
+            requirement
+            for requirement in requirements_of(dist, extra)
+            if canonicalize_name(requirement.name) == target
+        ),
+        None,
     )
 
 
@@ -143,7 +148,10 @@ def read_build_info(tf_dir: Path | None) -> dict[str, Any] | None:
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "build_info" for t in node.targets)
+            and any(
+                isinstance(target, ast.Name) and target.id == "build_info"
+                for target in node.targets
+            )
             and isinstance(node.value, ast.Call)
             and node.value.args
         ):
@@ -259,7 +267,7 @@ class XlaFlagsProbe:
 
 def xla_flags_probe(env: Mapping[str, str], timeout_s: float = 120.0) -> XlaFlagsProbe:
     """Compile one small function with XLA, on the CPU, with `env`'s XLA flags."""
-    if not any(env.get(v, "").strip() for v in XLA_FLAG_VARIABLES):
+    if not any(env.get(variable, "").strip() for variable in XLA_FLAG_VARIABLES):
         return XlaFlagsProbe(ran=False)
     child_env = {**env, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "0"}
     child_env["PYTHONSAFEPATH"] = "1"
@@ -330,9 +338,11 @@ def library_directories(site_dirs: Iterable[str], env: Mapping[str, str]) -> lis
     )
     dirs += ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/wsl/lib"]
     seen: list[str] = []
-    for d in dirs:
-        if os.path.isdir(d) and os.path.realpath(d) not in [os.path.realpath(s) for s in seen]:
-            seen.append(d)
+    for directory in dirs:
+        if os.path.isdir(directory) and os.path.realpath(directory) not in [
+            os.path.realpath(kept) for kept in seen
+        ]:
+            seen.append(directory)
     return seen
 
 
@@ -347,8 +357,8 @@ def nvcc_version(env: Mapping[str, str]) -> tuple[str | None, str | None]:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return exe, None
-    m = re.search(r"release (\d+\.\d+)", out)
-    return exe, m.group(1) if m else None
+    match = re.search(r"release (\d+\.\d+)", out)
+    return exe, match.group(1) if match else None
 
 
 def find_ptxas(env: Mapping[str, str], site_dirs: Iterable[str]) -> str | None:

@@ -68,7 +68,7 @@ class Plan:
 
     @classmethod
     def of(cls, steps: dict[str, Any], spe: int) -> Plan:
-        whole = lambda n: max(spe, (int(n) + spe - 1) // spe * spe)  # noqa: E731
+        whole = lambda count: max(spe, (int(count) + spe - 1) // spe * spe)  # noqa: E731
         window_s = steps.get("window_s")
         least = steps.get("min_windows")
         return cls(
@@ -83,11 +83,11 @@ class Plan:
     def rates(self, ends: dict[int, float], batch: int) -> list[float]:
         """Samples/s of each timed window that `ends` (step -> time it ended) holds."""
         out = []
-        for w in range(self.windows):
-            a = self.warmup + w * self.window - 1
-            b = a + self.window
-            if a in ends and b in ends and ends[b] > ends[a]:
-                out.append(self.window * batch / (ends[b] - ends[a]))
+        for window in range(self.windows):
+            first = self.warmup + window * self.window - 1
+            last = first + self.window
+            if first in ends and last in ends and ends[last] > ends[first]:
+                out.append(self.window * batch / (ends[last] - ends[first]))
         return out
 
     def settled_after(self, step: int, ends: dict[int, float], batch: int) -> int | None:
@@ -146,53 +146,55 @@ def run(request: TrialRequest) -> dict[str, Any]:
             window=plan.window,
         )
     with report.strategy_scope(), report.remat_scope():
-        wl = load_workload(str(request.workload))
-        report.compile(wl.model, optimizer=wl.optimizer, loss=wl.loss)
+        workload = load_workload(str(request.workload))
+        report.compile(workload.model, optimizer=workload.optimizer, loss=workload.loss)
     batch = settings.batch_size or 32
     if request.race:
-        return race_workload(wl, report, batch, request)
-    ds = (
-        synthetic_batches(wl.model, wl, batch, report)
-        if wl.dataset is None
-        else rebatched(wl.dataset, batch)
+        return race_workload(workload, report, batch, request)
+    dataset = (
+        synthetic_batches(workload.model, workload, batch, report)
+        if workload.dataset is None
+        else rebatched(workload.dataset, batch)
     )
-    fit = wl.model.fit
-    ds = report.dataset(ds, batch=False)  # batched above, at the trial's size
-    out = timed_fit(fit, wl.model, ds, report, plan, batch, request.count_flops)
-    out.update(data_facts(wl.model, wl.examples, wl.dataset is not None))
+    fit = workload.model.fit
+    dataset = report.dataset(dataset, batch=False)  # batched above, at the trial's size
+    out = timed_fit(fit, workload.model, dataset, report, plan, batch, request.count_flops)
+    out.update(data_facts(workload.model, workload.examples, workload.dataset is not None))
     if request.count_flops and "no_race" not in out:  # the baseline's
         from tfaccel.trial import noise_scale
 
-        out.update(noise_scale.measure(wl.model, wl.dataset, batch))
+        out.update(noise_scale.measure(workload.model, workload.dataset, batch))
     return out
 
 
 def race_workload(
-    wl: Any, report: ConfigureReport, batch: int, request: TrialRequest
+    workload: Any, report: ConfigureReport, batch: int, request: TrialRequest
 ) -> dict[str, Any]:
     """A race (`trial.race`) of an entry point's model on its own data: a held-out part
     for validation, the rest shuffled each epoch, as fit shuffles arrays."""
     from tfaccel.trial.race import held_out, race_blocker, race_fit, steps_per_epoch
 
-    why = race_blocker(wl.model, wl.dataset is not None)
+    why = race_blocker(workload.model, workload.dataset is not None)
     if why:
         raise ValueError(f"no race: {why}")
-    split = held_out(wl.dataset, wl.examples)
+    split = held_out(workload.dataset, workload.examples)
     train = split.train.shuffle(10_000, seed=request.seed)
-    ds = report.dataset(rebatched(train, batch), batch=False)
+    dataset = report.dataset(rebatched(train, batch), batch=False)
     steps = steps_per_epoch(split, batch)
 
     def fit(callbacks: list[Any]) -> Any:
-        return wl.model.fit(ds, epochs=10**6, steps_per_epoch=steps, verbose=0, callbacks=callbacks)
+        return workload.model.fit(
+            dataset, epochs=10**6, steps_per_epoch=steps, verbose=0, callbacks=callbacks
+        )
 
-    out = race_fit(fit, wl.model, split.validation, {**(request.race or {}), "batch": batch})
+    out = race_fit(fit, workload.model, split.validation, {**(request.race or {}), "batch": batch})
     return {**out, "validation": split.what}
 
 
 def timed_fit(
     fit: Any,
     model: Any,
-    ds: Any,
+    dataset: Any,
     report: ConfigureReport,
     plan: Plan,
     batch: int,
@@ -203,11 +205,11 @@ def timed_fit(
     throughput per timed window, the time to `fit` and to the first step apart (tracing
     and XLA compilation), the losses, peak memory and the model's layer counts."""
     _check_precision(model, report)  # a model built before fit: before its time is spent
-    marks, plan = _fit_marks(fit, ds, plan, batch)
+    marks, plan = _fit_marks(fit, dataset, plan, batch)
     _check_precision(model, report)  # one built inside fit (subclassed)
     # marks[i] ends step marks[i][0] (the last step of its execution).
     first_end = marks[0][1]
-    ends = {b: t for b, t, _, _ in marks}
+    ends = {step: stamp for step, stamp, _, _ in marks}
     timed = plan.rates(ends, batch)
     steady = (marks[-1][1] - ends.get(plan.warmup - 1, first_end)) / max(
         1, plan.total - plan.warmup
@@ -232,7 +234,7 @@ def timed_fit(
 
 
 def _fit_marks(
-    fit: Any, ds: Any, plan: Plan, batch: int
+    fit: Any, dataset: Any, plan: Plan, batch: int
 ) -> tuple[list[tuple[int, float, float, float]], Plan]:
     """Run `fit` and mark each execution's end: (its last step, time, loss, seconds
     since fit started); the plan, its window shortened where the warm-up was slow and
@@ -250,19 +252,19 @@ def _fit_marks(
             now = time.perf_counter()
             marks.append((batch_index, now, loss, now - start))
             ends[batch_index] = now
-            p = state["plan"]
-            if batch_index == p.warmup - 1 and p.window_s:
-                step_s = warmup_step_s([m[:3] for m in marks])
+            plan = state["plan"]
+            if batch_index == plan.warmup - 1 and plan.window_s:
+                step_s = warmup_step_s([mark[:3] for mark in marks])
                 if step_s:
-                    window = shrink_window(p.window, p.spe, step_s, p.window_s)
-                    state["plan"] = dataclasses.replace(p, window=window)
+                    window = shrink_window(plan.window, plan.spe, step_s, plan.window_s)
+                    state["plan"] = dataclasses.replace(plan, window=window)
             settled = state["plan"].settled_after(batch_index, ends, batch)
             if settled is not None:
                 state["plan"] = dataclasses.replace(state["plan"], windows=settled)
             if batch_index + 1 >= state["plan"].total:
                 self.model.stop_training = True
 
-    fit(ds, epochs=1, steps_per_epoch=plan.total, verbose=0, callbacks=[Clock()])
+    fit(dataset, epochs=1, steps_per_epoch=plan.total, verbose=0, callbacks=[Clock()])
     if not marks:
         raise RuntimeError("no training step completed")
     return marks, state["plan"]
@@ -360,13 +362,13 @@ def _layer_counts(model: Any) -> dict[str, int | None]:
     from tfaccel.optimize import attention
     from tfaccel.optimize.patches import PATCHES
 
-    names = [f"{k}_layers" for k in LAYER_KNOBS] + ["attention_dropout_layers"]
+    names = [f"{knob}_layers" for knob in LAYER_KNOBS] + ["attention_dropout_layers"]
     try:
         layers = list(model._flatten_layers(include_self=False, recursive=True))
     except Exception:
         return dict.fromkeys(names)
     counts: dict[str, int | None] = {
-        f"{k}_layers": PATCHES[k].count_layers(layers) for k in LAYER_KNOBS
+        f"{knob}_layers": PATCHES[knob].count_layers(layers) for knob in LAYER_KNOBS
     }
     counts["attention_dropout_layers"] = attention.count_dropping_layers(layers)
     return counts
@@ -388,8 +390,12 @@ def warmup_step_s(marks: list[tuple[int, float, float]]) -> float | None:
     the (last step, time, loss) marks so far; None with fewer than two later marks."""
     if len(marks) < 3:
         return None
-    (b0, t0, _), (b1, t1, _) = marks[1], marks[-1]
-    return (t1 - t0) / (b1 - b0) if b1 > b0 and t1 > t0 else None
+    (first_step, first_time, _), (last_step, last_time, _) = marks[1], marks[-1]
+    return (
+        (last_time - first_time) / (last_step - first_step)
+        if last_step > first_step and last_time > first_time
+        else None
+    )
 
 
 def shrink_window(window: int, spe: int, step_s: float, window_s: float) -> int:

@@ -25,11 +25,11 @@ BIG = 8  # the larger batch, this many times the user's
 def simple_noise_scale(small: int, big: int, norm2_small: float, norm2_big: float) -> float | None:
     """B_simple from the mean squared gradient norms at two batch sizes; None where the
     estimate is not positive (too few batches to see the noise through)."""
-    g2 = (big * norm2_big - small * norm2_small) / (big - small)
+    true_norm2 = (big * norm2_big - small * norm2_small) / (big - small)
     trace = (norm2_small - norm2_big) / (1 / small - 1 / big)
-    if g2 <= 0 or trace <= 0:
+    if true_norm2 <= 0 or trace <= 0:
         return None
-    return trace / g2
+    return trace / true_norm2
 
 
 def measure(model: Any, examples: Any, batch: int) -> dict[str, Any]:
@@ -43,7 +43,9 @@ def measure(model: Any, examples: Any, batch: int) -> dict[str, Any]:
     norms = []
     try:
         for size in sizes:
-            found = [_norm2(model, b) for b in in_batches(examples, size, True).take(BATCHES)]
+            found = [
+                _norm2(model, element) for element in in_batches(examples, size, True).take(BATCHES)
+            ]
             if len(found) < BATCHES:
                 return {"noise_scale_why": f"fewer examples than {BATCHES} batches of {size}"}
             norms.append(sum(found) / len(found))
@@ -71,5 +73,7 @@ def _norm2(model: Any, element: Any) -> float:
         y_pred = model(x, training=True)
         loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=weight)
     grads = tape.gradient(loss, model.trainable_weights)
-    squares = [tf.reduce_sum(tf.square(tf.cast(g, "float32"))) for g in grads if g is not None]
+    squares = [
+        tf.reduce_sum(tf.square(tf.cast(grad, "float32"))) for grad in grads if grad is not None
+    ]
     return float(tf.add_n(squares))

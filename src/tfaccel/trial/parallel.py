@@ -20,24 +20,24 @@ def _mirrored(tf: Any, config: dict[str, Any], logical_cpus: int) -> Any:
     the config names."""
     cross = cross_device_ops(config.get("cross_device_ops", "auto"), config.get("num_packs", 1))
     if logical_cpus > 1:
-        cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
+        cpus = [device.name for device in tf.config.list_logical_devices("CPU")]
         return tf.distribute.MirroredStrategy(cpus, cross_device_ops=cross)
     return tf.distribute.MirroredStrategy(cross_device_ops=cross)
 
 
 def _timed(
-    trainer: Any, it: Any, spe: int, warmup: int, windows: int, window: int
+    trainer: Any, batches: Any, spe: int, warmup: int, windows: int, window: int
 ) -> tuple[list[float], float, list[float]]:
     """(losses, seconds of the warm-up with its compilation, samples/s of each window)."""
     start = time.perf_counter()
-    losses = list(trainer.run(it, max(1, warmup // spe)))
+    losses = list(trainer.run(batches, max(1, warmup // spe)))
     compile_s = time.perf_counter() - start
     timed = []
     for _ in range(windows):
-        t0 = time.perf_counter()
-        losses += trainer.run(it, max(1, window // spe))
+        started = time.perf_counter()
+        losses += trainer.run(batches, max(1, window // spe))
         steps = max(1, window // spe) * spe
-        timed.append(steps * trainer.samples_per_step / (time.perf_counter() - t0))
+        timed.append(steps * trainer.samples_per_step / (time.perf_counter() - started))
     return losses, compile_s, timed
 
 
@@ -58,13 +58,13 @@ def run_custom(
     from tfaccel.workloads import load_workload
 
     strategy = _mirrored(tf, config, logical_cpus)
-    n = strategy.num_replicas_in_sync
+    replicas = strategy.num_replicas_in_sync
     per_replica = settings.batch_size or 32
-    global_batch = per_replica * n
+    global_batch = per_replica * replicas
     with strategy.scope(), report.remat_scope():
-        wl = load_workload(wl_name)
-        report.checkpoint(wl.model)  # a Functional graph: by segments
-        optimizer = report.optimizer(wl.optimizer)
+        workload = load_workload(wl_name)
+        report.checkpoint(workload.model)  # a Functional graph: by segments
+        optimizer = report.optimizer(workload.optimizer)
     staged = config.get("input") == "staged"
     if staged and report.input_dtype is None:
         raise ValueError(
@@ -72,9 +72,9 @@ def run_custom(
             "inside the step; it needs input_cast='compute' and a 16-bit precision"
         )
     trainer = DistributedTrainer(
-        wl.model,
+        workload.model,
         optimizer,
-        wl.loss,
+        workload.loss,
         strategy,
         global_batch,
         # "auto" is Keras' default, which compiles with XLA on a GPU: so does this step
@@ -85,26 +85,28 @@ def run_custom(
         host_cast=report.input_dtype if staged else None,
     )
     if config.get("input") == "device":
-        if wl.dataset is not None:
+        if workload.dataset is not None:
             raise ValueError("input='device' replays synthetic batches; this workload has data")
-        it: Any = _device_batches(strategy, wl, per_replica)
+        batches: Any = _device_batches(strategy, workload, per_replica)
     else:
 
         def replica_input(ctx: Any) -> Any:
             # One pipeline per worker, batched per replica: nothing is split on the host.
-            b = ctx.get_per_replica_batch_size(global_batch)
-            if wl.dataset is None:
-                ds = synthetic_batches(wl.model, wl, b, report, cast=not staged)
+            per_replica_batch = ctx.get_per_replica_batch_size(global_batch)
+            if workload.dataset is None:
+                dataset = synthetic_batches(
+                    workload.model, workload, per_replica_batch, report, cast=not staged
+                )
             else:
-                ds = wl.dataset
+                dataset = workload.dataset
                 if ctx.num_input_pipelines > 1:
-                    ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-                ds = rebatched(ds, b)
-            return report.dataset(ds, cast=not staged, batch=False)
+                    dataset = dataset.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+                dataset = rebatched(dataset, per_replica_batch)
+            return report.dataset(dataset, cast=not staged, batch=False)
 
-        it = trainer.distribute_per_replica(replica_input)
+        batches = trainer.distribute_per_replica(replica_input)
     losses, compile_s, timed = _timed(
-        trainer, it, settings.steps_per_execution, warmup, windows, window
+        trainer, batches, settings.steps_per_execution, warmup, windows, window
     )
     peak = gpu_peak(report)
     used = getattr(strategy.extended, "_cross_device_ops", None)
@@ -113,7 +115,7 @@ def run_custom(
     return {
         "input": config.get("input", "host"),
         "input_bytes_per_sample": input_bytes_per_sample(
-            wl.model, 2 if report.input_dtype else None, wl.dataset
+            workload.model, 2 if report.input_dtype else None, workload.dataset
         ),
         "status": "ok",
         "precision": report.precision,
@@ -121,8 +123,8 @@ def run_custom(
         "update": trainer.update_path,
         "update_error": trainer.update_error,
         "cross_device_ops": type(used).__name__ if used is not None else "default",
-        "allreduce_ms": allreduce_ms(strategy, wl.model) if n > 1 else None,
-        "replicas": n,
+        "allreduce_ms": allreduce_ms(strategy, workload.model) if replicas > 1 else None,
+        "replicas": replicas,
         "global_batch": global_batch,
         "compile_s": compile_s,
         "window_samples_per_s": timed,
@@ -148,13 +150,13 @@ class _Replay:
         return self.batch
 
 
-def _device_batches(strategy: Any, wl: Any, per_replica: int) -> _Replay:
+def _device_batches(strategy: Any, workload: Any, per_replica: int) -> _Replay:
     """Synthetic batches placed on every replica's device once: no host-to-device copy
     per step, so a scaling run measures compute and all-reduce alone."""
     from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
 
-    x = synthetic_inputs(wl.model, per_replica)
-    y = synthetic_labels(wl, per_replica)
+    x = synthetic_inputs(workload.model, per_replica)
+    y = synthetic_labels(workload, per_replica)
     from tfaccel.trial.step import per_replica_values
 
     return _Replay(per_replica_values(strategy, lambda ctx: (x, y)))
@@ -184,13 +186,15 @@ def allreduce_ms(strategy: Any, model: Any, repeats: int = 5) -> float:
     through the strategy's own cross-device ops (with its packing), measured alone."""
     tf = import_tensorflow()
 
-    specs = [(tuple(v.shape), v.dtype) for v in model.trainable_variables]
+    specs = [(tuple(variable.shape), variable.dtype) for variable in model.trainable_variables]
     from tfaccel.trial.step import per_replica_values
 
-    grads = per_replica_values(strategy, lambda ctx: [tf.ones(s, d) for s, d in specs])
+    grads = per_replica_values(
+        strategy, lambda ctx: [tf.ones(shape, dtype) for shape, dtype in specs]
+    )
 
-    def reduce(gs: Any) -> Any:
-        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, gs)
+    def reduce(grads: Any) -> Any:
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
 
     @tf.function
     def step() -> Any:
@@ -200,7 +204,7 @@ def allreduce_ms(strategy: Any, model: Any, repeats: int = 5) -> float:
     float(tf.reduce_sum(step()))  # warm-up (tracing, NCCL communicator set-up)
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        started = time.perf_counter()
         float(tf.reduce_sum(step()))
-        times.append((time.perf_counter() - t0) * 1e3)
+        times.append((time.perf_counter() - started) * 1e3)
     return sorted(times)[len(times) // 2]

@@ -78,8 +78,8 @@ class TrialRequest:
         request's own fields by name, the engine's options apart; any other key is a
         caller's bug, refused here rather than ignored in the child."""
         extra = dict(extra or {})
-        engine = {k: extra.pop(k) for k in ENGINE_KEYS if k in extra}
-        unknown = set(extra) - {f.name for f in dataclasses.fields(cls)}
+        engine = {key: extra.pop(key) for key in ENGINE_KEYS if key in extra}
+        unknown = set(extra) - {declared.name for declared in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(f"not a trial request's field: {', '.join(sorted(unknown))}")
         return cls(mode, **fields, **extra, engine=engine)
@@ -93,7 +93,7 @@ class TrialRequest:
         doc = json.loads(text)
         if not isinstance(doc, dict) or doc.get("mode") not in MODES:
             raise ValueError(f"not a trial request: {text[:200]!r}")
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {declared.name for declared in dataclasses.fields(cls)}
         unknown = set(doc) - names
         if unknown:
             raise ValueError(f"not a trial request's field: {', '.join(sorted(unknown))}")
@@ -177,12 +177,12 @@ EXTRA_KEYS = tuple(k for k in Payload.__annotations__ if k not in RESULT_KEYS)
 
 def extra_of(payload: dict[str, Any], layer_knobs: tuple[str, ...]) -> dict[str, Any]:
     """What a TrialResult keeps of a payload beyond its own fields."""
-    kept = {k: payload[k] for k in EXTRA_KEYS if k in payload}
-    layers = (f"{k}_layers" for k in layer_knobs)
-    return kept | {k: payload[k] for k in layers if k in payload}
+    kept = {key: payload[key] for key in EXTRA_KEYS if key in payload}
+    layers = (f"{key}_layers" for key in layer_knobs)
+    return kept | {key: payload[key] for key in layers if key in payload}
 
 
 def undeclared(payload: dict[str, Any], layer_knobs: tuple[str, ...]) -> set[str]:
     """The keys of a payload that this module does not declare (a child's bug)."""
-    layers = {f"{k}_layers" for k in layer_knobs}
+    layers = {f"{knob}_layers" for knob in layer_knobs}
     return set(payload) - set(Payload.__annotations__) - layers

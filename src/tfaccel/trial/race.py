@@ -35,7 +35,7 @@ KEPT_CALLBACKS = ("LearningRateScheduler", "ReduceLROnPlateau")
 def own_step(model: Any, name: str) -> type | None:
     """The class of the model's that defines its `name` step ("train_step",
     "test_step"), where that is not Keras' own; None where Keras' runs."""
-    owner = next((c for c in type(model).__mro__ if name in vars(c)), None)
+    owner = next((klass for klass in type(model).__mro__ if name in vars(klass)), None)
     if owner is None or owner.__module__.split(".")[0] == "keras":
         return None
     return owner
@@ -82,10 +82,10 @@ class Split(NamedTuple):
 
 def held_out(examples: Any, count: int | None) -> Split:
     """A tenth of the examples, from the start of the stream, never trained on."""
-    n = min(HELD_OUT_MAX, max(HELD_OUT_MIN, count // 10)) if count else HELD_OUT_UNKNOWN
-    what = f"a held-out {n:,} examples of the training data, never trained on"
-    rest = count - n if count and count > n else None
-    return Split(examples.skip(n), examples.take(n).cache(), what, rest)
+    size = min(HELD_OUT_MAX, max(HELD_OUT_MIN, count // 10)) if count else HELD_OUT_UNKNOWN
+    what = f"a held-out {size:,} examples of the training data, never trained on"
+    rest = count - size if count and count > size else None
+    return Split(examples.skip(size), examples.take(size).cache(), what, rest)
 
 
 def split_off(examples: Any, count: int | None, fraction: float) -> Split:
@@ -93,9 +93,11 @@ def split_off(examples: Any, count: int | None, fraction: float) -> Split:
     takes it from arrays."""
     if not count:
         return held_out(examples, count)
-    n = max(1, int(count * fraction))
-    what = f"the script's validation_split={fraction:g} (the last {n:,} examples)"
-    return Split(examples.take(count - n), examples.skip(count - n).cache(), what, count - n)
+    size = max(1, int(count * fraction))
+    what = f"the script's validation_split={fraction:g} (the last {size:,} examples)"
+    return Split(
+        examples.take(count - size), examples.skip(count - size).cache(), what, count - size
+    )
 
 
 def steps_per_epoch(split: Split, batch: int) -> int:
@@ -107,7 +109,7 @@ def steps_per_epoch(split: Split, batch: int) -> int:
 def kept_callbacks(callbacks: Any) -> list[Any]:
     """The script's callbacks that change the learning rate (KEPT_CALLBACKS)."""
     found = callbacks if isinstance(callbacks, (list, tuple)) else []
-    return [c for c in found if type(c).__name__ in KEPT_CALLBACKS]
+    return [callback for callback in found if type(callback).__name__ in KEPT_CALLBACKS]
 
 
 def race_fit(
@@ -172,19 +174,19 @@ class _RaceClock:
                 if not self.compiled:  # the first execution: tracing and compilation
                     self.compiled = True
                     self.start, self.paused = time.perf_counter(), 0.0
-                t = time.perf_counter() - self.start - self.paused
-                self.trained_s = t
-                if t >= self.next or t >= seconds:
-                    self._point(t)
-                    self.next = t + every_s
-                if t >= seconds:
+                elapsed = time.perf_counter() - self.start - self.paused
+                self.trained_s = elapsed
+                if elapsed >= self.next or elapsed >= seconds:
+                    self._point(elapsed)
+                    self.next = elapsed + every_s
+                if elapsed >= seconds:
                     self.model.stop_training = True
 
-            def _point(self, t: float) -> None:
-                t0 = time.perf_counter()
+            def _point(self, elapsed: float) -> None:
+                began = time.perf_counter()
                 result = self.model.evaluate(val, verbose=0, return_dict=True)
-                self.paused += time.perf_counter() - t0
+                self.paused += time.perf_counter() - began
                 loss = float(result.get("loss", float("nan")))
-                self.curve.append([round(t, 3), loss, self.train_loss])
+                self.curve.append([round(elapsed, 3), loss, self.train_loss])
 
         return RaceClock()

@@ -73,9 +73,9 @@ class TrialResult:
         return self.status == "ok" and bool(self.samples_per_s)
 
 
-def trial_noise(r: TrialResult) -> float:
+def trial_noise(trial: TrialResult) -> float:
     """The trial's spread over its timed windows (stats.spread; 0 without two)."""
-    return stats.spread(r.windows) or 0.0
+    return stats.spread(trial.windows) or 0.0
 
 
 def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool, float, float]:
@@ -102,14 +102,18 @@ def settings_key(
     extras. `window_s` and `min_windows` stay out: they bound how long the same
     measurement takes, not what it measures; counting FLOPs (after the timing) stays
     out too."""
-    plan = {k: v for k, v in steps.__dict__.items() if k not in ("window_s", "min_windows")}
+    plan = {
+        name: value
+        for name, value in steps.__dict__.items()
+        if name not in ("window_s", "min_windows")
+    }
     defaults = Settings()
     shown = {
-        k: v
-        for k, v in settings.to_dict().items()
-        if k not in LATER_FIELDS or v != getattr(defaults, k)
+        name: value
+        for name, value in settings.to_dict().items()
+        if name not in LATER_FIELDS or value != getattr(defaults, name)
     }
-    extra = {k: v for k, v in (extra or {}).items() if k != "count_flops"}
+    extra = {name: value for name, value in (extra or {}).items() if name != "count_flops"}
     revision = REVISION.get(workload)
     blob = json.dumps(
         {
@@ -189,7 +193,7 @@ def compile_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
         env["TF_XLA_FLAGS"] = f"{tf_xla} --tf_xla_persistent_cache_directory={base / 'executables'}"
     if "CUDA_CACHE_MAXSIZE" not in os.environ:
         env["CUDA_CACHE_MAXSIZE"] = CUDA_CACHE_MAXSIZE
-    return {k: v.strip() for k, v in env.items()}
+    return {name: value.strip() for name, value in env.items()}
 
 
 class TrialTarget(Protocol):

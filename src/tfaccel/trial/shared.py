@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def synthetic_batches(
-    model: Any, wl: Any, batch: int, report: ConfigureReport, cast: bool = True
+    model: Any, workload: Any, batch: int, report: ConfigureReport, cast: bool = True
 ) -> Any:
     """One synthetic batch, repeated. With `input_cast="compute"` its float inputs are
     cast once, here, instead of every step in the pipeline: the batch is a constant, and
@@ -25,7 +25,7 @@ def synthetic_batches(
     from tfaccel.workloads.synthetic import synthetic_inputs, synthetic_labels
 
     x = synthetic_inputs(model, batch)
-    element = (x, synthetic_labels(wl, batch))
+    element = (x, synthetic_labels(workload, batch))
     if cast:
         element = report.cast_inputs(element)
     return tf.data.Dataset.from_tensors(element).repeat()
@@ -48,5 +48,5 @@ def checkpointing(report: ConfigureReport) -> dict[str, Any]:
     if not report.settings.gradient_checkpointing:
         return {}
     plans = report.checkpointing
-    how = "; ".join(p.describe() for p in plans) if plans else "each layer recomputed alone"
+    how = "; ".join(plan.describe() for plan in plans) if plans else "each layer recomputed alone"
     return {"checkpointing": how}

@@ -77,64 +77,70 @@ class DistributedTrainer:
                 per_example = tf.cast(self.loss_fn(y, pred), tf.float32)
                 loss = tf.reduce_sum(per_example) / global_batch
                 scaled = loss * scale
-            g = tape.gradient(scaled, model.trainable_variables)
+            gradients = tape.gradient(scaled, model.trainable_variables)
             # Embedding gradients come as IndexedSlices; dense ones all-reduce in one
             # NCCL call (a BERT batch's slices are larger than the dense table).
-            g = [tf.convert_to_tensor(gi) if isinstance(gi, tf.IndexedSlices) else gi for gi in g]
-            return loss, [tf.cast(gi, tf.float32) / scale if gi is not None else gi for gi in g]
+            gradients = [
+                tf.convert_to_tensor(grad) if isinstance(grad, tf.IndexedSlices) else grad
+                for grad in gradients
+            ]
+            return loss, [
+                tf.cast(grad, tf.float32) / scale if grad is not None else grad
+                for grad in gradients
+            ]
 
         self._grads = tf.function(grads, jit_compile=jit)
         self.host_cast = tf.as_dtype(host_cast) if host_cast is not None else None
         host = strategy.extended.worker_devices[0].rsplit("/device:", 1)[0] + "/device:CPU:0"
 
-        def stage(t: Any) -> Any:
+        def stage(tensor: Any) -> Any:
             # A host op whose consumer is on a GPU gets its output allocated in pinned
             # host memory, so its copy is a DMA that need not wait like a pageable one.
-            if not t.dtype.is_floating or t.dtype == self.host_cast:
-                return t
+            if not tensor.dtype.is_floating or tensor.dtype == self.host_cast:
+                return tensor
             with tf.device(host):
-                return tf.cast(t, self.host_cast)
+                return tf.cast(tensor, self.host_cast)
 
         def replica_step(batches: Any) -> Any:
             losses, grads_of = [], []
             for x, y in batches:  # the accumulated batches of one update
                 if self.host_cast is not None:
                     x = tf.nest.map_structure(stage, x)
-                loss, g = self._grads(x, y)
+                loss, gradients = self._grads(x, y)
                 losses.append(loss)
-                grads_of.append(g)
+                grads_of.append(gradients)
             loss = tf.add_n(losses) / len(losses)
-            g = [
-                None if gs[0] is None else tf.add_n(list(gs)) / len(gs)
-                for gs in zip(*grads_of, strict=True)
+            gradients = [
+                None if per_batch[0] is None else tf.add_n(list(per_batch)) / len(per_batch)
+                for per_batch in zip(*grads_of, strict=True)
             ]
             if loss_scale:
-                g = self._zero_if_overflow(g)
+                gradients = self._zero_if_overflow(gradients)
             # Keras' optimizer all-reduces the gradients itself in a replica context.
-            self._apply(g)
+            self._apply(gradients)
             return loss
 
-        def run_steps(iterator: Iterator[Any], k: Any) -> Any:
+        def run_steps(iterator: Iterator[Any], count: Any) -> Any:
             total = tf.constant(0.0)
-            for _ in tf.range(k):
+            for _ in tf.range(count):
                 batches = [next(iterator) for _ in range(self.accumulate)]
                 per = strategy.run(replica_step, args=(batches,))
                 total += strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
-            return total / tf.cast(k, tf.float32)
+            return total / tf.cast(count, tf.float32)
 
         self._make_run_steps = lambda: tf.function(run_steps)
         self._run_steps = self._make_run_steps()
         self._traced = False
 
-    def _zero_if_overflow(self, g: list[Any]) -> list[Any]:
+    def _zero_if_overflow(self, gradients: list[Any]) -> list[Any]:
         """Skip a step whose gradients overflowed on any replica: every replica agrees
         through an all-reduce of the flag, and the update gets zeros."""
         tf = self.tf
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(gi)) for gi in g])
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(grad)) for grad in gradients])
         ctx = tf.distribute.get_replica_context()
         ok = ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(finite, tf.float32))
         replicas = float(self.strategy.num_replicas_in_sync)  # ok == replicas: all finite
-        return [tf.where(ok >= replicas, gi, tf.zeros_like(gi)) for gi in g]
+        return [tf.where(ok >= replicas, grad, tf.zeros_like(grad)) for grad in gradients]
 
     def _fuse_update(self, jit: bool) -> None:
         """One XLA-compiled update of every variable per replica (see the module doc).
@@ -154,18 +160,18 @@ class DistributedTrainer:
         compiled: dict[int, Any] = {}  # one function per replica: each captures its copies
 
         def fused(distribution: Any, grads_and_vars: Any, learning_rate: Any) -> None:
-            pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+            pairs = [(grad, variable) for grad, variable in grads_and_vars if grad is not None]
             if not pairs:
                 return
-            variables = [v for _, v in pairs]
+            variables = [variable for _, variable in pairs]
 
             def on_replica(_first: Any, *grads: Any) -> Any:
                 i = distribute_lib.get_update_replica_id()
                 if i not in compiled:
 
-                    def update(gs: Any, lr: Any) -> Any:
-                        for g, v in zip(gs, variables, strict=True):
-                            optimizer.update_step(g, v, lr)
+                    def update(grads: Any, lr: Any) -> Any:
+                        for grad, variable in zip(grads, variables, strict=True):
+                            optimizer.update_step(grad, variable, lr)
                         return tf.constant(True)
 
                     compiled[i] = tf.function(update, jit_compile=jit)
@@ -175,7 +181,7 @@ class DistributedTrainer:
                 return compiled[i](list(grads), tf.convert_to_tensor(lr))
 
             distribution.extended.update(
-                variables[0], on_replica, args=tuple(g for g, _ in pairs), group=False
+                variables[0], on_replica, args=tuple(grad for grad, _ in pairs), group=False
             )
 
         optimizer._distributed_tf_update_step = fused
@@ -194,7 +200,11 @@ class DistributedTrainer:
     def _apply(self, grads: Any) -> Any:
         variables = self.model.trainable_variables
         self.optimizer.apply(
-            [self.tf.cast(g, v.dtype) for g, v in zip(grads, variables, strict=True)], variables
+            [
+                self.tf.cast(grad, variable.dtype)
+                for grad, variable in zip(grads, variables, strict=True)
+            ],
+            variables,
         )
         return self.tf.constant(True)
 
@@ -221,20 +231,20 @@ class DistributedTrainer:
     def run(self, iterator: Iterator[Any], executions: int = 1) -> list[float]:
         """Run `executions` x steps_per_execution steps (updates, of `accumulate` batches
         each); returns the mean loss of each execution."""
-        k = self.tf.constant(self.steps_per_execution)
+        count = self.tf.constant(self.steps_per_execution)
         out: list[float] = []
         if not self._traced and self.update_path != "keras per variable":
             # The first call traces and compiles. Should the fused update fail there
             # (an optimizer it cannot trace), no update was applied yet: use Keras' path.
             try:
-                out.append(float(self._run_steps(iterator, k)))
+                out.append(float(self._run_steps(iterator, count)))
             except (TypeError, ValueError, NotImplementedError, self.tf.errors.OpError) as exc:
                 if isinstance(exc, self.tf.errors.ResourceExhaustedError):
                     raise
                 self._unfuse_update(exc)
             executions -= len(out)
         self._traced = True
-        out += [float(self._run_steps(iterator, k)) for _ in range(executions)]
+        out += [float(self._run_steps(iterator, count)) for _ in range(executions)]
         return out
 
 

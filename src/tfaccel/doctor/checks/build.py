@@ -95,7 +95,7 @@ def check_compat(ctx: DoctorContext) -> list[Check]:
             )
         ]
     problems: list[tuple[Status, str]] = []
-    rows = {r.key: r for r in ctx.library_rows}
+    rows = {lib_row.key: lib_row for lib_row in ctx.library_rows}
     tested_libraries = _tested_libraries(row)
     for key, label, want in tested_libraries:
         lib = rows.get(key)
@@ -120,7 +120,9 @@ def check_compat(ctx: DoctorContext) -> list[Check]:
             )
     note = "" if exact else f" (nearest row: TF {row['tensorflow']})"
     tested = f"tested with CUDA {row['cuda']}, cuDNN {row['cudnn']}{note}"
-    compared = [k for k, *_ in tested_libraries if k in rows and rows[k].version]
+    compared = [
+        lib_key for lib_key, *_ in tested_libraries if lib_key in rows and rows[lib_key].version
+    ]
     if not problems:
         found = (
             "the libraries found match"
@@ -138,13 +140,13 @@ def check_compat(ctx: DoctorContext) -> list[Check]:
                 details={"row": row},
             )
         ]
-    worst = Status.FAIL if any(s is Status.FAIL for s, _ in problems) else Status.WARN
+    worst = Status.FAIL if any(severity is Status.FAIL for severity, _ in problems) else Status.WARN
     return [
         Check(
             "tf.compat",
             title,
             worst,
-            "; ".join(m for _, m in problems) + f" ({tested})",
+            "; ".join(message for _, message in problems) + f" ({tested})",
             fix=f"pip install 'tensorflow[and-cuda]{tf_pin(ctx)}'",
             see=see,
             details={"row": row},

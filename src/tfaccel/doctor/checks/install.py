@@ -25,9 +25,9 @@ def check_tf_install(ctx: DoctorContext) -> list[Check]:
             )
         ]
     primary = ctx.primary_tf_dists
-    listing = ", ".join(f"{d.name} {d.version}" for d in dists)
+    listing = ", ".join(f"{dist.name} {dist.version}" for dist in dists)
     if len(primary) > 1:
-        names = " ".join(d.name for d in dists)
+        names = " ".join(dist.name for dist in dists)
         return [
             Check(
                 "tf.install",
@@ -103,12 +103,12 @@ def check_tfaccel_support(ctx: DoctorContext) -> list[Check]:
     keras = keras_dist.version if keras_dist else None
     if tf is None:
         return [Check("tfaccel.support", title, Status.SKIP, "TensorFlow is not installed")]
-    lo, hi = _compat.TF_SUPPORTED
+    lowest, highest = _compat.TF_SUPPORTED
     have = version_tuple(tf)[:2]
     pair = f"TensorFlow {tf} with Keras {keras or '(none)'}"
-    if have < version_tuple(lo):
-        fix = f"pip install 'tensorflow>={lo}'"
-        finding = f"{pair}: tfaccel needs TensorFlow {lo} or newer"
+    if have < version_tuple(lowest):
+        fix = f"pip install 'tensorflow>={lowest}'"
+        finding = f"{pair}: tfaccel needs TensorFlow {lowest} or newer"
         return [Check("tfaccel.support", title, Status.FAIL, finding, fix, PIP_LIST)]
     if keras and version_tuple(keras)[:2] < version_tuple(_compat.KERAS_FLOOR):
         fix = f"pip install 'keras>={_compat.KERAS_FLOOR}'"
@@ -116,7 +116,9 @@ def check_tfaccel_support(ctx: DoctorContext) -> list[Check]:
         return [Check("tfaccel.support", title, Status.FAIL, finding, fix, PIP_LIST)]
     lost = _compat.features_lost(tf, keras)
     newer = (
-        f"; newer than {hi}, the newest tfaccel was tested with" if have > version_tuple(hi) else ""
+        f"; newer than {highest}, the newest tfaccel was tested with"
+        if have > version_tuple(highest)
+        else ""
     )
     if lost:
         finding = f"{pair}{newer}: tfaccel refuses " + "; ".join(lost)
@@ -138,7 +140,9 @@ def check_companions(ctx: DoctorContext) -> list[Check]:
     from tfaccel.doctor.probes import requirement_for
 
     have = {"tensorflow": ctx.tf_version} | {
-        n: d.version for n, d in ctx.distributions.items() if n in ("keras", *COMPANIONS)
+        dist_name: found.version
+        for dist_name, found in ctx.distributions.items()
+        if dist_name in ("keras", *COMPANIONS)
     }
     out: list[Check] = []
     for name in COMPANIONS:
@@ -155,7 +159,9 @@ def check_companions(ctx: DoctorContext) -> list[Check]:
         ]
         fix: str | None = None
         if broken:
-            pins = " ".join(f"'{d}=={have[d]}'" for d in ("tensorflow", "keras") if have.get(d))
+            pins = " ".join(
+                f"'{found}=={have[found]}'" for found in ("tensorflow", "keras") if have.get(found)
+            )
             status, finding = Status.FAIL, "; ".join(broken)
             fix = f"pip install '{name}' {pins}  (pip picks the {name} that fits them)"
         else:
@@ -252,9 +258,9 @@ def check_requirements(ctx: DoctorContext) -> list[Check]:
         finding = f"every requirement of {tf.name} {tf.version}, and of those, is met"
         return [Check("tf.requirements", title, Status.OK, finding, see="pip check")]
     said = [
-        f"{u.package} {u.installed or '(missing)'} does not meet {u.required_by}'s "
-        f"{u.package}{u.spec or ' (any version)'}"
-        for u in unmet
+        f"{req.package} {req.installed or '(missing)'} does not meet {req.required_by}'s "
+        f"{req.package}{req.spec or ' (any version)'}"
+        for req in unmet
     ]
     return [
         Check(
@@ -271,9 +277,9 @@ def check_requirements(ctx: DoctorContext) -> list[Check]:
 def requirements_fix(unmet: list[probes.Unmet]) -> str:
     """One pip command for every unmet requirement, each package's specifiers together."""
     specs: dict[str, list[str]] = {}
-    for u in unmet:
-        specs.setdefault(u.package, []).extend(filter(None, u.spec.split(",")))
-    parts = [f"'{name}{','.join(dict.fromkeys(s))}'" for name, s in specs.items()]
+    for unmet_req in unmet:
+        specs.setdefault(unmet_req.package, []).extend(filter(None, unmet_req.spec.split(",")))
+    parts = [f"'{name}{','.join(dict.fromkeys(specifiers))}'" for name, specifiers in specs.items()]
     return "pip install " + " ".join(parts)
 
 

@@ -39,10 +39,10 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
         ]
     all_fix = f"pip install 'tensorflow[and-cuda]{tf_pin(ctx)}'"
     rows = ctx.library_rows
-    details = {r.soname: _library_details(r) for r in rows}
-    absent = [r for r in rows if r.resolution.path is None]
+    details = {row.soname: _library_details(row) for row in rows}
+    absent = [row for row in rows if row.resolution.path is None]
     group = len(absent) >= 3
-    loaded = [_loaded_line(r) for r in rows if _loads(r)]
+    loaded = [_loaded_line(row) for row in rows if _loads(row)]
     out: list[Check] = []
     if loaded:
         out.append(
@@ -57,9 +57,9 @@ def check_libraries(ctx: DoctorContext) -> list[Check]:
         )
     if group:
         out.append(_absent_row(ctx, absent, details, all_fix))
-    for r in rows:
-        if not (group and r.resolution.path is None) and not _loads(r):
-            out.append(_library_failure(ctx, r, details[r.soname], all_fix))
+    for row in rows:
+        if not (group and row.resolution.path is None) and not _loads(row):
+            out.append(_library_failure(ctx, row, details[row.soname], all_fix))
     out.extend(_renamed_rows(ctx, all_fix))
     out.extend(_libcuda_rows(ctx))
     return out
@@ -75,7 +75,7 @@ def _library_details(row: LibraryRow) -> dict[str, object]:
         "provider": row.provider,
         "shadowed": list(res.shadowed),
         "wrong_arch": list(res.wrong_arch),
-        "missing": [f"{m.soname} (needed by {m.needed_by})" for m in res.missing],
+        "missing": [f"{missing.soname} (needed by {missing.needed_by})" for missing in res.missing],
         "dlopen_error": row.dlopen_error,
     }
 
@@ -112,7 +112,9 @@ def _library_failure(
         see = f"ldconfig -p | grep {row.soname}"
         return Check(key, row.soname, Status.FAIL, finding, pip_fix, see, details)
     if res.missing:
-        miss = "; ".join(f"{m.soname} (needed by {m.needed_by})" for m in res.missing)
+        miss = "; ".join(
+            f"{missing.soname} (needed by {missing.needed_by})" for missing in res.missing
+        )
         return Check(
             key,
             row.soname,
@@ -153,7 +155,7 @@ def _absent_row(
     details: dict[str, dict[str, object]],
     all_fix: str,
 ) -> Check:
-    names = ", ".join(r.soname for r in absent)
+    names = ", ".join(row.soname for row in absent)
     return Check(
         "lib.missing",
         f"{len(absent)} CUDA libraries",
@@ -163,21 +165,22 @@ def _absent_row(
         f"{names}. The CUDA {ctx.cuda_major} pip wheels are not installed",
         fix=all_fix,
         see="pip list | grep -i nvidia",
-        details={"libraries": {r.soname: details[r.soname] for r in absent}},
+        details={"libraries": {row.soname: details[row.soname] for row in absent}},
     )
 
 
 def _renamed_rows(ctx: DoctorContext, all_fix: str) -> list[Check]:
     renamed = [
-        r
-        for r in ctx.library_rows
-        if r.resolution.realpath and _renamed(r.soname, r.resolution.realpath)
+        row
+        for row in ctx.library_rows
+        if row.resolution.realpath and _renamed(row.soname, row.resolution.realpath)
     ]
     if not renamed:
         return []
     listing = "; ".join(
-        f"{r.soname} -> {r.resolution.realpath}" + (f" [{r.provider}]" if r.provider else "")
-        for r in renamed
+        f"{row.soname} -> {row.resolution.realpath}"
+        + (f" [{row.provider}]" if row.provider else "")
+        for row in renamed
     )
     return [
         Check(
@@ -188,7 +191,7 @@ def _renamed_rows(ctx: DoctorContext, all_fix: str) -> list[Check]:
             f"TensorFlow asks for: it loads, but its ABI is not the one TensorFlow "
             f"{ctx.tf_version} was built against, so some calls may fail or misbehave",
             fix=all_fix,
-            see="ls -l " + " ".join(r.resolution.path or "" for r in renamed),
+            see="ls -l " + " ".join(row.resolution.path or "" for row in renamed),
         )
     ]
 
@@ -239,17 +242,19 @@ def check_duplicates(ctx: DoctorContext) -> list[Check]:
     details: dict[str, list[dict[str, str | None]]] = {}
     for row in ctx.library_rows:
         copies = ctx.copies_of(row.soname)
-        versions = {c.version for c in copies if c.version}
+        versions = {copy.version for copy in copies if copy.version}
         if len(versions) <= 1:
             continue
         used = row.resolution.realpath
         mark = " (loaded)" if _loads(row) else " (taken first; does not load)"
         listing = ", ".join(
-            f"{c.version} at {c.path}{mark if c.realpath == used else ''}" for c in copies
+            f"{copy.version} at {copy.path}{mark if copy.realpath == used else ''}"
+            for copy in copies
         )
         conflicts.append(f"{row.soname}: {listing}")
         details[row.soname] = [
-            {"path": c.path, "version": c.version, "provider": c.provider} for c in copies
+            {"path": copy.path, "version": copy.version, "provider": copy.provider}
+            for copy in copies
         ]
     if not conflicts:
         return [
@@ -287,17 +292,17 @@ def check_ld_library_path(ctx: DoctorContext) -> list[Check]:
                 "not set: TensorFlow loads the CUDA libraries from its own wheels and the system",
             )
         ]
-    runpath_dirs = {c.directory for c in ctx.tf_caller[1]}
+    runpath_dirs = {candidate.directory for candidate in ctx.tf_caller[1]}
     shadows: list[str] = []
     for row in ctx.library_rows:
         res = row.resolution
         if res.origin == "LD_LIBRARY_PATH" and any(
-            os.path.dirname(p) in runpath_dirs for p in res.shadowed
+            os.path.dirname(path) in runpath_dirs for path in res.shadowed
         ):
             shadows.append(f"{row.soname} from {os.path.dirname(res.path or '')}")
-    missing = [p for p in value.split(":") if p and not os.path.isdir(p)]
+    missing = [path for path in value.split(":") if path and not os.path.isdir(path)]
     note = f"; entries that do not exist: {', '.join(missing)}" if missing else ""
-    closed = [f"{p} ({why})" for p in value.split(":") if p and (why := _unlistable(p))]
+    closed = [f"{path} ({why})" for path in value.split(":") if path and (why := _unlistable(path))]
     if closed and not shadows:
         return [
             Check(
@@ -309,7 +314,7 @@ def check_ld_library_path(ctx: DoctorContext) -> list[Check]:
                 + ": it skips such a directory without a word, so no library there is "
                 f"ever loaded{note}",
                 fix="give read and search rights (chmod a+rx DIR) or drop it from LD_LIBRARY_PATH",
-                see="ls -ld " + " ".join(c.split(" (")[0] for c in closed),
+                see="ls -ld " + " ".join(candidate.split(" (")[0] for candidate in closed),
             )
         ]
     if shadows:
@@ -385,7 +390,7 @@ def check_nvcc(ctx: DoctorContext) -> list[Check]:
                 see="nvcc --version",
             )
         ]
-    if not any(r.key == "cudart" and _loads(r) for r in ctx.library_rows):
+    if not any(row.key == "cudart" and _loads(row) for row in ctx.library_rows):
         return [
             Check(
                 "cuda.nvcc",
@@ -425,10 +430,12 @@ def check_conda(ctx: DoctorContext) -> list[Check]:
     if not prefix:
         return [Check("env.conda", title, Status.SKIP, "not a conda environment")]
     pkgs = ctx.conda
-    cuda_pkgs = {k: v for k, v in pkgs.items() if not k.startswith("tensorflow")}
+    cuda_pkgs = {
+        name: version for name, version in pkgs.items() if not name.startswith("tensorflow")
+    }
     tf_by_pip = ctx.tf_dist is not None and (ctx.tf_dist.installer or "") == "pip"
     if cuda_pkgs and tf_by_pip:
-        listing = ", ".join(f"{k} {v}" for k, v in sorted(cuda_pkgs.items()))
+        listing = ", ".join(f"{name} {version}" for name, version in sorted(cuda_pkgs.items()))
         return [
             Check(
                 "env.conda",

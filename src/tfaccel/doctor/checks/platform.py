@@ -14,8 +14,8 @@ from tfaccel.hardware.capabilities import visible_indices
 
 def check_platform(ctx: DoctorContext) -> list[Check]:
     title = "Platform"
-    p = ctx.platform
-    if p.system == "Windows":
+    plat = ctx.platform
+    if plat.system == "Windows":
         if ctx.tf_version and version_tuple(ctx.tf_version)[:2] > (2, 10):
             return [
                 Check(
@@ -28,8 +28,8 @@ def check_platform(ctx: DoctorContext) -> list[Check]:
                     see='python -c "import platform; print(platform.platform())"',
                 )
             ]
-        return [Check("platform", title, Status.OK, f"native Windows {p.release}")]
-    if p.system == "Darwin":
+        return [Check("platform", title, Status.OK, f"native Windows {plat.release}")]
+    if plat.system == "Darwin":
         return [
             Check(
                 "platform",
@@ -39,8 +39,8 @@ def check_platform(ctx: DoctorContext) -> list[Check]:
                 fix="pip install tensorflow-metal",
             )
         ]
-    if p.wsl:
-        if not p.wsl_libcuda:
+    if plat.wsl:
+        if not plat.wsl_libcuda:
             return [
                 Check(
                     "platform",
@@ -62,36 +62,36 @@ def check_platform(ctx: DoctorContext) -> list[Check]:
                 see="ls -l /usr/lib/wsl/lib",
             )
         ]
-    if p.container and not p.nvidia_device_nodes and no_gpu_here(ctx):
+    if plat.container and not plat.nvidia_device_nodes and no_gpu_here(ctx):
         return [
             Check(
                 "platform",
                 title,
                 Status.OK,
-                f"Linux {p.release} ({p.machine}), a {p.container} container; {NO_GPU}, "
+                f"Linux {plat.release} ({plat.machine}), a {plat.container} container; {NO_GPU}, "
                 "so there is none to pass into it",
                 see="uname -a",
             )
         ]
-    if p.container and not p.nvidia_device_nodes:
+    if plat.container and not plat.nvidia_device_nodes:
         return [
             Check(
                 "platform",
                 title,
                 Status.FAIL,
-                f"running in a {p.container} container with no /dev/nvidia* device: the "
+                f"running in a {plat.container} container with no /dev/nvidia* device: the "
                 "container was started without GPU access",
                 fix="docker run --gpus all ...  (Kubernetes: request nvidia.com/gpu)",
                 see="ls -l /dev/nvidia*",
             )
         ]
-    where = f"{p.container} container" if p.container else "no container"
+    where = f"{plat.container} container" if plat.container else "no container"
     return [
         Check(
             "platform",
             title,
             Status.OK,
-            f"Linux {p.release} ({p.machine}), {where}",
+            f"Linux {plat.release} ({plat.machine}), {where}",
             see="uname -a",
         )
     ]
@@ -139,7 +139,7 @@ def check_visible_devices(ctx: DoctorContext) -> list[Check]:
                 see=see,
             )
         ]
-    entries = [e.strip() for e in value.split(",") if e.strip()]
+    entries = [entry.strip() for entry in value.split(",") if entry.strip()]
     if not entries or entries[0] in ("-1", "NoDevFiles", "none", "void"):
         return [
             Check(
@@ -152,7 +152,9 @@ def check_visible_devices(ctx: DoctorContext) -> list[Check]:
             )
         ]
     gpus = ctx.driver.gpus
-    usable = len(visible_indices([g.uuid for g in gpus], value)) if gpus else _well_formed(entries)
+    usable = (
+        len(visible_indices([gpu.uuid for gpu in gpus], value)) if gpus else _well_formed(entries)
+    )
     if usable < len(entries):
         count = len(gpus)
         exist = f"; {count} GPU(s) exist (0..{count - 1})" if count else ""
@@ -185,11 +187,11 @@ def _well_formed(entries: list[str]) -> int:
     """Without NVML to match against: how many leading entries could name a GPU (an
     index not seen before, or a GPU-/MIG- UUID prefix)."""
     seen: set[str] = set()
-    for n, e in enumerate(entries):
-        ok = e.isdigit() or (e.startswith(("GPU-", "MIG-")) and len(e) > 4)
-        if not ok or e in seen:
-            return n
-        seen.add(e)
+    for position, entry in enumerate(entries):
+        ok = entry.isdigit() or (entry.startswith(("GPU-", "MIG-")) and len(entry) > 4)
+        if not ok or entry in seen:
+            return position
+        seen.add(entry)
     return len(entries)
 
 
@@ -198,12 +200,16 @@ def check_xla_flags(ctx: DoctorContext) -> list[Check]:
     compilation when a flag it does not know is set: flags copied from an older guide
     (e.g. --xla_gpu_enable_cuda_graphs, since replaced) crash every jit_compile model."""
     title = "XLA flags"
-    set_vars = {v: ctx.env[v] for v in probes.XLA_FLAG_VARIABLES if ctx.env.get(v, "").strip()}
+    set_vars = {
+        variable: ctx.env[variable]
+        for variable in probes.XLA_FLAG_VARIABLES
+        if ctx.env.get(variable, "").strip()
+    }
     see = "echo $XLA_FLAGS $TF_XLA_FLAGS"
     if not set_vars:
         return [Check("env.xla_flags", title, Status.OK, "XLA_FLAGS and TF_XLA_FLAGS not set")]
     probe = ctx.xla_flags
-    shown = "; ".join(f"{k}={v}" for k, v in set_vars.items())
+    shown = "; ".join(f"{name}={variable}" for name, variable in set_vars.items())
     if not probe.ran:
         return [
             Check(
@@ -218,7 +224,9 @@ def check_xla_flags(ctx: DoctorContext) -> list[Check]:
         return [Check("env.xla_flags", title, Status.OK, f"XLA accepts {shown}", see=see)]
     if probe.unknown and probe.variable:
         bad = set(probe.unknown)
-        kept = " ".join(t for t in set_vars.get(probe.variable, "").split() if t not in bad)
+        kept = " ".join(
+            flag for flag in set_vars.get(probe.variable, "").split() if flag not in bad
+        )
         return [
             Check(
                 "env.xla_flags",
@@ -244,11 +252,13 @@ def check_xla_flags(ctx: DoctorContext) -> list[Check]:
 
 def check_mps(ctx: DoctorContext) -> list[Check]:
     title = "NVIDIA MPS"
-    p = ctx.platform
-    if p.system != "Linux":
+    plat = ctx.platform
+    if plat.system != "Linux":
         return [Check("gpu.mps", title, Status.SKIP, "MPS exists on Linux only")]
-    if p.mps_pipe_dirs or p.mps_processes:
-        found = ", ".join(list(p.mps_processes) + [f"pipe {d}" for d in p.mps_pipe_dirs])
+    if plat.mps_pipe_dirs or plat.mps_processes:
+        found = ", ".join(
+            list(plat.mps_processes) + [f"pipe {directory}" for directory in plat.mps_pipe_dirs]
+        )
         return [
             Check(
                 "gpu.mps",
@@ -295,15 +305,15 @@ def check_gpu_state(ctx: DoctorContext) -> list[Check]:
                 see="nvidia-smi -L",
             )
         ]
-    broken = [g for g in drv.gpus if g.error]
+    broken = [gpu for gpu in drv.gpus if gpu.error]
     listing = "; ".join(
-        f"GPU {g.index}: {g.name}, compute capability {g.compute_capability}, "
-        f"{(g.memory_total_mib or 0) / 1024:.0f} GiB"
-        for g in drv.gpus
-        if not g.error
+        f"GPU {gpu.index}: {gpu.name}, compute capability {gpu.compute_capability}, "
+        f"{(gpu.memory_total_mib or 0) / 1024:.0f} GiB"
+        for gpu in drv.gpus
+        if not gpu.error
     )
     if broken:
-        bad = "; ".join(f"GPU {g.index}: {g.error}" for g in broken)
+        bad = "; ".join(f"GPU {gpu.index}: {gpu.error}" for gpu in broken)
         return [
             Check(
                 "gpu.state",
@@ -317,25 +327,29 @@ def check_gpu_state(ctx: DoctorContext) -> list[Check]:
     return [Check("gpu.state", title, Status.OK, listing, see="nvidia-smi -L")]
 
 
-def _capability_verdict(cc: str, compiled: list[str]) -> tuple[Status, str]:
+def _capability_verdict(capability: str, compiled: list[str]) -> tuple[Status, str]:
     """Judge a GPU's compute capability against TF's compiled sm_/compute_ list."""
-    major, minor = (int(x) for x in cc.split("."))
+    major, minor = (int(x) for x in capability.split("."))
     want = major * 10 + minor
     sass = sorted(
-        int("".join(c for c in e[3:] if c.isdigit())) for e in compiled if e.startswith("sm_")
+        int("".join(char for char in entry[3:] if char.isdigit()))
+        for entry in compiled
+        if entry.startswith("sm_")
     )
     ptx = sorted(
-        int("".join(c for c in e[8:] if c.isdigit())) for e in compiled if e.startswith("compute_")
+        int("".join(char for char in entry[8:] if char.isdigit()))
+        for entry in compiled
+        if entry.startswith("compute_")
     )
     if want in sass:
         return Status.OK, f"sm_{want} machine code is compiled in"
-    same_major = [s for s in sass if s // 10 == major and s <= want]
+    same_major = [sm for sm in sass if sm // 10 == major and sm <= want]
     if same_major:
         return Status.OK, (
-            f"sm_{max(same_major)} machine code runs on {cc} (binary compatible "
+            f"sm_{max(same_major)} machine code runs on {capability} (binary compatible "
             "within a major version)"
         )
-    usable_ptx = [p for p in ptx if p <= want]
+    usable_ptx = [ptx_cc for ptx_cc in ptx if ptx_cc <= want]
     if usable_ptx:
         return Status.WARN, (
             f"no sm_{want} machine code: kernels are JIT-compiled from "
@@ -343,7 +357,7 @@ def _capability_verdict(cc: str, compiled: list[str]) -> tuple[Status, str]:
             "the first time; cached afterwards)"
         )
     return Status.FAIL, (
-        f"no machine code or PTX for compute capability {cc}: TensorFlow "
+        f"no machine code or PTX for compute capability {capability}: TensorFlow "
         "cannot run kernels on this GPU"
     )
 
@@ -352,20 +366,22 @@ def check_capability(ctx: DoctorContext) -> list[Check]:
     title = "GPU compute capability vs TensorFlow's compiled list"
     compiled = list((ctx.build_info or {}).get("cuda_compute_capabilities") or [])
     gpus: list[tuple[int, object, object]] = [
-        (g.index, g.name, g.compute_capability) for g in ctx.driver.gpus if g.compute_capability
+        (gpu.index, gpu.name, gpu.compute_capability)
+        for gpu in ctx.driver.gpus
+        if gpu.compute_capability
     ]
     if not gpus:
         gpus = [
-            (i, g.get("name"), g.get("compute_capability"))
-            for i, g in enumerate(ctx.tf_runtime.gpus)
-            if g.get("compute_capability")
+            (i, gpu.get("name"), gpu.get("compute_capability"))
+            for i, gpu in enumerate(ctx.tf_runtime.gpus)
+            if gpu.get("compute_capability")
         ]
     if not compiled or not gpus:
         why = "no compiled capability list" if not compiled else "no GPU to compare"
         return [Check("gpu.compute_capability", title, Status.SKIP, why, see=TF_BUILD)]
     out: list[Check] = []
-    for index, name, cc in gpus:
-        status, text = _capability_verdict(str(cc), compiled)
+    for index, name, capability in gpus:
+        status, text = _capability_verdict(str(capability), compiled)
         fix = None
         if status is Status.WARN:
             # PTX from a newer toolkit than the driver supports cannot be JIT-compiled.
@@ -382,7 +398,7 @@ def check_capability(ctx: DoctorContext) -> list[Check]:
                 fix = (
                     "export CUDA_CACHE_MAXSIZE=4294967296  (keep the JIT-compiled kernels "
                     "between runs), or use a TensorFlow build with sm_"
-                    + str(cc).replace(".", "")
+                    + str(capability).replace(".", "")
                     + " (NVIDIA's NGC container)"
                 )
         elif status is Status.FAIL:
@@ -392,10 +408,11 @@ def check_capability(ctx: DoctorContext) -> list[Check]:
                 f"gpu.compute_capability.{index}",
                 f"GPU {index} compute capability",
                 status,
-                f"{name} is {cc}; TensorFlow was compiled for {', '.join(compiled)}: {text}",
+                f"{name} is {capability}; TensorFlow was compiled for "
+                f"{', '.join(compiled)}: {text}",
                 fix=fix,
                 see=TF_BUILD,
-                details={"compute_capability": cc, "compiled": compiled},
+                details={"compute_capability": capability, "compiled": compiled},
             )
         )
     return out

@@ -31,22 +31,24 @@ def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
     title = "TensorFlow sees the GPU"
     if ctx.tf_dir is None:
         return [Check("tf.gpus", title, Status.SKIP, "TensorFlow is not installed")]
-    rt = ctx.tf_runtime
-    if not rt.ran:
+    runtime = ctx.tf_runtime
+    if not runtime.ran:
         return [Check("tf.gpus", title, Status.SKIP, "not run (--no-import)", see=TF_GPUS)]
-    if not rt.error and not rt.gpus and no_gpu_here(ctx):
-        finding = f"{NO_GPU}: TensorFlow {rt.version} runs on the CPU, as it should here"
+    if not runtime.error and not runtime.gpus and no_gpu_here(ctx):
+        finding = f"{NO_GPU}: TensorFlow {runtime.version} runs on the CPU, as it should here"
         return [Check("tf.gpus", title, Status.SKIP, finding, see=TF_GPUS)]
-    details = {"tf_log": list(rt.log_lines), "import_seconds": round(rt.seconds, 1)}
-    if rt.error:
-        unmet = next((c for c in earlier if c.id == "tf.requirements" and c.fix), None)
+    details = {"tf_log": list(runtime.log_lines), "import_seconds": round(runtime.seconds, 1)}
+    if runtime.error:
+        unmet = next(
+            (check for check in earlier if check.id == "tf.requirements" and check.fix), None
+        )
         why = f" (check tf.requirements: {unmet.finding})" if unmet else ""
         return [
             Check(
                 "tf.gpus",
                 title,
                 Status.FAIL,
-                f"importing TensorFlow failed: {rt.error}{why}",
+                f"importing TensorFlow failed: {runtime.error}{why}",
                 # the package at fault, where a requirement names it; a reinstall
                 # (which also pulls the CUDA wheels) only where none does
                 fix=unmet.fix if unmet else _reinstall(ctx),
@@ -54,30 +56,31 @@ def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
                 details=details,
             )
         ]
-    if rt.gpus:
+    if runtime.gpus:
         names = ", ".join(
-            f"{g.get('device')}: {g.get('name')} (compute capability {g.get('compute_capability')})"
-            for g in rt.gpus
+            f"{gpu.get('device')}: {gpu.get('name')} "
+            f"(compute capability {gpu.get('compute_capability')})"
+            for gpu in runtime.gpus
         )
         return [
             Check(
                 "tf.gpus",
                 title,
                 Status.OK,
-                f"TensorFlow {rt.version} sees {len(rt.gpus)} GPU(s): {names}",
+                f"TensorFlow {runtime.version} sees {len(runtime.gpus)} GPU(s): {names}",
                 see=TF_GPUS,
                 details=details,
             )
         ]
     cause = None
     for prefix in _CAUSE_ORDER:
-        for c in earlier:
-            if c.status is Status.FAIL and (
-                c.id == prefix
-                or (prefix.endswith(".") and c.id.startswith(prefix))
-                or c.id.startswith(prefix + ".")
+        for check in earlier:
+            if check.status is Status.FAIL and (
+                check.id == prefix
+                or (prefix.endswith(".") and check.id.startswith(prefix))
+                or check.id.startswith(prefix + ".")
             ):
-                cause = c
+                cause = check
                 break
         if cause:
             break
@@ -88,7 +91,7 @@ def check_tf_sees_gpu(ctx: DoctorContext, earlier: list[Check]) -> list[Check]:
                 "tf.gpus", title, Status.FAIL, finding, fix=cause.fix, see=TF_GPUS, details=details
             )
         ]
-    hint = " TensorFlow's log says: " + rt.log_lines[-1] if rt.log_lines else ""
+    hint = " TensorFlow's log says: " + runtime.log_lines[-1] if runtime.log_lines else ""
     return [
         Check(
             "tf.gpus",
