@@ -210,7 +210,7 @@ def run_attached(
             proc.send_signal(signum)
 
     main = threading.current_thread() is threading.main_thread()
-    old = {s: signal.signal(s, forward) for s in FORWARDED} if main else {}
+    old = {sig: signal.signal(sig, forward) for sig in FORWARDED} if main else {}
     try:
         code = proc.wait(timeout=timeout_s)
     except BaseException:
@@ -218,8 +218,8 @@ def run_attached(
         proc.wait()
         raise
     finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     return 128 - code if code < 0 else code
 
 
@@ -369,9 +369,9 @@ def user_frames(exc: BaseException) -> list[traceback.FrameSummary]:
     """The frames of `exc`'s traceback that are the user's: not tfaccel's, nor Python's
     import machinery (a module that is not there has no frame of the user's)."""
     return [
-        f
-        for f in traceback.extract_tb(exc.__traceback__)
-        if not f.filename.startswith((_OWN, _IMPORTLIB, "<frozen importlib"))
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith((_OWN, _IMPORTLIB, "<frozen importlib"))
     ]
 
 

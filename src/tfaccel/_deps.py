@@ -31,16 +31,18 @@ def read_json(path: str | Path, expected: str) -> Any:
         raise ConfigFileError(
             "A file path was expected", expected=expected, received=type(path).__name__
         )
-    p = Path(path)
+    file = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigFileError(f"Cannot read {p}", expected=expected, received=str(exc)) from exc
+        raise ConfigFileError(f"Cannot read {file}", expected=expected, received=str(exc)) from exc
     except UnicodeDecodeError as exc:
         raise ConfigFileError(
-            f"{p} is not a text file", expected=expected, received=f"byte {exc.start}: {exc.reason}"
+            f"{file} is not a text file",
+            expected=expected,
+            received=f"byte {exc.start}: {exc.reason}",
         ) from None
-    return parse_json(text, str(p), expected)
+    return parse_json(text, str(file), expected)
 
 
 def parse_json(text: str, where: str, expected: str) -> Any:

@@ -29,11 +29,11 @@ def environment() -> dict[str, Any]:
         driver, cuda = info.driver_version, info.cuda_version
         gpus = [
             {
-                "name": g.name,
-                "compute_capability": g.compute_capability,
-                "memory_total_mib": g.memory_total_mib,
+                "name": gpu.name,
+                "compute_capability": gpu.compute_capability,
+                "memory_total_mib": gpu.memory_total_mib,
             }
-            for g in info.gpus
+            for gpu in info.gpus
         ]
     except Exception:
         pass

@@ -38,13 +38,16 @@ SCHEMAS = {
 def to_jsonable(obj: Any) -> Any:
     """Dataclasses, enums, paths, tuples and sets -> plain JSON values (NaN -> None)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {
+            declared.name: to_jsonable(getattr(obj, declared.name))
+            for declared in dataclasses.fields(obj)
+        }
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {str(key): to_jsonable(value) for key, value in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in obj]
+        return [to_jsonable(value) for value in obj]
     if isinstance(obj, Path):
         return str(obj)
     if isinstance(obj, float) and not math.isfinite(obj):

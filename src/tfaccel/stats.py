@@ -48,15 +48,15 @@ def spread(samples: Iterable[float]) -> float | None:
 def noise_threshold(*spreads: float | None, floor: float = NOISE_FLOOR) -> float:
     """How far apart two figures must be to differ beyond their noise: `floor`, or
     twice the larger spread, whichever is more."""
-    return max(floor, 2 * max((s or 0.0 for s in spreads), default=0.0))
+    return max(floor, 2 * max((spread_value or 0.0 for spread_value in spreads), default=0.0))
 
 
 def settled(samples: Iterable[float], floor: float = NOISE_FLOOR) -> bool:
     """Have repeats settled: three or more, with a spread of at most half `floor`, so
     that a comparison with them keeps its threshold (twice the spread) at the floor?"""
     xs = list(samples)
-    s = spread(xs)
-    return len(xs) >= 3 and s is not None and s <= floor / 2
+    found = spread(xs)
+    return len(xs) >= 3 and found is not None and found <= floor / 2
 
 
 def rising(samples: Iterable[float], floor: float = NOISE_FLOOR) -> bool:
@@ -66,5 +66,5 @@ def rising(samples: Iterable[float], floor: float = NOISE_FLOOR) -> bool:
     xs = list(samples)
     if len(xs) < 3 or not xs[0]:
         return False
-    steps_up = all(b > a for a, b in itertools.pairwise(xs))
+    steps_up = all(later > earlier for earlier, later in itertools.pairwise(xs))
     return steps_up and xs[-1] / xs[0] - 1 > floor

@@ -103,8 +103,8 @@ def bench(
             # a line per finished benchmark, and --out rewritten after each, so that an
             # interrupted suite keeps what finished (complete: false)
             nonlocal shown, shown_skipped
-            for m in so_far.measurements[shown:]:
-                progress.console.print(measurement_line(m))
+            for measurement in so_far.measurements[shown:]:
+                progress.console.print(measurement_line(measurement))
             for name, why in so_far.skipped[shown_skipped:]:
                 progress.console.print(skipped_line(name, why))
             shown, shown_skipped = len(so_far.measurements), len(so_far.skipped)
@@ -139,10 +139,10 @@ def compare_cmd(
     """Two result files side by side: each benchmark's ratio, beyond the noise or not."""
     if html is not None:
         check_writable(html, force)
-    ra, rb = load_report(path_a), load_report(path_b)
-    rows, env = compare(ra, rb), environment_differences(ra, rb)
+    report_a, report_b = load_report(path_a), load_report(path_b)
+    rows, env = compare(report_a, report_b), environment_differences(report_a, report_b)
     if fmt is Format.json:
-        diffs = {k: list(v) for k, v in env.items()}
+        diffs = {key: list(values) for key, values in env.items()}
         write_out(dumps({"a": path_a, "b": path_b, "rows": rows, "environment_differences": diffs}))
     else:
         compare_text(rows, path_a, path_b, stdout_console(), env)

@@ -68,8 +68,8 @@ def _compare(names: list[str] | None, fmt: Format) -> None:
             received=" ".join(names or []) or "nothing",
             hint="tfaccel hw --list-specs",
         )
-    chosen = [specmod.get_spec(n) for n in names]
-    tiers = [_spec_tier(s) for s in chosen]
+    chosen = [specmod.get_spec(name) for name in names]
+    tiers = [_spec_tier(spec) for spec in chosen]
     if fmt is Format.json:
         write_out(dumps({"specs": chosen, "tiers": tiers}))
     else:
@@ -81,7 +81,7 @@ def _rank(rank: str, fmt: Format) -> None:
     local = None
     try:
         inv = read_inventory()
-        local = next((g.spec_key for g in inv.gpus if g.spec_key), None)
+        local = next((gpu.spec_key for gpu in inv.gpus if gpu.spec_key), None)
     except Exception:
         pass
     if fmt is Format.json:
@@ -101,13 +101,13 @@ def _inventory(fmt: Format) -> None:
         raise
     tiers = [
         judge_values(
-            f"GPU {g.index}",
-            g.cuda_cores,
-            g.memory_total_gb,
-            g.bandwidth_theoretical_gbs,
-            g.compute_capability,
+            f"GPU {gpu.index}",
+            gpu.cuda_cores,
+            gpu.memory_total_gb,
+            gpu.bandwidth_theoretical_gbs,
+            gpu.compute_capability,
         )
-        for g in inv.gpus
+        for gpu in inv.gpus
     ]
     if fmt is Format.json:
         write_out(dumps({"inventory": inv, "tiers": tiers}, schema=SCHEMAS["hw"]))

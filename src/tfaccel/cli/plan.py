@@ -120,11 +120,11 @@ def plan(
     )
     scen = None
     if scenario is not None:
-        name, cc, count, mig = local_gpu()
+        name, capability, count, mig = local_gpu()
         scen = plan_scenario(
             scenario,
             name,
-            cc,
+            capability,
             count,
             mig_capable=mig,
             throughput=throughput,

@@ -83,7 +83,7 @@ def _report(
         profile_text(r, findings, gates, stdout_console())
         if html is not None:
             stderr_console().print(f"[dim]HTML report: {html}[/]")
-    if any(not g.passed for g in gates):
+    if any(not gate.passed for gate in gates):
         raise typer.Exit(int(ExitCode.FINDINGS))
 
 
@@ -211,14 +211,16 @@ def diff_cmd(
 ) -> None:
     """Every metric of two traces side by side; better or worse only beyond the noise."""
     _checked(html, force, [], [])
-    a, b = analyze(logdir_a), analyze(logdir_b)
-    rows = diff(a, b)
+    before, after = analyze(logdir_a), analyze(logdir_b)
+    rows = diff(before, after)
     if html is not None:
-        diff_html(a, b, rows, html)
+        diff_html(before, after, rows, html)
     if fmt is Format.json:
-        write_out(dumps({"a": a.run, "b": b.run, "rows": rows}, schema=SCHEMAS["profile-diff"]))
+        write_out(
+            dumps({"a": before.run, "b": after.run, "rows": rows}, schema=SCHEMAS["profile-diff"])
+        )
     else:
-        diff_text(a, b, rows, stdout_console())
+        diff_text(before, after, rows, stdout_console())
 
 
 def _existing_parent(path: Path) -> Path:

@@ -199,7 +199,7 @@ def _environment_tf_config() -> None:
 
 
 def _tf_config(workers: str, index: int, script: str, fmt: Format) -> None:
-    cfg = make([w.strip() for w in workers.split(",") if w.strip()], index)
+    cfg = make([worker.strip() for worker in workers.split(",") if worker.strip()], index)
     if fmt is Format.json:
         write_out(dumps({"tf_config": cfg.to_json(), "commands": cfg.commands(script)}))
     else:
@@ -215,11 +215,11 @@ mps_app = typer.Typer(
 @handle_errors
 def mps_status(fmt: Format = FORMAT_OPTION) -> None:
     """Is the MPS control daemon running; compute mode; what TensorFlow needs under MPS."""
-    s = mpsmod.status()
+    state = mpsmod.status()
     if fmt is Format.json:
-        write_out(dumps(s))
+        write_out(dumps(state))
     else:
-        mps_text(s, stdout_console())
+        mps_text(state, stdout_console())
 
 
 @mps_app.command("start")

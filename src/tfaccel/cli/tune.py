@@ -160,9 +160,9 @@ def tune(
     options, start = tune_lib.start_batch(options, tgt)
     for note in (*tgt.notes, *filter(None, [start])):
         err.print(Text(note, style="dim"))
-    hw = tune_lib.hardware()
+    hardware = tune_lib.hardware()
     progress = tune_progress(err, options.time_budget_s)
-    task = progress.add_task("starting", total=estimate_trials(hw, options), trial_start=None)
+    task = progress.add_task("starting", total=estimate_trials(hardware, options), trial_start=None)
 
     def on_trial(stage: str, r: TrialResult | None, settings: Settings) -> None:
         if r is None:
@@ -181,7 +181,7 @@ def tune(
             force=force,
             on_trial=on_trial,
             on_journal=lambda j: _journal_notes(j, tgt.name, outputs.journal_path),
-            hw=hw,
+            hw=hardware,
         )
         tune_estimate(progress, task, done=True)
     _render(result, outputs, fmt)
@@ -206,7 +206,7 @@ def _options(
         # bfloat16 stores the weights in bf16: for inference, not for the training
         # steps a tune times (mixed_bfloat16 keeps float32 master weights).
         known = sorted(set(PRECISIONS) - {"auto", "bfloat16"})
-        bf16 = "bfloat16" in (p.strip() for p in precisions.split(","))
+        bf16 = "bfloat16" in (precision.strip() for precision in precisions.split(","))
         hint = "bfloat16 (weights in bf16) is for inference; tune trains: use mixed_bfloat16"
         chosen = name_list(precisions, "--precisions", "precision", known, hint if bf16 else None)
     return TuneOptions(
@@ -256,15 +256,17 @@ def _render(result: TuneResult, outputs: tune_lib.Outputs, fmt: Format) -> None:
         raise typer.Exit(int(ExitCode.RUNTIME))
 
 
-def _journal_notes(jr: Journal, name: str, path: Path) -> None:
+def _journal_notes(journal: Journal, name: str, path: Path) -> None:
     err = stderr_console()
-    if jr.stale:
+    if journal.stale:
         err.print(
             Text(
-                f"{jr.stale} trial(s) of {name} in {path} were measured on another "
+                f"{journal.stale} trial(s) of {name} in {path} were measured on another "
                 "version of its file: they are measured again",
                 style="yellow",
             )
         )
-    if jr.retried:
-        err.print(Text(f"{jr.retried} trial(s) that failed in {path} are run again", style="dim"))
+    if journal.retried:
+        err.print(
+            Text(f"{journal.retried} trial(s) that failed in {path} are run again", style="dim")
+        )

@@ -54,15 +54,17 @@ def precisions(compute_capability: str | None) -> list[str]:
 
 def auto_precision(compute_capability: str | None) -> tuple[str, str]:
     """(precision, why) that `precision="auto"` picks for this compute capability."""
-    cc = compute_capability
-    if cc is None:
+    capability = compute_capability
+    if capability is None:
         return "float32", "no GPU: 16-bit on the CPU is slower, not faster"
-    if supports(cc, "bf16"):
-        why = f"compute capability {cc} >= 8.0 has bf16 tensor cores (no loss scaling needed)"
+    if supports(capability, "bf16"):
+        why = (
+            f"compute capability {capability} >= 8.0 has bf16 tensor cores (no loss scaling needed)"
+        )
         return "mixed_bfloat16", why
-    if supports(cc, "tensor_cores"):
-        return "mixed_float16", f"compute capability {cc}: fp16 tensor cores, no bf16"
-    return "float32", f"compute capability {cc} has no tensor cores"
+    if supports(capability, "tensor_cores"):
+        return "mixed_float16", f"compute capability {capability}: fp16 tensor cores, no bf16"
+    return "float32", f"compute capability {capability} has no tensor cores"
 
 
 def _cuda_visible(value: str | None) -> str | None:
@@ -83,14 +85,14 @@ def visible_indices(
     if value is None:
         return list(range(len(uuids)))
     out: list[int] = []
-    for token in (t.strip() for t in value.split(",")):
+    for token in (part.strip() for part in value.split(",")):
         if token.lstrip("-").isdigit():
             i = int(token)
             if not 0 <= i < len(uuids) or i in out:
                 break
             out.append(i)
             continue
-        match = [i for i, u in enumerate(uuids) if u and token and u.startswith(token)]
+        match = [i for i, uuid in enumerate(uuids) if uuid and token and uuid.startswith(token)]
         if len(match) != 1 or match[0] in out:
             break
         out.append(match[0])
@@ -105,7 +107,7 @@ def visible_devices(count: int, cuda_visible_devices: str | None = None) -> list
     value = _cuda_visible(cuda_visible_devices)
     if value is None:
         return [str(i) for i in range(count)]
-    return [t.strip() for t in value.split(",") if t.strip()][:count]
+    return [part.strip() for part in value.split(",") if part.strip()][:count]
 
 
 def _read(path: str) -> str:
@@ -119,9 +121,13 @@ def _read(path: str) -> str:
 def mps_state(env: Mapping[str, str], proc_root: str = "/proc") -> tuple[list[str], list[str]]:
     """(MPS pipe directories with a control socket, MPS daemon processes running)."""
     pipes: list[str] = []
-    for d in (env.get("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps", "/var/run/nvidia-mps"):
-        if d and os.path.exists(os.path.join(d, "control")) and d not in pipes:
-            pipes.append(d)
+    for directory in (env.get("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps", "/var/run/nvidia-mps"):
+        if (
+            directory
+            and os.path.exists(os.path.join(directory, "control"))
+            and directory not in pipes
+        ):
+            pipes.append(directory)
     procs: list[str] = []
     try:
         for pid in os.listdir(proc_root):

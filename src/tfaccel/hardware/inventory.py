@@ -25,8 +25,8 @@ _CONST = {
 }
 
 
-def _c(nv: Nvml, name: str) -> Any:
-    return getattr(nv.lib, name, _CONST[name])
+def _c(nvml: Nvml, name: str) -> Any:
+    return getattr(nvml.lib, name, _CONST[name])
 
 
 @dataclass(frozen=True)
@@ -124,40 +124,40 @@ def _sysfs_affinity(
     return numa, cpus
 
 
-def _gpu(nv: Nvml, index: int, sysfs_root: str) -> GpuInfo:
-    h, err = nv.try_call("nvmlDeviceGetHandleByIndex", index)
+def _gpu(nvml: Nvml, index: int, sysfs_root: str) -> GpuInfo:
+    handle, err = nvml.try_call("nvmlDeviceGetHandleByIndex", index)
     if err is not None:
-        blank: dict[str, Any] = {f.name: None for f in dataclasses.fields(GpuInfo)}
+        blank: dict[str, Any] = {declared.name: None for declared in dataclasses.fields(GpuInfo)}
         blank.update(
             index=index, pcie=PcieLink(None, None, None, None), warnings=(f"GPU unusable: {err}",)
         )
         return GpuInfo(**blank)
-    name = nv.get("nvmlDeviceGetName", h)
-    cc_t = nv.get("nvmlDeviceGetCudaComputeCapability", h)
-    cc = f"{cc_t[0]}.{cc_t[1]}" if cc_t else None
+    name = nvml.get("nvmlDeviceGetName", handle)
+    cc_t = nvml.get("nvmlDeviceGetCudaComputeCapability", handle)
+    capability = f"{cc_t[0]}.{cc_t[1]}" if cc_t else None
     spec = specmod.find_spec(name) if name else None
-    cores = nv.get("nvmlDeviceGetNumGpuCores", h)
-    per_sm = specmod.cores_per_sm(cc)
+    cores = nvml.get("nvmlDeviceGetNumGpuCores", handle)
+    per_sm = specmod.cores_per_sm(capability)
     sms = cores // per_sm if cores and per_sm else (spec.sm_count if spec else None)
     if not cores and spec is not None:
         cores = spec.cuda_cores
-    mem = nv.get("nvmlDeviceGetMemoryInfo", h)
-    bus = nv.get("nvmlDeviceGetMemoryBusWidth", h)
-    mem_max = nv.get("nvmlDeviceGetMaxClockInfo", h, _c(nv, "NVML_CLOCK_MEM"))
-    bw = round(bus / 8 * mem_max * 1e6 * 2 / 1e9, 1) if bus and mem_max else None
-    pci = nv.get("nvmlDeviceGetPciInfo", h)
+    mem = nvml.get("nvmlDeviceGetMemoryInfo", handle)
+    bus = nvml.get("nvmlDeviceGetMemoryBusWidth", handle)
+    mem_max = nvml.get("nvmlDeviceGetMaxClockInfo", handle, _c(nvml, "NVML_CLOCK_MEM"))
+    bandwidth = round(bus / 8 * mem_max * 1e6 * 2 / 1e9, 1) if bus and mem_max else None
+    pci = nvml.get("nvmlDeviceGetPciInfo", handle)
     bus_id = getattr(pci, "busId", None) if pci is not None else None
     if isinstance(bus_id, bytes):
         bus_id = bus_id.decode()
-    constraints = nv.get("nvmlDeviceGetPowerManagementLimitConstraints", h)
-    mig = nv.get("nvmlDeviceGetMigMode", h)
-    ecc = nv.get("nvmlDeviceGetEccMode", h)
-    persistence = nv.get("nvmlDeviceGetPersistenceMode", h)
+    constraints = nvml.get("nvmlDeviceGetPowerManagementLimitConstraints", handle)
+    mig = nvml.get("nvmlDeviceGetMigMode", handle)
+    ecc = nvml.get("nvmlDeviceGetEccMode", handle)
+    persistence = nvml.get("nvmlDeviceGetPersistenceMode", handle)
     link = PcieLink(
-        nv.get("nvmlDeviceGetCurrPcieLinkGeneration", h),
-        nv.get("nvmlDeviceGetMaxPcieLinkGeneration", h),
-        nv.get("nvmlDeviceGetCurrPcieLinkWidth", h),
-        nv.get("nvmlDeviceGetMaxPcieLinkWidth", h),
+        nvml.get("nvmlDeviceGetCurrPcieLinkGeneration", handle),
+        nvml.get("nvmlDeviceGetMaxPcieLinkGeneration", handle),
+        nvml.get("nvmlDeviceGetCurrPcieLinkWidth", handle),
+        nvml.get("nvmlDeviceGetMaxPcieLinkWidth", handle),
     )
     numa, cpus = _sysfs_affinity(bus_id, sysfs_root)
     warnings: list[str] = []
@@ -171,10 +171,10 @@ def _gpu(nv: Nvml, index: int, sysfs_root: str) -> GpuInfo:
     return GpuInfo(
         index=index,
         name=name,
-        uuid=nv.get("nvmlDeviceGetUUID", h),
+        uuid=nvml.get("nvmlDeviceGetUUID", handle),
         pci_bus_id=bus_id,
-        compute_capability=cc,
-        architecture=specmod.architecture_name(cc) or (spec.architecture if spec else None),
+        compute_capability=capability,
+        architecture=specmod.architecture_name(capability) or (spec.architecture if spec else None),
         sm_count=sms,
         cuda_cores=cores,
         memory_total_mib=int(mem.total) // 2**20 if mem is not None else None,
@@ -182,18 +182,20 @@ def _gpu(nv: Nvml, index: int, sysfs_root: str) -> GpuInfo:
         memory_free_mib=int(mem.free) // 2**20 if mem is not None else None,
         memory_bus_width_bits=bus,
         memory_clock_max_mhz=mem_max,
-        bandwidth_theoretical_gbs=bw,
-        sm_clock_mhz=nv.get("nvmlDeviceGetClockInfo", h, _c(nv, "NVML_CLOCK_SM")),
-        sm_clock_max_mhz=nv.get("nvmlDeviceGetMaxClockInfo", h, _c(nv, "NVML_CLOCK_SM")),
-        memory_clock_mhz=nv.get("nvmlDeviceGetClockInfo", h, _c(nv, "NVML_CLOCK_MEM")),
+        bandwidth_theoretical_gbs=bandwidth,
+        sm_clock_mhz=nvml.get("nvmlDeviceGetClockInfo", handle, _c(nvml, "NVML_CLOCK_SM")),
+        sm_clock_max_mhz=nvml.get("nvmlDeviceGetMaxClockInfo", handle, _c(nvml, "NVML_CLOCK_SM")),
+        memory_clock_mhz=nvml.get("nvmlDeviceGetClockInfo", handle, _c(nvml, "NVML_CLOCK_MEM")),
         power_limit_w=_mw_to_w(
-            nv.get("nvmlDeviceGetEnforcedPowerLimit", h)
-            or nv.get("nvmlDeviceGetPowerManagementLimit", h)
+            nvml.get("nvmlDeviceGetEnforcedPowerLimit", handle)
+            or nvml.get("nvmlDeviceGetPowerManagementLimit", handle)
         ),
-        power_default_limit_w=_mw_to_w(nv.get("nvmlDeviceGetPowerManagementDefaultLimit", h)),
+        power_default_limit_w=_mw_to_w(
+            nvml.get("nvmlDeviceGetPowerManagementDefaultLimit", handle)
+        ),
         power_min_limit_w=_mw_to_w(constraints[0]) if constraints else None,
         power_max_limit_w=_mw_to_w(constraints[1]) if constraints else None,
-        power_draw_w=_mw_to_w(nv.get("nvmlDeviceGetPowerUsage", h)),
+        power_draw_w=_mw_to_w(nvml.get("nvmlDeviceGetPowerUsage", handle)),
         tdp_w=spec.tdp_w if spec else None,
         pcie=link,
         mig_enabled=bool(mig[0]) if mig is not None else None,
@@ -208,17 +210,18 @@ def _gpu(nv: Nvml, index: int, sysfs_root: str) -> GpuInfo:
 
 def read_inventory(lib: Any = None, sysfs_root: str = "/sys/bus/pci/devices") -> Inventory:
     """Query every GPU and the topology between them. Raises GpuError if NVML cannot start."""
-    with Nvml(lib) as nv:
-        count, err = nv.try_call("nvmlDeviceGetCount")
-        driver = nv.get("nvmlSystemGetDriverVersion")
+    with Nvml(lib) as nvml:
+        count, err = nvml.try_call("nvmlDeviceGetCount")
+        driver = nvml.get("nvmlSystemGetDriverVersion")
         cuda = cuda_version_text(
-            nv.get("nvmlSystemGetCudaDriverVersion_v2") or nv.get("nvmlSystemGetCudaDriverVersion")
+            nvml.get("nvmlSystemGetCudaDriverVersion_v2")
+            or nvml.get("nvmlSystemGetCudaDriverVersion")
         )
-        nvml_version = nv.get("nvmlSystemGetNVMLVersion")
+        nvml_version = nvml.get("nvmlSystemGetNVMLVersion")
         if err is not None:
             return Inventory(driver, cuda, nvml_version, (), None, error=err)
-        gpus = tuple(_gpu(nv, i, sysfs_root) for i in range(int(count or 0)))
-        topo = read_topology(nv, gpus) if len(gpus) > 1 else None
+        gpus = tuple(_gpu(nvml, i, sysfs_root) for i in range(int(count or 0)))
+        topo = read_topology(nvml, gpus) if len(gpus) > 1 else None
     notes = []
     if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
         notes.append(

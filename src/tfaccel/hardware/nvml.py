@@ -130,30 +130,32 @@ def driver_info(lib: ModuleType | Any | None = None) -> DriverInfo:
     except DependencyMissingError as exc:
         return DriverInfo(False, exc.message, None, None)
     try:
-        with session as nv:
-            driver = nv.get("nvmlSystemGetDriverVersion")
-            cuda = nv.get("nvmlSystemGetCudaDriverVersion_v2") or nv.get(
+        with session as nvml:
+            driver = nvml.get("nvmlSystemGetDriverVersion")
+            cuda = nvml.get("nvmlSystemGetCudaDriverVersion_v2") or nvml.get(
                 "nvmlSystemGetCudaDriverVersion"
             )
-            count, err = nv.try_call("nvmlDeviceGetCount")
+            count, err = nvml.try_call("nvmlDeviceGetCount")
             gpus: list[GpuBrief] = []
             if err is not None:
                 return DriverInfo(
                     True, f"nvmlDeviceGetCount failed: {err}", driver, cuda_version_text(cuda)
                 )
             for i in range(int(count or 0)):
-                handle, herr = nv.try_call("nvmlDeviceGetHandleByIndex", i)
+                handle, herr = nvml.try_call("nvmlDeviceGetHandleByIndex", i)
                 if herr is not None:
                     gpus.append(GpuBrief(i, None, None, None, None, error=herr))
                     continue
-                cc = nv.get("nvmlDeviceGetCudaComputeCapability", handle)
-                mem = nv.get("nvmlDeviceGetMemoryInfo", handle)
+                capability = nvml.get("nvmlDeviceGetCudaComputeCapability", handle)
+                mem = nvml.get("nvmlDeviceGetMemoryInfo", handle)
                 gpus.append(
                     GpuBrief(
                         index=i,
-                        name=nv.get("nvmlDeviceGetName", handle),
-                        uuid=nv.get("nvmlDeviceGetUUID", handle),
-                        compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+                        name=nvml.get("nvmlDeviceGetName", handle),
+                        uuid=nvml.get("nvmlDeviceGetUUID", handle),
+                        compute_capability=f"{capability[0]}.{capability[1]}"
+                        if capability
+                        else None,
                         memory_total_mib=int(mem.total) // 2**20 if mem is not None else None,
                     )
                 )

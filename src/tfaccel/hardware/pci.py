@@ -25,7 +25,7 @@ def nvidia_pci_devices(root: str = PCI_DEVICES) -> int | None:
     if not devices:
         return None
     return sum(
-        read_or_empty(os.path.join(d, "vendor")).strip().lower() == "0x10de"
-        and read_or_empty(os.path.join(d, "class")).strip().lower().startswith("0x03")
-        for d in devices
+        read_or_empty(os.path.join(device, "vendor")).strip().lower() == "0x10de"
+        and read_or_empty(os.path.join(device, "class")).strip().lower().startswith("0x03")
+        for device in devices
     )

@@ -65,10 +65,10 @@ class RankRow:
 def precision_for(spec: GpuSpec, want: str) -> tuple[str, float]:
     """The precision a GPU would train in, and its peak TFLOP/s."""
     order = ["tf32", "fp32"] if want == "tf32" else ["bf16", "fp16", "fp32"]
-    for p in order:
-        value = spec.peak(p)
+    for precision in order:
+        value = spec.peak(precision)
         if value:
-            return p, value
+            return precision, value
     return "fp32", spec.peak("fp32") or 0.0
 
 
@@ -90,8 +90,8 @@ def rank(specs: Sequence[GpuSpec], workload: str) -> list[RankRow]:
         prec, peak = precision_for(spec, prof.precision)
         t_compute = prof.gflop_per_sample / (peak * 1e3) if peak else float("inf")
         t_memory = prof.gbytes_per_sample / spec.memory_bandwidth_gbs
-        t = max(t_compute, t_memory)
-        rate = 1.0 / t if t > 0 else 0.0
+        step_time = max(t_compute, t_memory)
+        rate = 1.0 / step_time if step_time > 0 else 0.0
         rows.append(
             RankRow(
                 spec.key,
@@ -105,6 +105,6 @@ def rank(specs: Sequence[GpuSpec], workload: str) -> list[RankRow]:
                 rate / spec.tdp_w * 1e3,
             )
         )
-    best = max((r.samples_per_s for r in rows), default=0.0) or 1.0
-    rows = [RankRow(**{**r.__dict__, "relative": r.samples_per_s / best}) for r in rows]
-    return sorted(rows, key=lambda r: (-r.fits, -r.samples_per_s))
+    best = max((row.samples_per_s for row in rows), default=0.0) or 1.0
+    rows = [RankRow(**{**row.__dict__, "relative": row.samples_per_s / best}) for row in rows]
+    return sorted(rows, key=lambda row: (-row.fits, -row.samples_per_s))

@@ -54,8 +54,8 @@ def _norm(name: str) -> str:
 def all_specs() -> tuple[GpuSpec, ...]:
     """Every entry of the spec file."""
     out = []
-    for g in data.load("gpu_specs")["gpus"]:
-        fields: dict[str, Any] = dict(g)
+    for entry in data.load("gpu_specs")["gpus"]:
+        fields: dict[str, Any] = dict(entry)
         fields["names"] = tuple(fields["names"])
         out.append(GpuSpec(**fields))
     return tuple(out)
@@ -65,7 +65,7 @@ def find_spec(name: str) -> GpuSpec | None:
     """The spec for a key ("H200"), alias ("a100") or NVML name ("NVIDIA H200")."""
     want = _norm(name)
     for spec in all_specs():
-        if want == _norm(spec.key) or want in {_norm(n) for n in spec.names}:
+        if want == _norm(spec.key) or want in {_norm(alias) for alias in spec.names}:
             return spec
     return None
 
@@ -75,7 +75,7 @@ def get_spec(name: str) -> GpuSpec:
     spec = find_spec(name)
     if spec is not None:
         return spec
-    keys = [s.key for s in all_specs()]
+    keys = [entry.key for entry in all_specs()]
     close = difflib.get_close_matches(name.upper(), keys, n=3, cutoff=0.4)
     raise InputError(
         f"Unknown GPU {name!r}",

@@ -59,9 +59,9 @@ def judge(gpu: str, values: dict[str, Any]) -> TierVerdict:
                 row["thresholds"],
             )
         )
-    rank = {BELOW: -1, **{t: i for i, t in enumerate(order)}}
-    known = [r.tier for r in rows if r.tier is not None]
-    overall = min(known, key=lambda t: rank[t]) if known else None
+    rank = {BELOW: -1, **{tier: i for i, tier in enumerate(order)}}
+    known = [judged.tier for judged in rows if judged.tier is not None]
+    overall = min(known, key=lambda tier: rank[tier]) if known else None
     return TierVerdict(gpu, tuple(rows), overall)
 
 
@@ -73,13 +73,13 @@ def judge_values(
     compute_capability: str | None,
 ) -> TierVerdict:
     """Judge one GPU from its four figures."""
-    cc = float(compute_capability) if compute_capability else None
+    capability = float(compute_capability) if compute_capability else None
     return judge(
         name,
         {
             "cuda_cores": cuda_cores,
             "memory_gb": memory_gb,
             "memory_bandwidth_gbs": bandwidth_gbs,
-            "compute_capability": cc,
+            "compute_capability": capability,
         },
     )

@@ -76,74 +76,76 @@ def _norm_bus(bus: Any) -> str | None:
     return str(bus)[-12:].lower()
 
 
-def read_topology(nv: Any, gpus: Sequence[_HasBus]) -> Topology:
+def read_topology(nvml: Any, gpus: Sequence[_HasBus]) -> Topology:
     """Read NVLink ports, P2P status and the PCIe common ancestor of every GPU pair."""
-    lib = nv.lib
-    handles = {g.index: nv.get("nvmlDeviceGetHandleByIndex", g.index) for g in gpus}
-    bus_of = {_norm_bus(g.pci_bus_id): g.index for g in gpus if g.pci_bus_id}
+    lib = nvml.lib
+    handles = {gpu.index: nvml.get("nvmlDeviceGetHandleByIndex", gpu.index) for gpu in gpus}
+    bus_of = {_norm_bus(gpu.pci_bus_id): gpu.index for gpu in gpus if gpu.pci_bus_id}
     ports: list[tuple[NvLinkPort, ...]] = []
     nv_count: dict[tuple[int, int], int] = {}
     switch_ports: dict[int, int] = {}  # active ports whose far end is not a GPU (NVSwitch)
-    for g in gpus:
-        h = handles[g.index]
+    for gpu in gpus:
+        handle = handles[gpu.index]
         mine: list[NvLinkPort] = []
         for link in range(NVLINK_MAX_LINKS):
-            state = nv.get("nvmlDeviceGetNvLinkState", h, link)
+            state = nvml.get("nvmlDeviceGetNvLinkState", handle, link)
             if state is None:
                 continue
-            remote = nv.get("nvmlDeviceGetNvLinkRemotePciInfo_v2", h, link) or nv.get(
-                "nvmlDeviceGetNvLinkRemotePciInfo", h, link
+            remote = nvml.get("nvmlDeviceGetNvLinkRemotePciInfo_v2", handle, link) or nvml.get(
+                "nvmlDeviceGetNvLinkRemotePciInfo", handle, link
             )
             remote_bus = _norm_bus(getattr(remote, "busId", None)) if remote is not None else None
             port = NvLinkPort(
-                link, bool(state), nv.get("nvmlDeviceGetNvLinkVersion", h, link), remote_bus
+                link, bool(state), nvml.get("nvmlDeviceGetNvLinkVersion", handle, link), remote_bus
             )
             mine.append(port)
             peer = bus_of.get(remote_bus) if remote_bus else None
             if port.active and peer is None:
-                switch_ports[g.index] = switch_ports.get(g.index, 0) + 1
-            if port.active and peer is not None and peer != g.index:
-                key = (min(g.index, peer), max(g.index, peer))
+                switch_ports[gpu.index] = switch_ports.get(gpu.index, 0) + 1
+            if port.active and peer is not None and peer != gpu.index:
+                key = (min(gpu.index, peer), max(gpu.index, peer))
                 nv_count[key] = nv_count.get(key, 0) + 1
         ports.append(tuple(mine))
     read_idx = getattr(lib, "NVML_P2P_CAPS_INDEX_READ", 0)
     write_idx = getattr(lib, "NVML_P2P_CAPS_INDEX_WRITE", 1)
-    n = len(gpus)
-    matrix = [["X" if i == j else "?" for j in range(n)] for i in range(n)]
+    count = len(gpus)
+    matrix = [["X" if i == j else "?" for j in range(count)] for i in range(count)]
     pairs: list[PairLink] = []
     warnings: list[str] = []
-    for i, ga in enumerate(gpus):
-        for j, gb in enumerate(gpus):
+    for i, gpu_a in enumerate(gpus):
+        for j, gpu_b in enumerate(gpus):
             if j <= i:
                 continue
-            ha, hb = handles[ga.index], handles[gb.index]
+            handle_a, handle_b = handles[gpu_a.index], handles[gpu_b.index]
             # Each direction counts its own ports; nvidia-smi shows one side's count.
-            links = nv_count.get((ga.index, gb.index), 0)
+            links = nv_count.get((gpu_a.index, gpu_b.index), 0)
             links = links // 2 if links and _both_sides_counted(ports, i, j, bus_of) else links
-            if not links and switch_ports.get(ga.index) and switch_ports.get(gb.index):
-                links = min(switch_ports[ga.index], switch_ports[gb.index])  # via NVSwitch
+            if not links and switch_ports.get(gpu_a.index) and switch_ports.get(gpu_b.index):
+                links = min(switch_ports[gpu_a.index], switch_ports[gpu_b.index])  # via NVSwitch
             if links:
                 path = f"NV{links}"
             else:
-                level = nv.get("nvmlDeviceGetTopologyCommonAncestor", ha, hb)
+                level = nvml.get("nvmlDeviceGetTopologyCommonAncestor", handle_a, handle_b)
                 path = _TOPOLOGY_NAMES.get(int(level), "?") if level is not None else "?"
-            pr = nv.get("nvmlDeviceGetP2PStatus", ha, hb, read_idx)
-            pw = nv.get("nvmlDeviceGetP2PStatus", ha, hb, write_idx)
-            p2p_r = _P2P_STATUS.get(int(pr), "unknown") if pr is not None else "n/a"
-            p2p_w = _P2P_STATUS.get(int(pw), "unknown") if pw is not None else "n/a"
+            p2p_read = nvml.get("nvmlDeviceGetP2PStatus", handle_a, handle_b, read_idx)
+            p2p_write = nvml.get("nvmlDeviceGetP2PStatus", handle_a, handle_b, write_idx)
+            p2p_r = _P2P_STATUS.get(int(p2p_read), "unknown") if p2p_read is not None else "n/a"
+            p2p_w = _P2P_STATUS.get(int(p2p_write), "unknown") if p2p_write is not None else "n/a"
             matrix[i][j] = matrix[j][i] = path
-            pairs.append(PairLink(ga.index, gb.index, path, links, p2p_r, p2p_w))
+            pairs.append(PairLink(gpu_a.index, gpu_b.index, path, links, p2p_r, p2p_w))
             if p2p_r not in ("ok", "n/a"):
                 warnings.append(
-                    f"GPU {ga.index} <-> GPU {gb.index}: P2P read unavailable "
+                    f"GPU {gpu_a.index} <-> GPU {gpu_b.index}: P2P read unavailable "
                     f"({p2p_r}); all-reduce goes through host memory"
                 )
             if path == "SYS":
                 warnings.append(
-                    f"GPU {ga.index} and GPU {gb.index} sit on different CPU "
+                    f"GPU {gpu_a.index} and GPU {gpu_b.index} sit on different CPU "
                     "sockets: traffic crosses the inter-socket link"
                 )
-    return Topology(tuple(tuple(r) for r in matrix), tuple(pairs), tuple(ports), tuple(warnings))
+    return Topology(
+        tuple(tuple(row) for row in matrix), tuple(pairs), tuple(ports), tuple(warnings)
+    )
 
 
 def _both_sides_counted(
@@ -152,6 +154,6 @@ def _both_sides_counted(
     """True when both GPUs report their ends of the links (so each link counted twice)."""
 
     def sees(src: int, dst: int) -> bool:
-        return any(p.active and bus_of.get(p.remote_bus_id) == dst for p in ports[src])
+        return any(port.active and bus_of.get(port.remote_bus_id) == dst for port in ports[src])
 
     return sees(i, j) and sees(j, i)

@@ -113,7 +113,7 @@ def scale_settings(
         "steps_per_execution": spe,
         "input_cast": input_cast,
     }
-    return base.replace(**{k: v for k, v in given.items() if v is not None})
+    return base.replace(**{knob: value for knob, value in given.items() if value is not None})
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,8 @@ def machine(cpu_replicas: int = 0) -> Machine:
     from tfaccel.hardware.inventory import read_inventory
 
     inv = read_inventory()
-    by_index = {g.index: g for g in inv.gpus}
-    seen = [by_index[i] for i in visible_indices([g.uuid for g in inv.gpus])]
+    by_index = {gpu.index: gpu for gpu in inv.gpus}
+    seen = [by_index[i] for i in visible_indices([gpu.uuid for gpu in inv.gpus])]
     if not seen:
         raise InputError(
             "No GPU visible",
@@ -151,10 +151,11 @@ def machine(cpu_replicas: int = 0) -> Machine:
     return Machine(
         len(seen),
         visible_devices(len(seen)),
-        tuple(g.name or "?" for g in seen),
-        tuple(f"GPU {g.index} {g.name or '?'}" for g in seen),
+        tuple(gpu.name or "?" for gpu in seen),
+        tuple(f"GPU {gpu.index} {gpu.name or '?'}" for gpu in seen),
         topology,
-        tuple(w for g in seen for w in g.warnings) + (topology.warnings if topology else ()),
+        tuple(warning for gpu in seen for warning in gpu.warnings)
+        + (topology.warnings if topology else ()),
     )
 
 
@@ -169,8 +170,10 @@ def run(
     """Measure `workload` on each GPU count; the report (also written to `out` after
     each point, complete: false until the run ends)."""
     options.check()
-    m = machine(options.cpu_replicas)
-    counts = gpu_counts(m.visible, list(options.gpus) if options.gpus else None, list(m.listing))
+    host = machine(options.cpu_replicas)
+    counts = gpu_counts(
+        host.visible, list(options.gpus) if options.gpus else None, list(host.listing)
+    )
     finished: list[ScalePoint] = []
 
     def report_of(
@@ -187,9 +190,9 @@ def run(
             options.settings.batch_size or 256,
             _described(options),
             tuple(points),
-            m.topology,
-            m.warnings,
-            m.names,
+            host.topology,
+            host.warnings,
+            host.names,
             steps,
             best,
             reference,
@@ -219,7 +222,7 @@ def run(
             on_point=point_done,
             cross_device_ops=options.all_reduce,
             num_packs=options.num_packs,
-            devices=m.devices,
+            devices=host.devices,
             input_mode=options.input_mode,
             xla_cache_dir=cache_dir,
         )
@@ -233,7 +236,7 @@ def run(
                 options.steps,
                 cpu_replicas=cpu,
                 on_step=on_step,
-                devices=m.devices,
+                devices=host.devices,
                 input_mode=options.input_mode,
                 xla_cache_dir=cache_dir,
             )
@@ -245,12 +248,12 @@ def run(
 
 
 def _described(options: ScaleOptions) -> dict[str, Any]:
-    s = options.settings
+    settings = options.settings
     return {
-        "precision": s.precision,
-        "xla": s.xla,
-        "spe": s.steps_per_execution,
-        "input_cast": s.input_cast,
+        "precision": settings.precision,
+        "xla": settings.xla,
+        "spe": settings.steps_per_execution,
+        "input_cast": settings.input_cast,
         **({"config": options.config} if options.config else {}),
         "all_reduce": options.all_reduce,
         "num_packs": options.num_packs,

@@ -51,10 +51,10 @@ def status(
         from tfaccel.hardware.nvml import Nvml
 
         names = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
-        with Nvml(nvml_lib) as nv:
-            for i in range(int(nv.get("nvmlDeviceGetCount", default=0) or 0)):
-                h = nv.get("nvmlDeviceGetHandleByIndex", i)
-                mode = nv.get("nvmlDeviceGetComputeMode", h)
+        with Nvml(nvml_lib) as nvml:
+            for i in range(int(nvml.get("nvmlDeviceGetCount", default=0) or 0)):
+                handle = nvml.get("nvmlDeviceGetHandleByIndex", i)
+                mode = nvml.get("nvmlDeviceGetComputeMode", handle)
                 modes.append(names.get(mode, "n/a") if mode is not None else "n/a")
     except Exception:
         pass
@@ -65,7 +65,7 @@ def status(
             "give each TensorFlow process a memory budget: tfaccel.configure("
             "memory='growth') or memory='limit', memory_limit_mib=..."
         )
-        if any(m == "default" for m in modes):
+        if any(gpu_mode == "default" for gpu_mode in modes):
             advice.append(
                 "set the GPUs to EXCLUSIVE_PROCESS so only the MPS server holds "
                 "them: nvidia-smi -c EXCLUSIVE_PROCESS (root)"

@@ -108,7 +108,7 @@ PUBLISHED = (
 
 def published_for(counts: Sequence[int]) -> list[Published]:
     """The published figures at GPU counts this run measured."""
-    return [p for p in PUBLISHED if p.gpus in set(counts)]
+    return [point for point in PUBLISHED if point.gpus in set(counts)]
 
 
 def tuned_reference(
@@ -123,7 +123,9 @@ def tuned_reference(
     return {
         "source": source,
         "samples_per_s": float(rate),
-        "ratio": {str(p.gpus): p.samples_per_s / rate for p in points if p.samples_per_s},
+        "ratio": {
+            str(point.gpus): point.samples_per_s / rate for point in points if point.samples_per_s
+        },
     }
 
 
@@ -139,10 +141,11 @@ def read_scale_report(path: str | Path) -> ScaleReport:
             expected="schema 'tfaccel.scale/1' with a list of points",
             received=repr(data.get("schema")),
         )
-    names = {f.name for f in dataclasses.fields(ScalePoint)}
+    names = {declared.name for declared in dataclasses.fields(ScalePoint)}
     try:
         points = tuple(
-            ScalePoint(**{k: v for k, v in p.items() if k in names}) for p in data["points"]
+            ScalePoint(**{key: value for key, value in point.items() if key in names})
+            for point in data["points"]
         )
     except TypeError as exc:
         raise ConfigFileError(
@@ -166,7 +169,7 @@ def gpu_counts(
     """1, 2, 4, ... up to `visible` (and `visible` itself), or the requested counts;
     `names` lists the visible GPUs in the error for a count beyond them."""
     if requested:
-        bad = [n for n in requested if n < 1 or n > visible]
+        bad = [count for count in requested if count < 1 or count > visible]
         if bad:
             listed = f" ({'; '.join(names)})" if names else ""
             raise InputError(
@@ -176,10 +179,10 @@ def gpu_counts(
                 hint="tfaccel hw lists the GPUs; CUDA_VISIBLE_DEVICES limits the ones used",
             )
         return sorted(set(requested))
-    counts, n = [], 1
-    while n <= visible:
-        counts.append(n)
-        n *= 2
+    counts, count = [], 1
+    while count <= visible:
+        counts.append(count)
+        count *= 2
     if visible and visible not in counts:
         counts.append(visible)
     return counts
@@ -223,44 +226,48 @@ def run_scale(
     count compiles the same per-replica gradient program."""
     points: list[ScalePoint] = []
     base: float | None = None
-    for n in counts:
+    for count in counts:
         if on_point:
-            on_point(n, None)
+            on_point(count, None)
         # One engine for every point: with engine "auto" the 1-GPU point runs the same
         # tfaccel step (a one-replica MirroredStrategy) as the others, so efficiency
         # compares like with like; "fit" measures Keras fit at every count.
-        s = settings.replace(strategy="mirrored" if n > 1 or engine != "fit" else "none")
+        point_settings = settings.replace(
+            strategy="mirrored" if count > 1 or engine != "fit" else "none"
+        )
         extra: dict[str, Any] = {"engine": engine}
         if cross_device_ops != "auto" or num_packs != 1:
             extra |= {"cross_device_ops": cross_device_ops, "num_packs": num_packs}
         if input_mode != "host":
             extra["input"] = input_mode
-        placement, env = _replicas(n, cpu_replicas, xla_cache_dir, devices)
-        r = trial_fn(workload, s, steps, timeout_s, extra=extra | placement, env_overrides=env)
-        r = _placed_as_asked(r, n, cpu_replicas)
-        rate = r.samples_per_s if r.ok else None
-        if n == 1 and rate:
+        placement, env = _replicas(count, cpu_replicas, xla_cache_dir, devices)
+        trial = trial_fn(
+            workload, point_settings, steps, timeout_s, extra=extra | placement, env_overrides=env
+        )
+        trial = _placed_as_asked(trial, count, cpu_replicas)
+        rate = trial.samples_per_s if trial.ok else None
+        if count == 1 and rate:
             base = rate
-        eff = rate / (n * base) if rate and base else None
+        eff = rate / (count * base) if rate and base else None
         points.append(
             ScalePoint(
-                n,
-                (s.batch_size or 32) * n,
+                count,
+                (point_settings.batch_size or 32) * count,
                 rate,
                 eff,
-                r.extra.get("engine", "keras fit" if n == 1 else engine),
-                r.status,
-                r.error,
-                r.extra.get("cross_device_ops"),
-                r.extra.get("allreduce_ms"),
-                r.extra.get("update"),
-                r.extra.get("update_error"),
-                r.extra.get("input"),
-                r.extra.get("input_bytes_per_sample"),
+                trial.extra.get("engine", "keras fit" if count == 1 else engine),
+                trial.status,
+                trial.error,
+                trial.extra.get("cross_device_ops"),
+                trial.extra.get("allreduce_ms"),
+                trial.extra.get("update"),
+                trial.extra.get("update_error"),
+                trial.extra.get("input"),
+                trial.extra.get("input_bytes_per_sample"),
             )
         )
         if on_point:
-            on_point(n, points[-1])
+            on_point(count, points[-1])
     return points
 
 
@@ -309,7 +316,9 @@ def search_scale(
     placement, env = _replicas(n, cpu_replicas, xla_cache_dir, devices)
 
     def trial(opts: dict[str, Any]) -> TrialResult:
-        s = settings.replace(strategy="mirrored", steps_per_execution=opts["steps_per_execution"])
+        point_settings = settings.replace(
+            strategy="mirrored", steps_per_execution=opts["steps_per_execution"]
+        )
         extra: dict[str, Any] = {
             "engine": "auto",
             "cross_device_ops": opts["cross_device_ops"],
@@ -317,7 +326,7 @@ def search_scale(
             **placement,
             **({"input": input_mode} if input_mode != "host" else {}),
         }
-        return trial_fn(workload, s, steps, timeout_s, extra=extra, env_overrides=env)
+        return trial_fn(workload, point_settings, steps, timeout_s, extra=extra, env_overrides=env)
 
     out: list[SearchStep] = []
     if on_step:
@@ -328,20 +337,20 @@ def search_scale(
     if not cpu_replicas:
         candidates.insert(0, ("cross_device_ops", "hierarchical"))
     candidates += [
-        ("steps_per_execution", v) for v in (1, 10, 25) if v != settings.steps_per_execution
+        ("steps_per_execution", spe) for spe in (1, 10, 25) if spe != settings.steps_per_execution
     ]
     for option, value in candidates:
         opts = {**best_opts, option: value}
         if on_step:
             on_step(option, value)
-        r = trial(opts)
-        win, gain, thr = beats(r, best, noise_floor)
+        result = trial(opts)
+        win, gain, thr = beats(result, best, noise_floor)
         note = (
-            f"{r.status}: {r.error}"
-            if not r.ok
+            f"{result.status}: {result.error}"
+            if not result.ok
             else f"{gain:+.0%} ({'kept' if win else f'threshold {thr:.0%}'})"
         )
-        out.append(SearchStep(option, value, r.samples_per_s, r.status, win, note))
+        out.append(SearchStep(option, value, result.samples_per_s, result.status, win, note))
         if win:
-            best, best_opts = r, opts
+            best, best_opts = result, opts
     return out, best_opts

@@ -77,8 +77,8 @@ def validate(config: str | dict[str, Any]) -> TfConfig:
                 f"cluster.{ttype}", "not a list of addresses", '["host:port", ...]', repr(addrs)
             )
         for i, addr in enumerate(addrs):
-            m = _ADDR.match(addr) if isinstance(addr, str) else None
-            if not m or not 0 < int(m.group(2)) < 65536:
+            match = _ADDR.match(addr) if isinstance(addr, str) else None
+            if not match or not 0 < int(match.group(2)) < 65536:
                 raise _fail(
                     f"cluster.{ttype}[{i}]",
                     "not a host:port address",
@@ -114,7 +114,9 @@ def validate(config: str | dict[str, Any]) -> TfConfig:
             f"0..{len(cluster[ttype]) - 1} for {len(cluster[ttype])} {ttype}(s)",
             repr(index),
         )
-    return TfConfig({k: list(v) for k, v in cluster.items()}, str(ttype), index)
+    return TfConfig(
+        {role: list(addresses) for role, addresses in cluster.items()}, str(ttype), index
+    )
 
 
 def from_environment(env: Any = None) -> TfConfig | None:

@@ -145,11 +145,11 @@ def _refuse_keras_2(path: Path, tree: ast.AST) -> None:
     """A script on Keras 2 (the tf_keras package): tfaccel's hook applies the settings
     through Keras 3's `Model.compile` and `fit`, which such a script never calls."""
     how = None
-    for n in ast.walk(tree):
-        names = [a.name for a in n.names] if isinstance(n, ast.Import) else []
-        names += [n.module or ""] if isinstance(n, ast.ImportFrom) else []
+    for node in ast.walk(tree):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
         if any(name.split(".")[0] == "tf_keras" for name in names):
-            how = f"it imports tf_keras (line {n.lineno})"  # type: ignore[attr-defined]
+            how = f"it imports tf_keras (line {node.lineno})"  # type: ignore[attr-defined]
             break
     legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
     if how is None and legacy and _uses_tf_keras(tree):
@@ -167,28 +167,28 @@ def _refuse_keras_2(path: Path, tree: ast.AST) -> None:
 
 def _uses_tf_keras(tree: ast.AST) -> bool:
     """`tf.keras...`, `from tensorflow import keras` or `import tensorflow.keras`."""
-    return any(_tf_keras_node(n) for n in ast.walk(tree))
+    return any(_tf_keras_node(node) for node in ast.walk(tree))
 
 
 _TF_NAMES = ("tf", "tensorflow")
 
 
-def _tf_keras_node(n: ast.AST) -> bool:
-    if isinstance(n, ast.Attribute):
-        value = n.value
-        return n.attr == "keras" and isinstance(value, ast.Name) and value.id in _TF_NAMES
-    if isinstance(n, ast.ImportFrom):
-        module = n.module or ""
-        keras = module == "tensorflow" and any(a.name == "keras" for a in n.names)
+def _tf_keras_node(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute):
+        value = node.value
+        return node.attr == "keras" and isinstance(value, ast.Name) and value.id in _TF_NAMES
+    if isinstance(node, ast.ImportFrom):
+        module = node.module or ""
+        keras = module == "tensorflow" and any(alias.name == "keras" for alias in node.names)
         return keras or module.startswith("tensorflow.keras")
-    if isinstance(n, ast.Import):
-        return any(a.name.startswith("tensorflow.keras") for a in n.names)
+    if isinstance(node, ast.Import):
+        return any(alias.name.startswith("tensorflow.keras") for alias in node.names)
     return False
 
 
 def _backend_set(node: ast.AST) -> str | None:
     """The backend a statement sets through KERAS_BACKEND, if it does."""
-    strings = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant)]
+    strings = [const.value for const in ast.walk(node) if isinstance(const, ast.Constant)]
     if "KERAS_BACKEND" not in strings:
         return None
     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
@@ -202,17 +202,19 @@ def _backend_set(node: ast.AST) -> str | None:
 def _fit_lines(tree: ast.AST) -> list[int]:
     """The lines of the source's `.fit(` calls."""
     return sorted(
-        n.lineno
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "fit"
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "fit"
     )
 
 
 def _fit_notes(path: Path, lines: list[int], timed: int = 1) -> list[str]:
     if timed > 1:
-        at = f" (its source calls fit at lines {', '.join(map(str, lines))})" if lines else ""
+        where = f" (its source calls fit at lines {', '.join(map(str, lines))})" if lines else ""
         return [
-            f"each trial times fit call {timed} that {path.name} makes{at}; the calls "
+            f"each trial times fit call {timed} that {path.name} makes{where}; the calls "
             "before it train one step each"
         ]
     if not lines:
@@ -221,9 +223,9 @@ def _fit_notes(path: Path, lines: list[int], timed: int = 1) -> list[str]:
             "keras.Model.fit the script makes (through the modules it imports)"
         ]
     if len(lines) > 1:
-        at = ", ".join(map(str, lines))
+        where = ", ".join(map(str, lines))
         return [
-            f"{path.name} calls fit at lines {at}: each trial times the first call made "
+            f"{path.name} calls fit at lines {where}: each trial times the first call made "
             "(--fit N times the N-th)"
         ]
     return []
@@ -233,10 +235,10 @@ def _policy_notes(path: Path, tree: ast.AST) -> list[str]:
     """A script that sets its own dtype policy (`set_global_policy("mixed_float16")`):
     the trial's precision replaces it (`script.hook`), as `run`'s tuned one does."""
     lines = sorted(
-        n.lineno
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call)
-        and getattr(n.func, "attr", getattr(n.func, "id", "")) in POLICY_SETTERS
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "attr", getattr(node.func, "id", "")) in POLICY_SETTERS
     )
     if not lines:
         return []
@@ -254,11 +256,11 @@ def own_batch_size(tree: ast.AST, args: Sequence[str] = ()) -> int | None:
     (`args.batch_size`: the value in the script's arguments `args`, else the default
     in its `add_argument` or absl `DEFINE_integer`)."""
     names = {
-        t.id: n.value.value
-        for n in getattr(tree, "body", [])
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-        for t in n.targets
-        if isinstance(t, ast.Name)
+        target.id: stmt.value.value
+        for stmt in getattr(tree, "body", [])
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant)
+        for target in stmt.targets
+        if isinstance(target, ast.Name)
     }
     options = _options(tree, names, args)
 
@@ -272,37 +274,41 @@ def own_batch_size(tree: ast.AST, args: Sequence[str] = ()) -> int | None:
 
     # fit's own first, then the pipeline's, then a loader's (image_dataset_from_directory)
     found: dict[str, list[int | None]] = {"fit": [], "batch": [], "loader": []}
-    for n in ast.walk(tree):
-        if not isinstance(n, ast.Call):
+    for stmt in ast.walk(tree):
+        if not isinstance(stmt, ast.Call):
             continue
-        name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
-        if name == "batch" and n.args:
-            found["batch"].append(number(n.args[0]))
+        name = (
+            stmt.func.attr if isinstance(stmt.func, ast.Attribute) else getattr(stmt.func, "id", "")
+        )
+        if name == "batch" and stmt.args:
+            found["batch"].append(number(stmt.args[0]))
             continue
-        sizes = [number(k.value) for k in n.keywords if k.arg == "batch_size"]
+        sizes = [number(keyword.value) for keyword in stmt.keywords if keyword.arg == "batch_size"]
         found["fit" if name == "fit" else "loader"] += sizes[:1]
-    return next((b for rank in found.values() for b in rank if b and b > 0), None)
+    return next((size for rank in found.values() for size in rank if size and size > 0), None)
 
 
 def _options(tree: ast.AST, names: dict[str, Any], args: Sequence[str]) -> dict[str, Any]:
     """The script's command-line options, by name: the value given in `args`, else the
     default its source writes (argparse's `add_argument`, absl's `DEFINE_integer`)."""
     found: dict[str, Any] = {}
-    for n in ast.walk(tree):
-        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         strings = [
-            a.value for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+            arg.value
+            for arg in node.args
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
         ]
-        keywords = {k.arg: k.value for k in n.keywords if k.arg}
-        if n.func.attr == "add_argument":
+        keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
+        if node.func.attr == "add_argument":
             flags = strings
             given = keywords.get("dest")
             dest = given.value if isinstance(given, ast.Constant) else _dest(flags)
             default = keywords.get("default")
-        elif n.func.attr == "DEFINE_integer" and len(n.args) > 1 and strings:
+        elif node.func.attr == "DEFINE_integer" and len(node.args) > 1 and strings:
             dest, flags = strings[0], [f"--{strings[0]}"]
-            default = keywords.get("default", n.args[1])
+            default = keywords.get("default", node.args[1])
         else:
             continue
         value: Any = _given(flags, args)
@@ -317,14 +323,14 @@ def _options(tree: ast.AST, names: dict[str, Any], args: Sequence[str]) -> dict[
 
 def _dest(flags: list[str]) -> str | None:
     """argparse's name for an option: its first long flag's, else its first flag's."""
-    first = next((f for f in flags if f.startswith("--")), flags[0] if flags else None)
+    first = next((flag for flag in flags if flag.startswith("--")), flags[0] if flags else None)
     return first.lstrip("-").replace("-", "_") if first else None
 
 
 def _given(flags: list[str], args: Sequence[str]) -> int | None:
     """The integer given for one of `flags` in `args` (`--batch 64` or `--batch=64`)."""
     for i, arg in enumerate(args):
-        for flag in (f for f in flags if f.startswith("-")):
+        for flag in (flag_text for flag_text in flags if flag_text.startswith("-")):
             text = args[i + 1] if arg == flag and i + 1 < len(args) else None
             if arg.startswith(flag + "="):
                 text = arg[len(flag) + 1 :]

@@ -170,7 +170,7 @@ def _keep_policy(precision: str) -> None:
         name = getattr(policy, "name", policy)
         say(f"{_caller()}: the script's dtype policy {name!r} left out: {precision} applies")
 
-    for module in [m for key, m in list(sys.modules.items()) if key.split(".")[0] == "keras"]:
+    for module in [mod for key, mod in list(sys.modules.items()) if key.split(".")[0] == "keras"]:
         for attr in POLICY_SETTERS:
             if getattr(module, attr, None) is original:
                 setattr(module, attr, keep)
@@ -326,13 +326,13 @@ def _timing(call: _FitCall) -> dict[str, Any]:
 
     plan = Plan.of(request.steps, report.settings.steps_per_execution)
     with contextlib.ExitStack() as stack:
-        ds = _timed_arrays(stack, model, report, fit_args, batch)
-        if ds is None:
-            ds = report.dataset(rebatched(examples, batch), batch=False)
+        dataset = _timed_arrays(stack, model, report, fit_args, batch)
+        if dataset is None:
+            dataset = report.dataset(rebatched(examples, batch), batch=False)
         out = timed_fit(
-            lambda *p, **k: fit(model, *p, **k),
+            lambda *args, **kwargs: fit(model, *args, **kwargs),
             model,
-            ds,
+            dataset,
             report,
             plan,
             batch,
@@ -364,14 +364,14 @@ def _racing(call: _FitCall) -> dict[str, Any]:
     train = split.train
     if _is_array(fit_args.get("x")) and fit_args.get("shuffle", True):  # as fit shuffles arrays
         train = train.shuffle(10_000, seed=request.seed)
-    ds = report.dataset(rebatched(train, batch), batch=False)
+    dataset = report.dataset(rebatched(train, batch), batch=False)
     steps = steps_per_epoch(split, batch)
     kept = kept_callbacks(fit_args.get("callbacks"))
 
     def run(callbacks: list[Any]) -> Any:
         return fit(
             model,
-            ds,
+            dataset,
             epochs=10**6,
             steps_per_epoch=steps,
             verbose=0,
@@ -473,9 +473,9 @@ def _timed_arrays(
         return None
     from tfaccel.optimize.device_arrays import kept_on_device
 
-    b = dict(fit_args)
-    stack.enter_context(kept_on_device(model, b, batch, "/GPU:0", repeat=True))
-    return b["x"]
+    args = dict(fit_args)
+    stack.enter_context(kept_on_device(model, args, batch, "/GPU:0", repeat=True))
+    return args["x"]
 
 
 def device_arrays_blocker(
@@ -508,7 +508,7 @@ def _scale_learning_rate(
     warmup, note = apply(model, LrChange(**lr))
     if warmup is not None:
         fit_args["callbacks"] = [*list(fit_args.get("callbacks") or []), warmup]
-    setters = [type(c).__name__ for c in kept_callbacks(fit_args.get("callbacks"))]
+    setters = [type(callback).__name__ for callback in kept_callbacks(fit_args.get("callbacks"))]
     if setters:
         note += f" (the script's {', '.join(setters)} sets the rate as it always does)"
     return note
@@ -525,19 +525,19 @@ def _fit_dataset(
     from tfaccel.workloads.inputs import rebatch
 
     x = fit_args["x"]
-    ds, own = rebatch(x, model, size) if size else (x, None)
+    dataset, own = rebatch(x, model, size) if size else (x, None)
     if not size:
         notes.append("batch as the script's")
     elif own == size:
         notes.append(f"batch {size} (the data's own)")
     else:
         notes.append(f"batch {size} (re-batched" + (f" from {own})" if own else ")"))
-    fit_args["x"] = report.dataset(ds, batch=False)
+    fit_args["x"] = report.dataset(dataset, batch=False)
     if size:
         _same_examples_per_epoch(fit_args, own, size, notes)
     notes.append("tf.data settings applied")
     if fit_args.get("steps_per_epoch") is None and int(x.cardinality()) >= 0 > int(
-        ds.cardinality()
+        dataset.cardinality()
     ):
         notes.append(
             "Keras counts the re-batched dataset's steps in its first epoch (it shows "

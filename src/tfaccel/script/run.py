@@ -39,9 +39,9 @@ NO_FIT = (
 )
 
 
-def too_few_fits(n: int) -> str:
+def too_few_fits(fit: int) -> str:
     return (
-        f"the script ended before its fit call {n} (--fit {n}): it made fewer keras.Model.fit "
+        f"the script ended before its fit call {fit} (--fit {fit}): it made fewer keras.Model.fit "
         "calls (count the calls as the script makes them, the first is 1)"
     )
 

@@ -81,8 +81,8 @@ def hardware_of(info: Any) -> Hardware:
     """`hardware()` from NVML's DriverInfo."""
     from tfaccel.hardware.capabilities import visible_indices
 
-    by_index = {g.index: g for g in info.gpus}
-    visible = visible_indices([g.uuid for g in info.gpus])
+    by_index = {gpu.index: gpu for gpu in info.gpus}
+    visible = visible_indices([gpu.uuid for gpu in info.gpus])
     gpus = [by_index[i] for i in visible if i in by_index and not by_index[i].error]
     return Hardware(len(gpus), gpus[0].compute_capability if gpus else None)
 

@@ -96,7 +96,11 @@ def search_precisions(hw: Hardware, opt: TuneOptions) -> list[str]:
     """The precisions a search tries: the user's choice, where the hardware has it."""
     if opt.precisions is None:
         return hw.default_precisions
-    return [p for p in hw.precisions if p in opt.precisions or p == "float32"]
+    return [
+        precision
+        for precision in hw.precisions
+        if precision in opt.precisions or precision == "float32"
+    ]
 
 
 def gemm_model(baseline: TrialResult | None) -> bool:
@@ -171,18 +175,18 @@ class TunerCore:
         # whether the GEMM-only knobs (cuBLASLt) are worth a trial.
         count = {"count_flops": True}
         self.trial_fn: TrialFn = trial_fn or (
-            lambda _, settings, p, timeout: runner(
+            lambda _, settings, plan, timeout: runner(
                 self.subject,
                 settings,
-                p,
+                plan,
                 timeout,
                 env_overrides=env,
                 extra=count if settings == self.base else None,
             )
         )
         self.race_fn: RaceFn = race_fn or (
-            lambda _, settings, p, timeout, x: runner(
-                self.subject, settings, p, timeout, env_overrides=env, extra=x
+            lambda _, settings, plan, timeout, x: runner(
+                self.subject, settings, plan, timeout, env_overrides=env, extra=x
             )
         )
         self.on_trial = on_trial
@@ -323,14 +327,14 @@ class TunerCore:
         runs of one session and is run again on resume)."""
         if self.on_trial:
             self.on_trial(stage, None, settings)
-        t0 = self.clock()
+        started = self.clock()
         timeout = self._timeout()
         trial = self._settled_trial(settings, timeout)
-        self._ran.append(self.clock() - t0)
+        self._ran.append(self.clock() - started)
         if settings.batch_size is None and trial.extra.get("own_batch"):
             # "the script's own": the trial says which, and is labelled with it
-            s = settings.replace(batch_size=int(trial.extra["own_batch"]))
-            trial = dataclasses.replace(trial, settings=s.to_dict(), label=label_of(s))
+            own = settings.replace(batch_size=int(trial.extra["own_batch"]))
+            trial = dataclasses.replace(trial, settings=own.to_dict(), label=label_of(own))
         if trial.status == "timeout" and timeout < self.opt.timeout_s:
             trial = dataclasses.replace(trial, error=f"{trial.error}: stopped at the time budget")
         if record is not None:
@@ -456,7 +460,10 @@ class TunerCore:
         if settings == state.best_s:
             return Outcome(state.best, True, 0.0, 0.0)
         if stage in self.opt.skip:
-            if not any(d.stage == stage and d.text == SKIPPED for d in self.result.decisions):
+            if not any(
+                decision.stage == stage and decision.text == SKIPPED
+                for decision in self.result.decisions
+            ):
                 self.decide(stage, SKIPPED)
             return Outcome(state.best, True, 0.0, 0.0)
         shown = ",".join(value) if isinstance(value, tuple) else value
@@ -477,7 +484,10 @@ class TunerCore:
         """Knobs' values in one trial against the best so far (see `_attempt`), its
         stage their names joined by " + "; a gain under the threshold is remembered
         for each knob, for stage `together`."""
-        shown = ", ".join((KNOB_NAMED[key].shown or "{}").format(v) for key, v in values.items())
+        shown = ", ".join(
+            (KNOB_NAMED[key].shown or "{}").format(shown_value)
+            for key, shown_value in values.items()
+        )
         settings = state.best_s.replace(**values)
         out = self._attempt(state, settings, " + ".join(values), f"{shown}, together", guard)
         if out is not None and not out.win:
@@ -498,8 +508,8 @@ class TunerCore:
 
     def _examples(self) -> int | None:
         """How many examples the model trains on, where a trial could count them."""
-        n = self._baseline_fact("examples")
-        return int(n) if n else None
+        examples = self._baseline_fact("examples")
+        return int(examples) if examples else None
 
     def _baseline_fact(self, key: str) -> Any:
         """What the baseline trial reported under `key` (None where it did not)."""

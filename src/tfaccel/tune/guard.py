@@ -8,29 +8,31 @@ import math
 from tfaccel.trial.runner import TrialResult
 
 
-def loss_steps(r: TrialResult) -> list[int]:
+def loss_steps(trial: TrialResult) -> list[int]:
     """The training step each of the trial's losses ends: a trial records one loss per
     execution, and an execution of steps_per_execution N ends at step N-1, 2N-1, ..."""
-    spe = int(r.settings.get("steps_per_execution") or 1)
-    return [(i + 1) * spe - 1 for i in range(len(r.losses))]
+    spe = int(trial.settings.get("steps_per_execution") or 1)
+    return [(i + 1) * spe - 1 for i in range(len(trial.losses))]
 
 
-def _mean_losses(a: TrialResult, b: TrialResult) -> tuple[float, float, float] | None:
+def _mean_losses(first: TrialResult, second: TrialResult) -> tuple[float, float, float] | None:
     """(mean of a's losses, mean of b's, |difference| / |b's|) over the steps both
     recorded; None if they share none (one execution of 25 steps against 1 step: the
     losses at steps 24, 49, ... against 0, 1, ... compare nothing)."""
-    at_b = dict(zip(loss_steps(b), b.losses, strict=True))
-    pairs = [(x, at_b[i]) for i, x in zip(loss_steps(a), a.losses, strict=True) if i in at_b]
+    at_b = dict(zip(loss_steps(second), second.losses, strict=True))
+    pairs = [
+        (x, at_b[i]) for i, x in zip(loss_steps(first), first.losses, strict=True) if i in at_b
+    ]
     if not pairs:
         return None
-    ma, mb = (sum(p[k] for p in pairs) / len(pairs) for k in (0, 1))
-    return ma, mb, abs(ma - mb) / max(abs(mb), 1e-12)
+    mean_first, mean_second = (sum(pair[side] for pair in pairs) / len(pairs) for side in (0, 1))
+    return mean_first, mean_second, abs(mean_first - mean_second) / max(abs(mean_second), 1e-12)
 
 
-def mean_loss_gap(a: TrialResult, b: TrialResult) -> float | None:
+def mean_loss_gap(first: TrialResult, second: TrialResult) -> float | None:
     """|mean(a) - mean(b)| / |mean(b)| over the losses both recorded (None if either has
     none or is not finite)."""
-    means = _mean_losses(a, b)
+    means = _mean_losses(first, second)
     return means[2] if means is not None and math.isfinite(means[2]) else None
 
 
@@ -43,7 +45,11 @@ def loss_close(candidate: TrialResult, reference: TrialResult, rtol: float) -> t
     means = _mean_losses(candidate, reference)
     if means is None:
         return True, "no reference losses at the same steps to compare with"
-    a, b, rel = means
+    mean_first, mean_second, rel = means
     if rel > rtol:
-        return False, f"mean loss {a:.4g} vs {b:.4g} of {reference.label} ({rel:.1%} > {rtol:.1%})"
-    return True, f"mean loss {a:.4g} vs {b:.4g} of {reference.label} ({rel:.1%})"
+        return (
+            False,
+            f"mean loss {mean_first:.4g} vs {mean_second:.4g} of {reference.label} "
+            f"({rel:.1%} > {rtol:.1%})",
+        )
+    return True, f"mean loss {mean_first:.4g} vs {mean_second:.4g} of {reference.label} ({rel:.1%})"

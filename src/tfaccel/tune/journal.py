@@ -120,17 +120,21 @@ class Journal:
         """The machines with a figure of this trial: its own first, then those where it
         was measured again."""
         own = self.machine_of.get(key)
-        again = [m for (k, m) in self.again if k == key and m is not None and m != own]
+        again = [
+            machine
+            for (trial_key, machine) in self.again
+            if trial_key == key and machine is not None and machine != own
+        ]
         return ([own] if own is not None else []) + again
 
     def one_machine(self, a: str, b: str) -> tuple[TrialResult, TrialResult] | None:
         """Figures of trials `a` and `b` measured on one machine, both finished: this
         machine's if it has both, else those of the first of `a`'s machines that does;
         None if no machine has both."""
-        for m in dict.fromkeys((self.machine, *self.machines(a))):
-            fa, fb = self.on(a, m), self.on(b, m)
-            if fa is not None and fb is not None and fa.ok and fb.ok:
-                return fa, fb
+        for machine in dict.fromkeys((self.machine, *self.machines(a))):
+            first, second = self.on(a, machine), self.on(b, machine)
+            if first is not None and second is not None and first.ok and second.ok:
+                return first, second
         return None
 
     def on(self, key: str, machine: str | None) -> TrialResult | None:
@@ -142,15 +146,15 @@ class Journal:
             return self.results[key]
         return self.again.get((key, machine))
 
-    def machine_of_figure(self, r: TrialResult) -> str | None:
+    def machine_of_figure(self, trial: TrialResult) -> str | None:
         """Where this figure was measured: the machine of the journal line it is (its own
         or one measured again), or this machine for a figure the journal does not hold
         (one measured in this session and not journaled, as a confirmation)."""
-        if self.results.get(r.key) is r:
-            return self.machine_of.get(r.key)
-        for (key, m), again in self.again.items():
-            if key == r.key and again is r:
-                return m
+        if self.results.get(trial.key) is trial:
+            return self.machine_of.get(trial.key)
+        for (key, machine), again in self.again.items():
+            if key == trial.key and again is trial:
+                return machine
         return self.machine
 
     def load(self, workload: str) -> int:
@@ -158,10 +162,10 @@ class Journal:
         if not self.path.exists():
             return 0
         lines = self._lines()
-        for n, line in enumerate(lines, 1):
+        for line_no, line in enumerate(lines, 1):
             if not line.strip():
                 continue
-            row = self._row(n, line, last=n == len(lines))
+            row = self._row(line_no, line, last=line_no == len(lines))
             if row is None:
                 continue
             if row.get("workload") != workload:
@@ -169,7 +173,7 @@ class Journal:
             if row.get("fingerprint") != self.fingerprint:
                 self.stale += 1
                 continue
-            result = self._result(n, row["result"])
+            result = self._result(line_no, row["result"])
             if result.status == "error":
                 self.retried += 1
                 continue
@@ -191,14 +195,14 @@ class Journal:
                 hint="--journal another path, or --fresh --force to start it again",
             ) from exc
 
-    def _row(self, n: int, line: str, last: bool) -> dict[str, Any] | None:
+    def _row(self, line_no: int, line: str, last: bool) -> dict[str, Any] | None:
         """Line `n` as a journal row; None for a last line an interruption cut short
         (the next append starts on a line of its own)."""
         try:
             row = json.loads(line)
         except RecursionError:
             raise ConfigFileError(
-                f"{self.path} line {n} is nested too deeply to be a journal line",
+                f"{self.path} line {line_no} is nested too deeply to be a journal line",
                 expected="one JSON object per line (a tfaccel tune journal)",
                 received="deep nesting",
                 hint="--journal another path, or --fresh --force to start it again",
@@ -207,7 +211,7 @@ class Journal:
             if last:
                 return None
             raise ConfigFileError(
-                f"{self.path} line {n} is not JSON",
+                f"{self.path} line {line_no} is not JSON",
                 expected="one JSON object per line (a tfaccel tune journal)",
                 received=exc.msg,
                 hint="--journal another path, or --fresh --force to start it again",
@@ -221,17 +225,17 @@ class Journal:
             if earlier
             else f"{self.path} is not a tfaccel tune journal",
             expected=f"lines with schema {SCHEMA!r} and a result",
-            received=repr(schema) if schema else f"line {n}: {line[:80]!r}",
+            received=repr(schema) if schema else f"line {line_no}: {line[:80]!r}",
             hint="--fresh --force starts it again, or --journal another path",
         )
 
-    def _result(self, n: int, data: dict[str, Any]) -> TrialResult:
-        known = {f.name for f in fields(TrialResult)}
+    def _result(self, line_no: int, data: dict[str, Any]) -> TrialResult:
+        known = {declared.name for declared in fields(TrialResult)}
         try:
-            result = TrialResult(**{k: v for k, v in data.items() if k in known})
+            result = TrialResult(**{key: value for key, value in data.items() if key in known})
         except TypeError as exc:
             raise ConfigFileError(
-                f"{self.path} line {n} is not a trial's result",
+                f"{self.path} line {line_no} is not a trial's result",
                 expected="a tfaccel tune journal line",
                 received=str(exc),
                 hint="--fresh --force starts it again, or --journal another path",

@@ -56,7 +56,7 @@ def largest_batch(
             f"falls: {NOISE_SCALE_FACTOR}x is left for that)"
         )
         caps.append((int(NOISE_SCALE_FACTOR * noise_scale), why))
-    cap, reason = min(caps, key=lambda c: c[0])
+    cap, reason = min(caps, key=lambda cap_reason: cap_reason[0])
     return max(cap, own), (f"batches up to {cap}: {reason}" if reason else None)
 
 
@@ -86,7 +86,7 @@ def make(
 
 def time_to(curve: Sequence[tuple[float, float]], target: float) -> float | None:
     """The first time a curve's validation loss is at or below `target`."""
-    return next((t for t, loss in curve if loss <= target), None)
+    return next((seconds for seconds, loss in curve if loss <= target), None)
 
 
 def race_of(
@@ -101,7 +101,7 @@ def race_of(
     evaluations (NaN, a diverged run, never reaches it)."""
     same_c, cand_c = _validation_curve(same), _validation_curve(candidate)
     same_m, cand_m = smoothed(same_c), smoothed(cand_c)
-    target = min((v for _, v in same_m if math.isfinite(v)), default=None)
+    target = min((value for _, value in same_m if math.isfinite(value)), default=None)
     return Race(
         seconds,
         validation,
@@ -113,21 +113,25 @@ def race_of(
         error,
         same_m[-1][1] if same_m else None,
         cand_m[-1][1] if cand_m else None,
-        tuple((float(p[0]), float(p[2])) for p in candidate if len(p) > 2 and p[2] is not None),
+        tuple(
+            (float(point[0]), float(point[2]))
+            for point in candidate
+            if len(point) > 2 and point[2] is not None
+        ),
     )
 
 
 def _validation_curve(points: Sequence[Sequence[Any]]) -> tuple[tuple[float, float], ...]:
     """(seconds, validation loss) of a race run's points ([t, val] or [t, val, train])."""
-    return tuple((float(p[0]), float(p[1])) for p in points)
+    return tuple((float(point[0]), float(point[1])) for point in points)
 
 
 def smoothed(curve: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     """Each point's loss as the mean of it and up to SMOOTH - 1 points before it."""
     out = []
-    for i, (t, _) in enumerate(curve):
-        window = [v for _, v in curve[max(0, i - SMOOTH + 1) : i + 1]]
-        out.append((t, sum(window) / len(window)))
+    for i, (seconds, _) in enumerate(curve):
+        window = [value for _, value in curve[max(0, i - SMOOTH + 1) : i + 1]]
+        out.append((seconds, sum(window) / len(window)))
     return out
 
 
@@ -144,10 +148,10 @@ def overfits(race: Race) -> bool:
     """Does the candidate's training loss end near its lowest (within RACE_MARGIN)
     while its validation loss ended worse? Then it overfits, having trained more epochs
     in the race than the same-training run; a run that diverges loses on both."""
-    train = smoothed([p for p in race.candidate_train if p[0] > 0])
-    if len(train) < 2 or not all(math.isfinite(v) for _, v in train):
+    train = smoothed([point for point in race.candidate_train if point[0] > 0])
+    if len(train) < 2 or not all(math.isfinite(value) for _, value in train):
         return False
-    return train[-1][1] <= min(v for _, v in train) * (1 + RACE_MARGIN)
+    return train[-1][1] <= min(value for _, value in train) * (1 + RACE_MARGIN)
 
 
 def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:

@@ -47,20 +47,20 @@ def settings_document(result: TuneResult, plot: Path | None = None) -> dict[str,
     }
 
 
-def offer_document(o: BatchOffer | None) -> dict[str, Any] | None:
+def offer_document(offer: BatchOffer | None) -> dict[str, Any] | None:
     """The batch offer as the settings file and tune's JSON carry it."""
-    if o is None:
+    if offer is None:
         return None
-    race = o.race
+    race = offer.race
     return {
-        "batch_size": o.batch,
-        "from_batch_size": o.from_batch,
-        "learning_rate": o.lr.to_dict(),
-        "verdict": o.verdict,
-        "why": o.why,
-        "samples_speedup_over_same_training": o.samples_speedup,
+        "batch_size": offer.batch,
+        "from_batch_size": offer.from_batch,
+        "learning_rate": offer.lr.to_dict(),
+        "verdict": offer.verdict,
+        "why": offer.why,
+        "samples_speedup_over_same_training": offer.samples_speedup,
         "to_target_speedup_over_same_training": race.to_target_speedup if race else None,
-        "epochs_to_target": o.epochs_to_target,
+        "epochs_to_target": offer.epochs_to_target,
         "race": dataclasses.asdict(race) if race else None,
     }
 
@@ -82,7 +82,7 @@ def own_outputs(path: Path, workload: str) -> set[Path]:
     if doc.get("workload") != workload:
         return set()
     plot = doc.get("plot")
-    return {p.resolve() for p in (path, Path(plot) if isinstance(plot, str) else None) if p}
+    return {out.resolve() for out in (path, Path(plot) if isinstance(plot, str) else None) if out}
 
 
 def result_json(result: TuneResult) -> str:
@@ -107,10 +107,10 @@ def to_target_over_defaults(result: TuneResult) -> float | None:
     defaults would: the same-training speed-up (the same steps, so the same loss at
     each step), times the race's to-target speed-up where the batch offer passed."""
     same = result.speedup(result.keras_defaults)
-    o = result.batch_offer
-    if same is None or o is None or o.verdict != "passed" or o.race is None:
+    offer = result.batch_offer
+    if same is None or offer is None or offer.verdict != "passed" or offer.race is None:
         return same
-    return same * (o.race.to_target_speedup or 1.0)
+    return same * (offer.race.to_target_speedup or 1.0)
 
 
 @dataclass(frozen=True)

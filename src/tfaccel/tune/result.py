@@ -50,7 +50,7 @@ class Hardware:
         """
         found = self.precisions
         if "mixed_bfloat16" in found:
-            return [p for p in found if p != "mixed_float16"]
+            return [precision for precision in found if precision != "mixed_float16"]
         return found
 
 
@@ -69,7 +69,7 @@ HARDWARE_NEEDS: dict[str, Callable[[Hardware], bool]] = {
 
 def hardware_allows(hw: Hardware, needs: Iterable[str]) -> bool:
     """Does the machine meet every hardware need among `needs` (others: not here)?"""
-    return all(HARDWARE_NEEDS[n](hw) for n in needs if n in HARDWARE_NEEDS)
+    return all(HARDWARE_NEEDS[need](hw) for need in needs if need in HARDWARE_NEEDS)
 
 
 @dataclass(frozen=True)
@@ -119,10 +119,10 @@ class Confirmation:
 
     @property
     def speedup(self) -> float | None:
-        a, b = self.keras_defaults, self.best
-        if not (a.ok and b.ok and a.samples_per_s and b.samples_per_s):
+        defaults, best = self.keras_defaults, self.best
+        if not (defaults.ok and best.ok and defaults.samples_per_s and best.samples_per_s):
             return None
-        return b.samples_per_s / a.samples_per_s
+        return best.samples_per_s / defaults.samples_per_s
 
 
 @dataclass
@@ -160,17 +160,19 @@ class TuneResult:
     def time_to(self, speedup: float) -> float | None:
         """Seconds into the tune at which the best so far first reached `speedup` x
         Keras' defaults (None: never, or no defaults measured)."""
-        d = self.keras_defaults
-        if d is None or not d.ok or not d.samples_per_s:
+        defaults = self.keras_defaults
+        if defaults is None or not defaults.ok or not defaults.samples_per_s:
             return None
-        target = speedup * d.samples_per_s
-        return next((t for t, v in self.best_so_far if v >= target), None)
+        target = speedup * defaults.samples_per_s
+        return next((seconds for seconds, ratio in self.best_so_far if ratio >= target), None)
 
     @property
     def confirmed_speedup(self) -> float | None:
         """The median speedup over Keras' defaults of the confirmation rounds (None
         without a round whose two runs both finished)."""
-        ratios = sorted(x for c in self.confirmations if (x := c.speedup) is not None)
+        ratios = sorted(
+            x for confirmation in self.confirmations if (x := confirmation.speedup) is not None
+        )
         if not ratios:
             return None
         mid = len(ratios) // 2
@@ -179,17 +181,17 @@ class TuneResult:
     @property
     def measured(self) -> list[TrialResult]:
         """The trials this tune measured (not those it took from the journal)."""
-        return [t for t in self.trials if t.key not in self.from_journal]
+        return [trial for trial in self.trials if trial.key not in self.from_journal]
 
     @property
     def compile_s_total(self) -> float:
         """The compile time of the trials measured in this tune."""
-        return sum(t.compile_s or 0.0 for t in self.measured)
+        return sum(trial.compile_s or 0.0 for trial in self.measured)
 
     @property
     def setup_s_total(self) -> float:
         """The measured trials' time to `fit`: TensorFlow's import, the build, the data."""
-        return sum(t.extra.get("setup_s") or 0.0 for t in self.measured)
+        return sum(trial.extra.get("setup_s") or 0.0 for trial in self.measured)
 
     def speedup(self, over: TrialResult | None) -> float | None:
         if self.best is None or over is None or not over.ok or not self.best.samples_per_s:
@@ -198,7 +200,7 @@ class TuneResult:
 
     @property
     def largest_fitting_batch(self) -> int | None:
-        ok = [t.settings.get("batch_size") or 0 for t in self.trials if t.ok]
+        ok = [trial.settings.get("batch_size") or 0 for trial in self.trials if trial.ok]
         return max(ok) if ok else None
 
 

@@ -73,11 +73,11 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     gpu_stage = 2 if hw.gpus else 0  # cuBLASLt, and a script's arrays in GPU memory
     if hw.cudnn_layer_norm:
         gpu_stage += 1
-    if hw.gpus and any(input_cast_dtype("compute", p) for p in precisions):
+    if hw.gpus and any(input_cast_dtype("compute", prec) for prec in precisions):
         gpu_stage += 1  # 16-bit input transfers
-    spe = len([c for c in opt.spe_choices if c != 1])
-    n = len(precisions)
-    jit = n - (1 if "tf32" in precisions else 0)  # strict float32 under XLA: skipped
+    spe = len([choice for choice in opt.spe_choices if choice != 1])
+    count = len(precisions)
+    jit = count - (1 if "tf32" in precisions else 0)  # strict float32 under XLA: skipped
     references = 2 if hw.gpus else 1
     race = 1 + batches if batches else 0  # the same-training run, and each batch raced
     together = 1 if hw.gpus else 0  # the knobs that each fell short, together
@@ -85,7 +85,7 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     late = sum(len(trying.values) for trying in runs if not trying.together)
     late += len({trying.together for trying in runs if trying.together})  # one trial a group
     confirm = 2 * opt.confirm
-    stages = (n - 1) + jit + spe + gpu_stage + late + together
+    stages = (count - 1) + jit + spe + gpu_stage + late + together
     return references + stages + confirm + batches + race
 
 

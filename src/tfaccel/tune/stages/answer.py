@@ -54,12 +54,12 @@ def confirm(tuner: TunerCore, state: State) -> None:
             break
         pair = (tuner.measure(state.defaults, "confirm"), tuner.measure(state.best_s, "confirm"))
         res.confirmations.append(Confirmation(*pair))
-    sp = res.confirmed_speedup
+    speedup = res.confirmed_speedup
     if res.confirmations:
         tuner.decide(
             "confirm",
             f"{len(res.confirmations)} round(s) of Keras defaults and the best, "
             "back to back: "
-            + (f"{sp:.2f}x" if sp is not None else "no round where both finished")
+            + (f"{speedup:.2f}x" if speedup is not None else "no round where both finished")
             + f" (the search's runs: {res.speedup(res.keras_defaults) or 0:.2f}x)",
         )

@@ -115,8 +115,8 @@ def _raced(tuner: TunerCore, found: BatchOffer) -> BatchOffer:
     race = offer.race_of(
         tuner.opt.race_s,
         str(same.extra.get("validation") or candidate.extra.get("validation") or ""),
-        [tuple(p) for p in same.extra.get("race") or ()],
-        [tuple(p) for p in candidate.extra.get("race") or ()],
+        [tuple(point) for point in same.extra.get("race") or ()],
+        [tuple(point) for point in candidate.extra.get("race") or ()],
         error=next(
             (f"{trial.label}: {trial.error}" for trial in (same, candidate) if not trial.ok), None
         ),

@@ -73,7 +73,7 @@ def _late_ready(tuner: TunerCore, knob: Knob, state: State) -> bool:
         tuner.decide(knob.name, f"not tried: the model has no {trying.layers}")
         return False
     blocked = _blocked(tuner, knob.name) or next(
-        (w for value in trying.values if (w := _compat.keras_floor(knob.name, value))), None
+        (why for value in trying.values if (why := _compat.keras_floor(knob.name, value))), None
     )
     if blocked:
         tuner.decide(knob.name, f"not tried: {blocked}")
@@ -165,22 +165,26 @@ def together(tuner: TunerCore, state: State) -> None:
     measured on another best. A near miss of a knob that a later trial set another
     way (mask_once, then philox16 kept) is left out: that knob is decided."""
     near = [
-        n for n in state.near if n.knob == "xla_options" or getattr(state.best_s, n.knob) == n.then
+        found
+        for found in state.near
+        if found.knob == "xla_options" or getattr(state.best_s, found.knob) == found.then
     ]
     if not (len(near) >= 2 or (near and near[0].best_key != state.best.key)):
         return
     settings = state.best_s
-    for n in sorted(near, key=lambda n: n.gain):  # the larger gain wins
-        value = n.value
-        if n.knob == "xla_options":
+    for found in sorted(near, key=lambda found: found.gain):  # the larger gain wins
+        value = found.value
+        if found.knob == "xla_options":
             value = tuple(dict.fromkeys((*settings.xla_options, *value)))
-        settings = settings.replace(**{n.knob: value})
+        settings = settings.replace(**{found.knob: value})
     key = settings_key(tuner.workload, settings, tuner.opt.steps)
     if any(trial.key == key for trial in tuner.result.trials):
         return  # measured already (the knobs of a `together` group, on this best)
     parts = ", ".join(
-        f"{n.knob}={','.join(n.value) if isinstance(n.value, tuple) else n.value} ({n.gain:+.1%})"
-        for n in near
+        f"{found.knob}="
+        f"{','.join(found.value) if isinstance(found.value, tuple) else found.value} "
+        f"({found.gain:+.1%})"
+        for found in near
     )
     if settings != state.best_s:
         what = (
@@ -188,4 +192,6 @@ def together(tuner: TunerCore, state: State) -> None:
             if len(near) > 1
             else f"{parts}, under the threshold on an earlier best: on this one"
         )
-        tuner._attempt(state, settings, "together", what, any(n.guard for n in near), places=1)
+        tuner._attempt(
+            state, settings, "together", what, any(found.guard for found in near), places=1
+        )

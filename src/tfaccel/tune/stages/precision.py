@@ -96,13 +96,15 @@ def _xla_proven(tuner: TunerCore, state: State) -> str | None:
     up, and 16-bit without XLA has run slower than TF32 without XLA on every
     workload measured (NO_XLA_TF32_GAIN's note)."""
     res = tuner.result
-    d, batch = res.keras_defaults, res.baseline
-    if state.best_s.xla == "off" or not (d and d.ok and batch and batch.ok):
+    defaults, batch = res.keras_defaults, res.baseline
+    if state.best_s.xla == "off" or not (defaults and defaults.ok and batch and batch.ok):
         return None
-    if d.extra.get("jit_compile") is not True or not (d.samples_per_s and batch.samples_per_s):
+    if defaults.extra.get("jit_compile") is not True or not (
+        defaults.samples_per_s and batch.samples_per_s
+    ):
         return None
     tf32 = tuner._default_precision == "tf32"
-    ratio = d.samples_per_s / batch.samples_per_s
+    ratio = defaults.samples_per_s / batch.samples_per_s
     if ratio < XLA_PROVEN * (NO_XLA_TF32_GAIN if tf32 else 1.0):
         return None
     return (

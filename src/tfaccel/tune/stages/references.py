@@ -127,10 +127,14 @@ def _guard_tolerance(tuner: TunerCore) -> float:
 
 
 def _note_precisions(tuner: TunerCore) -> None:
-    skipped = [p for p in tuner.hw.precisions if p not in tuner.precisions]
+    skipped = [precision for precision in tuner.hw.precisions if precision not in tuner.precisions]
     if skipped:
         tuner.decide("precision x XLA", "not tried: " + ", ".join(skipped))
-    lacking = [p for p in tuner.opt.precisions or () if p not in tuner.hw.precisions]
+    lacking = [
+        precision
+        for precision in tuner.opt.precisions or ()
+        if precision not in tuner.hw.precisions
+    ]
     if lacking:
         where = (
             "on the CPU"

@@ -72,7 +72,7 @@ def _steps_per_execution(tuner: TunerCore, state: State) -> None:
     # one is tried only where a longer one failed or ran slower beyond the noise; a
     # longer one that gained nothing beyond the noise ends the stage, since a
     # shorter execution saves less of the same host time.
-    choices = sorted({c for c in tuner.opt.spe_choices if c > 1}, reverse=True)
+    choices = sorted({choice for choice in tuner.opt.spe_choices if choice > 1}, reverse=True)
     for i, spe in enumerate(choices):
         out = tuner._knob(state, "steps_per_execution", spe)
         if out is None or out.win or not out.worse:
