@@ -402,6 +402,35 @@ def test_every_unit_says_what_it_is() -> None:
     assert not [u for u in LAYERS if not _summary(u)]
 
 
+# Bindings of one or two characters, as a share of all: arguments, assignments, loop,
+# comprehension and `with`/`except` targets, definitions (`_`, self and cls aside).
+# `tf`, `x`, `i` and a paper's letters (attention's q, k, v) are fine; a row called `r`
+# is not. The ceiling sits above today's share (about 6 %) to leave room for those.
+SHORT_NAMES_MAX = 0.07
+
+
+def _bindings(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.append(node.id)
+        elif isinstance(node, ast.arg):
+            found.append(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or (
+            isinstance(node, ast.ExceptHandler) and node.name
+        ):
+            found.append(node.name)
+    return [name for name in found if name not in ("self", "cls")]
+
+
+def test_names_say_what_they_hold() -> None:
+    names = [name for path in SRC.rglob("*.py") for name in _bindings(ast.parse(path.read_text()))]
+    short = [name for name in names if len(name) <= 2 and name != "_"]
+    assert len(short) / len(names) < SHORT_NAMES_MAX, (
+        f"{len(short)} of {len(names)} bindings have one- or two-letter names"
+    )
+
+
 RESULTS = SRC.parents[1] / "benchmarks" / "results"
 
 
