@@ -325,6 +325,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
     from tfaccel.workloads.synthetic import rebatched
 
     plan = Plan.of(request.steps, report.settings.steps_per_execution)
+    start = noise_scale.starting_weights(model) if request.count_flops else None
     with contextlib.ExitStack() as stack:
         dataset = _timed_arrays(stack, model, report, fit_args, batch)
         if dataset is None:
@@ -344,7 +345,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
         out["device_arrays_blocker"] = device_arrays_blocker(report, fit_args, setting=False)
     out.update(data_facts(model, count, has_data=True))
     if request.count_flops and "no_race" not in out:  # the baseline's
-        out.update(noise_scale.measure(model, examples, batch))
+        out.update(noise_scale.measure(model, examples, batch, start))
     return out
 
 

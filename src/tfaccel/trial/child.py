@@ -25,6 +25,7 @@ from tfaccel import stats
 from tfaccel._child import emit, end_process, failure
 from tfaccel._tf import import_tensorflow
 from tfaccel.optimize.settings import LAYER_KNOBS
+from tfaccel.trial import noise_scale
 from tfaccel.trial.protocol import MARK, TrialRequest
 from tfaccel.trial.race import data_facts
 from tfaccel.trial.shared import checkpointing, gpu_peak, synthetic_batches
@@ -158,12 +159,11 @@ def run(request: TrialRequest) -> dict[str, Any]:
     )
     fit = workload.model.fit
     dataset = report.dataset(dataset, batch=False)  # batched above, at the trial's size
+    start = noise_scale.starting_weights(workload.model) if request.count_flops else None
     out = timed_fit(fit, workload.model, dataset, report, plan, batch, request.count_flops)
     out.update(data_facts(workload.model, workload.examples, workload.dataset is not None))
     if request.count_flops and "no_race" not in out:  # the baseline's
-        from tfaccel.trial import noise_scale
-
-        out.update(noise_scale.measure(workload.model, workload.dataset, batch))
+        out.update(noise_scale.measure(workload.model, workload.dataset, batch, start))
     return out
 
 

@@ -10,16 +10,23 @@ the mean squared norms at two batch sizes give both unknowns (their appendix A.1
     |G|^2 = (b_big |g_big|^2 - b_small |g_small|^2) / (b_big - b_small)
     tr(S) = (|g_small|^2 - |g_big|^2) / (1 / b_small - 1 / b_big)
 
-Measured at the start of training it is an early value: the noise scale grows as the
+It is read at the weights the fit starts from (`starting_weights`, kept before the
+baseline's timed steps), as the race starts there: an early value, which grows as the
 loss falls, so it bounds the ladder loosely (`tfaccel.tune.offer.NOISE_SCALE_FACTOR`).
+Read where thousands of timed steps left the model instead, near a minimum, the true
+gradient is too small for four batches a size to resolve, and no estimate comes out.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 BATCHES = 4  # batches read at each size; their squared norms are averaged
 BIG = 8  # the larger batch, this many times the user's
+# Weights larger than this are not copied to the host to be read at the start: the
+# estimate then reads the weights the timed steps left.
+START_BYTES_MAX = 2 << 30
 
 
 def simple_noise_scale(small: int, big: int, norm2_small: float, norm2_big: float) -> float | None:
@@ -32,11 +39,35 @@ def simple_noise_scale(small: int, big: int, norm2_small: float, norm2_big: floa
     return trace / true_norm2
 
 
-def measure(model: Any, examples: Any, batch: int) -> dict[str, Any]:
+def starting_weights(model: Any) -> list[Any] | None:
+    """A copy of the weights a fit starts from, for `measure` after it; None for a model
+    not built yet (built by its first batch) or above START_BYTES_MAX."""
+    try:
+        size = 4 * sum(math.prod(weight.shape) for weight in model.weights)  # at 32 bits
+        return model.get_weights() if 0 < size <= START_BYTES_MAX else None
+    except Exception:  # a model whose weights cannot be read whole: the timed ones serve
+        return None
+
+
+def measure(
+    model: Any, examples: Any, batch: int, start: list[Any] | None = None
+) -> dict[str, Any]:
     """The payload's `noise_scale` (and the batch sizes it was read at) for a model
-    trained by Keras' own train_step, from `examples` (single examples); where it
-    cannot be read, `noise_scale_why` says why (the offer's ladder then has no cap but
-    the data's, and the tune says so)."""
+    trained by Keras' own train_step, from `examples` (single examples), at the weights
+    `start` (`starting_weights`; the trained ones are put back after), else at the
+    model's own; where it cannot be read, `noise_scale_why` says why (the offer's
+    ladder then has no cap but the data's, and the tune says so)."""
+    if start is None:
+        return _measure(model, examples, batch)
+    trained = model.get_weights()
+    model.set_weights(start)
+    try:
+        return _measure(model, examples, batch)
+    finally:
+        model.set_weights(trained)
+
+
+def _measure(model: Any, examples: Any, batch: int) -> dict[str, Any]:
     from tfaccel.workloads.inputs import in_batches
 
     sizes = (batch, BIG * batch)
