@@ -210,7 +210,10 @@ def run_attached(
             proc.send_signal(signum)
 
     main = threading.current_thread() is threading.main_thread()
-    old = {sig: signal.signal(sig, forward) for sig in FORWARDED} if main else {}
+    # A signal tfaccel was started ignoring (nohup: SIGHUP; a shell's background job:
+    # SIGINT) the command ignores as well: left ignored, not forwarded.
+    caught = [sig for sig in FORWARDED if signal.getsignal(sig) is not signal.SIG_IGN]
+    old = {sig: signal.signal(sig, forward) for sig in caught} if main else {}
     try:
         code = proc.wait(timeout=timeout_s)
     except BaseException:

@@ -31,8 +31,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """`tfaccel run` of SCRIPT, and the script's pid once it runs."""
+def _start(tmp_path: Path, ignored: tuple[int, ...] = ()) -> tuple[subprocess.Popen[bytes], int]:
+    """`tfaccel run` of SCRIPT, and the script's pid once it runs; `ignored`: signals
+    `tfaccel run` starts ignoring (every other forwarded one at its default)."""
     (tmp_path / "train.py").write_text(SCRIPT)
     settings = {"schema": "tfaccel.settings/1", "settings": {"precision": "float32"}}
     (tmp_path / "tfaccel.json").write_text(json.dumps(settings))
@@ -42,6 +43,12 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,  # not a terminal's foreground: signals come by pid
         start_new_session=True,
+        # as from a terminal or a scheduler, whatever this test was started under (nohup
+        # or a shell's background job leave SIGHUP or SIGINT ignored, and so the script)
+        preexec_fn=lambda: [
+            signal.signal(sig, signal.SIG_IGN if sig in ignored else signal.SIG_DFL)
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+        ],
     )
     for _ in range(400):
         if pid_file.exists() and pid_file.read_text().strip():
@@ -77,3 +84,16 @@ def test_run_killed_outright_takes_the_script_with_it(tmp_path: Path) -> None:
     os.kill(run.pid, signal.SIGKILL)
     run.wait(timeout=30)
     assert _gone(script), "the script outlived tfaccel run"
+
+
+def test_a_signal_run_was_started_ignoring_stays_ignored(tmp_path: Path) -> None:
+    """Under nohup (SIGHUP ignored) a hangup stops neither tfaccel run nor the script, as
+    it would stop neither without tfaccel; SIGTERM still stops both."""
+    run, script = _start(tmp_path, ignored=(signal.SIGHUP,))
+    os.kill(run.pid, signal.SIGHUP)
+    with pytest.raises(subprocess.TimeoutExpired):
+        run.wait(timeout=1)
+    assert _alive(script)
+    os.kill(run.pid, signal.SIGTERM)
+    assert run.wait(timeout=30) == 128 + signal.SIGTERM
+    assert _gone(script)
