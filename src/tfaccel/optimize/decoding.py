@@ -166,9 +166,9 @@ def _fused_block(
     batch = tf.shape(x)[0]
     att = block._self_attention_layer
     heads, head_dim = key_cache.shape[1], key_cache.shape[3]
-    normed = _layer_norm(tf, x, layer_weights["ln1"], block._self_attention_layer_norm.epsilon)
+    hidden = _layer_norm(tf, x, layer_weights["ln1"], block._self_attention_layer_norm.epsilon)
     qkv = tf.reshape(
-        tf.matmul(normed, layer_weights["qkv"]) + layer_weights["qkv_b"],
+        tf.matmul(hidden, layer_weights["qkv"]) + layer_weights["qkv_b"],
         [batch, 3, heads, head_dim],
     )
     q = qkv[:, 0] * tf.cast(att._inverse_sqrt_key_dim, dtype)
@@ -183,10 +183,10 @@ def _fused_block(
     probs = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)
     attended = tf.reshape(tf.einsum("bhl,bhld->bhd", probs, value_cache), [batch, heads * head_dim])
     x = x + tf.matmul(attended, layer_weights["o"]) + layer_weights["o_b"]
-    normed = _layer_norm(tf, x, layer_weights["ln2"], block._feedforward_layer_norm.epsilon)
+    hidden = _layer_norm(tf, x, layer_weights["ln2"], block._feedforward_layer_norm.epsilon)
     inner = block._feedforward_intermediate_dense
-    normed = inner.activation(tf.matmul(normed, layer_weights["w1"]) + layer_weights["b1"])
-    return x + tf.matmul(normed, layer_weights["w2"]) + layer_weights["b2"], key_cache, value_cache
+    hidden = inner.activation(tf.matmul(hidden, layer_weights["w1"]) + layer_weights["b1"])
+    return x + tf.matmul(hidden, layer_weights["w2"]) + layer_weights["b2"], key_cache, value_cache
 
 
 def fused_caches(caches: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:

@@ -245,11 +245,11 @@ def plan_segments(model: Any, segments: int | None = None) -> CheckpointPlan | N
 
     at_cut = [running[cut] for cut in cuts]  # increasing
 
-    def choose(count: int) -> list[int]:
-        """The cut nearest each k-th of the running total: balanced segments."""
+    def choose(parts: int) -> list[int]:
+        """The cut nearest each 1/parts of the running total: balanced segments."""
         picked = set()
-        for j in range(1, count):
-            target = running[-1] * j / count
+        for j in range(1, parts):
+            target = running[-1] * j / parts
             i = bisect.bisect_left(at_cut, target)
             near = [x for x in (i - 1, i) if 0 <= x < len(cuts)]
             picked.add(cuts[min(near, key=lambda x: abs(at_cut[x] - target))])
