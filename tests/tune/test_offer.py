@@ -386,7 +386,10 @@ def test_a_ladder_the_budget_left_no_time_for_is_said_so(tmp_path: Path) -> None
     (tmp_path / "b").mkdir()
     j = Journal(tmp_path / "b" / "j.jsonl")
     j.load("w")
-    budget = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=100.0 * len(same) + 50)
+    # no race to run (race_s 0): no time is kept for the offer (as it is where one can be)
+    budget = TuneOptions(
+        batch_size=64, steps=STEPS, time_budget_s=100.0 * len(same) + 50, race_s=0.0
+    )
     now[0] = 0.0
     res = Tuner("w", H200, budget, j, trial_fn=Slow(extra=fake.extra), clock=lambda: now[0]).run()
     assert everything.batch_offer is not None and res.batch_offer is None
@@ -425,3 +428,61 @@ def test_no_batch_past_the_data(tmp_path: Path) -> None:
         assert [s.batch_size for s in fake.calls if s.batch_size != 64] == sizes
     assert res.batch_offer is None and res.batch_note is not None
     assert "1,024 examples would make an epoch of fewer than 16 steps" in res.batch_note
+
+
+def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None:
+    """Trials of 100 s, a budget that holds the same-training stages and either the late
+    knobs or the offer's ladder and race: the late knobs give way (said, with what they
+    cost), the offer is raced and passes; with no race to run (race_s 0) nothing is kept,
+    the late knobs run, and the ladder finds no time."""
+    now = [0.0]
+
+    class Slow(FakeTrials):
+        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
+            now[0] += 100.0
+            return super().__call__(*a)  # type: ignore[arg-type]
+
+    class SlowRace(FakeRace):
+        def __call__(self, *a: Any, **k: Any) -> TrialResult:
+            now[0] += 100.0 + 60.0  # setting up, and the race's 60 s
+            return super().__call__(*a, **k)
+
+    def run(folder: str, race_s: float) -> tuple[Any, list[str]]:
+        (tmp_path / folder).mkdir()
+        j = Journal(tmp_path / folder / "j.jsonl")
+        j.load("w")
+        stages: list[str] = []
+        # 7 same-training trials before the late stages, then 3 ladder trials and 2
+        # race runs (kept: 5 x 100 s + 2 x 60 s), and 50 s to spare
+        opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=1370.0, race_s=race_s)
+        now[0] = 0.0
+        res = Tuner(
+            "w",
+            H200,
+            opts,
+            j,
+            trial_fn=Slow(extra={"no_race": None, **ADAM}),
+            race_fn=SlowRace(HALF_AT_20, HALF_AT_10),
+            clock=lambda: now[0],
+            on_trial=lambda stage, r, s: stages.append(stage) if r is None else None,
+        ).run()
+        return res, stages
+
+    res, stages = run("kept", 60.0)
+    assert stages[7:] == ["batch offer", "batch offer", "batch offer", "race", "race"]
+    assert res.batch_offer is not None and res.batch_offer.verdict == "passed"
+    kept = said(res, "time budget")
+    assert kept[0].startswith("7 trial(s) not run: the budget's last 620 s were kept for")
+    assert all(
+        t.error == "time kept for the batch offer" for t in res.trials if t.status == "skipped"
+    )
+    res, stages = run("none", 0.0)
+    assert "batch offer" not in stages and stages[7:] == [
+        "xla_options",
+        "xla_options",
+        "allocator + prefetch",
+        "dropout",
+        "float8",
+        "attention",
+    ]  # the last late knob's trial (einsum) is past the budget
+    assert res.batch_offer is None and res.batch_note == "not tried: the time budget was reached"

@@ -161,6 +161,11 @@ class TunerCore:
         self._start: float | None = None
         self._ran: list[float] = []  # wall seconds of the trials run (not resumed)
         self._skipped = 0
+        # The end of a time budget kept for the batch offer's ladder and race while the
+        # late same-training stages run (`stages.batch_offer.keep_time`), and the trials
+        # that did not run to keep it.
+        self.reserve_s = 0.0
+        self._kept = 0
         # The baseline and Keras' defaults run whatever the budget: without the defaults
         # measured, no answer could be said to be at least as fast as them.
         self._references_run = False
@@ -212,14 +217,11 @@ class TunerCore:
                 self.on_trial(f"{stage} {note}", done, settings)
             return done
         if self._over_budget():
-            self._skipped += 1
-            return TrialResult(
-                key,
-                label_of(settings),
-                settings.to_dict(),
-                "skipped",
-                error="time budget reached",
-            )
+            kept = not self._over_budget(reserve=False)  # only the offer's time stops it
+            self._kept += kept
+            self._skipped += not kept
+            why = "time kept for the batch offer" if kept else "time budget reached"
+            return TrialResult(key, label_of(settings), settings.to_dict(), "skipped", error=why)
         return self.measure(settings, stage, record=self._record)
 
     def _record(self, trial: TrialResult) -> None:
@@ -378,14 +380,21 @@ class TunerCore:
         left = self.opt.time_budget_s - (self.clock() - self._start)
         return max(1.0, min(self.opt.timeout_s, left))
 
-    def _over_budget(self, longer_s: float = 0.0) -> bool:
+    def _over_budget(self, longer_s: float = 0.0, reserve: bool = True) -> bool:
         """Would the next trial (`longer_s` longer than the mean so far: a race) likely
-        end past the time budget? (Never the baseline or Keras' defaults:
+        end past the time budget, or into the time kept for the batch offer
+        (`reserve_s`, unless `reserve` is False)? (Never the baseline or Keras' defaults:
         `_references_run`.)"""
         if self.opt.time_budget_s is None or self._start is None or not self._references_run:
             return False
-        expected = (sum(self._ran) / len(self._ran) if self._ran else 0.0) + longer_s
-        return self.clock() - self._start + expected > self.opt.time_budget_s
+        expected = self.mean_trial_s + longer_s
+        kept = self.reserve_s if reserve else 0.0
+        return self.clock() - self._start + expected > self.opt.time_budget_s - kept
+
+    @property
+    def mean_trial_s(self) -> float:
+        """The mean wall time of the trials this tune ran (0 before any)."""
+        return sum(self._ran) / len(self._ran) if self._ran else 0.0
 
     def decide(self, stage: str, text: str) -> None:
         self.result.decisions.append(Decision(stage, text))
@@ -515,17 +524,3 @@ class TunerCore:
         """What the baseline trial reported under `key` (None where it did not)."""
         base = self.result.baseline
         return base.extra.get(key) if base is not None else None
-
-    def _note_budget(self) -> None:
-        if self._skipped:
-            seconds = self.opt.time_budget_s or 0
-            budget = (
-                f"{seconds:.0f}-second"
-                if seconds < 60
-                else f"{seconds / 60:.1f}".rstrip("0").rstrip(".") + "-minute"
-            )
-            self.decide(
-                "time budget",
-                f"{self._skipped} trial(s) not run: the {budget} budget was reached. Run "
-                "the same command again to go on from the journal",
-            )

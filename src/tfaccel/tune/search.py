@@ -18,7 +18,9 @@ math up to the 16-bit accuracy guard. Its stages, in the order of their expected
    same batches, each gathered there instead of sliced and copied from the host);
 5. steps_per_execution and 16-bit input transfers (GPU, 16-bit precision, float
    inputs): one trial where both apply, each alone where that pair did not pay;
-6. XLA's GEMM options (models of matrix products), then the late knobs, each as its
+6. where a batch offer could be raced under a time budget, the budget's end is kept
+   for it (`stages.batch_offer.keep_time`): the late stages below run in what is left;
+   then XLA's GEMM options (models of matrix products), then the late knobs, each as its
    row of `tfaccel.optimize.settings.KNOBS` says (`TuneTry`): the allocator and device
    prefetch, dropout's masks, flat einsums, FP8 products, cuDNN's flash attention;
 7. the knobs that each gained too little alone, together;
@@ -46,6 +48,7 @@ STAGES: tuple[tuple[str, Callable[[TunerCore, State], None]], ...] = (
     ("precision without XLA", precision.no_xla_precisions),
     ("device_arrays", steps.device_arrays),
     ("steps_per_execution + input_cast", steps.spe_and_cast),
+    ("the batch offer's time", batch_offer.keep_time),
     ("xla_options", late.gemm_options),
     ("late knobs", late.late_knobs),
     ("together", late.together),
@@ -107,9 +110,24 @@ class Tuner(TunerCore):
         if state is not None:
             for _, stage in STAGES:
                 stage(self, state)
+            batch_offer.release_time(self)
             answer.settle(self, state)
             answer.confirm(self, state)
             batch_offer.batch_offer(self, state)
         self._note_budget()
         res.wall_s = self.clock() - start
         return res
+
+    def _note_budget(self) -> None:
+        if self._skipped:
+            seconds = self.opt.time_budget_s or 0
+            budget = (
+                f"{seconds:.0f}-second"
+                if seconds < 60
+                else f"{seconds / 60:.1f}".rstrip("0").rstrip(".") + "-minute"
+            )
+            self.decide(
+                "time budget",
+                f"{self._skipped} trial(s) not run: the {budget} budget was reached. Run "
+                "the same command again to go on from the journal",
+            )

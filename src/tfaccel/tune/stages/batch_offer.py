@@ -72,6 +72,39 @@ def batch_offer(tuner: TunerCore, state: State) -> None:
     res.batch_offer = _race_rungs(tuner, ladder.rungs)
 
 
+def keep_time(tuner: TunerCore, state: State) -> None:
+    """Keep the end of a time budget for the batch offer, where one can be raced,
+    before the late same-training stages: their knobs gain a few percent at best, a
+    passed race can train to the same loss several times sooner, and a budget that
+    runs out first leaves the offer unproven. Kept: a trial for each batch the ladder
+    may try and for each race run, and the race's two runs; `release_time` gives it
+    back before the answer is settled. The stages before (precision, XLA,
+    steps_per_execution, the inputs) always run first."""
+    if tuner.opt.time_budget_s is None or not tuner.opt.race_s or _no_race(tuner):
+        return
+    own = tuner._batch(state)
+    largest, _ = offer.largest_batch(
+        own, tuner.opt.max_batch, tuner._examples(), tuner._baseline_fact("noise_scale")
+    )
+    rungs = 0
+    while own * 2 ** (2 * rungs + 1) <= largest:  # the ladder's 4x steps (a 2x last)
+        rungs += 1
+    if rungs:
+        tuner.reserve_s = (rungs + 2) * tuner.mean_trial_s + 2 * tuner.opt.race_s
+
+
+def release_time(tuner: TunerCore) -> None:
+    """Give the kept time back to the batch offer, saying which trials it cost."""
+    if tuner._kept:
+        tuner.decide(
+            "time budget",
+            f"{tuner._kept} trial(s) not run: the budget's last {tuner.reserve_s:.0f} s were "
+            "kept for the batch offer's ladder and race (a passed race can save far more "
+            "time than a late knob gains)",
+        )
+    tuner.reserve_s = 0.0
+
+
 def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> BatchOffer:
     """The ladder's faster batches raced from the largest down until one passes (a
     batch past the critical one can lose where a smaller one wins); the
