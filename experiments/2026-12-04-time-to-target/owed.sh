@@ -7,7 +7,9 @@
 #     loser; overfitting told from drifting), with a same-wall pair;
 #  2. issue 42's smoke after the restructuring: tune tiny, and the LSTM above through
 #     `tune --` and `run` (its pair);
-#  3. the autoencoder, raced again (batch 2048 lost; 512 is next), with a pair.
+#  3. the autoencoder, raced again (batch 2048 lost; 512 is next), with a pair;
+#  4. the transformer entry point, ten minutes afresh: the budget's end now kept for
+#     its batch offer's ladder and race.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"; ROOT="$(cd "$HERE/../.." && pwd)"
 DEST="${DEST:-/tmp/ttt}"; EXAMPLES="${EXAMPLES:-/tmp/examples}"
@@ -22,4 +24,7 @@ mkdir -p "$DEST/tiny" && (cd "$DEST/tiny" && PYTHONPATH="$ROOT/src" \
 EXAMPLES="$EXAMPLES" DEST="$DEST/autoencoder" TARGETS=autoencoder RUNS=autoencoder \
   WALL=130 RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
 echo "autoencoder done" >> "$DEST/summary.txt"
+EXAMPLES="$EXAMPLES" DEST="$DEST/transformer" TARGETS=" " RUNS=none \
+  ENTRY_POINTS=transformer_classifier RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
+echo "transformer done" >> "$DEST/summary.txt"
 touch "$DEST/all-done"
