@@ -402,6 +402,71 @@ def test_every_unit_says_what_it_is() -> None:
     assert not [u for u in LAYERS if not _summary(u)]
 
 
+# Folders a module may name by path though they belong to a higher unit: the script
+# package puts its sitecustomize (script/inject) first on a user's script's PYTHONPATH.
+NAMED_BY_PATH = {("tfaccel.script.run", "script.inject")}
+
+
+def _path_strings(tree: ast.AST) -> set[str]:
+    """The string constants a module builds paths of: the arguments of os.path.join,
+    Path(), PurePath() and joinpath, and the operands of `/`."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        parts: list[ast.expr] = []
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            parts = list(node.args) if name in ("join", "Path", "PurePath", "joinpath") else []
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            parts = [node.left, node.right]
+        found |= {
+            p.value for p in parts if isinstance(p, ast.Constant) and isinstance(p.value, str)
+        }
+    return found
+
+
+def _units_named_by_path(path: Path) -> set[str]:
+    """The tfaccel units whose folders `path` names by path (from its own folder or the
+    package's root)."""
+    units = set()
+    for text in _path_strings(ast.parse(path.read_text(encoding="utf-8"))):
+        for base in (path.parent, SRC):
+            target = (base / text).resolve()
+            if target.is_dir() and SRC in target.parents:
+                units.add(_unit(_module_name(target / "__init__.py")) or "")
+    return units
+
+
+def _higher_folders_named(modules: list[tuple[str, Path]]) -> list[str]:
+    bad = []
+    for module, path in modules:
+        own = LAYERS.get(_unit(module) or "", 0)
+        for unit in sorted(_units_named_by_path(path)):
+            if LAYERS.get(unit, 0) > own and (module, unit) not in NAMED_BY_PATH:
+                bad.append(f"{module} names {unit}/ by path")
+    return bad
+
+
+def test_no_module_names_a_higher_units_folder() -> None:
+    """What an import would make a layer violation is one by path as well: a module
+    that builds the path of a higher unit's folder depends on it (the ground's _child
+    once named the script hook's folder)."""
+    assert not _higher_folders_named([(_module_name(p), p) for p in sorted(SRC.rglob("*.py"))])
+
+
+def test_the_path_walk_sees_one(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"  # read as the ground module tfaccel.stats
+    probe.write_text('import os\nHOOK = os.path.join(os.path.dirname(__file__), "render")\n')
+    assert _higher_folders_named([("tfaccel.stats", probe)]) == [
+        "tfaccel.stats names render/ by path"
+    ]
+    probe.write_text('from pathlib import Path\nHOOK = Path(__file__).parent / "script/inject"\n')
+    assert _units_named_by_path(probe) == {"script.inject"}
+    assert _higher_folders_named([("tfaccel.render.tune", probe)]) == [
+        "tfaccel.render.tune names script.inject/ by path"
+    ]
+
+
 # Bindings of one or two characters, as a share of all: arguments, assignments, loop,
 # comprehension and `with`/`except` targets, definitions (`_`, self and cls aside).
 # `tf`, `x`, `i` and a paper's letters (attention's q, k, v) are fine; a row called `r`
