@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:  # the report renders itself through this module (its summary())
+    from tfaccel.optimize.report import ConfigureReport
 
 _STATUS_STYLE = {
     "applied": "green",
@@ -22,12 +25,12 @@ _STATUS_STYLE = {
 TABLE_MIN_WIDTH = 110
 
 
-def configure_view(report: Any, width: int) -> Any:
+def configure_view(report: ConfigureReport, width: int) -> Any:
     """The report at a console `width`: the table, or knob by knob where it is narrow."""
     return configure_table(report) if width >= TABLE_MIN_WIDTH else configure_lines(report)
 
 
-def configure_lines(report: Any) -> Any:
+def configure_lines(report: ConfigureReport) -> Any:
     """One knob after another: its value and status on a line, how below it, wrapped
     at spaces."""
     from rich.console import Group
@@ -46,7 +49,7 @@ def configure_lines(report: Any) -> Any:
     return Group(*parts)
 
 
-def configure_table(report: Any) -> Table:
+def configure_table(report: ConfigureReport) -> Table:
     """One row per knob: the value asked for, what happened, and how."""
     gpus = f"{report.gpus} GPU(s)" + (
         f", compute capability {report.compute_capability}" if report.compute_capability else ""
@@ -75,7 +78,7 @@ def configure_table(report: Any) -> Table:
     return table
 
 
-def configure_brief(report: Any) -> list[str]:
+def configure_brief(report: ConfigureReport) -> list[str]:
     """The report in a few lines, for `tfaccel run` (before the script's own output):
     the knobs that change something, and each warning with its reason. The batch size
     and tf.data settings are said at each fit, where they apply."""
