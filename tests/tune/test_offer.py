@@ -486,3 +486,20 @@ def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None
         "attention",
     ]  # the last late knob's trial (einsum) is past the budget
     assert res.batch_offer is None and res.batch_note == "not tried: the time budget was reached"
+
+
+def test_a_candidate_that_touches_the_target_once_and_climbs_fails() -> None:
+    """Its training loss falls throughout, but its validation loss reaches the target in
+    one smoothed evaluation only, then climbs away: the noise of one evaluation is no
+    proof it got there (a CPU race of SGD at 64x its batch did this), so no pass."""
+    same = [(float(t), max(0.5, 1.0 - 0.025 * t)) for t in range(0, 61, 5)]  # 0.5 at 20 s
+    dip = [1.0, 0.7, 0.5, 0.45, 0.55, 0.7, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5]
+    falling = [1.0 - 0.07 * i for i in range(13)]
+    cand = [(5.0 * i, value, None if i == 0 else falling[i]) for i, value in enumerate(dip)]
+    race = offer.race_of(60.0, "", same, cand)
+    assert race.candidate_s == 20.0 and race.same_s is not None and race.same_s > 25
+    found = offer.BatchOffer(
+        Settings(batch_size=2048), TrialResult("k", "l", {}, "ok"), 32, 2.0, change_for(64, "SGD")
+    )
+    judged = offer.judged(found, race, 5.0)
+    assert judged.verdict == "failed" and "drifts away" in judged.why

@@ -146,12 +146,18 @@ def _ended_worse(race: Race) -> bool:
 
 def overfits(race: Race) -> bool:
     """Does the candidate's training loss end near its lowest (within RACE_MARGIN)
-    while its validation loss ended worse? Then it overfits, having trained more epochs
-    in the race than the same-training run; a run that diverges loses on both."""
+    while its validation loss ended worse, after holding the target for more than one
+    (smoothed) evaluation? Then it overfits, having trained more epochs in the race
+    than the same-training run, and early stopping keeps the model it reached; a run
+    that diverges loses on both, and one that touched the target once, by the noise of
+    one evaluation, did not show it reached it."""
     train = smoothed([point for point in race.candidate_train if point[0] > 0])
     if len(train) < 2 or not all(math.isfinite(value) for _, value in train):
         return False
-    return train[-1][1] <= min(value for _, value in train) * (1 + RACE_MARGIN)
+    target = race.target if race.target is not None else -math.inf
+    held = [value for _, value in smoothed(race.candidate) if value <= target]
+    near_lowest = train[-1][1] <= min(value for _, value in train) * (1 + RACE_MARGIN)
+    return len(held) > 1 and near_lowest
 
 
 def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
