@@ -325,7 +325,11 @@ def _timing(call: _FitCall) -> dict[str, Any]:
     from tfaccel.workloads.synthetic import rebatched
 
     plan = Plan.of(request.steps, report.settings.steps_per_execution)
-    start = noise_scale.starting_weights(model) if request.count_flops else None
+    facts = data_facts(model, count, has_data=True)
+    # the baseline's noise scale, where a race could judge the model: its weights kept
+    # before the timed steps, to be read there
+    estimate = request.count_flops and "no_race" not in facts
+    start = noise_scale.starting_weights(model) if estimate else None
     with contextlib.ExitStack() as stack:
         dataset = _timed_arrays(stack, model, report, fit_args, batch)
         if dataset is None:
@@ -343,8 +347,8 @@ def _timing(call: _FitCall) -> dict[str, Any]:
     out["fit_data"] = _data_form(fit_args.get("x"))
     if out["fit_data"] == "arrays":
         out["device_arrays_blocker"] = device_arrays_blocker(report, fit_args, setting=False)
-    out.update(data_facts(model, count, has_data=True))
-    if request.count_flops and "no_race" not in out:  # the baseline's
+    out.update(facts)
+    if estimate:
         out.update(noise_scale.measure(model, examples, batch, start))
     return out
 

@@ -159,10 +159,14 @@ def run(request: TrialRequest) -> dict[str, Any]:
     )
     fit = workload.model.fit
     dataset = report.dataset(dataset, batch=False)  # batched above, at the trial's size
-    start = noise_scale.starting_weights(workload.model) if request.count_flops else None
+    facts = data_facts(workload.model, workload.examples, workload.dataset is not None)
+    # the baseline's noise scale, where a race could judge the model: its weights kept
+    # before the timed steps, to be read there
+    estimate = request.count_flops and "no_race" not in facts
+    start = noise_scale.starting_weights(workload.model) if estimate else None
     out = timed_fit(fit, workload.model, dataset, report, plan, batch, request.count_flops)
-    out.update(data_facts(workload.model, workload.examples, workload.dataset is not None))
-    if request.count_flops and "no_race" not in out:  # the baseline's
+    out.update(facts)
+    if estimate:
         out.update(noise_scale.measure(workload.model, workload.dataset, batch, start))
     return out
 
