@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,24 @@ class FakeTrials:
 
 
 H200 = Hardware(1, "9.0")
+
+
+class FakeClock:
+    """A tune's clock (`Tuner(clock=...)`) that fake trials advance: `taking(seconds,
+    fn)` is `fn` (a trial or race function), each call of it `seconds` long."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def taking(self, seconds: float, fn: Callable[..., TrialResult]) -> Callable[..., TrialResult]:
+        def call(*args: Any, **kwargs: Any) -> TrialResult:
+            self.now += seconds
+            return fn(*args, **kwargs)
+
+        return call
 
 
 def said(res: TuneResult, stage: str) -> list[str]:

@@ -18,6 +18,7 @@ from tfaccel.tune.search import Tuner
 from .fakes import (
     H200,
     STEPS,
+    FakeClock,
     FakeTrials,
     XlaDefaults,
     said,
@@ -163,20 +164,15 @@ def test_interrupted_tune_keeps_finished_trials(tmp_path: Path) -> None:
 def test_time_budget_stops_new_trials_and_resume_goes_on(tmp_path: Path) -> None:
     """Each fake trial takes 100 s of a fake clock; with a 550 s budget no trial starts
     that would likely end past it. The best so far is the result, the journal resumes."""
-    now = [0.0]
-
-    class Slow(FakeTrials):
-        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
-            now[0] += 100.0
-            return super().__call__(*a)  # type: ignore[arg-type]
+    clock = FakeClock()
 
     def make(fake: FakeTrials, budget: float | None) -> Tuner:
         j = Journal(tmp_path / "j.jsonl")
         j.load("w")
         opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=budget)
-        return Tuner("w", H200, opts, j, trial_fn=fake, clock=lambda: now[0])
+        return Tuner("w", H200, opts, j, trial_fn=clock.taking(100.0, fake), clock=clock)
 
-    first = Slow()
+    first = FakeTrials()
     res = make(first, 550.0).run()
     assert len(first.calls) == 5  # 5 x 100 s; a sixth would end at 600 s
     assert res.best is not None and res.best.ok
@@ -184,7 +180,7 @@ def test_time_budget_stops_new_trials_and_resume_goes_on(tmp_path: Path) -> None
     assert budget and "9.2-minute budget" in budget[0].text and "again" in budget[0].text
     j = Journal(tmp_path / "j.jsonl")
     assert j.load("w") == 5  # skipped trials are not journaled
-    rest = Slow()
+    rest = FakeTrials()
     full = make(rest, None).run()
     assert len(rest.calls) > 0 and not any(d.stage == "time budget" for d in full.decisions)
     assert full.best_settings is not None and full.best_settings.input_cast == "compute"
@@ -326,16 +322,11 @@ def test_measuring_again_keeps_to_the_time_budget(tmp_path: Path) -> None:
     path = _journal_without_gpu_knobs(tmp_path, "host-a/boot-1/gpus=all")
     j = Journal(path, machine="host-b/boot-7/gpus=all")
     j.load("w")
-    now = [0.0]
-
-    class Slow(OtherMachine):
-        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
-            now[0] += 100.0
-            return super().__call__(*a)  # type: ignore[arg-type]
-
-    trials = Slow()
+    clock = FakeClock()
+    trials = OtherMachine()
     opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=150.0)
-    res = Tuner("w", H200, opts, j, trial_fn=trials, clock=lambda: now[0]).run()
+    slow = clock.taking(100.0, trials)
+    res = Tuner("w", H200, opts, j, trial_fn=slow, clock=clock).run()
     assert len(trials.calls) == 1 and trials.calls[0].xla_options == ("cublaslt",)
     notes = said(res, "resume")
     assert len(notes) == 1 and "its earlier figure is used" in notes[0]
@@ -438,17 +429,12 @@ def test_a_speedup_across_two_machines_is_named_as_such(tmp_path: Path) -> None:
 
 
 def test_a_time_budget_keeps_the_largest_win_first(tmp_path: Path) -> None:
-    now = [0.0]
-
-    class Timed(XlaDefaults):
-        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
-            now[0] += 60.0
-            return super().__call__(*a)  # type: ignore[arg-type]
-
+    clock = FakeClock()
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
     opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=4 * 60.0)
-    res = Tuner("w", H200, opts, j, trial_fn=Timed(), clock=lambda: now[0]).run()
+    timed = clock.taking(60.0, XlaDefaults())
+    res = Tuner("w", H200, opts, j, trial_fn=timed, clock=clock).run()
     assert len(res.trials) == 4  # baseline, defaults, bf16 + XLA, batch 256
     assert res.best_settings is not None and res.best_settings.precision == "mixed_bfloat16"
     assert res.speedup(res.keras_defaults) is not None

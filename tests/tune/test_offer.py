@@ -18,7 +18,7 @@ from tfaccel.tune.journal import Journal
 from tfaccel.tune.result import Hardware, TuneOptions
 from tfaccel.tune.search import Tuner
 
-from .fakes import STEPS, FakeTrials, said, tuner
+from .fakes import STEPS, FakeClock, FakeTrials, said, tuner
 
 H200 = Hardware(1, "9.0")
 ADAM = {"optimizer": "Adam", "learning_rate": 0.001, "examples": 60_000}
@@ -370,16 +370,10 @@ def test_run_says_how_many_epochs_the_offer_needed(tmp_path: Path) -> None:
 def test_a_ladder_the_budget_left_no_time_for_is_said_so(tmp_path: Path) -> None:
     """Every same-training trial ran, then the budget ended: the offer's note says the
     ladder was not tried, not that no larger batch ran faster."""
-    now = [0.0]
-
-    class Slow(FakeTrials):
-        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
-            now[0] += 100.0
-            return super().__call__(*a)  # type: ignore[arg-type]
-
+    clock = FakeClock()
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
-    fake = Slow(extra={"no_race": None, **ADAM})
+    fake = FakeTrials(extra={"no_race": None, **ADAM})
     opts = TuneOptions(batch_size=64, steps=STEPS)
     everything = Tuner("w", H200, opts, j, trial_fn=fake, race_fn=FakeRace([], [])).run()
     same = [s for s in fake.calls if s.batch_size == 64]
@@ -390,8 +384,8 @@ def test_a_ladder_the_budget_left_no_time_for_is_said_so(tmp_path: Path) -> None
     budget = TuneOptions(
         batch_size=64, steps=STEPS, time_budget_s=100.0 * len(same) + 50, race_s=0.0
     )
-    now[0] = 0.0
-    res = Tuner("w", H200, budget, j, trial_fn=Slow(extra=fake.extra), clock=lambda: now[0]).run()
+    slow = clock.taking(100.0, FakeTrials(extra=fake.extra))
+    res = Tuner("w", H200, budget, j, trial_fn=slow, clock=clock).run()
     assert everything.batch_offer is not None and res.batch_offer is None
     assert res.batch_note == "not tried: the time budget was reached"
 
@@ -435,17 +429,6 @@ def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None
     knobs or the offer's ladder and race: the late knobs give way (said, with what they
     cost), the offer is raced and passes; with no race to run (race_s 0) nothing is kept,
     the late knobs run, and the ladder finds no time."""
-    now = [0.0]
-
-    class Slow(FakeTrials):
-        def __call__(self, *a: object) -> TrialResult:  # type: ignore[override]
-            now[0] += 100.0
-            return super().__call__(*a)  # type: ignore[arg-type]
-
-    class SlowRace(FakeRace):
-        def __call__(self, *a: Any, **k: Any) -> TrialResult:
-            now[0] += 100.0 + 60.0  # setting up, and the race's 60 s
-            return super().__call__(*a, **k)
 
     def run(folder: str, race_s: float) -> tuple[Any, list[str]]:
         (tmp_path / folder).mkdir()
@@ -455,15 +438,16 @@ def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None
         # 7 same-training trials before the late stages, then 3 ladder trials and 2
         # race runs (kept: 5 x 100 s + 2 x 60 s), and 50 s to spare
         opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=1370.0, race_s=race_s)
-        now[0] = 0.0
+        clock = FakeClock()
         res = Tuner(
             "w",
             H200,
             opts,
             j,
-            trial_fn=Slow(extra={"no_race": None, **ADAM}),
-            race_fn=SlowRace(HALF_AT_20, HALF_AT_10),
-            clock=lambda: now[0],
+            trial_fn=clock.taking(100.0, FakeTrials(extra={"no_race": None, **ADAM})),
+            # setting up, and the race's 60 s
+            race_fn=clock.taking(100.0 + 60.0, FakeRace(HALF_AT_20, HALF_AT_10)),
+            clock=clock,
             on_trial=lambda stage, r, s: stages.append(stage) if r is None else None,
         ).run()
         return res, stages
