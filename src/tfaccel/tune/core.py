@@ -217,10 +217,12 @@ class TunerCore:
                 self.on_trial(f"{stage} {note}", done, settings)
             return done
         if self._over_budget():
-            kept = not self._over_budget(reserve=False)  # only the offer's time stops it
-            self._kept += kept
-            self._skipped += not kept
-            why = "time kept for the batch offer" if kept else "time budget reached"
+            if self._over_budget(reserve=False):
+                self._skipped += 1
+                why = "time budget reached"
+            else:  # only the time kept for the batch offer stops it
+                self._kept += 1
+                why = "time kept for the batch offer"
             return TrialResult(key, label_of(settings), settings.to_dict(), "skipped", error=why)
         return self.measure(settings, stage, record=self._record)
 

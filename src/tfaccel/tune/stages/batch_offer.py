@@ -41,10 +41,7 @@ def batch_offer(tuner: TunerCore, state: State) -> None:
         res.batch_note = f"{no_race}: no batch change is offered, so none is tried"
         tuner.decide("batch offer", f"none: {res.batch_note}")
         return
-    own = tuner._batch(state)
-    largest, why = offer.largest_batch(
-        own, tuner.opt.max_batch, tuner._examples(), tuner._baseline_fact("noise_scale")
-    )
+    own, largest, why = _ladder_room(tuner, state)
     if largest < 2 * own:
         res.batch_note = why or f"--max-batch {tuner.opt.max_batch} leaves no larger batch"
         tuner.decide("batch offer", f"none: {res.batch_note}")
@@ -82,15 +79,22 @@ def keep_time(tuner: TunerCore, state: State) -> None:
     steps_per_execution, the inputs) always run first."""
     if tuner.opt.time_budget_s is None or not tuner.opt.race_s or _no_race(tuner):
         return
-    own = tuner._batch(state)
-    largest, _ = offer.largest_batch(
-        own, tuner.opt.max_batch, tuner._examples(), tuner._baseline_fact("noise_scale")
-    )
+    own, largest, _ = _ladder_room(tuner, state)
     rungs = 0
     while own * 2 ** (2 * rungs + 1) <= largest:  # the ladder's 4x steps (a 2x last)
         rungs += 1
     if rungs:
         tuner.reserve_s = (rungs + 2) * tuner.mean_trial_s + 2 * tuner.opt.race_s
+
+
+def _ladder_room(tuner: TunerCore, state: State) -> tuple[int, int, str | None]:
+    """The user's batch, the largest batch the offer may try, and why that is below
+    --max-batch (the data, or the gradient noise scale)."""
+    own = tuner._batch(state)
+    largest, why = offer.largest_batch(
+        own, tuner.opt.max_batch, tuner._examples(), tuner._baseline_fact("noise_scale")
+    )
+    return own, largest, why
 
 
 def release_time(tuner: TunerCore) -> None:
