@@ -3,7 +3,6 @@ the CPU, through the command line)."""
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import textwrap
@@ -14,10 +13,11 @@ from typer.testing import CliRunner
 
 pytest.importorskip("tensorflow")
 
+from tests.clitext import unboxed
 from tfaccel.cli import app
 from tfaccel.errors import InputError
 from tfaccel.optimize.settings import Settings
-from tfaccel.script.command import Script, check_script, own_batch_size, parse_command
+from tfaccel.script.command import Script, check_script, parse_command
 from tfaccel.script.run import ScriptTrial, run_script
 from tfaccel.trial.runner import StepPlan, run_trial
 
@@ -112,7 +112,6 @@ def test_tune_an_unmodified_script_end_to_end(here: Path) -> None:
 def test_a_dataset_script_is_timed_without_its_callbacks(here: Path) -> None:
     script = parse_command(["python", str(_write(here, "train.py", DATASET_SCRIPT))])
     facts = check_script(script)
-    assert facts.batch_size is None  # two fit calls: the timed call's own, read in a trial
     assert "calls fit at lines 12, 13: each trial times the first call made" in facts.notes[0]
     own = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
     assert own.ok and own.extra["own_batch"] == 32, (own.error, own.traceback)
@@ -137,7 +136,6 @@ def test_fit_chooses_which_fit_call_is_timed(here: Path) -> None:
         parse_command(["python", str(_write(here, "train.py", DATASET_SCRIPT))]), fit=2
     )
     facts = check_script(script)
-    assert facts.batch_size is None  # which fit's batch size: read in the baseline
     assert "each trial times fit call 2 that train.py makes" in facts.notes[0]
     assert script.name.endswith("train.py (fit call 2)")  # its own journal keys
     r = run_trial(
@@ -224,21 +222,45 @@ Block()(inputs)
 """
 
 
+# The source suggests three sizes (the validation set's 256 first in a walk of its
+# syntax tree, an option's default 16); the timed fit trains at the option's value given
+# on the command line.
+MISLEADING_SOURCE = """
+import argparse
+import numpy as np
+import tensorflow as tf
+import keras
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--bs", type=int, default=16)
+args = parser.parse_args()
+x = np.random.rand(256, 16).astype("float32")
+y = np.random.randint(0, 3, 256)
+val = tf.data.Dataset.from_tensor_slices((x[:64], y[:64])).batch(256)
+train = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(256).batch(args.bs).prefetch(2)
+model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(3)])
+model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(train, validation_data=val, epochs=1, verbose=0)
+"""
+
+
 def test_a_scripts_own_batch_size_is_read_by_a_trial(here: Path) -> None:
-    """Where the source cannot tell (`.batch(n * replicas)`), a trial at batch None
-    runs at the data's own batches and says which; through the command line, the
-    search starts there."""
-    source = DATASET_SCRIPT.replace(".batch(32)", ".batch(16 * len(x) // 256)")
-    script = parse_command(["python", str(_write(here, "train.py", source))])
-    assert check_script(script).batch_size is None
+    """The baseline (a trial at batch None) trains at the batches the timed fit gets and
+    says which, whatever the source suggests; through the command line, the search
+    starts there."""
+    _write(here, "train.py", MISLEADING_SOURCE)
+    script = parse_command(["python", "train.py", "--bs", "24"])
     r = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
-    assert r.ok and r.extra["own_batch"] == 16, (r.error, r.traceback)
+    assert r.ok and r.extra["own_batch"] == 24, (r.error, r.traceback)
     args = ["tune", "--max-batch", "32", "--warmup", "2", "--windows", "2", "--window", "3"]
     result = runner.invoke(app, [*args, "--format", "json", "--", "python", "train.py"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["baseline"]["settings"]["batch_size"] == 16
+    assert doc["baseline"]["settings"]["batch_size"] == 16  # the option's default
     assert doc["keras_defaults"]["settings"]["batch_size"] == 16
+    assert "starting at the script's own batch size, 16 (read in the baseline trial)" in (
+        unboxed(result.output)
+    )
 
 
 # A process killed inside fit (as the kernel's OOM killer would): no answer, in fit.
@@ -528,42 +550,6 @@ def test_run_command_checks_its_config_first(here: Path) -> None:
     assert not (here / "after_fit.txt").exists()
 
 
-ARGPARSE = """
-p.add_argument("--batch-size", type=int, default=256)
-p.add_argument("-b", dest="bs", type=int, default=16)
-"""
-
-
-@pytest.mark.parametrize(
-    ("source", "batch"),
-    [
-        ("model.fit(x, y, batch_size=128)", 128),
-        ("bs = 96\nmodel.fit(x, y, batch_size=bs)", 96),
-        ("ds = ds.batch(64)\nmodel.fit(ds)", 64),
-        ("model.fit(x, y, batch_size=args.batch)", None),
-        ("model.fit(x, y)", None),
-        ("ds = image_dataset_from_directory('d', batch_size=16)\nmodel.fit(ds)", 16),
-        ("BS = 8\ntrain = keras.utils.text_dataset_from_directory('d', batch_size=BS)", 8),
-        (f"{ARGPARSE}model.fit(x, y, batch_size=args.batch_size)", 256),
-        (f"{ARGPARSE}ds = ds.batch(opts.bs)", 16),
-        ("flags.DEFINE_integer('batch_size', 48, 'per step')\nds.batch(FLAGS.batch_size)", 48),
-    ],
-)
-def test_the_scripts_own_batch_size_is_read_from_its_source(source: str, batch: int | None) -> None:
-    assert own_batch_size(ast.parse(source)) == batch
-
-
-@pytest.mark.parametrize(
-    ("args", "batch"),
-    [((), 256), (("--batch-size", "512"), 512), (("--epochs", "3", "--batch-size=64"), 64)],
-)
-def test_the_batch_size_given_on_the_scripts_command_line_wins(
-    args: tuple[str, ...], batch: int
-) -> None:
-    source = f"{ARGPARSE}model.fit(x, y, batch_size=args.batch_size)"
-    assert own_batch_size(ast.parse(source), args) == batch
-
-
 def test_a_scripts_own_arguments_are_kept_apart(here: Path) -> None:
     _write(here, "train.py", NUMPY_SCRIPT)
     script = parse_command(["python", "-u", "./train.py", "--batch-size", "8"])
@@ -732,3 +718,30 @@ def test_a_note_in_the_scripts_stderr_wraps_on_a_terminal_only(
     monkeypatch.setattr("sys.stderr", log)
     say(text)
     assert log.getvalue().splitlines() == [f"tfaccel: {text}"]
+
+
+OWN_COMPILE = """
+import numpy as np
+import keras
+
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+model.compile("adam", "mse", jit_compile=True, steps_per_execution=8)
+model.fit(np.zeros((64, 8)), np.zeros((64, 2)), batch_size=32, verbose=0)
+open("spe.txt", "w").write(str(model.steps_per_execution))
+"""
+
+
+def test_the_scripts_own_compile_choices_are_said_where_replaced(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Before the trials (no figure is the script's own compile), and in run."""
+    script = parse_command(["python", str(_write(here, "train.py", OWN_COMPILE))])
+    notes = " ".join(check_script(script).notes)
+    assert "train.py compiles with jit_compile=True, steps_per_execution=8 (line 6)" in notes
+    assert run_script(script, Settings(xla="off", steps_per_execution=25)) == 0
+    assert (here / "spe.txt").read_text() == "25"
+    err = capfd.readouterr().err
+    assert (
+        "train.py:6: the script's compile(jit_compile=True, steps_per_execution=8) replaced "
+        "by the settings' jit_compile=False, steps_per_execution=25"
+    ) in err

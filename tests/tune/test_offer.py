@@ -237,7 +237,7 @@ def test_both_answers_in_the_text_the_json_the_settings_file_and_the_plot(
 
     from rich.console import Console
 
-    from tfaccel.render.tune import tune_figure, tune_text
+    from tfaccel.render.tune import offer_lines, tune_figure, tune_text
     from tfaccel.tune.output import result_json, settings_document
 
     res = tune(tmp_path, FakeRace(HALF_AT_20, HALF_AT_10))
@@ -247,6 +247,10 @@ def test_both_answers_in_the_text_the_json_the_settings_file_and_the_plot(
     assert "same training: mixed_bfloat16 xla=jit batch=64 spe=25" in text
     assert "batch offer (passed): batch 512 (from 64), learning rate x2.83" in text
     assert "1.50x sooner" in text and "tfaccel run --batch-offer" in text
+    res.workload = "script: python fit.py --epochs 3 (fit call 2)"
+    assert "  tfaccel run --batch-offer -- python fit.py --epochs 3 applies it" in (
+        offer_lines(res)
+    )
     doc = json.loads(result_json(res))
     assert doc["same_training_speedup_over_keras_defaults"] == res.speedup(res.keras_defaults)
     offer_doc = doc["batch_offer"]
@@ -280,6 +284,18 @@ def test_the_noise_scale_caps_the_ladder() -> None:
     largest, why = offer.largest_batch(64, 4096, 10**6, noise_scale=120.0)
     assert largest == 960 and why is not None and "gradient noise scale, about 120" in why
     assert offer.largest_batch(64, 4096, 10**6, noise_scale=4.0)[0] == 64  # none to offer
+
+
+def test_a_noise_scale_below_the_users_batch_is_said_as_such() -> None:
+    """A regression target fitted from far away can read well under 1: no "batches up
+    to 0", and the figure keeps its digits."""
+    largest, why = offer.largest_batch(100, 4096, 10**4, noise_scale=0.37)
+    assert largest == 100
+    assert why == (
+        "no batch above the script's 100: the gradient noise scale, about 0.37 at the "
+        "start of training, predicts that batches far beyond it save few steps (it "
+        "grows as the loss falls: 8x is left for that)"
+    )
 
 
 def test_the_offer_stops_near_the_critical_batch(tmp_path: Path) -> None:

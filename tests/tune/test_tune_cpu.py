@@ -3,6 +3,7 @@ starting batch, its exits for models that never run or cannot load."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,8 @@ def test_max_batch_alone_caps_the_start() -> None:
 
 def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) -> None:
     """`tfaccel.tune.run([...])` decides the batch size as the command line does: the
-    script's own (here `fit(batch_size=128)` in its source), not Keras' 32."""
+    script's own, read by its baseline trial (here the fake runner says 128, as the
+    hook says the batches its fit gets), not Keras' 32."""
     from tfaccel import tune as tune_lib
     from tfaccel.trial.runner import TrialResult, label_of, settings_key
     from tfaccel.tune.result import Hardware
@@ -135,13 +137,17 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     def runner(subject: Any, s: Any, p: StepPlan, t: float, **_: Any) -> TrialResult:
         seen.append(s.batch_size)
         key = settings_key(subject.name, s, p)
-        return TrialResult(key, label_of(s), s.to_dict(), "ok", 100.0, 0.0, (100.0, 100.0))
+        own = {"own_batch": 128} if s.batch_size is None else {}
+        return TrialResult(
+            key, label_of(s), s.to_dict(), "ok", 100.0, 0.0, (100.0, 100.0), extra=own
+        )
 
-    target = tune_lib.Target(tgt.subject, None, batch_size=tgt.batch_size, runner=runner)
+    target = dataclasses.replace(tgt, fingerprint=None, runner=runner)
     out = tune_lib.Outputs(tmp_path / "t.json", tmp_path / "t.png", tmp_path / "t.jsonl")
     options = tune_lib.TuneOptions(steps=StepPlan(1, 1, 1), max_batch=128)
     res = tune_lib.run(target, options, out, hw=Hardware(0, None))
-    assert seen[0] == 128 and res.best_settings is not None
+    assert seen[0] is None and seen[1:] and set(seen[1:]) == {128}
+    assert res.best_settings is not None
     assert res.best_settings.batch_size == 128
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 import time
 from pathlib import Path
@@ -226,10 +227,18 @@ def offer_lines(res: TuneResult, unit: str = "samples") -> list[str]:
     lines.append(f"  {offer.samples_speedup:.2f}x the {unit}/s of the same-training answer")
     lines.append(f"  {offer.why}")
     if offer.verdict == "passed":
-        lines.append("  tfaccel run --batch-offer -- python train.py applies it")
+        lines.append(f"  tfaccel run --batch-offer -- {_command(res.workload)} applies it")
     else:
         lines.append("  tfaccel run applies the same-training answer only")
     return lines
+
+
+def _command(workload: str) -> str:
+    """The script's command, as its workload name holds it ("script: python train.py
+    --epochs 3 (fit call 2)"); an entry point's offer is applied from a script too."""
+    if not workload.startswith("script: "):
+        return "python train.py"
+    return re.sub(r" \(fit call \d+\)$", "", workload.removeprefix("script: "))
 
 
 def tune_plot(res: TuneResult, path: Path, unit: str = "samples") -> Path:

@@ -18,7 +18,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tfaccel.environment import require_tensorflow_backend
 from tfaccel.errors import InputError
@@ -98,10 +97,12 @@ def parse_command(args: Sequence[str]) -> Script:
 @dataclass(frozen=True)
 class ScriptFacts:
     """What reading the script (never running it) tells: notes on which `fit` is
-    timed, and the batch size it trains at where its source says so literally."""
+    timed and on what the trials replace. Its batch size is not read here: the
+    baseline trial reads the batches the timed fit gets (`script.hook`), which a source
+    can only suggest (a validation set's `.batch(256)` beside the training set's
+    `.batch(48)`, an option given on the command line, a size computed at run time)."""
 
     notes: tuple[str, ...] = ()
-    batch_size: int | None = None
 
 
 def check_script(script: Script) -> ScriptFacts:
@@ -121,12 +122,13 @@ def check_script(script: Script) -> ScriptFacts:
     _refuse_other_backend(script.path, tree)
     _refuse_keras_2(script.path, tree)
     fits = _fit_lines(tree)
-    notes = tuple(_fit_notes(script.path, fits, script.fit) + _policy_notes(script.path, tree))
-    if script.fit > 1 or len(fits) > 1:
-        # which call a batch_size in the source is for, the source cannot say: the
-        # baseline reads the timed call's own
-        return ScriptFacts(notes)
-    return ScriptFacts(notes, own_batch_size(tree, script.args))
+    return ScriptFacts(
+        tuple(
+            _fit_notes(script.path, fits, script.fit)
+            + _policy_notes(script.path, tree)
+            + _compile_notes(script.path, tree)
+        )
+    )
 
 
 def _refuse_other_backend(path: Path, tree: ast.AST) -> None:
@@ -248,92 +250,22 @@ def _policy_notes(path: Path, tree: ast.AST) -> list[str]:
     ]
 
 
-def own_batch_size(tree: ast.AST, args: Sequence[str] = ()) -> int | None:
-    """The batch size the script trains at, where its source says it with a number:
-    `fit(..., batch_size=128)`, `.batch(64)` or a loader's `batch_size=` (Keras'
-    `image_dataset_from_directory`, say), the number written there, assigned
-    to the name written there at the top level (`batch_size = 128`), or an option's
-    (`args.batch_size`: the value in the script's arguments `args`, else the default
-    in its `add_argument` or absl `DEFINE_integer`)."""
-    names = {
-        target.id: stmt.value.value
-        for stmt in getattr(tree, "body", [])
-        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant)
-        for target in stmt.targets
-        if isinstance(target, ast.Name)
-    }
-    options = _options(tree, names, args)
-
-    def number(node: ast.AST | None) -> int | None:
-        value = node.value if isinstance(node, ast.Constant) else None
-        if isinstance(node, ast.Name):
-            value = names.get(node.id)
-        if isinstance(node, ast.Attribute):
-            value = options.get(node.attr)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    # fit's own first, then the pipeline's, then a loader's (image_dataset_from_directory)
-    found: dict[str, list[int | None]] = {"fit": [], "batch": [], "loader": []}
-    for stmt in ast.walk(tree):
-        if not isinstance(stmt, ast.Call):
-            continue
-        name = (
-            stmt.func.attr if isinstance(stmt.func, ast.Attribute) else getattr(stmt.func, "id", "")
-        )
-        if name == "batch" and stmt.args:
-            found["batch"].append(number(stmt.args[0]))
-            continue
-        sizes = [number(keyword.value) for keyword in stmt.keywords if keyword.arg == "batch_size"]
-        found["fit" if name == "fit" else "loader"] += sizes[:1]
-    return next((size for rank in found.values() for size in rank if size and size > 0), None)
+# compile's arguments that each trial sets (`optimize.report.compile_kwargs`)
+TRIAL_COMPILE_ARGS = ("jit_compile", "steps_per_execution")
 
 
-def _options(tree: ast.AST, names: dict[str, Any], args: Sequence[str]) -> dict[str, Any]:
-    """The script's command-line options, by name: the value given in `args`, else the
-    default its source writes (argparse's `add_argument`, absl's `DEFINE_integer`)."""
-    found: dict[str, Any] = {}
+def _compile_notes(path: Path, tree: ast.AST) -> list[str]:
+    """A script that chooses XLA or steps_per_execution in its own `compile`: each trial
+    sets its own (the baseline and Keras' defaults included), as `run` applies the
+    tuned ones; said before the trials, so that no figure is read as the script's."""
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        strings = [
-            arg.value
-            for arg in node.args
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
-        ]
-        keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
-        if node.func.attr == "add_argument":
-            flags = strings
-            given = keywords.get("dest")
-            dest = given.value if isinstance(given, ast.Constant) else _dest(flags)
-            default = keywords.get("default")
-        elif node.func.attr == "DEFINE_integer" and len(node.args) > 1 and strings:
-            dest, flags = strings[0], [f"--{strings[0]}"]
-            default = keywords.get("default", node.args[1])
-        else:
-            continue
-        value: Any = _given(flags, args)
-        if value is None and isinstance(default, ast.Constant):
-            value = default.value
-        elif value is None and isinstance(default, ast.Name):
-            value = names.get(default.id)
-        if isinstance(dest, str):
-            found[dest] = value
-    return found
-
-
-def _dest(flags: list[str]) -> str | None:
-    """argparse's name for an option: its first long flag's, else its first flag's."""
-    first = next((flag for flag in flags if flag.startswith("--")), flags[0] if flags else None)
-    return first.lstrip("-").replace("-", "_") if first else None
-
-
-def _given(flags: list[str], args: Sequence[str]) -> int | None:
-    """The integer given for one of `flags` in `args` (`--batch 64` or `--batch=64`)."""
-    for i, arg in enumerate(args):
-        for flag in (flag_text for flag_text in flags if flag_text.startswith("-")):
-            text = args[i + 1] if arg == flag and i + 1 < len(args) else None
-            if arg.startswith(flag + "="):
-                text = arg[len(flag) + 1 :]
-            if text is not None:
-                return int(text) if text.lstrip("-").isdigit() else None
-    return None
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "compile":
+            own = [kw for kw in node.keywords if kw.arg in TRIAL_COMPILE_ARGS]
+            if own:
+                given = ", ".join(f"{kw.arg}={ast.unparse(kw.value)}" for kw in own)
+                return [
+                    f"{path.name} compiles with {given} (line {node.lineno}): each trial "
+                    "sets its own, the baseline and Keras' defaults theirs, as tfaccel run "
+                    "applies the tuned ones"
+                ]
+    return []

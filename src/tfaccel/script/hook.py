@@ -199,6 +199,7 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
         report.quantize(self)
         if report.settings.gradient_accumulation_steps > 1:
             bound["optimizer"] = report.optimizer(bound.get("optimizer", "rmsprop"))
+        _say_replaced(bound, report.compile_kwargs())
         return compile_(self, **{**bound, **report.compile_kwargs()})
 
     def fit_with_settings(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -215,6 +216,16 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
 
     keras.Model.compile = compile_with_settings
     keras.Model.fit = fit_with_settings
+
+
+def _say_replaced(given: dict[str, Any], applied: dict[str, Any]) -> None:
+    """The script's own compile arguments that the settings replace, said: a script that
+    chose jit_compile or steps_per_execution itself is told what it trains with."""
+    changed = [name for name in applied if name in given and given[name] != applied[name]]
+    if changed:
+        own = ", ".join(f"{name}={given[name]!r}" for name in changed)
+        new = ", ".join(f"{name}={applied[name]!r}" for name in changed)
+        say(f"{_caller()}: the script's compile({own}) replaced by the settings' {new}")
 
 
 def _one_step_fit(fit: Any, model: Any, args: Any, kwargs: Any) -> Any:
@@ -432,6 +443,8 @@ def _run_fit(
         fit_args["batch_size"] = size
         notes.append(f"batch_size={size}")
         _same_examples_per_epoch(fit_args, own, size, notes)
+    elif _is_array(x):
+        notes.append(f"batch_size={fit_args.get('batch_size') or 32} (the script's own)")
     elif size:
         notes.append(
             f"batch {size} not applied: the script's {type(x).__name__} makes its own "
@@ -532,7 +545,7 @@ def _fit_dataset(
     x = fit_args["x"]
     dataset, own = rebatch(x, model, size) if size else (x, None)
     if not size:
-        notes.append("batch as the script's")
+        notes.append(_own_batch_note(x, model))
     elif own == size:
         notes.append(f"batch {size} (the data's own)")
     else:
@@ -548,6 +561,18 @@ def _fit_dataset(
             "Keras counts the re-batched dataset's steps in its first epoch (it shows "
             "'Unknown', and warns then that the input ran out of data: harmless)"
         )
+
+
+def _own_batch_note(dataset: Any, model: Any) -> str:
+    """The batch a dataset fit keeps trains at, where its `.batch(n)` says it without a
+    batch being read (`workloads.inputs`)."""
+    from tfaccel.workloads.inputs import user_data
+
+    try:
+        size = user_data(dataset, model).batch_size
+    except Exception:  # a dataset tfaccel cannot take apart still trains as it is
+        size = None
+    return f"batch {size} (the script's own)" if size else "batch as the script's"
 
 
 def _same_examples_per_epoch(

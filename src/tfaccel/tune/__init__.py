@@ -61,7 +61,7 @@ class Target:
     notes: tuple[str, ...] = field(default=())
     batch_size: int | None = None  # what the user's own training runs at, where known
     batch_from: str = "the script's own"  # where batch_size was read, for a note
-    # A script's batch size that its source does not say is read by the baseline trial.
+    # A script's batch size is read by its baseline trial: the batches its fit gets.
     batch_in_trial: bool = False
     runner: Callable[..., TrialResult] = run_trial
 
@@ -111,17 +111,15 @@ def prepare(target: str | Sequence[str], fit: int = 1) -> Target:
     script = dataclasses.replace(parse_command(target), fit=fit)
     facts = check_script(script)
     fingerprint = _file_fingerprint(script.path)
-    return Target(
-        ScriptTrial(script), fingerprint, facts.notes, facts.batch_size, batch_in_trial=True
-    )
+    return Target(ScriptTrial(script), fingerprint, facts.notes, batch_in_trial=True)
 
 
 def start_batch(options: TuneOptions, target: Target) -> tuple[TuneOptions, str | None]:
     """The batch size the search keeps, decided here alone for the command line and the
-    Python API: the one asked for (`options.batch_size`), else the user's own: what the
-    target's source or data says, else what the baseline trial of a script reads
-    (None here), else Keras' default 32 (within `max_batch`). Also a note of where it
-    came from, where it is the user's own."""
+    Python API: the one asked for (`options.batch_size`), else the user's own: what an
+    entry point's data says, else what the baseline trial of a script reads (None
+    here), else Keras' default 32 (within `max_batch`). Also a note of where it came
+    from, where it is the user's own."""
     if options.batch_size is not None:
         return options, None
     if target.batch_size:

@@ -51,13 +51,20 @@ def largest_batch(
         caps.append((examples // MIN_STEPS_PER_EPOCH, why))
     if noise_scale:
         why = (
-            f"the gradient noise scale, about {noise_scale:,.0f} at the start of training, "
+            f"the gradient noise scale, about {_figure(noise_scale)} at the start of training, "
             f"predicts that batches far beyond it save few steps (it grows as the loss "
             f"falls: {NOISE_SCALE_FACTOR}x is left for that)"
         )
         caps.append((int(NOISE_SCALE_FACTOR * noise_scale), why))
     cap, reason = min(caps, key=lambda cap_reason: cap_reason[0])
+    if reason and cap <= own:
+        return own, f"no batch above the script's {own}: {reason}"
     return max(cap, own), (f"batches up to {cap}: {reason}" if reason else None)
+
+
+def _figure(value: float) -> str:
+    """A measured figure to two significant digits below 10 (0.37, 2.4), whole above."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
 
 
 def lr_change(

@@ -147,10 +147,11 @@ def for_this_machine(answer: Answer, gpus: int) -> Answer:
 
 
 def read_answer(path: Path, batch_offer: bool = False) -> Answer:
-    """The settings file's same-training answer; with `batch_offer` (or the file's
-    `"apply_batch_offer": true`), its batch offer on top, only where its race passed
-    (ConfigFileError otherwise). A file of an older tune, whose batch size was chosen
-    for samples per second alone, keeps the script's own batch size unless asked."""
+    """The settings file's same-training answer, at the script's own batch size; with
+    `batch_offer` (or the file's `"apply_batch_offer": true`), its batch offer on top,
+    only where its race passed (ConfigFileError otherwise). A file of an older tune,
+    whose batch size was chosen for samples per second alone, keeps the script's own
+    batch size unless asked."""
     from tfaccel._deps import read_json
     from tfaccel.optimize.settings import settings_from_dict
 
@@ -160,9 +161,18 @@ def read_answer(path: Path, batch_offer: bool = False) -> Answer:
     if isinstance(doc, dict) and "schema" in doc and doc.get("answer") != SAME_TRAINING:
         return _older(path, settings, asked)
     if not asked:
-        kept = settings.batch_size or "the script's own"
-        return Answer(settings, None, (f"batch size {kept}: the same training as the script's",))
+        return _same_training(settings)
     return _with_offer(path, settings, doc.get("batch_offer"))
+
+
+def _same_training(settings: Settings) -> Answer:
+    """The same-training answer keeps the batch size the script trains at as it runs
+    now (its own options included), not the number the tune measured at: that number
+    is the script's own only for the command the tune ran."""
+    note = "batch size: the script's own, as it trains (the same training)"
+    if settings.batch_size:
+        note += f"; tfaccel.json's settings were measured at batch {settings.batch_size}"
+    return Answer(settings.replace(batch_size=None), None, (note,))
 
 
 def _older(path: Path, settings: Settings, asked: bool) -> Answer:

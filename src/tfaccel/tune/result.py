@@ -80,8 +80,8 @@ class TuneOptions:
     confirmation rounds and the race's length."""
 
     # The batch size the search keeps (the same-training answer's): None, the user's own
-    # (`tfaccel.tune.start_batch`: an entry point's data's, a script's read in its source
-    # or by its baseline trial, else Keras' 32).
+    # (`tfaccel.tune.start_batch`: an entry point's data's, a script's read by its
+    # baseline trial, else Keras' 32).
     batch_size: int | None = None
     max_batch: int = 4096
     steps: StepPlan = field(default_factory=StepPlan)

@@ -77,9 +77,9 @@ def _ended_before_fit(tuner: TunerCore, baseline: TrialResult) -> bool:
 
 
 def _own_batch(tuner: TunerCore, baseline: TrialResult) -> None:
-    """A script whose source does not say its batch size: the baseline ran at its
-    own (its data's batches, or fit's batch_size) and said which; the search goes
-    on from there (Keras' defaults at the same, the ladder from it)."""
+    """A script's batch size: the baseline ran at its own (the batches its timed fit
+    gets, or fit's batch_size) and said which; the search goes on from there (Keras'
+    defaults at the same, the ladder from it)."""
     read = baseline.settings.get("batch_size")
     own = read or 32
     tuner.base = tuner.base.replace(batch_size=own)
