@@ -503,3 +503,17 @@ def test_a_candidate_that_touches_the_target_once_and_climbs_fails() -> None:
     )
     judged = offer.judged(found, race, 5.0)
     assert judged.verdict == "failed" and "drifts away" in judged.why
+
+
+def test_a_race_whose_same_training_run_learns_nothing_proves_nothing() -> None:
+    """Both runs at chance (a model that cannot fit its data, or a race too short): the
+    target is the first reading, which both "reach" at once; no verdict either way."""
+    chance = [(float(t), 0.6932 + 0.002 * (t % 10 == 5)) for t in range(0, 61, 5)]
+    race = offer.race_of(60.0, "", chance, chance)
+    assert race.same_s == 0.0 and race.candidate_s == 0.0
+    found = offer.BatchOffer(
+        Settings(batch_size=256), TrialResult("k", "l", {}, "ok"), 64, 1.1, change_for(4, "Adam")
+    )
+    judged = offer.judged(found, race, 5.0)
+    assert judged.verdict == "unproven"
+    assert "never fell below its first reading (0.6932) in the 60 s race" in judged.why

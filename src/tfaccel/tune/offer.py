@@ -178,6 +178,13 @@ def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
         verdict, why = "unproven", f"the race did not finish ({race.error})"
     elif race.same_s is None or race.target is None:
         verdict, why = "unproven", "the same-training run recorded no validation loss"
+    elif race.same and race.same_s <= race.same[0][0]:
+        verdict = "unproven"
+        why = (
+            f"the same-training run's validation loss never fell below its first reading "
+            f"({race.target:.4g}) in the {race.seconds:.0f} s race: a race cannot tell which "
+            "learns sooner (a longer --race, or validation data the model learns to fit)"
+        )
     elif race.candidate_s is None:
         verdict = "failed"
         why = (
