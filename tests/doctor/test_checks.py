@@ -169,6 +169,36 @@ def test_cuda_visible_devices_hiding_everything(fake_tf: tuple[Path, MakeCtx]) -
     assert "hides every GPU" in by["tf.gpus"].finding
 
 
+@pytest.mark.parametrize(
+    ("env", "finding", "fix"),
+    [
+        ({"TF_FORCE_GPU_ALLOW_GROWTH": "1"}, "TF_FORCE_GPU_ALLOW_GROWTH='1' is ignored", "=true"),
+        ({"TF_FORCE_GPU_ALLOW_GROWTH": "True"}, "reads only 'true' or 'false'", "=true"),
+        ({"TF_GPU_ALLOCATOR": "cuda_malloc"}, "cudaMalloc, unpooled", "unset TF_GPU_ALLOCATOR"),
+        ({"TF_GPU_ALLOCATOR": "memory_guard"}, "a debugging allocator", "unset TF_GPU_ALLOCATOR"),
+        ({"TF_GPU_ALLOCATOR": "async"}, "'Invalid allocator type'", "unset TF_GPU_ALLOCATOR"),
+    ],
+)
+def test_tensorflows_memory_variables_that_do_not_do_what_was_meant(
+    env: dict[str, str], finding: str, fix: str
+) -> None:
+    """TensorFlow ignores them with a log line, or slows every step: a warn with the fix."""
+    from tfaccel.doctor.checks.platform import check_tf_memory_env
+
+    (row,) = check_tf_memory_env(DoctorContext(env=env))
+    assert row.status is Status.WARN and finding in row.finding and fix in (row.fix or "")
+
+
+def test_tensorflows_memory_variables_understood() -> None:
+    from tfaccel.doctor.checks.platform import check_tf_memory_env
+
+    for env in ({}, {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "TF_GPU_ALLOCATOR": "cuda_malloc_async"}):
+        (row,) = check_tf_memory_env(DoctorContext(env=env))
+        assert row.status is Status.OK, row
+    (row,) = check_tf_memory_env(DoctorContext(env={"TF_FORCE_GPU_ALLOW_GROWTH": "false"}))
+    assert row.status is Status.OK and "memory='growth' too, is off" in row.finding
+
+
 def test_cuda_visible_devices_out_of_range(fake_tf: tuple[Path, MakeCtx]) -> None:
     _, make = fake_tf
     by = rows(run_doctor(make(env={"CUDA_VISIBLE_DEVICES": "0,3"})).checks)

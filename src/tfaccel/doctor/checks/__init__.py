@@ -30,6 +30,7 @@ from tfaccel.doctor.checks.platform import (
     check_mps,
     check_platform,
     check_shadowing,
+    check_tf_memory_env,
     check_visible_devices,
     check_xla_flags,
 )
@@ -53,6 +54,7 @@ CHECKS: tuple[CheckFn, ...] = (
     check_conda,
     check_platform,
     check_visible_devices,
+    check_tf_memory_env,
     check_shadowing,
     check_xla_flags,
     check_mps,

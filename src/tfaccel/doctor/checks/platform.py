@@ -1,5 +1,5 @@
-"""The platform: container and WSL traps, visible devices, shadowing files, XLA flags, MPS,
-the GPUs' state and compute capability."""
+"""The platform: container and WSL traps, visible devices, TensorFlow's memory variables,
+shadowing files, XLA flags, MPS, the GPUs' state and compute capability."""
 
 from __future__ import annotations
 
@@ -181,6 +181,68 @@ def check_visible_devices(ctx: DoctorContext) -> list[Check]:
             see=see,
         )
     ]
+
+
+# TF_GPU_ALLOCATOR's values that TensorFlow knows (tensorflow/core/common_runtime/gpu/
+# gpu_process_state.cc): the default (unset), cudaMallocAsync's pool, and two allocators
+# for debugging that pass every allocation to CUDA.
+_ALLOCATORS = {
+    "cuda_malloc_async": None,
+    "cuda_malloc": "every allocation goes to cudaMalloc, unpooled (a debugging allocator)",
+    "memory_guard": "every allocation is guarded and checked (a debugging allocator)",
+}
+
+
+def check_tf_memory_env(ctx: DoctorContext) -> list[Check]:
+    """TensorFlow's GPU memory variables, which it reads with no error that stops
+    anything: TF_FORCE_GPU_ALLOW_GROWTH other than exactly "true" or "false" (`1`,
+    `True`, `yes`) is ignored with one log line, so memory growth stays off; a
+    TF_GPU_ALLOCATOR left from a debugging session makes every step slow."""
+    growth = ctx.env.get("TF_FORCE_GPU_ALLOW_GROWTH")
+    allocator = ctx.env.get("TF_GPU_ALLOCATOR", "")
+    see = "echo $TF_FORCE_GPU_ALLOW_GROWTH $TF_GPU_ALLOCATOR"
+    rows = []
+    if growth is not None and growth not in ("true", "false"):
+        rows.append(
+            Check(
+                "env.tf_memory",
+                "TensorFlow memory variables",
+                Status.WARN,
+                f"TF_FORCE_GPU_ALLOW_GROWTH={growth!r} is ignored: TensorFlow reads only "
+                "'true' or 'false' (lower case), so memory growth stays as the program "
+                "sets it (off by default: the first process takes nearly all GPU memory)",
+                fix="export TF_FORCE_GPU_ALLOW_GROWTH=true",
+                see=see,
+            )
+        )
+    if allocator and allocator not in _ALLOCATORS:
+        why = "TensorFlow does not know it ('Invalid allocator type') and keeps its default"
+    else:
+        why = _ALLOCATORS.get(allocator) or ""
+    if why:
+        rows.append(
+            Check(
+                "env.tf_memory",
+                "TensorFlow memory variables",
+                Status.WARN,
+                f"TF_GPU_ALLOCATOR={allocator!r}: {why}",
+                fix="unset TF_GPU_ALLOCATOR  (or export TF_GPU_ALLOCATOR=cuda_malloc_async)",
+                see=see,
+            )
+        )
+    if rows:
+        return rows
+    said = ", ".join(
+        f"{name}={ctx.env[name]}"
+        for name in ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR")
+        if ctx.env.get(name)
+    )
+    finding = (
+        f"{said}: understood" if said else "TF_FORCE_GPU_ALLOW_GROWTH, TF_GPU_ALLOCATOR not set"
+    )
+    if growth == "false":
+        finding += " (memory growth asked for in code, tfaccel's memory='growth' too, is off)"
+    return [Check("env.tf_memory", "TensorFlow memory variables", Status.OK, finding, see=see)]
 
 
 def _well_formed(entries: list[str]) -> int:
