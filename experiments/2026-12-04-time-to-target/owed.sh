@@ -18,7 +18,7 @@ export MPLBACKEND=Agg
 EXAMPLES="$EXAMPLES" DEST="$DEST/lstm" TARGETS=bidirectional_lstm_imdb \
   RUNS=bidirectional_lstm_imdb WALL=130 RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
 echo "lstm done" >> "$DEST/summary.txt"
-mkdir -p "$DEST/tiny" && (cd "$DEST/tiny" && PYTHONPATH="$ROOT/src" \
+mkdir -p "$DEST/tiny" && (cd "$DEST/tiny" && PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" \
   python3 -m tfaccel tune tiny --time-budget 2m --format json > tune.json 2> tune.err
   echo "tiny exit $?" >> "$DEST/summary.txt")
 EXAMPLES="$EXAMPLES" DEST="$DEST/autoencoder" TARGETS=autoencoder RUNS=autoencoder \

@@ -67,6 +67,27 @@ def machine_id() -> str:
     return f"{platform.node()}/{boot or 'unknown-boot'}/gpus={gpus}"
 
 
+def _require_installed() -> None:
+    """TensorFlow and Keras found on this Python's path (without importing them)."""
+    import importlib.util
+
+    from tfaccel._tf import INSTALL_HINT
+    from tfaccel.errors import DependencyMissingError
+
+    for name in ("tensorflow", "keras"):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise DependencyMissingError(
+                f"{name} is not importable by this Python ({sys.executable})",
+                expected="TensorFlow and Keras 3 installed where tfaccel runs its trials",
+                received=f"no module named {name!r} on its path (PYTHONPATH included)",
+                hint=f"{INSTALL_HINT}; tfaccel doctor says what is installed where",
+            )
+
+
 def keras_backend(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     """The backend Keras 3 runs on, and what chose it, read as Keras reads it (without
     importing Keras): `KERAS_BACKEND`, else the "backend" of keras.json (in
@@ -106,11 +127,13 @@ def _keras_json(env: Mapping[str, str]) -> Path | None:
 
 
 def require_tensorflow_backend() -> None:
-    """InputError where Keras would run on another backend: tfaccel's settings and
-    measurements are TensorFlow's (before any work, where a trial would fail at
-    `import keras`, or train on JAX or PyTorch)."""
+    """DependencyMissingError where TensorFlow or Keras is not installed for this
+    Python (the one the trials run), InputError where Keras would run on another
+    backend: tfaccel's settings and measurements are TensorFlow's (before any work,
+    where each trial would fail at `import keras`, or train on JAX or PyTorch)."""
     from tfaccel.errors import InputError
 
+    _require_installed()
     backend, where = keras_backend()
     if backend == "tensorflow":
         return

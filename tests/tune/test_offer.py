@@ -146,6 +146,18 @@ def test_when_the_largest_batch_loses_its_race_a_smaller_one_is_raced(tmp_path: 
     lines = [d.text for d in res.decisions if d.stage == "batch offer"]
     assert any(t.startswith("batch 512 (from 64)") and "; failed: " in t for t in lines)
     assert lines[-1].startswith("batch 256 (from 64)") and "; passed: " in lines[-1]
+    # both races are kept, as data and as a panel each beside the trials' bars
+    import json
+
+    from tfaccel.render.tune import tune_figure
+    from tfaccel.tune.output import result_json
+
+    assert [(o.batch, o.verdict) for o in res.races] == [(512, "failed"), (256, "passed")]
+    races = json.loads(result_json(res))["races"]
+    assert [r["batch_size"] for r in races] == [512, 256] and races[0]["race"]["candidate"]
+    titles = [ax.get_title() for ax in tune_figure(res).get_axes()]
+    assert any(t.startswith("batch 512's race, 60 s each: failed") for t in titles), titles
+    assert any(t.startswith("batch 256's race, 60 s each: passed") for t in titles), titles
 
 
 def test_when_every_batch_loses_the_smallest_ones_failure_stands(tmp_path: Path) -> None:
@@ -292,9 +304,9 @@ def test_a_noise_scale_below_the_users_batch_is_said_as_such() -> None:
     largest, why = offer.largest_batch(100, 4096, 10**4, noise_scale=0.37)
     assert largest == 100
     assert why == (
-        "no batch above the script's 100: the gradient noise scale, about 0.37 at the "
-        "start of training, predicts that batches far beyond it save few steps (it "
-        "grows as the loss falls: 8x is left for that)"
+        "no batch above the script's 100: the gradient noise scale, about 0.37 early in "
+        "training, predicts that batches far beyond it save few steps (it grows as the "
+        "loss falls: 8x is left for that)"
     )
 
 
@@ -446,14 +458,14 @@ def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None
     cost), the offer is raced and passes; with no race to run (race_s 0) nothing is kept,
     the late knobs run, and the ladder finds no time."""
 
-    def run(folder: str, race_s: float) -> tuple[Any, list[str]]:
+    def run(folder: str, race_s: float, budget_s: float) -> tuple[Any, list[str]]:
         (tmp_path / folder).mkdir()
         j = Journal(tmp_path / folder / "j.jsonl")
         j.load("w")
         stages: list[str] = []
         # 7 same-training trials before the late stages, then 3 ladder trials and 2
-        # race runs (kept: 5 x 100 s + 2 x 60 s), and 50 s to spare
-        opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=1370.0, race_s=race_s)
+        # race runs (kept: 3 x 100 s + 3 x (60 + 2 x 100) s), and 50 s to spare
+        opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=budget_s, race_s=race_s)
         clock = FakeClock()
         res = Tuner(
             "w",
@@ -468,15 +480,15 @@ def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None
         ).run()
         return res, stages
 
-    res, stages = run("kept", 60.0)
+    res, stages = run("kept", 60.0, 1830.0)
     assert stages[7:] == ["batch offer", "batch offer", "batch offer", "race", "race"]
     assert res.batch_offer is not None and res.batch_offer.verdict == "passed"
     kept = said(res, "time budget")
-    assert kept[0].startswith("7 trial(s) not run: the budget's last 620 s were kept for")
+    assert kept[0].startswith("7 trial(s) not run: the budget's last 1080 s were kept for")
     assert all(
         t.error == "time kept for the batch offer" for t in res.trials if t.status == "skipped"
     )
-    res, stages = run("none", 0.0)
+    res, stages = run("none", 0.0, 1370.0)
     assert "batch offer" not in stages and stages[7:] == [
         "xla_options",
         "xla_options",

@@ -151,6 +151,25 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     assert res.best_settings.batch_size == 128
 
 
+@pytest.mark.parametrize("missing", ["keras", "tensorflow"])
+def test_a_python_without_keras_or_tensorflow_is_refused_before_any_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str
+) -> None:
+    """A PYTHONPATH that hides Keras (seen on a GPU machine): each trial would fail at
+    `import keras` and the tune end with exit 5; refused first, with exit 3."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == missing else find_spec(name)
+    )
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["tune", "tiny"])
+    assert result.exit_code == 3, result.output
+    assert f"{missing} is not importable by this Python" in unboxed(result.output)
+    assert "baseline" not in result.output and not (tmp_path / "tfaccel.json").exists()
+
+
 def test_tune_of_a_model_that_never_runs_exits_5(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

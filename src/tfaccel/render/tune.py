@@ -260,15 +260,16 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     labels = [trial.label for trial in res.trials]
     values = [trial.samples_per_s or 0.0 for trial in res.trials]
     colors = [_color(res, trial) for trial in res.trials]
-    race = res.batch_offer.race if res.batch_offer else None
+    raced = _raced(res)
     height = 0.35 * len(labels) + 1.5
-    if race is None:
+    if not raced:
         fig, ax = plt.subplots(figsize=(10, height))
     else:  # a panel each, each laid out on its own (the bars' long labels stay above)
-        fig = plt.figure(figsize=(10, height + 4.5), layout="constrained")
-        top, bottom = fig.subfigures(2, 1, height_ratios=[height, 4.5])
+        fig = plt.figure(figsize=(10, height + 4.5 * len(raced)), layout="constrained")
+        top, *below = fig.subfigures(1 + len(raced), 1, height_ratios=[height] + [4.5] * len(raced))
         ax = top.subplots()
-        race_axes(bottom.subplots(), res)
+        for panel, offer in zip(below, raced, strict=True):
+            race_axes(panel.subplots(), offer)
     runs = list(zip(values, res.trials, strict=True))
     lows = [
         value - min(trial.windows) if trial.ok and trial.windows else 0.0 for value, trial in runs
@@ -296,9 +297,19 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     _mark_defaults(
         ax, res, max((value + high for value, high in zip(values, highs, strict=True)), default=0.0)
     )
-    if race is None:
+    if not raced:
         fig.tight_layout()
     return fig
+
+
+def _raced(res: TuneResult) -> list[Any]:
+    """The offers whose race ran, in the order raced (the last two at most: a
+    descent's loser beside the verdict that stands)."""
+    raced = list(res.races)
+    offer = res.batch_offer
+    if offer is not None and offer.race is not None and offer not in raced:
+        raced.append(offer)
+    return raced[-2:]
 
 
 def _color(res: TuneResult, trial: TrialResult) -> str:
@@ -310,12 +321,11 @@ def _color(res: TuneResult, trial: TrialResult) -> str:
     return "#1f77b4" if trial.ok else "#d62728"
 
 
-def race_axes(ax: Any, res: TuneResult) -> None:
-    """The batch offer's race: validation loss against seconds of training, for the
+def race_axes(ax: Any, offer: Any) -> None:
+    """A batch offer's race: validation loss against seconds of training, for the
     same-training answer and the larger batch, the target and each one's time to it."""
-    offer = res.batch_offer
-    race = offer.race if offer else None
-    if offer is None or race is None:
+    race = offer.race
+    if race is None:
         return
     runs = (
         (race.same, race.same_s, "#2ca02c", f"same training (batch {offer.from_batch})"),
@@ -336,7 +346,7 @@ def race_axes(ax: Any, res: TuneResult) -> None:
     ax.set_ylabel("validation loss", fontsize=9)
     sooner = race.to_target_speedup
     verdict = offer.verdict + (f", {sooner:.2f}x sooner to the target" if sooner else "")
-    ax.set_title(f"the batch offer's race, {race.seconds:.0f} s each: {verdict}", fontsize=10)
+    ax.set_title(f"batch {offer.batch}'s race, {race.seconds:.0f} s each: {verdict}", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
 
 

@@ -29,7 +29,7 @@ MIN_STEPS_PER_EPOCH = 16
 # Each curve is read as the trailing mean of this many evaluations: on a plateau the
 # single best evaluation of a noisy curve is no target another run can be held to.
 SMOOTH = 3
-# How far past the noise scale measured at the start of training the ladder may go:
+# How far past the noise scale measured early in training the ladder may go:
 # the noise scale grows as the loss falls (McCandlish et al. 2018, section 3.2).
 NOISE_SCALE_FACTOR = 8
 # A candidate must reach the target this much sooner (and by more than one evaluation
@@ -51,7 +51,7 @@ def largest_batch(
         caps.append((examples // MIN_STEPS_PER_EPOCH, why))
     if noise_scale:
         why = (
-            f"the gradient noise scale, about {_figure(noise_scale)} at the start of training, "
+            f"the gradient noise scale, about {_figure(noise_scale)} early in training, "
             f"predicts that batches far beyond it save few steps (it grows as the loss "
             f"falls: {NOISE_SCALE_FACTOR}x is left for that)"
         )

@@ -91,6 +91,7 @@ def result_json(result: TuneResult) -> str:
     doc["speedup_over_keras_defaults"] = result.speedup(result.keras_defaults)
     doc["same_training_speedup_over_keras_defaults"] = result.speedup(result.keras_defaults)
     doc["batch_offer"] = offer_document(result.batch_offer)
+    doc["races"] = [offer_document(raced) for raced in result.races]
     doc["to_target_speedup_over_keras_defaults"] = to_target_over_defaults(result)
     doc["confirmed_speedup_over_keras_defaults"] = result.confirmed_speedup
     doc["compile_s_total"] = result.compile_s_total

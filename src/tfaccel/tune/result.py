@@ -156,6 +156,8 @@ class TuneResult:
     # A larger batch with its learning-rate rule and race; or why there is none.
     batch_offer: BatchOffer | None = None
     batch_note: str | None = None
+    # Every offer a race judged, in the order raced (a descent's losers too).
+    races: list[BatchOffer] = field(default_factory=list)
 
     def time_to(self, speedup: float) -> float | None:
         """Seconds into the tune at which the best so far first reached `speedup` x

@@ -26,6 +26,10 @@ from tfaccel.tune.result import (
     Race,
 )
 
+# Race runs a time budget keeps room for: the same-training run, the ladder's largest
+# batch, and the next one below it, raced where the largest loses.
+RACE_RUNS_KEPT = 3
+
 
 def batch_offer(tuner: TunerCore, state: State) -> None:
     """Larger batches on top of the same-training answer, as an offer: they change
@@ -74,9 +78,12 @@ def keep_time(tuner: TunerCore, state: State) -> None:
     before the late same-training stages: their knobs gain a few percent at best, a
     passed race can train to the same loss several times sooner, and a budget that
     runs out first leaves the offer unproven. Kept: a trial for each batch the ladder
-    may try and for each race run, and the race's two runs; `release_time` gives it
-    back before the answer is settled. The stages before (precision, XLA,
-    steps_per_execution, the inputs) always run first."""
+    may try, and RACE_RUNS_KEPT race runs of `race_s` each plus twice a trial's time
+    (a race run starts the script and leaves its evaluations out of its clock: on the
+    H200 a 60-s race run of the bidirectional LSTM script took 103-105 s where its
+    trials took 22-30 s); `release_time` gives it back before the answer is settled.
+    The stages before (precision, XLA, steps_per_execution, the inputs) always run
+    first."""
     if tuner.opt.time_budget_s is None or not tuner.opt.race_s or _no_race(tuner):
         return
     own, largest, _ = _ladder_room(tuner, state)
@@ -84,7 +91,8 @@ def keep_time(tuner: TunerCore, state: State) -> None:
     while own * 2 ** (2 * rungs + 1) <= largest:  # the ladder's 4x steps (a 2x last)
         rungs += 1
     if rungs:
-        tuner.reserve_s = (rungs + 2) * tuner.mean_trial_s + 2 * tuner.opt.race_s
+        run_s = tuner.opt.race_s + 2 * tuner.mean_trial_s
+        tuner.reserve_s = rungs * tuner.mean_trial_s + RACE_RUNS_KEPT * run_s
 
 
 def _ladder_room(tuner: TunerCore, state: State) -> tuple[int, int, str | None]:
@@ -120,6 +128,8 @@ def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> 
     judged: BatchOffer | None = None
     for trial, settings in reversed(rungs):
         judged = _raced(tuner, offer.make(res.best, trial, settings, res.baseline))
+        if judged.race is not None:
+            res.races.append(judged)
         tuner.decide("batch offer", judged.summary)
         if judged.verdict != "failed":
             break
