@@ -148,3 +148,20 @@ def test_an_older_files_speed_only_batch_is_not_applied(here: Path) -> None:
     assert result.exit_code == 0, result.output
     assert _seen(here)["steps"] == [32, 32, 32]  # the script's own 64, not 1024
     assert "from an older tune, which chose batch 1024" in unboxed(result.output)
+
+
+def test_an_offer_raced_from_another_batch_is_not_applied_to_this_fit(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The script run with other options than the tune's (here its fit at 128, the
+    offer raced from 64): the offer's batch and learning-rate scale were proven for
+    64, so this fit keeps its own, and says so."""
+    (here / "train.py").write_text(SCRIPT.replace("batch_size=64", "batch_size=128"))
+    _settings_file(here)
+    result = runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert _seen(here) == {"steps": [16, 16, 16], "lr": pytest.approx(0.01)}
+    assert (
+        "batch offer not applied to this fit: its race started from batch 64, and this "
+        "fit trains at 128"
+    ) in capfd.readouterr().err

@@ -52,7 +52,7 @@ def run(
     err = stderr_console()
     for note in answer.notes:
         err.print(Text(f"tfaccel: {note}", style="dim"), soft_wrap=True)
-    raise typer.Exit(run_script(script, answer.settings, answer.lr))
+    raise typer.Exit(run_script(script, answer.settings, answer.lr, answer.from_batch))
 
 
 def _gpus() -> int:

@@ -212,7 +212,7 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
             where += f" (call {timed})" if timed > 1 else ""
             _measured_fit(fit, self, report, request, where, args, kwargs)
             _end()
-        return _run_fit(fit, self, report, where, calls["fit"], args, kwargs, request.lr)
+        return _run_fit(fit, self, report, where, calls["fit"], args, kwargs, request)
 
     keras.Model.compile = compile_with_settings
     keras.Model.fit = fit_with_settings
@@ -425,14 +425,13 @@ def _run_fit(
     call: int,
     args: Any,
     kwargs: Any,
-    lr: dict[str, Any] | None = None,
+    request: TrialRequest,
 ) -> Any:
     """The script's fit with the settings that apply to its arguments (and an applied
-    batch offer's learning-rate change, `lr`), said on stderr."""
+    batch offer's learning-rate change, `request.lr`), said on stderr."""
     fit_args = _fit_arguments(fit, model, args, kwargs)
-    size = report.settings.batch_size
+    size, lr, notes = _offer_for(fit_args, model, report.settings.batch_size, request)
     x = fit_args.get("x")
-    notes: list[str] = []
     if _is_dataset(x):
         try:
             _fit_dataset(fit_args, model, report, size, notes)
@@ -564,15 +563,43 @@ def _fit_dataset(
 
 
 def _own_batch_note(dataset: Any, model: Any) -> str:
-    """The batch a dataset fit keeps trains at, where its `.batch(n)` says it without a
-    batch being read (`workloads.inputs`)."""
+    size = _own_batch_of({"x": dataset}, model)
+    return f"batch {size} (the script's own)" if size else "batch as the script's"
+
+
+def _own_batch_of(fit_args: dict[str, Any], model: Any) -> int | None:
+    """The batch fit trains at as the script calls it: arrays at fit's batch_size (Keras'
+    32 without one), a dataset at its `.batch(n)` where that says it without a batch
+    being read (`workloads.inputs`); None where neither tells."""
+    x = fit_args.get("x")
+    if _is_array(x):
+        return int(fit_args.get("batch_size") or 32)
+    if not _is_dataset(x):
+        return None
     from tfaccel.workloads.inputs import user_data
 
     try:
-        size = user_data(dataset, model).batch_size
+        return user_data(x, model).batch_size
     except Exception:  # a dataset tfaccel cannot take apart still trains as it is
-        size = None
-    return f"batch {size} (the script's own)" if size else "batch as the script's"
+        return None
+
+
+def _offer_for(
+    fit_args: dict[str, Any], model: Any, size: int | None, request: TrialRequest
+) -> tuple[int | None, dict[str, Any] | None, list[str]]:
+    """The batch and learning-rate change for this fit, and what to say: an applied
+    batch offer holds for the batch its race started from; a fit that trains at another
+    (the script run with other options than the tune's) keeps its own batch and rate."""
+    raced_from, own = request.from_batch, None
+    if request.lr and raced_from:
+        own = _own_batch_of(fit_args, model)
+    if own is None or own == raced_from:
+        return size, request.lr, []
+    why = (
+        f"batch offer not applied to this fit: its race started from batch {raced_from}, "
+        f"and this fit trains at {own} (tune this command for an offer from {own})"
+    )
+    return None, None, [why]
 
 
 def _same_examples_per_epoch(

@@ -123,6 +123,7 @@ class Answer:
     settings: Settings
     lr: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()
+    from_batch: int | None = None  # an applied offer's: the batch its race started from
 
 
 def for_this_machine(answer: Answer, gpus: int) -> Answer:
@@ -220,4 +221,5 @@ def _with_offer(path: Path, settings: Settings, offer: Any) -> Answer:
             f"{epochs:.1f} epochs of the data: a script that trains fewer epochs ends "
             "before it (more epochs, or stop on the validation loss)"
         )
-    return Answer(settings.replace(batch_size=size), lr, tuple(notes))
+    start = own if isinstance(own, int) and own > 0 else None
+    return Answer(settings.replace(batch_size=size), lr, tuple(notes), start)
