@@ -187,6 +187,10 @@ def test_tensorflows_memory_variables_that_do_not_do_what_was_meant(
 
     (row,) = check_tf_memory_env(DoctorContext(env=env))
     assert row.status is Status.WARN and finding in row.finding and fix in (row.fix or "")
+    both = check_tf_memory_env(
+        DoctorContext(env={"TF_FORCE_GPU_ALLOW_GROWTH": "1", "TF_GPU_ALLOCATOR": "cuda_malloc"})
+    )
+    assert [r.id for r in both] == ["env.tf_memory.growth", "env.tf_memory.allocator"]
 
 
 def test_tensorflows_memory_variables_understood() -> None:

@@ -205,7 +205,7 @@ def check_tf_memory_env(ctx: DoctorContext) -> list[Check]:
     if growth is not None and growth not in ("true", "false"):
         rows.append(
             Check(
-                "env.tf_memory",
+                "env.tf_memory.growth",
                 "TensorFlow memory variables",
                 Status.WARN,
                 f"TF_FORCE_GPU_ALLOW_GROWTH={growth!r} is ignored: TensorFlow reads only "
@@ -222,7 +222,7 @@ def check_tf_memory_env(ctx: DoctorContext) -> list[Check]:
     if why:
         rows.append(
             Check(
-                "env.tf_memory",
+                "env.tf_memory.allocator",
                 "TensorFlow memory variables",
                 Status.WARN,
                 f"TF_GPU_ALLOCATOR={allocator!r}: {why}",
