@@ -589,14 +589,24 @@ def _offer_for(
 ) -> tuple[int | None, dict[str, Any] | None, list[str]]:
     """The batch and learning-rate change for this fit, and what to say: an applied
     batch offer holds for the batch its race started from; a fit that trains at another
-    (the script run with other options than the tune's) keeps its own batch and rate."""
-    raced_from, own = request.from_batch, None
-    if request.lr and raced_from:
-        own = _own_batch_of(fit_args, model)
-    if own is None or own == raced_from:
+    (the script run with other options than the tune's) keeps its own batch and rate.
+    The same-training answer keeps the fit's own batch anyway; where that is not the
+    one its settings were measured at, that is said."""
+    measured = request.from_batch
+    own = _own_batch_of(fit_args, model) if measured else None
+    if own is None or own == measured:
         return size, request.lr, []
+    if not request.lr:
+        return (
+            size,
+            None,
+            [
+                f"tfaccel.json's settings were measured at batch {measured}, this fit trains at "
+                f"{own} (tune this command for settings measured at {own})"
+            ],
+        )
     why = (
-        f"batch offer not applied to this fit: its race started from batch {raced_from}, "
+        f"batch offer not applied to this fit: its race started from batch {measured}, "
         f"and this fit trains at {own} (tune this command for an offer from {own})"
     )
     return None, None, [why]

@@ -92,7 +92,8 @@ def run_script(
 ) -> int:
     """The script, once, with `settings` applied inside it (and `lr`, a batch offer's
     learning-rate change, `optimize.lr_scaling.LrChange` as a dict, for fits that train
-    at `from_batch`, the batch its race started from); its exit code
+    at `from_batch`, the batch its race started from, or the batch the settings were
+    measured at); its exit code
     (128 + N where signal N ended it). Its output is its own; tfaccel's notes go to
     stderr. It dies with tfaccel, and a signal that stops tfaccel stops it
     (`_child.run_attached`)."""

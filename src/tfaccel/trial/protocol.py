@@ -55,8 +55,8 @@ class TrialRequest:
     `mode`: "workload" (a built-in or an entry point, in `tfaccel.trial.child`), "tune"
     (a user's script whose fit call number `fit` is timed, under the hook) or "run" (a
     script under `tfaccel run`: the settings applied, nothing timed, `lr` the batch
-    offer's learning-rate change where one was asked for, `from_batch` the batch its
-    race started from). `settings` is
+    offer's learning-rate change where one was asked for, `from_batch` the batch the
+    answer was measured at, or the offer's race started from). `settings` is
     `Settings.to_dict()`, `steps` a `StepPlan`'s fields. `race`: run a race of that many
     seconds (`trial.race`) instead of timed windows; `count_flops`: the baseline, which
     also counts the model's FLOPs and estimates its gradient noise scale; `engine`: the

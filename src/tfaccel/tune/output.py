@@ -123,7 +123,9 @@ class Answer:
     settings: Settings
     lr: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()
-    from_batch: int | None = None  # an applied offer's: the batch its race started from
+    # The batch the settings were measured at (the same-training answer's), or an
+    # applied offer's race started from: `run` says where the script's fit differs.
+    from_batch: int | None = None
 
 
 def for_this_machine(answer: Answer, gpus: int) -> Answer:
@@ -172,9 +174,7 @@ def _same_training(settings: Settings) -> Answer:
     now (its own options included), not the number the tune measured at: that number
     is the script's own only for the command the tune ran."""
     note = "batch size: the script's own, as it trains (the same training)"
-    if settings.batch_size:
-        note += f"; tfaccel.json's settings were measured at batch {settings.batch_size}"
-    return Answer(settings.replace(batch_size=None), None, (note,))
+    return Answer(settings.replace(batch_size=None), None, (note,), settings.batch_size)
 
 
 def _older(path: Path, settings: Settings, asked: bool) -> Answer:
