@@ -1,30 +1,32 @@
 #!/usr/bin/env bash
-# What the next lent H200 owes issues 42 and 44, in order of worth, detached
+# What the next lent H200 owes issue 44, in order of worth, detached
 # (setsid nohup bash owed.sh &), after the TensorFlow set-up and with keras-io's
 # scripts in $EXAMPLES; each part leaves its files under $DEST and a line in
 # $DEST/summary.txt, so that a machine taken back part-way keeps what ended.
-#  1. the LSTM script, tuned and raced under the current rules (the next batch below a
-#     loser; overfitting told from drifting), with a same-wall pair;
-#  2. issue 42's smoke after the restructuring: tune tiny, and the LSTM above through
-#     `tune --` and `run` (its pair);
-#  3. the autoencoder, raced again (batch 2048 lost; 512 is next), with a pair;
-#  4. the transformer entry point, ten minutes afresh: the budget's end now kept for
-#     its batch offer's ladder and race.
+#  1. the LSTM script's batch 512 race: its tune of 2026-12-05 resumed from the
+#     journal it left (benchmarks/results/ttt-bidirectional-lstm-h200/), whose budget
+#     ended before that race; then two same-wall pairs (its runs spread widely);
+#  2. the transformer entry point, ten minutes afresh: the budget's end kept for its
+#     batch offer's ladder and race;
+#  3. the WGAN-GP script at the full ten minutes (the 8-minute run cut its philox trial);
+#  4. the autoencoder's same-wall pair (its tune of 2026-12-05 is committed).
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"; ROOT="$(cd "$HERE/../.." && pwd)"
 DEST="${DEST:-/tmp/ttt}"; EXAMPLES="${EXAMPLES:-/tmp/examples}"
-mkdir -p "$DEST"
+RESULTS="$ROOT/benchmarks/results"
+mkdir -p "$DEST/lstm"
 export MPLBACKEND=Agg
+cp "$RESULTS/ttt-bidirectional-lstm-h200/journal.jsonl" "$DEST/lstm/bidirectional_lstm_imdb.jsonl"
 EXAMPLES="$EXAMPLES" DEST="$DEST/lstm" TARGETS=bidirectional_lstm_imdb \
-  RUNS=bidirectional_lstm_imdb WALL=130 RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
+  RUNS=bidirectional_lstm_imdb REPEAT=2 WALL=130 RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
 echo "lstm done" >> "$DEST/summary.txt"
-mkdir -p "$DEST/tiny" && (cd "$DEST/tiny" && PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" \
-  python3 -m tfaccel tune tiny --time-budget 2m --format json > tune.json 2> tune.err
-  echo "tiny exit $?" >> "$DEST/summary.txt")
-EXAMPLES="$EXAMPLES" DEST="$DEST/autoencoder" TARGETS=autoencoder RUNS=autoencoder \
-  WALL=130 RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
-echo "autoencoder done" >> "$DEST/summary.txt"
 EXAMPLES="$EXAMPLES" DEST="$DEST/transformer" TARGETS=" " RUNS=none \
   ENTRY_POINTS=transformer_classifier RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
 echo "transformer done" >> "$DEST/summary.txt"
+EXAMPLES="$EXAMPLES" DEST="$DEST/wgan" TARGETS=wgan_gp RUNS=wgan_gp WALL=130 \
+  RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
+echo "wgan done" >> "$DEST/summary.txt"
+WALL=130 bash "$HERE/same_wall.sh" "$EXAMPLES" autoencoder.py \
+  "$RESULTS/ttt-autoencoder-h200/tfaccel.json" "$DEST/wall-autoencoder"
+echo "autoencoder pair done" >> "$DEST/summary.txt"
 touch "$DEST/all-done"
