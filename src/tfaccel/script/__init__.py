@@ -1,7 +1,8 @@
 """Everything about a user's own training script, unmodified: its command parsed and
 its source read before it runs (`command`: the interpreter, the file, the fit calls, its
-own batch size, its Keras backend), the hook inside its process (`hook`: the settings
-applied when it imports Keras, its fit timed or raced), the sitecustomize it starts with
+own compile and dtype choices, its Keras backend), the hook inside its process (`hook`:
+the settings applied when it imports Keras, its fit timed or raced, its batch size read
+from the data its fit gets), the sitecustomize it starts with
 (`inject`, which chains to the environment's own), and running it (`run`). Used by
 `tfaccel run`, `tune --` and `profile --`; above `trial/`, whose timing and protocol
 the hook shares, and below the commands."""
