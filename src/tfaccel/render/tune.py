@@ -260,7 +260,7 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     labels = [trial.label for trial in res.trials]
     values = [trial.samples_per_s or 0.0 for trial in res.trials]
     colors = [_color(res, trial) for trial in res.trials]
-    raced = _raced(res)
+    raced = res.races[-2:]  # a descent's loser beside the verdict that stands
     height = 0.35 * len(labels) + 1.5
     if not raced:
         fig, ax = plt.subplots(figsize=(10, height))
@@ -300,16 +300,6 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     if not raced:
         fig.tight_layout()
     return fig
-
-
-def _raced(res: TuneResult) -> list[Any]:
-    """The offers whose race ran, in the order raced (the last two at most: a
-    descent's loser beside the verdict that stands)."""
-    raced = list(res.races)
-    offer = res.batch_offer
-    if offer is not None and offer.race is not None and offer not in raced:
-        raced.append(offer)
-    return raced[-2:]
 
 
 def _color(res: TuneResult, trial: TrialResult) -> str:

@@ -199,8 +199,9 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
         report.quantize(self)
         if report.settings.gradient_accumulation_steps > 1:
             bound["optimizer"] = report.optimizer(bound.get("optimizer", "rmsprop"))
-        _say_replaced(bound, report.compile_kwargs())
-        return compile_(self, **{**bound, **report.compile_kwargs()})
+        applied = report.compile_kwargs()
+        _say_replaced(bound, applied)
+        return compile_(self, **{**bound, **applied})
 
     def fit_with_settings(self: Any, *args: Any, **kwargs: Any) -> Any:
         calls["fit"] += 1
@@ -337,10 +338,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
 
     plan = Plan.of(request.steps, report.settings.steps_per_execution)
     facts = data_facts(model, count, has_data=True)
-    # the baseline's noise scale, where a race could judge the model: its weights kept
-    # before the timed steps, to be read there
-    estimate = request.count_flops and "no_race" not in facts
-    start = noise_scale.starting_weights(model) if estimate else None
+    reading = noise_scale.Reading(model, request.count_flops, facts)
     with contextlib.ExitStack() as stack:
         dataset = _timed_arrays(stack, model, report, fit_args, batch)
         if dataset is None:
@@ -359,8 +357,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
     if out["fit_data"] == "arrays":
         out["device_arrays_blocker"] = device_arrays_blocker(report, fit_args, setting=False)
     out.update(facts)
-    if estimate:
-        out.update(noise_scale.measure(model, examples, batch, start))
+    out.update(reading.payload(model, examples, batch))
     return out
 
 
@@ -438,12 +435,12 @@ def _run_fit(
         except Exception as exc:
             notes.append(f"the dataset kept as it is ({type(exc).__name__}: {exc})")
     elif size and _is_array(x):
-        own = fit_args.get("batch_size") or 32  # Keras' default
+        own = _own_batch_of(fit_args, model)
         fit_args["batch_size"] = size
         notes.append(f"batch_size={size}")
         _same_examples_per_epoch(fit_args, own, size, notes)
     elif _is_array(x):
-        notes.append(f"batch_size={fit_args.get('batch_size') or 32} (the script's own)")
+        notes.append(f"batch_size={_own_batch_of(fit_args, model)} (the script's own)")
     elif size:
         notes.append(
             f"batch {size} not applied: the script's {type(x).__name__} makes its own "

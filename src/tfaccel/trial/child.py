@@ -160,14 +160,10 @@ def run(request: TrialRequest) -> dict[str, Any]:
     fit = workload.model.fit
     dataset = report.dataset(dataset, batch=False)  # batched above, at the trial's size
     facts = data_facts(workload.model, workload.examples, workload.dataset is not None)
-    # the baseline's noise scale, where a race could judge the model: its weights kept
-    # before the timed steps, to be read there
-    estimate = request.count_flops and "no_race" not in facts
-    start = noise_scale.starting_weights(workload.model) if estimate else None
+    reading = noise_scale.Reading(workload.model, request.count_flops, facts)
     out = timed_fit(fit, workload.model, dataset, report, plan, batch, request.count_flops)
     out.update(facts)
-    if estimate:
-        out.update(noise_scale.measure(workload.model, workload.dataset, batch, start))
+    out.update(reading.payload(workload.model, workload.dataset, batch))
     return out
 
 

@@ -57,6 +57,19 @@ def starting_weights(model: Any) -> list[Any] | None:
         return None
 
 
+class Reading:
+    """The baseline's noise scale, read only where a race could judge the model (its
+    `trial.race.data_facts` hold no `no_race`): made before the timed steps, it keeps
+    the weights the fit starts from; `payload` reads after them, at both."""
+
+    def __init__(self, model: Any, baseline: bool, facts: dict[str, Any]) -> None:
+        self.wanted = baseline and "no_race" not in facts
+        self.start = starting_weights(model) if self.wanted else None
+
+    def payload(self, model: Any, examples: Any, batch: int) -> dict[str, Any]:
+        return measure(model, examples, batch, self.start) if self.wanted else {}
+
+
 def measure(
     model: Any, examples: Any, batch: int, start: list[Any] | None = None
 ) -> dict[str, Any]:
