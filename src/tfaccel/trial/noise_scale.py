@@ -13,14 +13,14 @@ the mean squared norms at two batch sizes give both unknowns (their appendix A.1
 It is read twice: at the weights the fit starts from (`starting_weights`, kept before
 the baseline's timed steps) and where those steps left the model, and the larger read
 bounds the ladder (`tfaccel.tune.offer.NOISE_SCALE_FACTOR`): the noise scale grows
-as the loss falls, fast at first (a small regression network on teacher data: about
-20 untrained, 80 after 10 steps, 700-1,100 after 40), so the start's alone would
-stop the ladder far below batches the training can use. Where the timed steps took
+as the loss falls, fast at first (tens of times in a model's first tens of steps: the
+docs' measurements page), so the start's alone would stop the ladder far below
+batches the training can use. Where the timed steps took
 the model so near a minimum that the batches read cannot resolve the true gradient
 through its noise, the noise scale is past what they can read, and nothing caps the
 ladder but the data: the race judges. Each read averages SMALL_BATCHES batches at the
-user's size and BIG_BATCHES at BIG times it: with four of each, reads of one
-untrained model ranged 5 to 57; with 32 and 8, 14 to 26.
+user's size and BIG_BATCHES at BIG times it: with four of each, reads of one model
+varied tenfold; with 32 and 8, about twofold.
 """
 
 from __future__ import annotations

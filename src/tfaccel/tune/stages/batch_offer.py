@@ -79,9 +79,9 @@ def keep_time(tuner: TunerCore, state: State) -> None:
     passed race can train to the same loss several times sooner, and a budget that
     runs out first leaves the offer unproven. Kept: a trial for each batch the ladder
     may try, and RACE_RUNS_KEPT race runs of `race_s` each plus twice a trial's time
-    (a race run starts the script and leaves its evaluations out of its clock: on the
-    H200 a 60-s race run of the bidirectional LSTM script took 103-105 s where its
-    trials took 22-30 s); `release_time` gives it back before the answer is settled.
+    (a race run starts the script and leaves its evaluations out of its clock, so it
+    outlasts its `race_s` by more than a trial's time: the docs' measurements page);
+    `release_time` gives it back before the answer is settled.
     The stages before (precision, XLA, steps_per_execution, the inputs) always run
     first."""
     if tuner.opt.time_budget_s is None or not tuner.opt.race_s or _no_race(tuner):
