@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # (c) of issue 44: one script for $WALL seconds under plain python, then under
 # tfaccel run with a tune's settings file, $REPEAT times; each log's val_loss lines.
+# Both runs of pair i are seeded alike (LEARNABLE_SEED=i, learnable_datasets): the
+# same initial weights and shuffle, so that the pair differs only in the settings.
 #   bash same_wall.sh EXAMPLES_DIR SCRIPT.py SETTINGS.json DEST
 set -u
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"; HERE="$ROOT/experiments/2026-12-04-time-to-target"
@@ -19,6 +21,7 @@ for_wall() {  # log, command...
     $(tr '\r' '\n' < "$log" | grep -o 'val_loss: [0-9.]*' | cut -d' ' -f2) | tee -a "$DEST/summary.txt"
 }
 for i in $(seq 1 "$REPEAT"); do
+  export LEARNABLE_SEED="$i"
   for_wall "$DEST/plain-$i.log" python3 "$SCRIPT"
   for_wall "$DEST/run-$i.log" python3 -m tfaccel run --config "$SETTINGS" -- python "$SCRIPT"
 done

@@ -13,6 +13,11 @@ only measure memorisation) and the public example scripts run unmodified.
   loader's `index_from=3`; the label says whether a fixed +-1 weight of the 2,000
   most frequent words sums above its median over the last 200 words (what the script's
   `pad_sequences(maxlen=200)` keeps).
+
+LEARNABLE_SEED=n seeds Python, NumPy and TensorFlow (`keras.utils.set_random_seed`)
+as the script loads its data, before it builds its model: the two runs of a same-wall
+pair then start from the same weights and shuffle, so that what differs between them
+is the settings, not the luck of an initialisation.
 """
 
 import importlib.util
@@ -75,6 +80,17 @@ def _split(arrays):
     return (arrays["x_train"], arrays["y_train"]), (arrays["x_test"], arrays["y_test"])
 
 
+def _seeding(load_data):
+    def load(*args, **kwargs):
+        if os.environ.get("LEARNABLE_SEED"):
+            import keras
+
+            keras.utils.set_random_seed(int(os.environ["LEARNABLE_SEED"]))
+        return load_data(*args, **kwargs)
+
+    return load
+
+
 class _PatchOnImport:
     """Patches each loader's module as the script imports it, not before: importing
     Keras here would cost every Python process that starts with this folder on its
@@ -100,6 +116,7 @@ class _PatchOnImport:
             module.get_file = lambda *a, **k: _npz(file, make)
             if name.endswith("fashion_mnist"):
                 module.load_data = lambda: _split(np.load(_npz(file, make)))
+            module.load_data = _seeding(module.load_data)
 
         spec.loader.exec_module = exec_module
         return spec
