@@ -17,20 +17,29 @@ DEST="${DEST:-/tmp/ttt}"; EXAMPLES="${EXAMPLES:-/tmp/examples}"
 RESULTS="$ROOT/benchmarks/results"
 mkdir -p "$DEST/lstm"
 export MPLBACKEND=Agg
-EXAMPLES="$EXAMPLES" DEST="$DEST/transformer" TARGETS=" " RUNS=none \
-  ENTRY_POINTS=transformer_classifier RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
-echo "transformer done" >> "$DEST/summary.txt"
-WALL=130 bash "$HERE/same_wall.sh" "$EXAMPLES" autoencoder.py \
-  "$RESULTS/ttt-autoencoder-h200/tfaccel.json" "$DEST/wall-autoencoder"
-echo "autoencoder pair done" >> "$DEST/summary.txt"
-cp "$RESULTS/ttt-bidirectional-lstm-h200/journal.jsonl" "$DEST/lstm/bidirectional_lstm_imdb.jsonl"
-EXAMPLES="$EXAMPLES" DEST="$DEST/lstm" TARGETS=bidirectional_lstm_imdb \
-  RUNS=none RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
-echo "lstm done" >> "$DEST/summary.txt"
-WALL=130 REPEAT=2 bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
-  "$DEST/lstm/bidirectional_lstm_imdb.json" "$DEST/lstm/wall-bidirectional_lstm_imdb"
-echo "lstm pairs done" >> "$DEST/summary.txt"
-EXAMPLES="$EXAMPLES" DEST="$DEST/wgan" TARGETS=wgan_gp RUNS=none \
-  RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
-echo "wgan done" >> "$DEST/summary.txt"
+transformer() {
+  EXAMPLES="$EXAMPLES" DEST="$DEST/transformer" TARGETS=" " RUNS=none \
+    ENTRY_POINTS=transformer_classifier RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
+}
+autoencoder() {
+  WALL=130 bash "$HERE/same_wall.sh" "$EXAMPLES" autoencoder.py \
+    "$RESULTS/ttt-autoencoder-h200/tfaccel.json" "$DEST/wall-autoencoder"
+}
+lstm() {
+  cp "$RESULTS/ttt-bidirectional-lstm-h200/journal.jsonl" "$DEST/lstm/bidirectional_lstm_imdb.jsonl"
+  EXAMPLES="$EXAMPLES" DEST="$DEST/lstm" TARGETS=bidirectional_lstm_imdb \
+    RUNS=none RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
+}
+lstm_pairs() {
+  WALL=130 REPEAT=2 bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
+    "$DEST/lstm/bidirectional_lstm_imdb.json" "$DEST/lstm/wall-bidirectional_lstm_imdb"
+}
+wgan() {
+  EXAMPLES="$EXAMPLES" DEST="$DEST/wgan" TARGETS=wgan_gp RUNS=none \
+    RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
+}
+# PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
+for part in ${PARTS:-transformer autoencoder lstm lstm_pairs wgan}; do
+  "$part"; echo "$part done" >> "$DEST/summary.txt"
+done
 touch "$DEST/all-done"
