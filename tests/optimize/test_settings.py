@@ -174,17 +174,22 @@ def test_one_table_gives_labels_skip_names_choices_and_keras_patches() -> None:
     s = Settings(precision="mixed_bfloat16", xla="jit", batch_size=512, steps_per_execution=10)
     assert label_of(s) == "mixed_bfloat16 xla=jit batch=512 spe=10"
     more = s.replace(
-        einsum="flat", float8=True, xla_options=("cublaslt",), allocator="cuda_malloc_async"
+        einsum="flat",
+        float8=True,
+        xla_options=("cublaslt",),
+        allocator="cuda_malloc_async",
+        rnn_algorithm="persist_dynamic",
     )
     assert label_of(more) == (
-        "mixed_bfloat16 xla=jit batch=512 spe=10 cuda_malloc_async float8 einsum=flat "
-        "xla_options=cublaslt"
+        "mixed_bfloat16 xla=jit batch=512 spe=10 rnn=persist_dynamic cuda_malloc_async "
+        "float8 einsum=flat xla_options=cublaslt"
     )
     assert set(SKIPPABLE) == {
         "steps_per_execution",
         "input_cast",
         "device_arrays",
         "xla_options",
+        "rnn_algorithm",
         "allocator",
         "prefetch",
         "dropout",
@@ -222,4 +227,6 @@ def test_every_keras_patch_knob_has_its_row_in_the_registry() -> None:
     from tfaccel.optimize.patches import PATCHES
     from tfaccel.optimize.settings import KERAS_PATCHES, LAYER_KNOBS
 
-    assert set(PATCHES) == set(KERAS_PATCHES) and set(LAYER_KNOBS) <= set(PATCHES)
+    from tfaccel.optimize.patches import LAYER_COUNTERS
+
+    assert set(PATCHES) == set(KERAS_PATCHES) and set(LAYER_KNOBS) <= set(LAYER_COUNTERS)

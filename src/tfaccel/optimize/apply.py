@@ -21,6 +21,7 @@ from tfaccel import _compat
 from tfaccel._tf import import_tensorflow
 from tfaccel.errors import InputError
 from tfaccel.hardware.capabilities import auto_precision
+from tfaccel.optimize import rnn_algorithm
 from tfaccel.optimize.environment import (
     ENV_ALLOCATOR,
     ENV_UNIFIED,
@@ -152,7 +153,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     _compat.check_keras_features(settings)  # before anything is set or patched
     initialized = runtime_initialized()
     asked = settings
-    rows = [apply_allocator(asked, initialized)]
+    rows = [apply_allocator(asked, initialized), rnn_algorithm.apply(asked, initialized)]
     if asked.memory != "unified" and os.environ.get(ENV_UNIFIED) == "1" and not initialized:
         os.environ.pop(ENV_UNIFIED, None)
     xla_row = apply_xla_options(asked, initialized)

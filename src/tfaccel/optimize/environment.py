@@ -53,7 +53,7 @@ def unified_memory_limit_mib(total_mib: int, factor: float) -> int:
     return int(total_mib * factor)
 
 
-def _set_env(name: str, value: str | None, initialized: bool, knob: str) -> AppliedStatus:
+def set_env(name: str, value: str | None, initialized: bool, knob: str) -> AppliedStatus:
     current = os.environ.get(name)
     if current == value:
         return "unchanged"
@@ -120,7 +120,7 @@ def apply_xla_options(settings: Settings, initialized: bool) -> Applied:
     if flags.split() == current.split():
         status = "unchanged"
     else:
-        status = _set_env(ENV_XLA, flags or None, initialized, f"xla_options={list(options)}")
+        status = set_env(ENV_XLA, flags or None, initialized, f"xla_options={list(options)}")
     _XLA_ADDED[:] = added
     detail = " ".join(XLA_OPTIONS[option] for option in options) or "XLA's defaults"
     # the options a knob added (IMPLIED_XLA_OPTIONS) beyond those asked for, and why
@@ -147,7 +147,7 @@ def apply_memory(
 ) -> list[Applied]:
     rows: list[Applied] = []
     if settings.memory == "unified":
-        status = _set_env(ENV_UNIFIED, "1", initialized, "memory='unified'")
+        status = set_env(ENV_UNIFIED, "1", initialized, "memory='unified'")
         rows.append(Applied("memory", "unified", status, f"{ENV_UNIFIED}=1; cost: " + UNIFIED_COST))
     if not gpus:
         if settings.memory != "default":
@@ -225,7 +225,7 @@ MPS_WARNING = (
 
 def apply_allocator(settings: Settings, initialized: bool) -> Applied:
     alloc = None if settings.allocator == "default" else settings.allocator
-    status = _set_env(ENV_ALLOCATOR, alloc, initialized, f"allocator={settings.allocator!r}")
+    status = set_env(ENV_ALLOCATOR, alloc, initialized, f"allocator={settings.allocator!r}")
     how = (
         "cudaMallocAsync: the driver's stream-ordered pool"
         if alloc

@@ -1,7 +1,9 @@
 """The knobs that replace a Keras function for the process (settings.KERAS_PATCHES),
 one row each: how to set it, which one is in use, and how many of a model's layers it
 acts on. Their modules are imported by name here, so that mypy and the layering test
-see every one; a new such knob is its module, its `Knob` row and its row below."""
+see every one; a new such knob is its module, its `Knob` row and its row below.
+LAYER_COUNTERS: every late knob that needs its layers in the model (these and
+`rnn_algorithm`, set through the environment), how many of a model's layers it acts on."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tfaccel.optimize import attention, dropout, einsum
+from tfaccel.optimize import attention, dropout, einsum, rnn_algorithm
 
 
 @dataclass(frozen=True)
@@ -29,4 +31,9 @@ PATCHES: dict[str, Patch] = {
         attention.set_attention, attention.current_attention, attention.count_layers
     ),
     "einsum": Patch(einsum.set_einsum, einsum.current_einsum, einsum.count_layers),
+}
+
+LAYER_COUNTERS: dict[str, Callable[[list[Any]], int]] = {
+    **{name: patch.count_layers for name, patch in PATCHES.items()},
+    "rnn_algorithm": rnn_algorithm.count_layers,
 }

@@ -34,6 +34,9 @@ Dropout = Literal["keras", "mask_once", "philox16"]
 Einsum = Literal["keras", "flat"]
 # Keras' attention, or cuDNN's flash attention under XLA (tfaccel.optimize.attention).
 Attention = Literal["keras", "cudnn"]
+# TensorFlow's cuDNN RNN algorithm, or one of cuDNN's persistent ones
+# (tfaccel.optimize.rnn_algorithm).
+RnnAlgorithm = Literal["default", "persist_static", "persist_dynamic"]
 
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 XLA_MODES: tuple[str, ...] = get_args(XlaMode)
@@ -45,6 +48,7 @@ INPUT_CASTS: tuple[str, ...] = get_args(InputCast)
 DROPOUTS: tuple[str, ...] = get_args(Dropout)
 EINSUMS: tuple[str, ...] = get_args(Einsum)
 ATTENTIONS: tuple[str, ...] = get_args(Attention)
+RNN_ALGORITHMS: tuple[str, ...] = get_args(RnnAlgorithm)
 # XLA's GPU compiler options, by name: the XLA_FLAGS each one adds (set before TensorFlow
 # starts; XLA reads them once per process).
 XLA_OPTIONS = {
@@ -143,6 +147,19 @@ KNOBS: tuple[Knob, ...] = (
     Knob("steps_per_execution", shown="spe={}", skippable=True),
     Knob("memory", MEMORY_MODES),
     Knob("strategy", STRATEGIES),
+    # First among the late trials: on a small-batch LSTM, cuDNN's persistent dynamic
+    # algorithm gained more than any other late knob does (the measurements page). It
+    # sums in another order: the guard holds it.
+    Knob(
+        "rnn_algorithm",
+        RNN_ALGORITHMS,
+        shown="rnn={}",
+        quiet="default",
+        skippable=True,
+        tune=TuneTry(
+            ("persist_dynamic",), needs=("gpu",), layers="cuDNN LSTM or GRU layer", guard=True
+        ),
+    ),
     # The GPU knobs that rarely pay come first among the late trials, so that a time
     # budget cuts them after the layer rewrites. They run in one trial: neither changes
     # the model's arithmetic, and each gained nothing alone on BERT-base and GPT-2 on the
@@ -285,6 +302,12 @@ class Settings:
     )
     einsum: Einsum = _doc(
         "keras", "flat: EinsumDense projections as one 2-D GEMM (one kernel-gradient GEMM)"
+    )
+    rnn_algorithm: RnnAlgorithm = _doc(
+        "default",
+        "cuDNN's algorithm for Keras' LSTM and GRU layers on the GPU: TensorFlow's default "
+        "(standard), or a persistent one, which keeps the recurrent weights on chip "
+        "(tfaccel.optimize.rnn_algorithm)",
     )
     attention: Attention = _doc(
         "keras",

@@ -360,7 +360,7 @@ def _layer_counts(model: Any) -> dict[str, int | None]:
     attention subclasses) included, as `<knob>_layers`; and the attention layers with
     dropout. None each if the model cannot say."""
     from tfaccel.optimize import attention
-    from tfaccel.optimize.patches import PATCHES
+    from tfaccel.optimize.patches import LAYER_COUNTERS
 
     names = [f"{knob}_layers" for knob in LAYER_KNOBS] + ["attention_dropout_layers"]
     try:
@@ -368,7 +368,7 @@ def _layer_counts(model: Any) -> dict[str, int | None]:
     except Exception:
         return dict.fromkeys(names)
     counts: dict[str, int | None] = {
-        f"{knob}_layers": PATCHES[knob].count_layers(layers) for knob in LAYER_KNOBS
+        f"{knob}_layers": LAYER_COUNTERS[knob](layers) for knob in LAYER_KNOBS
     }
     counts["attention_dropout_layers"] = attention.count_dropping_layers(layers)
     return counts
