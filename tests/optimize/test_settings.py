@@ -224,9 +224,7 @@ def test_a_wrong_type_names_its_field_before_any_comparison(
 
 
 def test_every_keras_patch_knob_has_its_row_in_the_registry() -> None:
-    from tfaccel.optimize.patches import PATCHES
+    from tfaccel.optimize.patches import LAYER_COUNTERS, PATCHES
     from tfaccel.optimize.settings import KERAS_PATCHES, LAYER_KNOBS
-
-    from tfaccel.optimize.patches import LAYER_COUNTERS
 
     assert set(PATCHES) == set(KERAS_PATCHES) and set(LAYER_KNOBS) <= set(LAYER_COUNTERS)

@@ -529,3 +529,78 @@ def test_a_race_whose_same_training_run_learns_nothing_proves_nothing() -> None:
     judged = offer.judged(found, race, 5.0)
     assert judged.verdict == "unproven"
     assert "never fell below its first reading (0.6932) in the 60 s race" in judged.why
+
+
+class PersistentRnn(FakeTrials):
+    """A model of cuDNN LSTM layers: cuDNN's persistent algorithm runs it 1.4x at the
+    user's batch and at a tenth of the standard algorithm's speed at larger ones."""
+
+    def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        r = super().__call__(workload, s, steps, timeout)
+        if not r.ok or s.rnn_algorithm == "default":
+            return r
+        rate = (r.samples_per_s or 0.0) * (1.4 if (s.batch_size or 64) <= 64 else 0.1)
+        return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+
+
+def test_a_small_batchs_knob_is_left_out_of_the_offer_and_run_applies_that(
+    tmp_path: Path,
+) -> None:
+    """The same-training answer keeps the persistent RNN algorithm; the ladder starts
+    from the standard one (said), the offer records the difference, and `run
+    --batch-offer` applies the offer's settings, not the same-training answer's."""
+    from tfaccel.tune.output import read_answer, settings_document
+
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    fake = PersistentRnn(extra={"no_race": None, **ADAM, "rnn_algorithm_layers": 2})
+    options = TuneOptions(batch_size=64, steps=STEPS)
+    race = FakeRace(same=HALF_AT_20, candidate=HALF_AT_10)
+    res = Tuner("w", H200, options, j, trial_fn=fake, race_fn=race).run()
+    assert res.best_settings is not None and res.best_settings.rnn_algorithm == "persist_dynamic"
+    ladder = [s for s in fake.calls if (s.batch_size or 64) > 64]
+    assert ladder and all(s.rnn_algorithm == "default" for s in ladder)
+    assert any("rnn_algorithm left at the default" in d for d in said(res, "batch offer"))
+    o = res.batch_offer
+    assert o is not None and o.verdict == "passed" and o.batch == 512
+    assert o.other_settings == {"rnn_algorithm": "default"}
+    (same_s, _), (cand_s, _) = race.calls
+    assert same_s.rnn_algorithm == "persist_dynamic" and cand_s.rnn_algorithm == "default"
+    path = tmp_path / "tfaccel.json"
+    path.write_text(json.dumps(settings_document(res)))
+    plain = read_answer(path)
+    assert plain.settings.rnn_algorithm == "persist_dynamic" and plain.settings.batch_size is None
+    offered = read_answer(path, batch_offer=True)
+    assert offered.settings.rnn_algorithm == "default" and offered.settings.batch_size == 512
+    assert any("rnn_algorithm=default" in note for note in offered.notes)
+
+
+def test_an_offers_other_settings_are_checked_as_settings(tmp_path: Path) -> None:
+    from tfaccel.errors import ConfigFileError
+    from tfaccel.tune.output import read_answer
+
+    def offered(other: Any) -> Any:
+        doc = {
+            "schema": "tfaccel.settings/1",
+            "answer": "same_training",
+            "settings": {"precision": "tf32", "rnn_algorithm": "persist_dynamic"},
+            "batch_offer": {
+                "batch_size": 512,
+                "from_batch_size": 32,
+                "learning_rate": change_for(16, "Adam").to_dict(),
+                "verdict": "passed",
+                "why": "reaches it 3x sooner",
+                "other_settings": other,
+            },
+        }
+        path = tmp_path / "tfaccel.json"
+        path.write_text(json.dumps(doc))
+        return read_answer(path, batch_offer=True)
+
+    assert offered(None).settings.rnn_algorithm == "persist_dynamic"  # an older file
+    with pytest.raises(ConfigFileError, match="Unknown rnn_algorithm"):
+        offered({"rnn_algorithm": "fastest"})
+    with pytest.raises(ConfigFileError, match="malformed"):
+        offered({"batch_size": 1024})
+    with pytest.raises(ConfigFileError, match="malformed"):
+        offered(["rnn_algorithm"])

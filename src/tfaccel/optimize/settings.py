@@ -107,7 +107,9 @@ class TuneTry:
     `together`: knobs next to each other in KNOBS with the same name here are tried in
     one trial (each its first value), where more than one applies. `saves_ms`: the knob
     saves host time per step, at most this much; where the best's step is so long that
-    this is under the noise floor, it is not tried."""
+    this is under the noise floor, it is not tried. `small_batch`: its gain is a small
+    batch's, and it costs at larger ones: the batch offer's ladder leaves it at its
+    default (`for_larger_batches`)."""
 
     values: tuple[Any, ...]
     needs: tuple[Need, ...] = ()
@@ -115,6 +117,7 @@ class TuneTry:
     guard: bool = False
     together: str | None = None
     saves_ms: float | None = None
+    small_batch: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("strategy", STRATEGIES),
     # First among the late trials: on a small-batch LSTM, cuDNN's persistent dynamic
     # algorithm gained more than any other late knob does (the measurements page). It
-    # sums in another order: the guard holds it.
+    # sums in another order: the guard holds it. Persistent kernels are for small
+    # batches (cuDNN's documentation): at 4x and 16x that LSTM's batch it ran at a
+    # half and a tenth of the standard algorithm's speed, so the offer leaves it out.
     Knob(
         "rnn_algorithm",
         RNN_ALGORITHMS,
@@ -157,7 +162,11 @@ KNOBS: tuple[Knob, ...] = (
         quiet="default",
         skippable=True,
         tune=TuneTry(
-            ("persist_dynamic",), needs=("gpu",), layers="cuDNN LSTM or GRU layer", guard=True
+            ("persist_dynamic",),
+            needs=("gpu",),
+            layers="cuDNN LSTM or GRU layer",
+            guard=True,
+            small_batch=True,
         ),
     ),
     # The GPU knobs that rarely pay come first among the late trials, so that a time
@@ -235,8 +244,17 @@ SKIPPABLE = tuple(k.name for k in KNOBS if k.skippable)
 KERAS_PATCHES = tuple(k.name for k in KNOBS if k.replaces_keras)
 # The knobs `tune` tries late in its search, in this order.
 LATE_KNOBS = tuple(k for k in KNOBS if k.tune is not None)
+# The knobs whose gain is a small batch's: the batch offer's ladder leaves them out.
+SMALL_BATCH_KNOBS = tuple(k.name for k in LATE_KNOBS if k.tune and k.tune.small_batch)
 # The knobs whose late trial needs their layers in the model: the trials count them.
 LAYER_KNOBS = tuple(k.name for k in LATE_KNOBS if k.tune and k.tune.layers)
+
+
+def for_larger_batches(settings: Settings) -> Settings:
+    """`settings` with the knobs whose gain is a small batch's (SMALL_BATCH_KNOBS) at
+    their defaults: where the batch offer's ladder starts."""
+    defaults = Settings()
+    return settings.replace(**{name: getattr(defaults, name) for name in SMALL_BATCH_KNOBS})
 
 
 def label_of(settings: Settings) -> str:

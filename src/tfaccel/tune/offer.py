@@ -88,7 +88,12 @@ def make(
     batch = int(s.batch_size or own)
     speedup = (candidate.samples_per_s or 0.0) / (same.samples_per_s or 1.0)
     lr = lr_change(same, batch, own, baseline)
-    return BatchOffer(s, candidate, own, speedup, lr, "unproven", "not raced")
+    other = {
+        name: value
+        for name, value in s.to_dict().items()
+        if name != "batch_size" and same.settings.get(name, value) != value
+    }
+    return BatchOffer(s, candidate, own, speedup, lr, "unproven", "not raced", other_settings=other)
 
 
 def time_to(curve: Sequence[tuple[float, float]], target: float) -> float | None:

@@ -61,6 +61,7 @@ def offer_document(offer: BatchOffer | None) -> dict[str, Any] | None:
         "samples_speedup_over_same_training": offer.samples_speedup,
         "to_target_speedup_over_same_training": race.to_target_speedup if race else None,
         "epochs_to_target": offer.epochs_to_target,
+        "other_settings": offer.other_settings,
         "race": dataclasses.asdict(race) if race else None,
     }
 
@@ -190,6 +191,7 @@ def _older(path: Path, settings: Settings, asked: bool) -> Answer:
 
 def _with_offer(path: Path, settings: Settings, offer: Any) -> Answer:
     from tfaccel.errors import ConfigFileError
+    from tfaccel.optimize.settings import settings_from_dict
 
     if not isinstance(offer, dict):
         raise ConfigFileError(
@@ -221,5 +223,16 @@ def _with_offer(path: Path, settings: Settings, offer: Any) -> Answer:
             f"{epochs:.1f} epochs of the data: a script that trains fewer epochs ends "
             "before it (more epochs, or stop on the validation loss)"
         )
+    other = offer.get("other_settings") or {}
+    if not isinstance(other, dict) or "batch_size" in other:
+        raise ConfigFileError(
+            f"{path}'s batch offer is malformed",
+            expected="other_settings: an object of settings besides batch_size",
+            received=f"other_settings {other!r}",
+        )
+    if other:
+        said = ", ".join(f"{name}={value}" for name, value in other.items())
+        notes.append(f"with the offer's own {said} (measured at that batch)")
+    merged = {**settings.to_dict(), **other, "batch_size": size}
     start = own if isinstance(own, int) and own > 0 else None
-    return Answer(settings.replace(batch_size=size), lr, tuple(notes), start)
+    return Answer(settings_from_dict(merged, str(path)), lr, tuple(notes), start)

@@ -252,6 +252,9 @@ class BatchOffer:
     # Epochs of the training data the candidate needed to reach the race's target
     # (None: unknown, or it did not reach it): a script that trains fewer ends first.
     epochs_to_target: float | None = None
+    # The settings besides the batch size where the offer differs from the
+    # same-training answer (the knobs it leaves at their defaults: `for_larger_batches`).
+    other_settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def batch(self) -> int:

@@ -9,6 +9,7 @@ import dataclasses
 from tfaccel.optimize.lr_scaling import LrChange
 from tfaccel.optimize.settings import (
     Settings,
+    for_larger_batches,
 )
 from tfaccel.trial.race import POINTS as RACE_POINTS
 from tfaccel.trial.runner import (
@@ -59,7 +60,15 @@ def batch_offer(tuner: TunerCore, state: State) -> None:
             f"no gradient noise scale: {unknown}; nothing but the data caps the ladder, "
             "and the race judges each batch",
         )
-    ladder = State(res.best, res.best_settings, state.defaults, state.rtol, offer=True)
+    start = for_larger_batches(res.best_settings)
+    if start != res.best_settings:
+        left = [k for k, v in start.to_dict().items() if res.best_settings.to_dict()[k] != v]
+        tuner.decide(
+            "batch offer",
+            f"{', '.join(left)} left at the default for larger batches: its gain is a small "
+            "batch's (cuDNN's persistent RNN kernels)",
+        )
+    ladder = State(res.best, start, state.defaults, state.rtol, offer=True)
     skipped = tuner._skipped
     _batch_ladder(tuner, ladder, largest, stage="batch offer")
     if not ladder.rungs:
