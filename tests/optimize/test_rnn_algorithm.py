@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tfaccel.optimize import rnn_algorithm
@@ -89,3 +91,33 @@ def test_a_bidirectional_layers_two_directions_are_found_in_a_model() -> None:
     model = keras.Model(inputs, keras.layers.Dense(1)(x))
     layers = list(model._flatten_layers(include_self=False, recursive=True))
     assert rnn_algorithm.count_layers(layers) == 2
+
+
+@pytest.mark.gpu
+def test_a_persistent_algorithm_trains_keras_lstm_on_the_gpu(tmp_path: Path) -> None:
+    """configure(rnn_algorithm=...) before TensorFlow starts: Keras' LSTM runs on cuDNN
+    with the algorithm, and from the same weights on the same batches its losses stay
+    close to the standard algorithm's (another summation order)."""
+    from tests.optimize.test_configure import run_py
+
+    code = """
+        import json
+        import tfaccel
+        tfaccel.configure(rnn_algorithm="{algorithm}")
+        import keras, numpy as np
+        keras.utils.set_random_seed(0)
+        x = np.random.default_rng(0).normal(size=(256, 50, 8)).astype("float32")
+        y = (x[:, :, 0].sum(axis=1) > 0).astype("float32")
+        model = keras.Sequential([keras.Input((50, 8)), keras.layers.LSTM(16),
+                                  keras.layers.Dense(1, activation="sigmoid")])
+        model.compile("adam", "binary_crossentropy")
+        history = model.fit(x, y, batch_size=32, epochs=3, shuffle=False, verbose=0)
+        cudnn = not model.layers[0].supports_jit  # Keras took the cuDNN path
+        print(json.dumps({{"losses": history.history["loss"], "cudnn": cudnn}}))
+    """
+    standard = run_py(code.format(algorithm="default"), tmp_path)
+    for algorithm in ("persist_static", "persist_dynamic"):
+        persistent = run_py(code.format(algorithm=algorithm), tmp_path)
+        assert standard["cudnn"] and persistent["cudnn"]
+        assert persistent["losses"] == pytest.approx(standard["losses"], rel=0.05)
+        assert persistent["losses"][-1] < persistent["losses"][0]  # it learns
