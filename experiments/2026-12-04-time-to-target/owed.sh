@@ -3,14 +3,14 @@
 # (setsid nohup bash owed.sh &), after the TensorFlow set-up and with keras-io's
 # scripts in $EXAMPLES; each part leaves its files under $DEST and a line in
 # $DEST/summary.txt, so that a machine taken back part-way keeps what ended.
-#  1. the transformer entry point, ten minutes afresh: the budget's end kept for its
-#     batch offer's ladder and race;
-#  2. the autoencoder's same-wall pair (its tune of 2026-12-05 is committed), seeded;
-#  3. the LSTM script's batch 512 race: its tune of 2026-12-05 resumed from the
-#     journal it left (benchmarks/results/ttt-bidirectional-lstm-h200/), whose budget
-#     ended before that race;
-#  4. two seeded same-wall pairs of the LSTM with the settings of step 1;
-#  5. the WGAN-GP script at the full ten minutes (the 8-minute run cut its philox trial).
+#  lstm: the LSTM script's tune resumed from its committed journal
+#     (benchmarks/results/ttt-bidirectional-lstm-h200/), to its end under the current
+#     rules: the ladder from the standard RNN algorithm, then its races;
+#  transformer: the transformer entry point, ten minutes afresh (its last run was
+#     taken back with the machine), the budget's end kept for its ladder and race;
+#  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`;
+#  wgan: the WGAN-GP script at the full ten minutes (the 8-minute run cut a trial);
+#  autoencoder: its seeded same-wall pair (done on 2026-12-05: results/.../same_wall).
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"; ROOT="$(cd "$HERE/../.." && pwd)"
 DEST="${DEST:-/tmp/ttt}"; EXAMPLES="${EXAMPLES:-/tmp/examples}"
@@ -39,7 +39,7 @@ wgan() {
     RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
 }
 # PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
-for part in ${PARTS:-transformer autoencoder lstm lstm_pairs wgan}; do
+for part in ${PARTS:-lstm transformer lstm_pairs wgan}; do
   "$part"; echo "$part done" >> "$DEST/summary.txt"
 done
 touch "$DEST/all-done"
