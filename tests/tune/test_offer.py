@@ -604,3 +604,16 @@ def test_an_offers_other_settings_are_checked_as_settings(tmp_path: Path) -> Non
         offered({"batch_size": 1024})
     with pytest.raises(ConfigFileError, match="malformed"):
         offered(["rnn_algorithm"])
+
+
+def test_an_offer_of_a_replayed_same_training_trial_differs_only_where_it_does() -> None:
+    """The same-training trial read back from a journal has its settings as JSON gives
+    them (lists for tuples, no field added since): no difference is made of that."""
+    answer = Settings(precision="tf32", xla_options=("cublaslt",), rnn_algorithm="persist_dynamic")
+    line = json.loads(json.dumps(answer.to_dict()))
+    del line["device_arrays"]  # a journal written before the field
+    same = TrialResult("k", "same", line, "ok", samples_per_s=1000.0)
+    rung = answer.replace(batch_size=512, rnn_algorithm="default")
+    cand = TrialResult("k2", "rung", rung.to_dict(), "ok", samples_per_s=4000.0)
+    made = offer.make(dataclasses.replace(same, extra=ADAM), cand, rung, None)
+    assert made.other_settings == {"rnn_algorithm": "default"}

@@ -153,8 +153,8 @@ KNOBS: tuple[Knob, ...] = (
     # First among the late trials: on a small-batch LSTM, cuDNN's persistent dynamic
     # algorithm gained more than any other late knob does (the measurements page). It
     # sums in another order: the guard holds it. Persistent kernels are for small
-    # batches (cuDNN's documentation): at 4x and 16x that LSTM's batch it ran at a
-    # half and a tenth of the standard algorithm's speed, so the offer leaves it out.
+    # batches (cuDNN's documentation, and that LSTM's larger batches on the same
+    # page): the offer's ladder leaves it out.
     Knob(
         "rnn_algorithm",
         RNN_ALGORITHMS,

@@ -88,10 +88,11 @@ def make(
     batch = int(s.batch_size or own)
     speedup = (candidate.samples_per_s or 0.0) / (same.samples_per_s or 1.0)
     lr = lr_change(same, batch, own, baseline)
+    answer = Settings(**same.settings).to_dict()  # a journal's line has lists for tuples
     other = {
         name: value
         for name, value in s.to_dict().items()
-        if name != "batch_size" and same.settings.get(name, value) != value
+        if name != "batch_size" and answer[name] != value
     }
     return BatchOffer(s, candidate, own, speedup, lr, "unproven", "not raced", other_settings=other)
 
