@@ -71,24 +71,18 @@ def count_layers(layers: list[Any]) -> int:
     if tf_rnn is None:
         return 0
     count = 0
+    more: tuple[Any, ...]
     for layer in layers:
         if isinstance(layer, keras.layers.LSTM):
-            supported = tf_rnn._do_lstm_arguments_support_cudnn(
-                layer.cell.activation,
-                layer.cell.recurrent_activation,
-                layer.unroll,
-                layer.cell.use_bias,
-            )
+            rule, more = tf_rnn._do_lstm_arguments_support_cudnn, ()
         elif isinstance(layer, keras.layers.GRU):
-            supported = tf_rnn._do_gru_arguments_support_cudnn(
-                layer.cell.activation,
-                layer.cell.recurrent_activation,
-                layer.unroll,
-                layer.cell.use_bias,
-                layer.cell.reset_after,
-            )
+            rule, more = tf_rnn._do_gru_arguments_support_cudnn, (layer.cell.reset_after,)
         else:
             continue
+        cell = layer.cell
+        supported = rule(
+            cell.activation, cell.recurrent_activation, layer.unroll, cell.use_bias, *more
+        )
         cudnn = getattr(layer, "use_cudnn", "auto") in ("auto", True)
-        count += bool(supported and cudnn and not layer.cell.recurrent_dropout)
+        count += bool(supported and cudnn and not cell.recurrent_dropout)
     return count
