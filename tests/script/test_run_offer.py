@@ -115,6 +115,22 @@ def test_the_same_training_keeps_the_batch_the_script_trains_at_now(
     )
 
 
+def test_a_small_batch_setting_at_a_larger_batch_is_said(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Settings measured at batch 16 with cuDNN's persistent RNN algorithm, a fit at 64:
+    kept as asked, and said to pay at small batches only."""
+    path = _settings_file(here)
+    doc = json.loads(path.read_text())
+    doc["settings"].update(batch_size=16, rnn_algorithm="persist_dynamic")
+    path.write_text(json.dumps(doc))
+    result = runner.invoke(app, ["run", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    err = capfd.readouterr().err
+    assert "measured at batch 16, this fit trains at 64" in err
+    assert "rnn_algorithm=persist_dynamic pays at small batches" in err
+
+
 def test_run_applies_a_passed_offer_with_its_learning_rate_when_asked(
     here: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
