@@ -617,3 +617,17 @@ def test_an_offer_of_a_replayed_same_training_trial_differs_only_where_it_does()
     cand = TrialResult("k2", "rung", rung.to_dict(), "ok", samples_per_s=4000.0)
     made = offer.make(dataclasses.replace(same, extra=ADAM), cand, rung, None)
     assert made.other_settings == {"rnn_algorithm": "default"}
+
+
+def test_ctrl_c_during_a_race_leaves_the_offer_unproven_and_the_answer_settled(
+    tmp_path: Path,
+) -> None:
+    class CtrlC(FakeRace):
+        def __call__(self, *args: Any) -> TrialResult:
+            raise KeyboardInterrupt
+
+    res = tune(tmp_path, CtrlC(same=HALF_AT_20, candidate=HALF_AT_10))
+    assert res.interrupted and res.best is not None
+    o = res.batch_offer
+    assert o is not None and o.verdict == "unproven"
+    assert o.why.startswith("not raced: interrupted (Ctrl-C)")

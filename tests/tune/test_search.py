@@ -340,3 +340,63 @@ def test_a_new_hardware_need_is_one_row(tmp_path: Path, monkeypatch: Any, met: b
     assert estimate_trials(H200, opts) - before == (1 if met else 0)
     tuner(tmp_path, trials).run()
     assert any(s.cache_dataset for s in trials.calls) is met
+
+
+class CtrlCAt(FakeTrials):
+    """Ctrl-C pressed during the `at`-th trial (1: the baseline)."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at = at
+
+    def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        if len(self.calls) + 1 == self.at:
+            self.calls.append(s)
+            raise KeyboardInterrupt
+        return super().__call__(workload, s, steps, timeout)
+
+
+def test_ctrl_c_ends_the_search_with_the_answer_of_the_trials_that_ended(
+    tmp_path: Path,
+) -> None:
+    fake = CtrlCAt(at=4)
+    res = tuner(tmp_path, fake).run()
+    assert res.interrupted
+    assert len(fake.calls) == 4  # nothing ran after the interrupted trial
+    measured = [t for t in res.trials if t.status == "ok"]
+    assert res.best is not None and res.best in measured
+    assert res.best.samples_per_s == max(t.samples_per_s or 0 for t in measured)
+    assert all(
+        t.error.startswith("interrupted (Ctrl-C)") for t in res.trials if t.status == "skipped"
+    )
+    assert said(res, "interrupted") == [
+        "Ctrl-C: no more trials; the answer is settled from those that ended, and the same "
+        "command goes on from the journal"
+    ]
+    # the journal holds the trials that ended, so the same command goes on from them
+    again = CtrlCAt(at=0)
+    res2 = tuner(tmp_path, again).run()
+    assert not res2.interrupted and res2.resumed == 3
+
+
+def test_ctrl_c_before_the_references_ended_stops_at_once(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        tuner(tmp_path, CtrlCAt(at=1)).run()
+
+
+def test_an_interrupted_tune_says_its_answer_and_exits_as_ctrl_c_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import typer
+
+    from tfaccel.cli import tune as tune_cli
+    from tfaccel.cli._common import Format
+    from tfaccel.tune import Outputs
+
+    res = tuner(tmp_path, CtrlCAt(at=4)).run()
+    outputs = Outputs(tmp_path / "tfaccel.json", tmp_path / "tune.png")
+    with pytest.raises(typer.Exit) as stopped:
+        tune_cli._render(res, outputs, Format.text)
+    assert stopped.value.exit_code == 130
+    assert "interrupted" in capsys.readouterr().out
+    assert (tmp_path / "tune.png").exists()

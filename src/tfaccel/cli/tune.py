@@ -254,6 +254,8 @@ def _render(result: TuneResult, outputs: tune_lib.Outputs, fmt: Format) -> None:
             )
     if not tune_lib.found(result):
         raise typer.Exit(int(ExitCode.RUNTIME))
+    if result.interrupted:  # the answer of the trials that ended, written: still Ctrl-C's
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
 
 
 def _journal_notes(journal: Journal, name: str, path: Path) -> None:

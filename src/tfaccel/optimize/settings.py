@@ -257,6 +257,20 @@ def for_larger_batches(settings: Settings) -> Settings:
     return settings.replace(**{name: getattr(defaults, name) for name in SMALL_BATCH_KNOBS})
 
 
+def small_batch_note(settings: dict[str, Any]) -> str:
+    """What to add where a fit trains at a larger batch than `settings` were measured
+    at and they hold a knob whose gain is a small batch's (SMALL_BATCH_KNOBS)."""
+    defaults = Settings().to_dict()
+    kept = [
+        f"{name}={settings[name]}"
+        for name in SMALL_BATCH_KNOBS
+        if settings.get(name, defaults[name]) != defaults[name]
+    ]
+    if not kept:
+        return ""
+    return f"; {', '.join(kept)} pays at small batches and can run slower at larger ones"
+
+
 def label_of(settings: Settings) -> str:
     """A trial's settings in a line: the knobs with a label part, in KNOBS' order."""
     parts = []

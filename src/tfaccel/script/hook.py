@@ -581,22 +581,6 @@ def _own_batch_of(fit_args: dict[str, Any], model: Any) -> int | None:
         return None
 
 
-def _small_batch_note(settings: dict[str, Any]) -> str:
-    """What to add where a fit trains at a larger batch than the settings were measured
-    at and they hold a knob whose gain is a small batch's (settings.SMALL_BATCH_KNOBS)."""
-    from tfaccel.optimize.settings import SMALL_BATCH_KNOBS, Settings
-
-    defaults = Settings().to_dict()
-    kept = [
-        f"{name}={settings[name]}"
-        for name in SMALL_BATCH_KNOBS
-        if settings.get(name, defaults[name]) != defaults[name]
-    ]
-    if not kept:
-        return ""
-    return f"; {', '.join(kept)} pays at small batches and can run slower at larger ones"
-
-
 def _offer_for(
     fit_args: dict[str, Any], model: Any, size: int | None, request: TrialRequest
 ) -> tuple[int | None, dict[str, Any] | None, list[str]]:
@@ -614,8 +598,11 @@ def _offer_for(
             f"tfaccel.json's settings were measured at batch {measured}, this fit trains at "
             f"{own} (tune this command for settings measured at {own})"
         )
-        larger = measured is not None and own > measured
-        return size, None, [note + (_small_batch_note(request.settings) if larger else "")]
+        if measured is not None and own > measured:
+            from tfaccel.optimize.settings import small_batch_note
+
+            note += small_batch_note(request.settings)
+        return size, None, [note]
     why = (
         f"batch offer not applied to this fit: its race started from batch {measured}, "
         f"and this fit trains at {own} (tune this command for an offer from {own})"

@@ -91,6 +91,9 @@ SKIPPED = "not tried: --skip"
 # The stage of a journal's trial of another machine, measured again here.
 AGAIN = "again, here"
 
+# Why a trial did not run after Ctrl-C ended the search (`TunerCore.stop_here`).
+INTERRUPTED = "interrupted (Ctrl-C): the same command goes on from the journal"
+
 
 def search_precisions(hw: Hardware, opt: TuneOptions) -> list[str]:
     """The precisions a search tries: the user's choice, where the hardware has it."""
@@ -219,11 +222,11 @@ class TunerCore:
         if self._over_budget():
             if self._over_budget(reserve=False):
                 self._skipped += 1
-                why = "time budget reached"
+                why = INTERRUPTED if self.result.interrupted else "time budget reached"
             else:  # only the time kept for the batch offer stops it
                 self._kept += 1
                 why = "time kept for the batch offer"
-            return TrialResult(key, label_of(settings), settings.to_dict(), "skipped", error=why)
+            return not_run(self, settings, why)
         return self.measure(settings, stage, record=self._record)
 
     def _record(self, trial: TrialResult) -> None:
@@ -333,7 +336,12 @@ class TunerCore:
             self.on_trial(stage, None, settings)
         started = self.clock()
         timeout = self._timeout()
-        trial = self._settled_trial(settings, timeout)
+        try:
+            trial = self._settled_trial(settings, timeout)
+        except KeyboardInterrupt:
+            if not stop_here(self):
+                raise
+            return not_run(self, settings, INTERRUPTED)
         self._ran.append(self.clock() - started)
         if settings.batch_size is None and trial.extra.get("own_batch"):
             # "the script's own": the trial says which, and is labelled with it
@@ -387,6 +395,8 @@ class TunerCore:
         end past the time budget, or into the time kept for the batch offer
         (`reserve_s`, unless `reserve` is False)? (Never the baseline or Keras' defaults:
         `_references_run`.)"""
+        if self.result.interrupted:
+            return True
         if self.opt.time_budget_s is None or self._start is None or not self._references_run:
             return False
         expected = self.mean_trial_s + longer_s
@@ -526,3 +536,25 @@ class TunerCore:
         """What the baseline trial reported under `key` (None where it did not)."""
         base = self.result.baseline
         return base.extra.get(key) if base is not None else None
+
+
+def not_run(tuner: TunerCore, settings: Settings, why: str) -> TrialResult:
+    """A trial the search skipped (the budget, the time kept for the offer, Ctrl-C)."""
+    key = settings_key(tuner.workload, settings, tuner.opt.steps)
+    return TrialResult(key, label_of(settings), settings.to_dict(), "skipped", error=why)
+
+
+def stop_here(tuner: TunerCore) -> bool:
+    """Ctrl-C during a trial or race: once the references ran, the search ends there,
+    each trial after it skipped and the answer settled from those that ended (True: the
+    caller returns); before, there is no answer to settle (False: the caller lets the
+    interrupt through). A second Ctrl-C stops at once."""
+    if not tuner._references_run:
+        return False
+    tuner.result.interrupted = True
+    tuner.decide(
+        "interrupted",
+        "Ctrl-C: no more trials; the answer is settled from those that ended, and the "
+        "same command goes on from the journal",
+    )
+    return True

@@ -158,6 +158,8 @@ class TuneResult:
     batch_note: str | None = None
     # Every offer a race judged, in the order raced (a descent's losers too).
     races: list[BatchOffer] = field(default_factory=list)
+    # Ctrl-C ended the search: the answer is settled from the trials that ended.
+    interrupted: bool = False
 
     def time_to(self, speedup: float) -> float | None:
         """Seconds into the tune at which the best so far first reached `speedup` x

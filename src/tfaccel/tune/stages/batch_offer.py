@@ -18,9 +18,11 @@ from tfaccel.trial.runner import (
 )
 from tfaccel.tune import offer
 from tfaccel.tune.core import (
+    INTERRUPTED,
     State,
     TunerCore,
     short_of,
+    stop_here,
 )
 from tfaccel.tune.result import (
     BatchOffer,
@@ -161,13 +163,13 @@ def _raced(tuner: TunerCore, found: BatchOffer) -> BatchOffer:
     assert res.best_settings is not None
     if not tuner.opt.race_s:
         return dataclasses.replace(found, why="not raced (race_s is 0)")
-    budget = "not raced: the time budget was reached (run the same command again to race it)"
     same = _race_run(tuner, res.best_settings, None)
-    if same is None:
-        return dataclasses.replace(found, why=budget)
-    candidate = _race_run(tuner, found.settings, found.lr)
-    if candidate is None:
-        return dataclasses.replace(found, why=budget)
+    candidate = _race_run(tuner, found.settings, found.lr) if same is not None else None
+    if same is None or candidate is None:
+        stop = INTERRUPTED if res.interrupted else "the time budget was reached"
+        return dataclasses.replace(
+            found, why=f"not raced: {stop} (run the same command again to race it)"
+        )
     race = offer.race_of(
         tuner.opt.race_s,
         str(same.extra.get("validation") or candidate.extra.get("validation") or ""),
@@ -204,7 +206,12 @@ def _race_run(tuner: TunerCore, settings: Settings, lr: LrChange | None) -> Tria
     if tuner.on_trial:
         tuner.on_trial("race", None, settings)
     timeout = max(tuner.opt.timeout_s, 3 * tuner.opt.race_s)
-    trial = tuner.race_fn(tuner.workload, settings, tuner.opt.steps, timeout, extra)
+    try:
+        trial = tuner.race_fn(tuner.workload, settings, tuner.opt.steps, timeout, extra)
+    except KeyboardInterrupt:
+        if not stop_here(tuner):
+            raise
+        return None
     trial = dataclasses.replace(trial, key=key)
     tuner.journal.append(tuner.workload, trial)
     if tuner.on_trial:
