@@ -244,3 +244,41 @@ def test_the_baseline_reads_the_gradient_noise_scale_of_the_users_model(
     assert r.extra["noise_scale_batches"] == [32, 256]
     assert 1.0 < r.extra["noise_scale"] < 1e6
     assert r.extra["examples"] == 65536
+
+
+def test_a_race_reads_at_most_its_first_validation_examples() -> None:
+    """Thirteen evaluations of a large validation set would outlast the race's seconds:
+    each reads the same first VALIDATION_MAX examples, and the description says so."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from tfaccel.trial.race import VALIDATION_MAX, race_fit, read_note, split_off
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    read: list[int] = []
+
+    def evaluate(val: Any, **kwargs: Any) -> dict[str, float]:
+        read.append(sum(int(x.shape[0]) for x, _ in val))
+        return {"loss": 1.0}
+
+    model.evaluate = evaluate  # type: ignore[method-assign]
+    x, y = np.ones((64, 4), "float32"), np.ones((64, 1), "float32")
+    validation = tf.data.Dataset.from_tensor_slices(
+        (np.ones((12_000, 4), "float32"), np.ones((12_000, 1), "float32"))
+    )
+    out = race_fit(
+        lambda callbacks: model.fit(x, y, epochs=10**6, verbose=0, callbacks=callbacks),
+        model,
+        validation,
+        {"seconds": 0.3, "batch": 32, "lr": None},
+    )
+    assert out["status"] == "ok" and len(read) >= 2
+    assert set(read) == {VALIDATION_MAX}
+    assert read_note(VALIDATION_MAX) == "" and read_note(None) == "; the race reads its first 5,000"
+    split = split_off(tf.data.Dataset.range(20_000), 20_000, 0.3)
+    assert split.what == (
+        "the script's validation_split=0.3 (the last 6,000 examples); the race reads its "
+        "first 5,000"
+    )

@@ -400,14 +400,15 @@ def _validation(model: Any, fit_args: dict[str, Any], examples: Any, count: int 
     `validation_split` of arrays, else a held-out part of the training examples."""
     import keras
 
-    from tfaccel.trial.race import Split, held_out, split_off
-    from tfaccel.workloads.inputs import user_data
+    from tfaccel.trial.race import Split, held_out, read_note, split_off
+    from tfaccel.workloads.inputs import count_examples, user_data
 
     given = fit_args.get("validation_data")
     if given is not None:
         data = given if not isinstance(given, tuple) else keras.utils.pack_x_y_sample_weight(*given)
         found = user_data(data, model)
-        return Split(examples, found.examples, "the script's validation_data", count)
+        what = "the script's validation_data" + read_note(count_examples(data, found))
+        return Split(examples, found.examples, what, count)
     fraction = float(fit_args.get("validation_split") or 0.0)
     if fraction > 0 and _is_array(fit_args.get("x")):
         return split_off(examples, count, fraction)

@@ -25,6 +25,12 @@ from typing import Any, NamedTuple
 HELD_OUT_MIN, HELD_OUT_MAX, HELD_OUT_UNKNOWN = 32, 5000, 1024
 # Validation batches are this size in both runs, whatever the batch under test.
 EVAL_BATCH = 256
+# A race reads its validation loss on at most this many examples, the first of the
+# validation set, the same ones in both runs: each evaluation is off the race's clock
+# but not off the tune's budget, and thirteen evaluations of a script's whole
+# validation set made a race run outlast its --race seconds by much (the measurements
+# page). The held-out part is no larger.
+VALIDATION_MAX = HELD_OUT_MAX
 # Points on each curve: the race's time over this is the evaluation interval.
 POINTS = 12
 # The training callbacks a race keeps: they change the learning rate, not the user's
@@ -95,9 +101,18 @@ def split_off(examples: Any, count: int | None, fraction: float) -> Split:
         return held_out(examples, count)
     size = max(1, int(count * fraction))
     what = f"the script's validation_split={fraction:g} (the last {size:,} examples)"
+    what += read_note(size)
     return Split(
         examples.take(count - size), examples.skip(count - size).cache(), what, count - size
     )
+
+
+def read_note(count: int | None) -> str:
+    """What to add to the validation's description where the race reads only its first
+    VALIDATION_MAX examples (`count` None: unknown, maybe more)."""
+    if count is not None and count <= VALIDATION_MAX:
+        return ""
+    return f"; the race reads its first {VALIDATION_MAX:,}"
 
 
 def steps_per_epoch(split: Split, batch: int) -> int:
@@ -125,7 +140,7 @@ def race_fit(
     from tfaccel.optimize.lr_scaling import LrChange, apply
 
     seconds = float(race["seconds"])
-    val = validation.batch(EVAL_BATCH)
+    val = validation.take(VALIDATION_MAX).batch(EVAL_BATCH)
     clock = _RaceClock(keras, val, seconds, seconds / POINTS)
     extra: list[Any] = []
     note = None
