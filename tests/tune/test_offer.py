@@ -630,4 +630,4 @@ def test_ctrl_c_during_a_race_leaves_the_offer_unproven_and_the_answer_settled(
     assert res.interrupted and res.best is not None
     o = res.batch_offer
     assert o is not None and o.verdict == "unproven"
-    assert o.why.startswith("not raced: interrupted (Ctrl-C)")
+    assert o.why.startswith("not raced: interrupted (Ctrl-C or SIGTERM)")

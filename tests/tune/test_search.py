@@ -367,11 +367,13 @@ def test_ctrl_c_ends_the_search_with_the_answer_of_the_trials_that_ended(
     assert res.best is not None and res.best in measured
     assert res.best.samples_per_s == max(t.samples_per_s or 0 for t in measured)
     assert all(
-        t.error.startswith("interrupted (Ctrl-C)") for t in res.trials if t.status == "skipped"
+        t.error.startswith("interrupted (Ctrl-C or SIGTERM)")
+        for t in res.trials
+        if t.status == "skipped"
     )
     assert said(res, "interrupted") == [
-        "Ctrl-C: no more trials; the answer is settled from those that ended, and the same "
-        "command goes on from the journal"
+        "stopped (Ctrl-C or SIGTERM): no more trials; the answer is settled from those that "
+        "ended, and the same command goes on from the journal"
     ]
     # the journal holds the trials that ended, so the same command goes on from them
     again = CtrlCAt(at=0)
@@ -400,3 +402,21 @@ def test_an_interrupted_tune_says_its_answer_and_exits_as_ctrl_c_does(
     assert stopped.value.exit_code == 130
     assert "interrupted" in capsys.readouterr().out
     assert (tmp_path / "tune.png").exists()
+
+
+def test_sigterm_ends_a_tune_as_ctrl_c_does_unless_it_was_ignored() -> None:
+    import os
+    import signal
+
+    from tfaccel.cli.tune import _stop_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), _stop_as_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) is before  # restored
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with _stop_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)  # ignored, as it was
+    finally:
+        signal.signal(signal.SIGTERM, before)

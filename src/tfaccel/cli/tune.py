@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.text import Text
@@ -172,7 +176,7 @@ def tune(
             progress.console.print(trial_line(stage, r))
         tune_estimate(progress, task)
 
-    with progress:
+    with progress, _stop_as_interrupt():
         result = tune_lib.run(
             tgt,
             options,
@@ -185,6 +189,26 @@ def tune(
         )
         tune_estimate(progress, task, done=True)
     _render(result, outputs, fmt)
+
+
+@contextlib.contextmanager
+def _stop_as_interrupt() -> Iterator[None]:
+    """SIGTERM (what a job scheduler sends at its time limit, before SIGKILL) ends the
+    search as Ctrl-C does: the trial it stops is not kept, and the answer of those that
+    ended is written in the grace the scheduler leaves. A SIGTERM the command was
+    started ignoring stays ignored."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _options(

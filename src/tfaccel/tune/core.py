@@ -91,8 +91,9 @@ SKIPPED = "not tried: --skip"
 # The stage of a journal's trial of another machine, measured again here.
 AGAIN = "again, here"
 
-# Why a trial did not run after Ctrl-C ended the search (`TunerCore.stop_here`).
-INTERRUPTED = "interrupted (Ctrl-C): the same command goes on from the journal"
+# Why a trial did not run after Ctrl-C (or SIGTERM, `tfaccel tune`'s) ended the search
+# (`stop_here`).
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM): the same command goes on from the journal"
 
 
 def search_precisions(hw: Hardware, opt: TuneOptions) -> list[str]:
@@ -554,7 +555,7 @@ def stop_here(tuner: TunerCore) -> bool:
     tuner.result.interrupted = True
     tuner.decide(
         "interrupted",
-        "Ctrl-C: no more trials; the answer is settled from those that ended, and the "
-        "same command goes on from the journal",
+        "stopped (Ctrl-C or SIGTERM): no more trials; the answer is settled from those "
+        "that ended, and the same command goes on from the journal",
     )
     return True
