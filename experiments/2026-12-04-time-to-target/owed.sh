@@ -3,6 +3,8 @@
 # (setsid nohup bash owed.sh &), after the TensorFlow set-up and with keras-io's
 # scripts in $EXAMPLES; each part leaves its files under $DEST and a line in
 # $DEST/summary.txt, so that a machine taken back part-way keeps what ended.
+#  gpu_tests: the GPU tests of what 2026-12-05 added and could not run there
+#     (cuDNN's persistent RNN algorithms under Keras' LSTM), seconds;
 #  lstm: the LSTM script's tune resumed from its committed journal
 #     (benchmarks/results/ttt-bidirectional-lstm-h200/), to its end under the current
 #     rules: the ladder from the standard RNN algorithm, then its races;
@@ -17,6 +19,10 @@ DEST="${DEST:-/tmp/ttt}"; EXAMPLES="${EXAMPLES:-/tmp/examples}"
 RESULTS="$ROOT/benchmarks/results"
 mkdir -p "$DEST/lstm"
 export MPLBACKEND=Agg
+gpu_tests() {
+  (cd "$ROOT" && PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -q -m gpu \
+    tests/optimize/test_rnn_algorithm.py > "$DEST/gpu-tests.txt" 2>&1)
+}
 transformer() {
   EXAMPLES="$EXAMPLES" DEST="$DEST/transformer" TARGETS=" " RUNS=none \
     ENTRY_POINTS=transformer_classifier RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
@@ -39,7 +45,7 @@ wgan() {
     RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
 }
 # PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
-for part in ${PARTS:-lstm transformer lstm_pairs wgan}; do
+for part in ${PARTS:-gpu_tests lstm transformer lstm_pairs wgan}; do
   "$part"; echo "$part done" >> "$DEST/summary.txt"
 done
 touch "$DEST/all-done"
