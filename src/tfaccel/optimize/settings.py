@@ -257,18 +257,21 @@ def for_larger_batches(settings: Settings) -> Settings:
     return settings.replace(**{name: getattr(defaults, name) for name in SMALL_BATCH_KNOBS})
 
 
+def changed(base: Settings, other: Settings) -> dict[str, Any]:
+    """The fields where `other` differs from `base`, with `other`'s values."""
+    ours = base.to_dict()
+    return {name: value for name, value in other.to_dict().items() if ours[name] != value}
+
+
 def small_batch_note(settings: dict[str, Any]) -> str:
     """What to add where a fit trains at a larger batch than `settings` were measured
     at and they hold a knob whose gain is a small batch's (SMALL_BATCH_KNOBS)."""
-    defaults = Settings().to_dict()
-    kept = [
-        f"{name}={settings[name]}"
-        for name in SMALL_BATCH_KNOBS
-        if settings.get(name, defaults[name]) != defaults[name]
-    ]
+    measured = Settings(**settings)
+    kept = changed(for_larger_batches(measured), measured)
     if not kept:
         return ""
-    return f"; {', '.join(kept)} pays at small batches and can run slower at larger ones"
+    said = ", ".join(f"{name}={value}" for name, value in kept.items())
+    return f"; {said} pays at small batches and can run slower at larger ones"
 
 
 def label_of(settings: Settings) -> str:

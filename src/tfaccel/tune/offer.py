@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from tfaccel.optimize.lr_scaling import LrChange, change_for
-from tfaccel.optimize.settings import Settings
+from tfaccel.optimize.settings import Settings, changed
 from tfaccel.trial.runner import TrialResult
 from tfaccel.tune.result import BatchOffer, Race
 
@@ -88,12 +88,9 @@ def make(
     batch = int(s.batch_size or own)
     speedup = (candidate.samples_per_s or 0.0) / (same.samples_per_s or 1.0)
     lr = lr_change(same, batch, own, baseline)
-    answer = Settings(**same.settings).to_dict()  # a journal's line has lists for tuples
-    other = {
-        name: value
-        for name, value in s.to_dict().items()
-        if name != "batch_size" and answer[name] != value
-    }
+    # Settings, not the trial's dict: a journal's line has lists for tuples
+    other = changed(Settings(**same.settings), s)
+    other.pop("batch_size", None)
     return BatchOffer(s, candidate, own, speedup, lr, "unproven", "not raced", other_settings=other)
 
 

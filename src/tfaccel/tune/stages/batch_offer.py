@@ -9,6 +9,7 @@ import dataclasses
 from tfaccel.optimize.lr_scaling import LrChange
 from tfaccel.optimize.settings import (
     Settings,
+    changed,
     for_larger_batches,
 )
 from tfaccel.trial.race import POINTS as RACE_POINTS
@@ -63,8 +64,8 @@ def batch_offer(tuner: TunerCore, state: State) -> None:
             "and the race judges each batch",
         )
     start = for_larger_batches(res.best_settings)
-    if start != res.best_settings:
-        left = [k for k, v in start.to_dict().items() if res.best_settings.to_dict()[k] != v]
+    left = changed(res.best_settings, start)
+    if left:
         tuner.decide(
             "batch offer",
             f"{', '.join(left)} left at the default for larger batches: its gain is a small "
@@ -166,10 +167,9 @@ def _raced(tuner: TunerCore, found: BatchOffer) -> BatchOffer:
     same = _race_run(tuner, res.best_settings, None)
     candidate = _race_run(tuner, found.settings, found.lr) if same is not None else None
     if same is None or candidate is None:
-        stop = INTERRUPTED if res.interrupted else "the time budget was reached"
-        return dataclasses.replace(
-            found, why=f"not raced: {stop} (run the same command again to race it)"
-        )
+        budget = "the time budget was reached (run the same command again to race it)"
+        stop = INTERRUPTED if res.interrupted else budget
+        return dataclasses.replace(found, why=f"not raced: {stop}")
     race = offer.race_of(
         tuner.opt.race_s,
         str(same.extra.get("validation") or candidate.extra.get("validation") or ""),
