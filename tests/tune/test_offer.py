@@ -500,6 +500,60 @@ def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None
     assert res.batch_offer is None and res.batch_note == "not tried: the time budget was reached"
 
 
+def test_the_ladder_leaves_time_for_the_race_of_what_it_found(tmp_path: Path) -> None:
+    """A model whose trials take a minute (its XLA compilation) under a budget that
+    holds the same-training stages, one rung and a race, not three rungs and a race: the
+    ladder stops at its first rung (said), which is raced and passes. Three rungs would
+    have left the candidate unraced: a faster batch that proves nothing."""
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    clock = FakeClock()
+    stages: list[str] = []
+    # 7 same-training trials (420 s), then what is left of 840 s: a rung of 60 s leaves
+    # the 360 s kept for the race (2 x (60 + 2 x 60)); a second one would not
+    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=840.0, race_s=60.0)
+    res = Tuner(
+        "w",
+        H200,
+        opts,
+        j,
+        trial_fn=clock.taking(60.0, FakeTrials(extra={"no_race": None, **ADAM})),
+        race_fn=clock.taking(130.0, FakeRace(HALF_AT_20, HALF_AT_10)),
+        clock=clock,
+        on_trial=lambda stage, r, s: stages.append(stage) if r is None else None,
+    ).run()
+    assert stages[7:] == ["batch offer", "race", "race"]
+    o = res.batch_offer
+    assert o is not None and o.verdict == "passed" and o.batch == 256, o
+    assert said(res, "batch offer")[1:3] == [
+        "batch 256: +52% over batch 64",
+        "batch 1024: skipped (time kept for the batch offer's race)",
+    ]
+    assert said(res, "batch offer")[3] == (
+        "the ladder stopped at batch 256: the budget's last 360 s are kept for its race (the "
+        "same-training run and the candidate)"
+    )
+    assert clock.now <= 840.0
+
+
+def test_a_budget_with_no_room_for_a_rung_and_its_race_says_so(tmp_path: Path) -> None:
+    """The same model under a budget that leaves room for the same-training stages and a
+    race, but not for a rung before it: no ladder trial runs, and the note says why."""
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    clock = FakeClock()
+    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=800.0, race_s=60.0)
+    fake = FakeTrials(extra={"no_race": None, **ADAM})
+    res = Tuner(
+        "w", H200, opts, j, trial_fn=clock.taking(60.0, fake), clock=clock, race_fn=FakeRace([], [])
+    ).run()
+    assert all(s.batch_size == 64 for s in fake.calls)
+    assert res.batch_offer is None
+    assert res.batch_note == (
+        "not tried: the time budget leaves too little for a ladder trial and its race"
+    )
+
+
 def test_a_candidate_that_touches_the_target_once_and_climbs_fails() -> None:
     """Its training loss falls throughout, but its validation loss reaches the target in
     one smoothed evaluation only, then climbs away: the noise of one evaluation is no

@@ -169,6 +169,7 @@ class TunerCore:
         # late same-training stages run (`stages.batch_offer.keep_time`), and the trials
         # that did not run to keep it.
         self.reserve_s = 0.0
+        self.reserve_for = "the batch offer"  # what the kept time is for, in a skip's words
         self._kept = 0
         # The baseline and Keras' defaults run whatever the budget: without the defaults
         # measured, no answer could be said to be at least as fast as them.
@@ -224,9 +225,9 @@ class TunerCore:
             if self._over_budget(reserve=False):
                 self._skipped += 1
                 why = INTERRUPTED if self.result.interrupted else "time budget reached"
-            else:  # only the time kept for the batch offer stops it
+            else:  # only the time kept for the batch offer (or its race) stops it
                 self._kept += 1
-                why = "time kept for the batch offer"
+                why = f"time kept for {self.reserve_for}"
             return not_run(self, settings, why)
         return self.measure(settings, stage, record=self._record)
 

@@ -33,6 +33,8 @@ from tfaccel.tune.result import (
 # Race runs a time budget keeps room for: the same-training run, the ladder's largest
 # batch, and the next one below it, raced where the largest loses.
 RACE_RUNS_KEPT = 3
+# ... and the ladder itself keeps room for the fewest that can pass one batch.
+RACE_RUNS_LADDER = 2
 
 
 def batch_offer(tuner: TunerCore, state: State) -> None:
@@ -72,17 +74,38 @@ def batch_offer(tuner: TunerCore, state: State) -> None:
             "batch's (cuDNN's persistent RNN kernels)",
         )
     ladder = State(res.best, start, state.defaults, state.rtol, offer=True)
-    skipped = tuner._skipped
-    _batch_ladder(tuner, ladder, largest, stage="batch offer")
+    skipped, kept = tuner._skipped, tuner._kept
+    _ladder_before_its_race(tuner, ladder, largest)
     if not ladder.rungs:
-        budget = tuner._skipped > skipped
-        res.batch_note = (
-            "not tried: the time budget was reached"
-            if budget
-            else "no larger batch ran faster beyond the noise"
-        )
+        if tuner._kept > kept:
+            res.batch_note = "not tried: the time budget leaves too little for a ladder trial and its race"
+        elif tuner._skipped > skipped:
+            res.batch_note = "not tried: the time budget was reached"
+        else:
+            res.batch_note = "no larger batch ran faster beyond the noise"
         return
     res.batch_offer = _race_rungs(tuner, ladder.rungs)
+
+
+def _ladder_before_its_race(tuner: TunerCore, ladder: State, largest: int) -> None:
+    """The ladder, in the time a time budget leaves after a race of its best rung (the
+    same-training run and one candidate, `RACE_RUNS_LADDER`): a rung that ran faster
+    but could not be raced proves nothing, while a smaller rung raced can pass. A
+    model that compiles for a minute per trial stops its ladder early and races what
+    it found (said)."""
+    kept = tuner._kept
+    tuner.reserve_s = RACE_RUNS_LADDER * race_run_s(tuner) if _can_race_in_budget(tuner) else 0.0
+    tuner.reserve_for = "the batch offer's race"
+    try:
+        _batch_ladder(tuner, ladder, largest, stage="batch offer")
+    finally:
+        reserve, tuner.reserve_s, tuner.reserve_for = tuner.reserve_s, 0.0, "the batch offer"
+    if tuner._kept > kept and ladder.rungs:
+        tuner.decide(
+            "batch offer",
+            f"the ladder stopped at batch {tuner._batch(ladder)}: the budget's last "
+            f"{reserve:.0f} s are kept for its race (the same-training run and the candidate)",
+        )
 
 
 def keep_time(tuner: TunerCore, state: State) -> None:
@@ -96,15 +119,25 @@ def keep_time(tuner: TunerCore, state: State) -> None:
     `release_time` gives it back before the answer is settled.
     The stages before (precision, XLA, steps_per_execution, the inputs) always run
     first."""
-    if tuner.opt.time_budget_s is None or not tuner.opt.race_s or _no_race(tuner):
+    if not _can_race_in_budget(tuner) or _no_race(tuner):
         return
     own, largest, _ = _ladder_room(tuner, state)
     rungs = 0
     while own * 2 ** (2 * rungs + 1) <= largest:  # the ladder's 4x steps (a 2x last)
         rungs += 1
     if rungs:
-        run_s = tuner.opt.race_s + 2 * tuner.mean_trial_s
-        tuner.reserve_s = rungs * tuner.mean_trial_s + RACE_RUNS_KEPT * run_s
+        tuner.reserve_s = rungs * tuner.mean_trial_s + RACE_RUNS_KEPT * race_run_s(tuner)
+
+
+def _can_race_in_budget(tuner: TunerCore) -> bool:
+    """Is there a time budget to keep room in, and a race (`--race` not 0)?"""
+    return tuner.opt.time_budget_s is not None and bool(tuner.opt.race_s)
+
+
+def race_run_s(tuner: TunerCore) -> float:
+    """What a race run is expected to take: `race_s` plus twice a trial's mean time (it
+    starts the script, compiles, and evaluates off its clock)."""
+    return tuner.opt.race_s + 2 * tuner.mean_trial_s
 
 
 def _ladder_room(tuner: TunerCore, state: State) -> tuple[int, int, str | None]:
@@ -234,20 +267,21 @@ def _batch_ladder(tuner: TunerCore, state: State, largest: int, stage: str = "ba
             continue
         if factor == 4 and step == "worse":
             _ladder_step(tuner, state, batch, batch * 2, stage)
-        break
+        break  # (a skipped rung too: the budget, or its race's time, stops the ladder)
 
 
 def _ladder_step(
     tuner: TunerCore, state: State, batch: int, to: int, stage: str
 ) -> tuple[str, float]:
     """One trial of the ladder, batch `b` (the best) to `to`: ("kept", "even"
-    (within the noise) or "worse" (failed, or slower beyond the noise), the gain)."""
+    (within the noise), "worse" (failed, or slower beyond the noise) or "skipped" (not
+    run: the budget), the gain)."""
     settings = state.best_s.replace(batch_size=to)
     trial = tuner.trial(settings, stage)
     if not trial.ok:
         why = " (does not fit)" if trial.status == "oom" else f" ({trial.error})"
         tuner.decide(stage, f"batch {to}: {trial.status}{why}")
-        return "worse", 0.0
+        return ("skipped" if trial.status == "skipped" else "worse"), 0.0
     win, gain, thr, trial, _ = tuner.compare(trial, state.best)
     if win:
         tuner.decide(stage, f"batch {to}: {gain:+.0%} over batch {batch}")
