@@ -549,8 +549,10 @@ def test_a_budget_with_no_room_for_a_rung_and_its_race_says_so(tmp_path: Path) -
     ).run()
     assert all(s.batch_size == 64 for s in fake.calls)
     assert res.batch_offer is None
+    # 420 s of same-training trials, a rung of 60 s and 360 s kept: 40 s short
     assert res.batch_note == (
-        "not tried: the time budget leaves too little for a ladder trial and its race"
+        "not tried: the time budget leaves too little for a ladder trial and its race "
+        "(about 40 s more: a longer --time-budget, or a shorter --race)"
     )
 
 

@@ -74,11 +74,14 @@ def batch_offer(tuner: TunerCore, state: State) -> None:
             "batch's (cuDNN's persistent RNN kernels)",
         )
     ladder = State(res.best, start, state.defaults, state.rtol, offer=True)
-    skipped, kept = tuner._skipped, tuner._kept
-    _ladder_before_its_race(tuner, ladder, largest)
+    skipped = tuner._skipped
+    short_s = _ladder_before_its_race(tuner, ladder, largest)
     if not ladder.rungs:
-        if tuner._kept > kept:
-            res.batch_note = "not tried: the time budget leaves too little for a ladder trial and its race"
+        if short_s is not None:
+            res.batch_note = (
+                "not tried: the time budget leaves too little for a ladder trial and its race "
+                f"(about {short_s:.0f} s more: a longer --time-budget, or a shorter --race)"
+            )
         elif tuner._skipped > skipped:
             res.batch_note = "not tried: the time budget was reached"
         else:
@@ -87,12 +90,13 @@ def batch_offer(tuner: TunerCore, state: State) -> None:
     res.batch_offer = _race_rungs(tuner, ladder.rungs)
 
 
-def _ladder_before_its_race(tuner: TunerCore, ladder: State, largest: int) -> None:
+def _ladder_before_its_race(tuner: TunerCore, ladder: State, largest: int) -> float | None:
     """The ladder, in the time a time budget leaves after a race of its best rung (the
     same-training run and one candidate, `RACE_RUNS_LADDER`): a rung that ran faster
     but could not be raced proves nothing, while a smaller rung raced can pass. A
     model that compiles for a minute per trial stops its ladder early and races what
-    it found (said)."""
+    it found (said). Where the kept time left no rung at all: about how many seconds
+    more the budget needed for one rung and its race."""
     kept = tuner._kept
     tuner.reserve_s = RACE_RUNS_LADDER * race_run_s(tuner) if _can_race_in_budget(tuner) else 0.0
     tuner.reserve_for = "the batch offer's race"
@@ -100,12 +104,18 @@ def _ladder_before_its_race(tuner: TunerCore, ladder: State, largest: int) -> No
         _batch_ladder(tuner, ladder, largest, stage="batch offer")
     finally:
         reserve, tuner.reserve_s, tuner.reserve_for = tuner.reserve_s, 0.0, "the batch offer"
-    if tuner._kept > kept and ladder.rungs:
-        tuner.decide(
-            "batch offer",
-            f"the ladder stopped at batch {tuner._batch(ladder)}: the budget's last "
-            f"{reserve:.0f} s are kept for its race (the same-training run and the candidate)",
-        )
+    if tuner._kept == kept:
+        return None
+    if not ladder.rungs:
+        assert tuner.opt.time_budget_s is not None and tuner._start is not None
+        elapsed = tuner.clock() - tuner._start
+        return elapsed + tuner.mean_trial_s + reserve - tuner.opt.time_budget_s
+    tuner.decide(
+        "batch offer",
+        f"the ladder stopped at batch {tuner._batch(ladder)}: the budget's last "
+        f"{reserve:.0f} s are kept for its race (the same-training run and the candidate)",
+    )
+    return None
 
 
 def keep_time(tuner: TunerCore, state: State) -> None:
