@@ -33,6 +33,7 @@ from tfaccel.optimize.environment import (
     mps_running,
     runtime_initialized,
 )
+from tfaccel.optimize.float32_outputs import set_float32_outputs
 from tfaccel.optimize.report import Applied, ConfigureReport
 from tfaccel.optimize.settings import (
     KERAS_PATCHES,
@@ -178,8 +179,13 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     return report
 
 
+# Under a mixed policy, what a model called from the user's own code returns
+# (`float32_outputs`).
+_FLOAT32_OUTPUTS = "; a model called from your code returns float32 outputs"
 _PRECISION_NOTES = {
-    "mixed_float16": "; loss scaling: Keras wraps the optimizer in LossScaleOptimizer at compile",
+    "mixed_float16": "; loss scaling: Keras wraps the optimizer in LossScaleOptimizer at compile"
+    + _FLOAT32_OUTPUTS,
+    "mixed_bfloat16": _FLOAT32_OUTPUTS,
     "float32": "; TF32 off (strict float32)",
     "tf32": "; float32 variables and math on TF32 tensor cores",
     "bfloat16": "; weights in bf16 too: for inference and generation, where the mixed policy "
@@ -194,6 +200,7 @@ def _apply_precision(tf: Any, settings: Settings, capability: str | None) -> tup
     precision, why = resolve_precision(settings.precision, capability)
     policy = "float32" if precision in ("float32", "tf32") else precision
     keras.mixed_precision.set_global_policy(policy)
+    set_float32_outputs(policy.startswith("mixed_"))
     tf.config.experimental.enable_tensor_float_32_execution(precision != "float32")
     return precision, Applied(
         "precision", precision, "applied", why + _PRECISION_NOTES.get(precision, "")
@@ -327,6 +334,7 @@ class _Configure:
         import keras
 
         keras.mixed_precision.set_global_policy("float32")
+        set_float32_outputs(False)
         tf = import_tensorflow()
         tf.config.experimental.enable_tensor_float_32_execution(True)
         tf.config.optimizer.set_jit(False)

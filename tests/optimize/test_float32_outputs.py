@@ -1,0 +1,156 @@
+"""Under a mixed precision policy, a model called from the user's own code returns
+float32 outputs (tfaccel.optimize.float32_outputs), on the CPU."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+import keras
+import tensorflow as tf
+
+import tfaccel
+from tfaccel.optimize.float32_outputs import float32_outputs_on, set_float32_outputs
+
+
+@pytest.fixture
+def mixed() -> Iterator[None]:
+    try:
+        tfaccel.configure(precision="mixed_bfloat16", xla="off")
+        yield
+    finally:
+        tfaccel.configure.reset()
+
+
+def _generator() -> keras.Model:
+    z = keras.Input((4,))
+    return keras.Model(z, keras.layers.Dense(6)(z))
+
+
+class _Seen(keras.layers.Layer):
+    """Records the dtype of what it is given."""
+
+    seen: ClassVar[list[str]] = []
+
+    def call(self, x: Any) -> Any:
+        _Seen.seen.append(x.dtype.name if hasattr(x.dtype, "name") else str(x.dtype))
+        return x
+
+
+def test_a_models_entry_call_returns_float32_and_nested_calls_keep_16_bits(mixed: None) -> None:
+    """A generator called from the user's code returns float32; the same model inside
+    a functional model hands its next layer bfloat16 (only the outer call widens), and
+    a call on keras.Input builds the graph as written."""
+    gen = _generator()
+    assert gen.compute_dtype == "bfloat16"
+    assert gen(tf.zeros((2, 4))).dtype == tf.float32
+    z = keras.Input((4,))
+    symbolic = gen(z)
+    assert "bfloat16" in str(symbolic.dtype)  # a KerasTensor: the user's graph unchanged
+    outer = keras.Model(z, _Seen()(gen(z)))
+    _Seen.seen.clear()
+    out = outer(tf.zeros((2, 4)))
+    assert _Seen.seen == ["bfloat16"] and out.dtype == tf.float32
+    ints = keras.Model(z, keras.ops.argmax(gen(z), axis=-1))
+    assert ints(tf.zeros((2, 4))).dtype in (tf.int32, tf.int64)  # not floating: as it was
+
+
+def test_a_float32_model_and_reset_leave_keras_as_it_was() -> None:
+    from keras.src.layers.layer import Layer
+    from keras.src.models.model import Model
+
+    try:
+        tfaccel.configure(precision="mixed_bfloat16", xla="off")
+        assert float32_outputs_on()
+        tfaccel.configure(precision="bfloat16", xla="off")  # bf16 weights: inference
+        assert not float32_outputs_on()
+        assert _generator()(tf.zeros((1, 4))).dtype == tf.bfloat16  # as Keras gives it
+        tfaccel.configure(precision="mixed_bfloat16", xla="off")
+        tfaccel.configure(precision="float32", xla="off")
+        assert not float32_outputs_on()
+        assert "__call__" not in Model.__dict__ and Model.__call__ is Layer.__call__
+        tfaccel.configure(precision="mixed_float16", xla="off")
+        assert float32_outputs_on()
+    finally:
+        tfaccel.configure.reset()
+    assert not float32_outputs_on() and "__call__" not in Model.__dict__
+    assert _generator()(tf.zeros((1, 4))).dtype == tf.float32  # float32 policy: as Keras
+
+
+class _WGAN(keras.Model):
+    """keras-io's WGAN-GP train_step, reduced: its gradient penalty subtracts the real
+    images (float32) from the generator's output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.critic = keras.Sequential([keras.Input((6,)), keras.layers.Dense(1)])
+        self.generator = _generator()
+
+    def compile(self, c_optimizer: Any, g_optimizer: Any) -> None:  # type: ignore[override]
+        super().compile()
+        self.c_optimizer, self.g_optimizer = c_optimizer, g_optimizer
+
+    def train_step(self, real: Any) -> dict[str, Any]:
+        z = tf.random.normal((tf.shape(real)[0], 4), seed=1)
+        with tf.GradientTape() as tape:
+            fake = self.generator(z, training=True)
+            alpha = tf.random.uniform((tf.shape(real)[0], 1), seed=2)
+            mixed_in = real + alpha * (fake - real)
+            with tf.GradientTape() as gp_tape:
+                gp_tape.watch(mixed_in)
+                pred = self.critic(mixed_in, training=True)
+            norm = tf.norm(gp_tape.gradient(pred, mixed_in), axis=1)
+            cost = tf.reduce_mean(self.critic(fake)) - tf.reduce_mean(self.critic(real))
+            loss = cost + 10.0 * tf.reduce_mean((norm - 1.0) ** 2)
+        variables = self.critic.trainable_variables
+        grads = tape.gradient(loss, variables)
+        self.c_optimizer.apply_gradients(zip(grads, variables, strict=True))
+        with tf.GradientTape() as tape:
+            g_loss = -tf.reduce_mean(self.critic(self.generator(z, training=True)))
+        variables = self.generator.trainable_variables
+        grads = tape.gradient(g_loss, variables)
+        self.g_optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return {"loss": loss, "g_loss": g_loss}
+
+
+def test_a_wgans_own_train_step_trains_under_a_mixed_policy(mixed: None) -> None:
+    """Without float32 outputs Keras' mixed policy fails it at its first step
+    (`fake - real`: bfloat16 minus float32); with them it trains, in bfloat16."""
+    real = np.random.default_rng(0).normal(size=(256, 6)).astype("float32")
+    set_float32_outputs(False)
+    gan = _WGAN()
+    gan.compile(keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3))
+    with pytest.raises((TypeError, tf.errors.InvalidArgumentError), match="bfloat16"):
+        gan.fit(real, batch_size=32, epochs=1, verbose=0)
+    set_float32_outputs(True)
+    gan = _WGAN()
+    gan.compile(keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3))
+    history = gan.fit(real, batch_size=32, epochs=2, verbose=0).history
+    assert gan.generator.layers[-1].compute_dtype == "bfloat16"
+    assert np.isfinite(history["loss"]).all() and np.isfinite(history["g_loss"]).all()
+
+
+def _fit_losses() -> list[float]:
+    """A regression on a fixed linear teacher, from fixed weights, without shuffling."""
+    keras.utils.set_random_seed(3)
+    x = np.random.default_rng(1).normal(size=(512, 8)).astype("float32")
+    y = x @ np.random.default_rng(2).normal(size=(8, 1)).astype("float32")
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(0.05), "mse")
+    return list(model.fit(x, y, batch_size=64, epochs=3, shuffle=False, verbose=0).history["loss"])
+
+
+def test_fits_own_train_step_learns_the_same_with_float32_outputs(mixed: None) -> None:
+    """Keras' losses cast the predictions to float32 themselves: with the outputs
+    widened first, `fit` computes the same losses."""
+    set_float32_outputs(False)
+    keras_own = _fit_losses()
+    set_float32_outputs(True)
+    widened = _fit_losses()
+    assert keras_own[-1] < 0.5 * keras_own[0]  # it learns the teacher
+    np.testing.assert_allclose(widened, keras_own, rtol=1e-6)
