@@ -32,14 +32,14 @@ def set_float32_outputs(on: bool) -> None:
     if on and "call" not in _KERAS_CALL:
         _KERAS_CALL["call"] = Model.__call__
         _KERAS_CALL["own"] = Model.__dict__.get("__call__")  # None: Layer's, inherited
-        Model.__call__ = _call_with_float32_outputs  # type: ignore[method-assign]
+        Model.__call__ = _call_with_float32_outputs
     elif not on and "call" in _KERAS_CALL:
         own = _KERAS_CALL.pop("own")
         if Model.__dict__.get("__call__") is _call_with_float32_outputs:
             if own is None:
                 del Model.__call__
             else:
-                Model.__call__ = own  # type: ignore[method-assign]
+                Model.__call__ = own
         _KERAS_CALL.pop("call")
 
 
