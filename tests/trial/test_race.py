@@ -6,6 +6,7 @@ batch change; the learning-rate rule on real Keras optimizers."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from tfaccel.optimize.settings import Settings
 from tfaccel.script.command import parse_command
 from tfaccel.script.run import ScriptTrial
 from tfaccel.trial.runner import StepPlan, TrialResult, run_trial
+from tfaccel.trial.shared import logged_loss
 from tfaccel.tune import offer
 
 SMALL = StepPlan(warmup=2, windows=2, window=3)
@@ -148,7 +150,7 @@ class Gan(keras.Model):
             loss = tf.reduce_mean(tf.square(self(data)))
         grads = tape.gradient(loss, self.trainable_weights)
         self.optimizer.apply_gradients(zip(grads, self.trainable_weights))
-        return {"loss": loss}
+        return {"score": loss * 0.0, "d_loss": loss}  # no "loss", as a GAN's own step
 
 model = Gan()
 model.compile("adam")
@@ -188,6 +190,21 @@ def test_a_gan_style_train_step_has_no_race(
     monkeypatch.chdir(tmp_path)
     r = _script_trial(tmp_path, GAN_SCRIPT)
     assert "Gan has a train_step of its own and no test_step" in r.extra["no_race"]
+    # its logs have no "loss": the trial reads (and syncs on) its "d_loss"
+    assert r.losses and all(math.isfinite(x) and x > 0 for x in r.losses)
+
+
+def test_the_loss_a_steps_logs_carry() -> None:
+    """Keras' "loss" first; else the first entry named like a loss; else the first;
+    a vector is averaged; NaN where nothing can be read."""
+    import numpy as np
+
+    assert logged_loss({"accuracy": 0.5, "loss": 2.0}) == 2.0
+    assert logged_loss({"score": 1.0, "d_loss": 3.0, "g_loss": 4.0}) == 3.0
+    assert logged_loss({"mae": 0.25}) == 0.25
+    assert logged_loss({"loss": np.array([1.0, 3.0])}) == 2.0
+    for nothing in (None, {}, {"loss": "n/a"}):
+        assert math.isnan(logged_loss(nothing))
 
 
 def _rates(model: Any, x: Any, y: Any, warmup: Any) -> list[float]:

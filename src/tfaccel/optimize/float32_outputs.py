@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tfaccel._tf import import_tensorflow
+
 _SIXTEEN_BIT = ("bfloat16", "float16")
 _KERAS_CALL: dict[str, Any] = {}  # Layer.__call__, kept while the patch is in place
 
@@ -54,7 +56,7 @@ def _call_with_float32_outputs(self: Any, *args: Any, **kwargs: Any) -> Any:
     outputs = _KERAS_CALL["call"](self, *args, **kwargs)
     if not entry or not _mixed(self):
         return outputs
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     def widened(value: Any) -> Any:
         if isinstance(value, tf.Tensor) and value.dtype.name in _SIXTEEN_BIT:

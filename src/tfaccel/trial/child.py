@@ -28,7 +28,7 @@ from tfaccel.optimize.settings import LAYER_KNOBS
 from tfaccel.trial import noise_scale
 from tfaccel.trial.protocol import MARK, TrialRequest
 from tfaccel.trial.race import data_facts
-from tfaccel.trial.shared import checkpointing, gpu_peak, synthetic_batches
+from tfaccel.trial.shared import checkpointing, gpu_peak, logged_loss, synthetic_batches
 from tfaccel.workloads.synthetic import rebatched
 
 if TYPE_CHECKING:
@@ -248,7 +248,7 @@ def _fit_marks(
 
     class Clock(keras.callbacks.Callback):
         def on_train_batch_end(self, batch_index: int, logs: Any = None) -> None:
-            loss = float((logs or {}).get("loss", float("nan")))  # forces a device sync
+            loss = logged_loss(logs)  # forces a device sync
             now = time.perf_counter()
             marks.append((batch_index, now, loss, now - start))
             ends[batch_index] = now

@@ -168,6 +168,8 @@ class _RaceClock:
     at the start)]."""
 
     def __new__(cls, keras: Any, val: Any, seconds: float, every_s: float) -> Any:
+        from tfaccel.trial.shared import logged_loss
+
         class RaceClock(keras.callbacks.Callback):
             def __init__(self) -> None:
                 super().__init__()
@@ -185,7 +187,7 @@ class _RaceClock:
 
             def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
                 # waits for the step to finish; Keras' mean over the epoch so far
-                self.train_loss = float((logs or {}).get("loss", float("nan")))
+                self.train_loss = logged_loss(logs)
                 if not self.compiled:  # the first execution: tracing and compilation
                     self.compiled = True
                     self.start, self.paused = time.perf_counter(), 0.0
@@ -201,7 +203,7 @@ class _RaceClock:
                 began = time.perf_counter()
                 result = self.model.evaluate(val, verbose=0, return_dict=True)
                 self.paused += time.perf_counter() - began
-                loss = float(result.get("loss", float("nan")))
+                loss = logged_loss(result)
                 self.curve.append([round(elapsed, 3), loss, self.train_loss])
 
         return RaceClock()

@@ -1,7 +1,7 @@
 """What both bodies of a trial share: the one-device child (`trial.child`) and the
 several-device one (`trial.parallel`): the synthetic batch, the GPU's peak memory, how
-gradient checkpointing was applied. Below both, so that neither imports the other's
-module for them."""
+gradient checkpointing was applied, which loss a step's logs carry (the race's too).
+Below both, so that neither imports the other's module for them."""
 
 from __future__ import annotations
 
@@ -50,3 +50,23 @@ def checkpointing(report: ConfigureReport) -> dict[str, Any]:
     plans = report.checkpointing
     how = "; ".join(plan.describe() for plan in plans) if plans else "each layer recomputed alone"
     return {"checkpointing": how}
+
+
+def logged_loss(logs: Any) -> float:
+    """The loss a step's (or an evaluation's) logs carry: Keras' "loss"; else the first
+    entry named like one (a GAN's own train_step returns "d_loss" and "g_loss"); else
+    the first entry; NaN where there is none. Reading it waits for the step to end, a
+    device sync that the trial's clock needs: without one, a model whose logs have no
+    "loss" would be timed by how fast its steps are queued."""
+    logs = logs or {}
+    key = "loss" if "loss" in logs else next((k for k in logs if "loss" in str(k)), None)
+    if key is None:
+        key = next(iter(logs), None)
+    if key is None:
+        return float("nan")
+    try:
+        import numpy as np
+
+        return float(np.mean(np.asarray(logs[key], dtype="float64")))
+    except (TypeError, ValueError):
+        return float("nan")
