@@ -248,7 +248,7 @@ def _fit_marks(
 
     class Clock(keras.callbacks.Callback):
         def on_train_batch_end(self, batch_index: int, logs: Any = None) -> None:
-            loss = logged_loss(logs)  # forces a device sync
+            loss = logged_loss(logs)  # (Keras made the logs floats: the step ended)
             now = time.perf_counter()
             marks.append((batch_index, now, loss, now - start))
             ends[batch_index] = now

@@ -55,9 +55,9 @@ def checkpointing(report: ConfigureReport) -> dict[str, Any]:
 def logged_loss(logs: Any) -> float:
     """The loss a step's (or an evaluation's) logs carry: Keras' "loss"; else the first
     entry named like one (a GAN's own train_step returns "d_loss" and "g_loss"); else
-    the first entry; NaN where there is none. Reading it waits for the step to end, a
-    device sync that the trial's clock needs: without one, a model whose logs have no
-    "loss" would be timed by how fast its steps are queued."""
+    the first entry; NaN where there is none. Without it, a model whose logs have no
+    "loss" recorded NaN at every step, and the accuracy guard refused each of its
+    16-bit trials as "the loss became NaN"."""
     logs = logs or {}
     key = "loss" if "loss" in logs else next((k for k in logs if "loss" in str(k)), None)
     if key is None:
