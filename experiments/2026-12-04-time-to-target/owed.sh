@@ -4,7 +4,8 @@
 # scripts in $EXAMPLES; each part leaves its files under $DEST and a line in
 # $DEST/summary.txt, so that a machine taken back part-way keeps what ended.
 #  gpu_tests: the GPU tests of what 2026-12-05 added and could not run there
-#     (cuDNN's persistent RNN algorithms under Keras' LSTM), seconds;
+#     (cuDNN's persistent RNN algorithms under Keras' LSTM; a WGAN's own train_step in
+#     bfloat16 under XLA with float32 outputs), seconds;
 #  lstm: the LSTM script's tune resumed from its committed journal
 #     (benchmarks/results/ttt-bidirectional-lstm-h200/), to its end under the current
 #     rules: the ladder from the standard RNN algorithm, then its races;
@@ -21,7 +22,7 @@ mkdir -p "$DEST/lstm"
 export MPLBACKEND=Agg
 gpu_tests() {
   (cd "$ROOT" && PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -q -m gpu \
-    tests/optimize/test_rnn_algorithm.py > "$DEST/gpu-tests.txt" 2>&1)
+    tests/optimize/test_rnn_algorithm.py tests/optimize/test_float32_outputs.py > "$DEST/gpu-tests.txt" 2>&1)
 }
 transformer() {
   EXAMPLES="$EXAMPLES" DEST="$DEST/transformer" TARGETS=" " RUNS=none \

@@ -154,3 +154,22 @@ def test_fits_own_train_step_learns_the_same_with_float32_outputs(mixed: None) -
     widened = _fit_losses()
     assert keras_own[-1] < 0.5 * keras_own[0]  # it learns the teacher
     np.testing.assert_allclose(widened, keras_own, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_a_wgans_own_train_step_trains_in_bfloat16_under_xla_on_the_gpu() -> None:
+    """The same WGAN under mixed_bfloat16 and XLA on the GPU: its layers compute in
+    bfloat16, its train_step gets float32 outputs, and its losses stay finite."""
+    real = np.random.default_rng(0).normal(size=(1024, 6)).astype("float32")
+    try:
+        report = tfaccel.configure(precision="mixed_bfloat16", xla="jit")
+        assert report.gpus >= 1
+        gan = _WGAN()
+        gan.compile(keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3))
+        gan.jit_compile = True
+        history = gan.fit(real, batch_size=64, epochs=2, verbose=0).history
+        assert gan.generator.layers[-1].compute_dtype == "bfloat16"
+        assert gan.generator(tf.zeros((2, 4))).dtype == tf.float32
+        assert np.isfinite(history["loss"]).all() and np.isfinite(history["g_loss"]).all()
+    finally:
+        tfaccel.configure.reset()
