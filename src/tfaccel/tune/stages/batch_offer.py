@@ -98,7 +98,7 @@ def _ladder_before_its_race(tuner: TunerCore, ladder: State, largest: int) -> fl
     it found (said). Where the kept time left no rung at all: about how many seconds
     more the budget needed for one rung and its race."""
     kept = tuner._kept
-    tuner.reserve_s = RACE_RUNS_LADDER * race_run_s(tuner) if _can_race_in_budget(tuner) else 0.0
+    tuner.reserve_s = RACE_RUNS_LADDER * _race_run_s(tuner) if _can_race_in_budget(tuner) else 0.0
     tuner.reserve_for = "the batch offer's race"
     try:
         _batch_ladder(tuner, ladder, largest, stage="batch offer")
@@ -136,7 +136,7 @@ def keep_time(tuner: TunerCore, state: State) -> None:
     while own * 2 ** (2 * rungs + 1) <= largest:  # the ladder's 4x steps (a 2x last)
         rungs += 1
     if rungs:
-        tuner.reserve_s = rungs * tuner.mean_trial_s + RACE_RUNS_KEPT * race_run_s(tuner)
+        tuner.reserve_s = rungs * tuner.mean_trial_s + RACE_RUNS_KEPT * _race_run_s(tuner)
 
 
 def _can_race_in_budget(tuner: TunerCore) -> bool:
@@ -144,7 +144,7 @@ def _can_race_in_budget(tuner: TunerCore) -> bool:
     return tuner.opt.time_budget_s is not None and bool(tuner.opt.race_s)
 
 
-def race_run_s(tuner: TunerCore) -> float:
+def _race_run_s(tuner: TunerCore) -> float:
     """What a race run is expected to take: `race_s` plus twice a trial's mean time (it
     starts the script, compiles, and evaluates off its clock)."""
     return tuner.opt.race_s + 2 * tuner.mean_trial_s
