@@ -340,3 +340,30 @@ def test_a_rebatched_dataset_keeps_its_length() -> None:
         assert own == 32 and int(out.cardinality()) == batches == sum(1 for _ in out)
     out, _ = rebatch(examples.batch(32).take(3), model, 64)  # the count changed after .batch
     assert int(out.cardinality()) < 0 and sum(1 for _ in out) == 2
+
+
+def test_a_generator_object_read_again_goes_on_where_it_stopped() -> None:
+    """A script's `fit(gen())` on an endless generator: the trial reads some batches, then
+    the noise scale's reading (or a race's) reads more. tf.data closes a pass's Python
+    generator when its iterator goes; the user's generator must stay open for the next
+    pass (it was closed with it, and the next pass got one batch: "fewer examples than 4
+    batches" for an endless stream). A finite one, read whole, repeats its elements."""
+    import keras
+
+    from tfaccel.workloads.inputs import in_batches, user_data
+
+    def endless() -> Any:
+        step = 0
+        while True:
+            yield np.full((8, 3), step, "float32"), np.zeros(8, "float32")
+            step += 1
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    examples = user_data(endless(), model).examples
+    assert sum(1 for _ in examples.take(40)) == 40  # five batches of 8
+    again = [float(x[0, 0]) for x, _ in in_batches(examples, 16, True).take(6)]
+    assert len(again) == 6 and again == sorted(again) and again[0] >= 5.0  # goes on
+    finite = (np.full((8, 3), i, "float32") for i in range(3))
+    examples = user_data(finite, model).examples
+    first = [float(x[0]) for x in examples]
+    assert len(first) == 24 and [float(x[0]) for x in examples] == first

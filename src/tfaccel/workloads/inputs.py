@@ -410,11 +410,18 @@ def _from_iterator(
 
     signature = tf.nest.map_structure(spec, first)
     if read_once:
-        rest = first_iter
+        unread = [first]
 
         def source() -> Iterator[Any]:
-            yield first
-            yield from rest
+            # Each pass goes on where the last one stopped (the first element once).
+            # Not `yield from`: tf.data closes a pass's generator when its iterator
+            # goes, and `yield from` would close the user's generator with it, leaving
+            # a second pass (the noise scale's reading, a race's evaluation) one
+            # element.
+            while unread:
+                yield unread.pop()
+            for element in first_iter:  # noqa: UP028 (above: not yield from)
+                yield element
 
     else:
         source = make
