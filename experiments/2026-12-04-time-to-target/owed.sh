@@ -14,6 +14,8 @@
 #  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`;
 #  wgan: the WGAN-GP script at the full ten minutes (the 8-minute run cut a trial);
 #  autoencoder: its seeded same-wall pair (done on 2026-12-05: results/.../same_wall).
+#  compile_probe: why each XLA trial of the transformer compiles for 50-56 s
+#     (../2026-12-05-xla-compile-cache/probe.py: five trials, about six minutes).
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"; ROOT="$(cd "$HERE/../.." && pwd)"
 DEST="${DEST:-/tmp/ttt}"; EXAMPLES="${EXAMPLES:-/tmp/examples}"
@@ -44,6 +46,10 @@ lstm_pairs() {
 wgan() {
   EXAMPLES="$EXAMPLES" DEST="$DEST/wgan" TARGETS=wgan_gp RUNS=none \
     RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
+}
+compile_probe() {
+  (cd "$ROOT" && PYTHONPATH="$ROOT/src:$HERE${PYTHONPATH:+:$PYTHONPATH}" python3 \
+    experiments/2026-12-05-xla-compile-cache/probe.py > "$DEST/compile-probe.jsonl" 2>&1)
 }
 # PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
 for part in ${PARTS:-gpu_tests lstm transformer lstm_pairs wgan}; do
