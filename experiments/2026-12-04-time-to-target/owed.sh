@@ -24,7 +24,7 @@ mkdir -p "$DEST/lstm"
 export MPLBACKEND=Agg
 gpu_tests() {
   (cd "$ROOT" && PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -q -m gpu \
-    tests/optimize/test_rnn_algorithm.py tests/optimize/test_float32_outputs.py > "$DEST/gpu-tests.txt" 2>&1)
+    tests/optimize/test_rnn_algorithm.py tests/optimize/test_mixed_code.py > "$DEST/gpu-tests.txt" 2>&1)
 }
 transformer() {
   EXAMPLES="$EXAMPLES" DEST="$DEST/transformer" TARGETS=" " RUNS=none \

@@ -33,7 +33,7 @@ from tfaccel.optimize.environment import (
     mps_running,
     runtime_initialized,
 )
-from tfaccel.optimize.float32_outputs import set_float32_outputs
+from tfaccel.optimize.mixed_code import set_mixed_code
 from tfaccel.optimize.report import Applied, ConfigureReport
 from tfaccel.optimize.settings import (
     KERAS_PATCHES,
@@ -179,13 +179,15 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     return report
 
 
-# Under a mixed policy, what a model called from the user's own code returns
-# (`float32_outputs`).
-_FLOAT32_OUTPUTS = "; a model called from your code returns float32 outputs"
+# Under a mixed policy, what changes for the user's own code (`mixed_code`).
+_MIXED_CODE = (
+    "; a model called from your code returns float32 outputs; keras.random.normal in a "
+    "16-bit layer draws in its dtype"
+)
 _PRECISION_NOTES = {
     "mixed_float16": "; loss scaling: Keras wraps the optimizer in LossScaleOptimizer at compile"
-    + _FLOAT32_OUTPUTS,
-    "mixed_bfloat16": _FLOAT32_OUTPUTS,
+    + _MIXED_CODE,
+    "mixed_bfloat16": _MIXED_CODE,
     "float32": "; TF32 off (strict float32)",
     "tf32": "; float32 variables and math on TF32 tensor cores",
     "bfloat16": "; weights in bf16 too: for inference and generation, where the mixed policy "
@@ -200,7 +202,7 @@ def _apply_precision(tf: Any, settings: Settings, capability: str | None) -> tup
     precision, why = resolve_precision(settings.precision, capability)
     policy = "float32" if precision in ("float32", "tf32") else precision
     keras.mixed_precision.set_global_policy(policy)
-    set_float32_outputs(policy.startswith("mixed_"))
+    set_mixed_code(policy.startswith("mixed_"))
     tf.config.experimental.enable_tensor_float_32_execution(precision != "float32")
     return precision, Applied(
         "precision", precision, "applied", why + _PRECISION_NOTES.get(precision, "")
@@ -334,7 +336,7 @@ class _Configure:
         import keras
 
         keras.mixed_precision.set_global_policy("float32")
-        set_float32_outputs(False)
+        set_mixed_code(False)
         tf = import_tensorflow()
         tf.config.experimental.enable_tensor_float_32_execution(True)
         tf.config.optimizer.set_jit(False)

@@ -1,5 +1,6 @@
-"""Under a mixed precision policy, a model called from the user's own code returns
-float32 outputs (tfaccel.optimize.float32_outputs), on the CPU."""
+"""Mixed precision for code written for float32 (tfaccel.optimize.mixed_code), on the
+CPU: a model called from the user's own code returns float32 outputs; Gaussian noise
+drawn in a 16-bit layer's call comes in its dtype."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import keras
 import tensorflow as tf
 
 import tfaccel
-from tfaccel.optimize.float32_outputs import float32_outputs_on, set_float32_outputs
+from tfaccel.optimize.mixed_code import mixed_code_on, set_mixed_code
 
 
 @pytest.fixture
@@ -66,19 +67,22 @@ def test_a_float32_model_and_reset_leave_keras_as_it_was() -> None:
 
     try:
         tfaccel.configure(precision="mixed_bfloat16", xla="off")
-        assert float32_outputs_on()
+        assert mixed_code_on()
         tfaccel.configure(precision="bfloat16", xla="off")  # bf16 weights: inference
-        assert not float32_outputs_on()
+        assert not mixed_code_on()
         assert _generator()(tf.zeros((1, 4))).dtype == tf.bfloat16  # as Keras gives it
         tfaccel.configure(precision="mixed_bfloat16", xla="off")
         tfaccel.configure(precision="float32", xla="off")
-        assert not float32_outputs_on()
+        assert not mixed_code_on()
         assert "__call__" not in Model.__dict__ and Model.__call__ is Layer.__call__
         tfaccel.configure(precision="mixed_float16", xla="off")
-        assert float32_outputs_on()
+        assert mixed_code_on()
     finally:
         tfaccel.configure.reset()
-    assert not float32_outputs_on() and "__call__" not in Model.__dict__
+    assert not mixed_code_on() and "__call__" not in Model.__dict__
+    import keras.src.backend.tensorflow.random as random
+
+    assert random.normal.__module__ == "keras.src.backend.tensorflow.random"  # Keras' own
     assert _generator()(tf.zeros((1, 4))).dtype == tf.float32  # float32 policy: as Keras
 
 
@@ -122,12 +126,12 @@ def test_a_wgans_own_train_step_trains_under_a_mixed_policy(mixed: None) -> None
     """Without float32 outputs Keras' mixed policy fails it at its first step
     (`fake - real`: bfloat16 minus float32); with them it trains, in bfloat16."""
     real = np.random.default_rng(0).normal(size=(256, 6)).astype("float32")
-    set_float32_outputs(False)
+    set_mixed_code(False)
     gan = _WGAN()
     gan.compile(keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3))
     with pytest.raises((TypeError, tf.errors.InvalidArgumentError), match="bfloat16"):
         gan.fit(real, batch_size=32, epochs=1, verbose=0)
-    set_float32_outputs(True)
+    set_mixed_code(True)
     gan = _WGAN()
     gan.compile(keras.optimizers.Adam(1e-3), keras.optimizers.Adam(1e-3))
     history = gan.fit(real, batch_size=32, epochs=2, verbose=0).history
@@ -148,12 +152,82 @@ def _fit_losses() -> list[float]:
 def test_fits_own_train_step_learns_the_same_with_float32_outputs(mixed: None) -> None:
     """Keras' losses cast the predictions to float32 themselves: with the outputs
     widened first, `fit` computes the same losses."""
-    set_float32_outputs(False)
+    set_mixed_code(False)
     keras_own = _fit_losses()
-    set_float32_outputs(True)
+    set_mixed_code(True)
     widened = _fit_losses()
     assert keras_own[-1] < 0.5 * keras_own[0]  # it learns the teacher
     np.testing.assert_allclose(widened, keras_own, rtol=1e-6)
+
+
+class _Draws(keras.layers.Layer):
+    """Records the dtypes of the random numbers its call draws."""
+
+    seen: ClassVar[dict[str, str]] = {}
+
+    def call(self, x: Any) -> Any:
+        shape = keras.ops.shape(x)
+        draws = {
+            "normal": keras.random.normal(shape),
+            "truncated_normal": keras.random.truncated_normal(shape, 0.0, 1.0),
+            "positional_none": keras.random.normal(shape, 0.0, 1.0, None),
+            "named_float32": keras.random.normal(shape, dtype="float32"),
+            "positional_float32": keras.random.normal(shape, 0.0, 1.0, "float32"),
+            "uniform": keras.random.uniform(shape),
+        }
+        _Draws.seen.update(
+            {name: keras.backend.standardize_dtype(d.dtype) for name, d in draws.items()}
+        )
+        return x
+
+
+def test_noise_drawn_in_a_16_bit_layer_comes_in_its_dtype(mixed: None) -> None:
+    """Without a dtype named, Gaussian draws in a mixed layer's call take its compute
+    dtype; a dtype the code names, uniform draws and draws outside a layer do not."""
+    _Draws()(tf.zeros((2, 3)))
+    assert _Draws.seen == {
+        "normal": "bfloat16",
+        "truncated_normal": "bfloat16",
+        "positional_none": "bfloat16",
+        "named_float32": "float32",
+        "positional_float32": "float32",
+        "uniform": "float32",
+    }
+    assert keras.random.normal((2,)).dtype == tf.float32  # no layer's call
+
+
+class _Sampling(keras.layers.Layer):
+    """keras-io's VAE sampling layer, as written."""
+
+    def call(self, inputs: Any) -> Any:
+        z_mean, z_log_var = inputs
+        epsilon = keras.random.normal(shape=keras.ops.shape(z_mean))
+        return z_mean + keras.ops.exp(0.5 * z_log_var) * epsilon
+
+
+def _vae_encoder() -> keras.Model:
+    x = keras.Input((6,))
+    h = keras.layers.Dense(8, activation="relu")(x)
+    z_mean, z_log_var = keras.layers.Dense(2)(h), keras.layers.Dense(2)(h)
+    return keras.Model(x, [z_mean, z_log_var, _Sampling()([z_mean, z_log_var])])
+
+
+def test_a_vaes_sampling_layer_builds_and_trains_under_a_mixed_policy(mixed: None) -> None:
+    """keras-io's Sampling layer fails as the model is built under Keras' mixed policy
+    alone (bfloat16 times float32 noise); with mixed code it builds, runs in bfloat16,
+    and a model around it trains."""
+    set_mixed_code(False)
+    with pytest.raises((TypeError, tf.errors.InvalidArgumentError), match="bfloat16"):
+        _vae_encoder()
+    set_mixed_code(True)
+    encoder = _vae_encoder()
+    z = encoder(tf.ones((4, 6)))[2]
+    assert encoder.layers[-1].compute_dtype == "bfloat16" and z.dtype == tf.float32
+    model = keras.Model(encoder.input, keras.layers.Dense(6)(encoder.outputs[2]))
+    model.compile(keras.optimizers.Adam(1e-2), "mse")
+    x = np.random.default_rng(4).normal(size=(256, 6)).astype("float32")
+    losses = model.fit(x, x, batch_size=32, epochs=3, verbose=0).history["loss"]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
 
 
 @pytest.mark.gpu
