@@ -393,6 +393,10 @@ def test_run_says_how_many_epochs_the_offer_needed(tmp_path: Path) -> None:
     answer = read_answer(path, batch_offer=True)
     assert answer.settings.batch_size == 512
     assert any("after about 5.2 epochs of the data" in n for n in answer.notes)
+    doc["batch_offer"]["epochs_to_target"] = 3941.13  # a toy model's race: whole epochs
+    path.write_text(json.dumps(doc))
+    notes = read_answer(path, batch_offer=True).notes
+    assert any("after about 3,941 epochs of the data" in n for n in notes)
 
 
 def test_a_ladder_the_budget_left_no_time_for_is_said_so(tmp_path: Path) -> None:
