@@ -50,6 +50,18 @@ def test_unknown_keys_in_a_file(tmp_path: Path) -> None:
     assert "Expected keys among memory" in caught.value.message
 
 
+def test_a_hand_written_file_with_only_its_settings_object(tmp_path: Path) -> None:
+    """{"settings": {...}} without tune's schema line is read as tune's file is: it
+    was refused as the unknown setting "settings"."""
+    p = tmp_path / "tfaccel.json"
+    p.write_text(json.dumps({"settings": {"precision": "float32", "steps_per_execution": 8}}))
+    settings = read_settings_file(p)
+    assert settings.precision == "float32" and settings.steps_per_execution == 8
+    p.write_text(json.dumps({"settings": {"precision": "fp8"}}))
+    with pytest.raises(ConfigFileError, match="Unknown precision"):
+        read_settings_file(p)
+
+
 def test_not_json_and_not_an_object(tmp_path: Path) -> None:
     p = tmp_path / "tfaccel.json"
     p.write_text("precision = 'float32'  # python is never executed")

@@ -506,7 +506,9 @@ def settings_from_dict(data: Any, source: str = "settings") -> Settings:
         )
     if "schema" in data:
         _check_schema(data["schema"], source)
-    payload = data.get("settings", data) if "schema" in data else data
+    # tune's file (schema, settings, what was measured), or one written by hand with
+    # only its "settings" object, or the settings alone
+    payload = data.get("settings", data) if "schema" in data or "settings" in data else data
     if not isinstance(payload, dict):
         raise ConfigFileError(
             f"{source}: 'settings' is not an object",
