@@ -69,9 +69,29 @@ def test_run_mode_profiles_an_unmodified_script(
     # fit's batch_size reached the report, so diffs compare samples/s, not step times
     assert '"samples_per_step": 16' in result.stdout
     # A command that fails writes no new run: the earlier capture is not reported as its.
-    failed = CliRunner().invoke(app, ["profile", "--", "python", "missing_script.py"])
+    (tmp_path / "fails.py").write_text("raise SystemExit(3)\n")
+    failed = CliRunner().invoke(app, ["profile", "--", "python", "fails.py"])
     assert failed.exit_code == 5 and "finished without writing a profile" in failed.output
     assert "the command failed" in failed.output
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["python", "missing_script.py"], "The script missing_script.py does not exist"),
+        (["broken.py"], "broken.py is not valid Python"),
+        (["no-such-program", "x"], "Cannot run 'no-such-program'"),
+    ],
+)
+def test_a_command_that_cannot_run_is_refused_before_its_trace_folder_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], said: str
+) -> None:
+    """As tune and run refuse them: exit 2, and no empty tfaccel-profile left behind."""
+    (tmp_path / "broken.py").write_text("def broken(:\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["profile", "--", *command])
+    assert result.exit_code == 2 and said in result.output, result.output
+    assert not (tmp_path / "tfaccel-profile").exists()
 
 
 def test_stop_ends_the_script_after_its_window(

@@ -153,6 +153,7 @@ def capture(
             received="no arguments",
         )
     _checked(html, force, fail_under, fail_over)
+    command = _runnable(command)
     from tfaccel.profile.load import run_names
     from tfaccel.profile.run import run_profiled
 
@@ -180,6 +181,28 @@ def capture(
     _report(analyze(logdir, Path(new[-1]).name), fail_under, fail_over, html, fmt)
     if code != 0:
         raise typer.Exit(int(ExitCode.RUNTIME))
+
+
+def _runnable(command: list[str]) -> list[str]:
+    """The command to profile, checked before its trace folder is made: a Python script
+    as tune and run take it (`train.py` alone runs under python; its file must exist
+    and parse, on Keras 3's TensorFlow backend), else a program on PATH (a launcher
+    whose Python processes the hook reaches too)."""
+    import shutil
+
+    from tfaccel.script.command import USAGE, check_script, is_command, parse_command
+
+    if is_command(command):
+        script = parse_command(command)
+        check_script(script)
+        return list(script.argv)
+    if shutil.which(command[0]) is None:
+        raise InputError(
+            f"Cannot run {command[0]!r}",
+            expected=f"{USAGE}, or a program on PATH",
+            received=" ".join(command),
+        )
+    return command
 
 
 @profile_app.command("analyze")
