@@ -14,6 +14,8 @@
 #  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`;
 #  wgan: the WGAN-GP script at the full ten minutes (the 8-minute run cut a trial);
 #  autoencoder: its seeded same-wall pair (done on 2026-12-05: results/.../same_wall).
+#  mnist_pairs: two seeded same-wall pairs of the MNIST convnet with its committed
+#     settings (its (c) rests on two unseeded pairs inside plain's spread), 5 minutes;
 #  compile_probe: why each XLA trial of the transformer compiles for 50-56 s
 #     (../2026-12-05-xla-compile-cache/probe.py: five trials, about six minutes).
 set -u
@@ -46,6 +48,10 @@ lstm_pairs() {
 wgan() {
   EXAMPLES="$EXAMPLES" DEST="$DEST/wgan" TARGETS=wgan_gp RUNS=none \
     RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
+}
+mnist_pairs() {
+  WALL=60 REPEAT=2 bash "$HERE/same_wall.sh" "$EXAMPLES" mnist_convnet.py \
+    "$RESULTS/ttt-mnist-convnet-h200/tfaccel.json" "$DEST/wall-mnist_convnet"
 }
 compile_probe() {
   (cd "$ROOT" && PYTHONPATH="$ROOT/src:$HERE${PYTHONPATH:+:$PYTHONPATH}" python3 \
