@@ -66,13 +66,17 @@ def test_a_float32_model_and_reset_leave_keras_as_it_was() -> None:
     from keras.src.models.model import Model
 
     try:
-        tfaccel.configure(precision="mixed_bfloat16", xla="off")
+        report = tfaccel.configure(precision="mixed_bfloat16", xla="off")
         assert mixed_code_on()
+        rows = {row.knob: row for row in report.rows}
+        assert rows["outputs"].value == "float32" and "float32 outputs" in rows["outputs"].detail
+        assert "outputs float32" in report.brief()[0]  # tfaccel run says it
         tfaccel.configure(precision="bfloat16", xla="off")  # bf16 weights: inference
         assert not mixed_code_on()
         assert _generator()(tf.zeros((1, 4))).dtype == tf.bfloat16  # as Keras gives it
         tfaccel.configure(precision="mixed_bfloat16", xla="off")
-        tfaccel.configure(precision="float32", xla="off")
+        report = tfaccel.configure(precision="float32", xla="off")
+        assert "outputs" not in {row.knob for row in report.rows}
         assert not mixed_code_on()
         assert "__call__" not in Model.__dict__ and Model.__call__ is Layer.__call__
         tfaccel.configure(precision="mixed_float16", xla="off")

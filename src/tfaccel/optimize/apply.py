@@ -33,7 +33,7 @@ from tfaccel.optimize.environment import (
     mps_running,
     runtime_initialized,
 )
-from tfaccel.optimize.mixed_code import set_mixed_code
+from tfaccel.optimize.mixed_code import MIXED_CODE, mixed_code_on, set_mixed_code
 from tfaccel.optimize.report import Applied, ConfigureReport
 from tfaccel.optimize.settings import (
     KERAS_PATCHES,
@@ -166,6 +166,8 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     capability = _gpu_capability(tf, gpus)
     precision, row = _apply_precision(tf, asked, capability)
     rows.append(row)
+    if mixed_code_on():
+        rows.append(Applied("outputs", "float32", "applied", MIXED_CODE))
     rows.extend(_apply_xla(tf, asked, xla_row))
     for knob in KERAS_PATCHES:  # attention needs cuDNN's flash attention: its own checks
         patched = _apply_attention(asked, capability) if knob == "attention" else None
@@ -179,15 +181,8 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     return report
 
 
-# Under a mixed policy, what changes for the user's own code (`mixed_code`).
-_MIXED_CODE = (
-    "; a model called from your code returns float32 outputs; keras.random.normal in a "
-    "16-bit layer draws in its dtype"
-)
 _PRECISION_NOTES = {
-    "mixed_float16": "; loss scaling: Keras wraps the optimizer in LossScaleOptimizer at compile"
-    + _MIXED_CODE,
-    "mixed_bfloat16": _MIXED_CODE,
+    "mixed_float16": "; loss scaling: Keras wraps the optimizer in LossScaleOptimizer at compile",
     "float32": "; TF32 off (strict float32)",
     "tf32": "; float32 variables and math on TF32 tensor cores",
     "bfloat16": "; weights in bf16 too: for inference and generation, where the mixed policy "

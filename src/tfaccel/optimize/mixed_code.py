@@ -34,6 +34,11 @@ from typing import Any
 
 from tfaccel._tf import import_tensorflow
 
+# What configure's report says of it (its "outputs" row, in `tfaccel run`'s lines too).
+MIXED_CODE = (
+    "a model called from your code returns float32 outputs, and keras.random.normal in "
+    "a 16-bit layer draws in its dtype: mixed precision for code written for float32"
+)
 _SIXTEEN_BIT = ("bfloat16", "float16")
 # Keras' own functions, kept while the replacements are in place.
 _KERAS: dict[str, Any] = {}
