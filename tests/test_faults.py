@@ -726,7 +726,9 @@ def test_profile_in_a_read_only_folder_is_refused_before_the_run(places: Path) -
     script runs, not as a failed write afterwards with a tune's hint."""
     if not (places / "ro").is_mount():
         pytest.skip("this machine does not allow tmpfs mounts (not root)")
-    case = Case("profile in ro", ["profile", "--", "python", "-c", "pass"], 2, "Cannot write in")
+    (places / "noop.py").write_text("pass\n")  # beside the read-only folder
+    argv = ["profile", "--", "python", str(places / "noop.py")]
+    case = Case("profile in ro", argv, 2, "Cannot write in")
     assert run_case(case, places / "ro") == "clean"
 
 
