@@ -94,6 +94,16 @@ def test_a_command_that_cannot_run_is_refused_before_its_trace_folder_is_made(
     assert not (tmp_path / "tfaccel-profile").exists()
 
 
+def test_inline_python_code_is_profiled_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -c CODE` has no file to check first: it runs (here it trains nothing,
+    and says so), as a launcher on PATH does."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["profile", "--", "python", "-c", "print('hi')"])
+    assert result.exit_code == 5 and "finished without writing a profile" in result.output
+
+
 def test_stop_ends_the_script_after_its_window(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

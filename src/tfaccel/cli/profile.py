@@ -193,7 +193,12 @@ def _runnable(command: list[str]) -> list[str]:
     from tfaccel.script.command import USAGE, check_script, is_command, parse_command
 
     if is_command(command):
-        script = parse_command(command)
+        try:
+            script = parse_command(command)
+        except InputError:
+            if "-c" in command:  # python -c CODE: no file to check before it runs
+                return command
+            raise
         check_script(script)
         return list(script.argv)
     if shutil.which(command[0]) is None:
