@@ -39,6 +39,22 @@ def test_loss_guard() -> None:
     assert not ok and "50.0% > 10.0%" in why
 
 
+def test_a_loss_that_changes_sign_is_compared_at_its_scale() -> None:
+    """A WGAN critic's loss (a difference of two means) swings around zero: its mean
+    over the steps nearly cancels (0.05 here), and a 16-bit run 1 % off at each step
+    was 25 % off that mean. Compared at the losses' own magnitude (about 2), it is
+    close; a run that drifted off is still far. A loss that is never negative is
+    compared at its mean, as before."""
+    ref = TrialResult("a", "a", {}, "ok", losses=(-2.0, 2.0, -1.9, 2.1))
+    close = TrialResult("b", "b", {}, "ok", losses=(-2.02, 2.01, -1.92, 2.08))
+    drifted = TrialResult("c", "c", {}, "ok", losses=(-1.5, 2.4, -1.2, 2.6))
+    ok, why = loss_close(close, ref, 0.1)
+    assert ok, why
+    assert "(0.6%)" in why
+    ok, why = loss_close(drifted, ref, 0.1)
+    assert not ok and "(26.2% > 10.0%)" in why, why
+
+
 def test_accuracy_guard_compares_within_the_same_xla_mode(tmp_path: Path) -> None:
     """Measured on BERT (H200): XLA alone moved the mean early loss by ~20 %; bf16 under
     XLA was within 5 % of TF32 under XLA and must not be rejected for XLA's doing."""

@@ -16,9 +16,13 @@ def loss_steps(trial: TrialResult) -> list[int]:
 
 
 def _mean_losses(first: TrialResult, second: TrialResult) -> tuple[float, float, float] | None:
-    """(mean of a's losses, mean of b's, |difference| / |b's|) over the steps both
+    """(mean of a's losses, mean of b's, |difference| / b's scale) over the steps both
     recorded; None if they share none (one execution of 25 steps against 1 step: the
-    losses at steps 24, 49, ... against 0, 1, ... compare nothing)."""
+    losses at steps 24, 49, ... against 0, 1, ... compare nothing). b's scale is the
+    mean of its losses' magnitudes: its mean for a loss that is never negative (every
+    Keras loss), and for one that changes sign (a WGAN critic's `d_loss`, a difference
+    of two means) not a mean that cancels towards zero, against which any gap would
+    look huge."""
     at_b = dict(zip(loss_steps(second), second.losses, strict=True))
     pairs = [
         (x, at_b[i]) for i, x in zip(loss_steps(first), first.losses, strict=True) if i in at_b
@@ -26,7 +30,8 @@ def _mean_losses(first: TrialResult, second: TrialResult) -> tuple[float, float,
     if not pairs:
         return None
     mean_first, mean_second = (sum(pair[side] for pair in pairs) / len(pairs) for side in (0, 1))
-    return mean_first, mean_second, abs(mean_first - mean_second) / max(abs(mean_second), 1e-12)
+    scale = sum(abs(pair[1]) for pair in pairs) / len(pairs)
+    return mean_first, mean_second, abs(mean_first - mean_second) / max(scale, 1e-12)
 
 
 def mean_loss_gap(first: TrialResult, second: TrialResult) -> float | None:
