@@ -79,6 +79,7 @@ def test_run_mode_profiles_an_unmodified_script(
     ("command", "said"),
     [
         (["python", "missing_script.py"], "The script missing_script.py does not exist"),
+        (["python", "missing.py", "-c", "x"], "The script missing.py does not exist"),
         (["broken.py"], "broken.py is not valid Python"),
         (["no-such-program", "x"], "Cannot run 'no-such-program'"),
     ],
@@ -100,7 +101,7 @@ def test_inline_python_code_is_profiled_as_before(
     """`python -c CODE` has no file to check first: it runs (here it trains nothing,
     and says so), as a launcher on PATH does."""
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["profile", "--", "python", "-c", "print('hi')"])
+    result = CliRunner().invoke(app, ["profile", "--", "python", "-u", "-c", "print('hi')"])
     assert result.exit_code == 5 and "finished without writing a profile" in result.output
 
 

@@ -190,15 +190,12 @@ def _runnable(command: list[str]) -> list[str]:
     whose Python processes the hook reaches too)."""
     import shutil
 
-    from tfaccel.script.command import USAGE, check_script, is_command, parse_command
+    from tfaccel.script.command import USAGE, check_script, is_command, is_inline, parse_command
 
+    if is_inline(command):  # python -c CODE: no file to check before it runs
+        return command
     if is_command(command):
-        try:
-            script = parse_command(command)
-        except InputError:
-            if "-c" in command:  # python -c CODE: no file to check before it runs
-                return command
-            raise
+        script = parse_command(command)
         check_script(script)
         return list(script.argv)
     if shutil.which(command[0]) is None:

@@ -263,6 +263,11 @@ def changed(base: Settings, other: Settings) -> dict[str, Any]:
     return {name: value for name, value in other.to_dict().items() if ours[name] != value}
 
 
+def said(values: dict[str, Any]) -> str:
+    """Settings' values in words: `name=value`, comma-separated."""
+    return ", ".join(f"{name}={value}" for name, value in values.items())
+
+
 def small_batch_note(settings: dict[str, Any]) -> str:
     """What to add where a fit trains at a larger batch than `settings` were measured
     at and they hold a knob whose gain is a small batch's (SMALL_BATCH_KNOBS)."""
@@ -270,8 +275,7 @@ def small_batch_note(settings: dict[str, Any]) -> str:
     kept = changed(for_larger_batches(measured), measured)
     if not kept:
         return ""
-    said = ", ".join(f"{name}={value}" for name, value in kept.items())
-    return f"; {said} pays at small batches and can run slower at larger ones"
+    return f"; {said(kept)} pays at small batches and can run slower at larger ones"
 
 
 def label_of(settings: Settings) -> str:

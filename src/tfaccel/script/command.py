@@ -58,6 +58,20 @@ def is_command(args: Sequence[str]) -> bool:
     return first.endswith(".py") or bool(_PYTHON.match(os.path.basename(first)))
 
 
+def _after_options(args: Sequence[str]) -> list[str]:
+    """A python command's arguments after the interpreter's own options (-u, -X dev):
+    the script, `-m MODULE` or `-c CODE`, and what follows."""
+    rest = list(args[1:])
+    while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c"):
+        rest = rest[2 if rest[0] in _VALUED else 1 :]
+    return rest
+
+
+def is_inline(args: Sequence[str]) -> bool:
+    """Does a python command run code given on its command line (`python -c CODE`)?"""
+    return is_command(args) and _after_options(args)[:1] == ["-c"]
+
+
 def parse_command(args: Sequence[str]) -> Script:
     """The script `args` runs; InputError for anything but a Python script or module."""
     args = list(args)
@@ -73,9 +87,7 @@ def parse_command(args: Sequence[str]) -> Script:
             hint="tfaccel's settings apply inside the Python process that trains; "
             "run the script with python directly",
         )
-    rest = args[1:]
-    while rest and rest[0].startswith("-") and rest[0] not in ("-m", "-c"):
-        rest = rest[2 if rest[0] in _VALUED else 1 :]  # interpreter options (-u, -X dev)
+    rest = _after_options(args)
     if not rest or rest[0] == "-c":
         raise InputError("No script to run", expected=USAGE, received=shlex.join(args))
     path = None

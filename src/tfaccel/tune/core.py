@@ -399,11 +399,10 @@ class TunerCore:
         `_references_run`.)"""
         if self.result.interrupted:
             return True
-        if self.opt.time_budget_s is None or self._start is None or not self._references_run:
+        if not self._references_run:
             return False
-        expected = self.mean_trial_s + longer_s
-        kept = self.reserve_s if reserve else 0.0
-        return self.clock() - self._start + expected > self.opt.time_budget_s - kept
+        overrun = overrun_s(self, longer_s, reserve)
+        return overrun is not None and overrun > 0
 
     @property
     def mean_trial_s(self) -> float:
@@ -538,6 +537,17 @@ class TunerCore:
         """What the baseline trial reported under `key` (None where it did not)."""
         base = self.result.baseline
         return base.extra.get(key) if base is not None else None
+
+
+def overrun_s(tuner: TunerCore, longer_s: float = 0.0, reserve: bool = True) -> float | None:
+    """How many seconds past the time budget (less the time kept, `reserve_s`, unless
+    `reserve` is False) the next trial, `longer_s` longer than the mean so far, would
+    likely end; negative: that much to spare. None without a budget."""
+    if tuner.opt.time_budget_s is None or tuner._start is None:
+        return None
+    expected = tuner.mean_trial_s + longer_s
+    kept = tuner.reserve_s if reserve else 0.0
+    return tuner.clock() - tuner._start + expected - (tuner.opt.time_budget_s - kept)
 
 
 def not_run(tuner: TunerCore, settings: Settings, why: str) -> TrialResult:

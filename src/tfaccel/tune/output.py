@@ -191,7 +191,7 @@ def _older(path: Path, settings: Settings, asked: bool) -> Answer:
 
 def _with_offer(path: Path, settings: Settings, offer: Any) -> Answer:
     from tfaccel.errors import ConfigFileError
-    from tfaccel.optimize.settings import settings_from_dict
+    from tfaccel.optimize.settings import said, settings_from_dict
 
     if not isinstance(offer, dict):
         raise ConfigFileError(
@@ -231,8 +231,7 @@ def _with_offer(path: Path, settings: Settings, offer: Any) -> Answer:
             received=f"other_settings {other!r}",
         )
     if other:
-        said = ", ".join(f"{name}={value}" for name, value in other.items())
-        notes.append(f"with the offer's own {said} (measured at that batch)")
+        notes.append(f"with the offer's own {said(other)} (measured at that batch)")
     merged = {**settings.to_dict(), **other, "batch_size": size}
     start = own if isinstance(own, int) and own > 0 else None
     return Answer(settings_from_dict(merged, str(path)), lr, tuple(notes), start)

@@ -22,6 +22,7 @@ from tfaccel.tune.core import (
     INTERRUPTED,
     State,
     TunerCore,
+    overrun_s,
     short_of,
     stop_here,
 )
@@ -102,14 +103,13 @@ def _ladder_before_its_race(tuner: TunerCore, ladder: State, largest: int) -> fl
     tuner.reserve_for = "the batch offer's race"
     try:
         _batch_ladder(tuner, ladder, largest, stage="batch offer")
+        short_s = overrun_s(tuner)  # with the time kept, as the skipped rung was judged
     finally:
         reserve, tuner.reserve_s, tuner.reserve_for = tuner.reserve_s, 0.0, "the batch offer"
     if tuner._kept == kept:
         return None
     if not ladder.rungs:
-        assert tuner.opt.time_budget_s is not None and tuner._start is not None
-        elapsed = tuner.clock() - tuner._start
-        return elapsed + tuner.mean_trial_s + reserve - tuner.opt.time_budget_s
+        return short_s
     tuner.decide(
         "batch offer",
         f"the ladder stopped at batch {tuner._batch(ladder)}: the budget's last "
