@@ -9,6 +9,8 @@
 #  lstm: the LSTM script's tune resumed from its committed journal
 #     (benchmarks/results/ttt-bidirectional-lstm-h200/), to its end under the current
 #     rules: the ladder from the standard RNN algorithm, then its races;
+#  lstm_afresh: the LSTM script tuned afresh for ten minutes (on a card other than the
+#     journal's, whose trials cannot be mixed with the H200's), into the same place;
 #  transformer: the transformer entry point, ten minutes afresh (its last run was
 #     taken back with the machine), the budget's end kept for its ladder and race;
 #  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`;
@@ -38,6 +40,10 @@ autoencoder() {
 }
 lstm() {
   cp "$RESULTS/ttt-bidirectional-lstm-h200/journal.jsonl" "$DEST/lstm/bidirectional_lstm_imdb.jsonl"
+  EXAMPLES="$EXAMPLES" DEST="$DEST/lstm" TARGETS=bidirectional_lstm_imdb \
+    RUNS=none RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
+}
+lstm_afresh() {
   EXAMPLES="$EXAMPLES" DEST="$DEST/lstm" TARGETS=bidirectional_lstm_imdb \
     RUNS=none RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
 }
