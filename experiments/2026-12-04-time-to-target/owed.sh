@@ -14,6 +14,9 @@
 #  transformer: the transformer entry point, ten minutes afresh (its last run was
 #     taken back with the machine), the budget's end kept for its ladder and race;
 #  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`;
+#  lstm_pair_persist: one seeded same-wall pair of the LSTM with lstm-persist-dynamic.json,
+#     the settings of the best trial of its resumed tune (journal; the tune was stopped
+#     before it wrote its file): TF32, XLA auto, rnn_algorithm persist_dynamic;
 #  wgan: the WGAN-GP script at the full ten minutes (the 8-minute run cut a trial);
 #  autoencoder: its seeded same-wall pair (done on 2026-12-05: results/.../same_wall).
 #  mnist_pairs: two seeded same-wall pairs of the MNIST convnet with its committed
@@ -21,6 +24,14 @@
 #  compile_probe: why each XLA trial of the transformer compiles for 50-56 s
 #     (../2026-12-05-xla-compile-cache/probe.py: five trials, about six minutes).
 set -u
+# The device tool re-sends the working tree with every call, under a running job: a
+# trial that imports tfaccel mid-copy fails (seen: "No module named tfaccel.errors").
+# So the job runs from a copy of its own.
+if [ -z "${OWED_COPY:-}" ]; then
+  rm -rf /tmp/owed-repo && mkdir -p /tmp/owed-repo
+  (cd "$(dirname "$0")/../.." && tar c --exclude=.gpu .) | tar x -C /tmp/owed-repo
+  OWED_COPY=1 exec bash /tmp/owed-repo/experiments/2026-12-04-time-to-target/owed.sh
+fi
 HERE="$(cd "$(dirname "$0")" && pwd)"; ROOT="$(cd "$HERE/../.." && pwd)"
 DEST="${DEST:-/tmp/ttt}"; EXAMPLES="${EXAMPLES:-/tmp/examples}"
 RESULTS="$ROOT/benchmarks/results"
@@ -50,6 +61,10 @@ lstm_afresh() {
 lstm_pairs() {
   WALL=130 REPEAT=2 bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
     "$DEST/lstm/bidirectional_lstm_imdb.json" "$DEST/lstm/wall-bidirectional_lstm_imdb"
+}
+lstm_pair_persist() {  # one seeded pair with the resumed tune's best trial's settings
+  WALL="${WALL:-120}" REPEAT=1 bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
+    "$HERE/lstm-persist-dynamic.json" "$DEST/wall-lstm-persist"
 }
 wgan() {
   EXAMPLES="$EXAMPLES" DEST="$DEST/wgan" TARGETS=wgan_gp RUNS=none \
