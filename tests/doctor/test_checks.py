@@ -13,7 +13,7 @@ from tests.doctor.conftest import LINUX, TF_SEES_NOTHING, MakeCtx
 from tests.fakes import FakeGpu, FakeNvml, build_lib, write_dist
 from tfaccel.doctor import Check, DoctorContext, Status, run_doctor
 from tfaccel.doctor.checks import check_tf_install
-from tfaccel.doctor.checks.platform import _capability_verdict
+from tfaccel.doctor.checks.platform import _capability_verdict, check_visible_devices
 from tfaccel.doctor.probes import TfRuntime
 
 
@@ -210,6 +210,19 @@ def test_cuda_visible_devices_out_of_range(fake_tf: tuple[Path, MakeCtx]) -> Non
     row = by["env.cuda_visible_devices"]
     assert "('3'), so 1 GPU(s) are visible; 1 GPU(s) exist" in row.finding
     assert row.fix == "export CUDA_VISIBLE_DEVICES=0"
+
+
+def test_cuda_visible_devices_without_a_driver_to_match_against(
+    fake_tf: tuple[Path, MakeCtx],
+) -> None:
+    """With no GPU listed to match the entries against, a well-formed UUID is not said
+    to be a visible GPU."""
+    _, make = fake_tf
+    ctx = make(env={"CUDA_VISIBLE_DEVICES": "GPU-0123abcd"}, nvml=FakeNvml([]))
+    (row,) = check_visible_devices(ctx)
+    assert row.status is Status.OK
+    assert "1 well-formed entry, not matched against a GPU" in row.finding
+    assert "visible" not in row.finding
 
 
 def test_side_by_side_distributions(fake_tf: tuple[Path, MakeCtx]) -> None:

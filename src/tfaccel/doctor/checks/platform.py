@@ -172,15 +172,13 @@ def check_visible_devices(ctx: DoctorContext) -> list[Check]:
                 see="nvidia-smi -L",
             )
         ]
-    return [
-        Check(
-            "env.cuda_visible_devices",
-            title,
-            Status.OK,
-            f"{value!r}: {len(entries)} GPU(s) visible",
-            see=see,
-        )
-    ]
+    said = (
+        f"{len(entries)} GPU(s) visible"
+        if gpus
+        else f"{len(entries)} well-formed entr{'y' if len(entries) == 1 else 'ies'}, not "
+        "matched against a GPU (the NVIDIA driver lists none)"
+    )
+    return [Check("env.cuda_visible_devices", title, Status.OK, f"{value!r}: {said}", see=see)]
 
 
 # TF_GPU_ALLOCATOR's values that TensorFlow knows (tensorflow/core/common_runtime/gpu/
