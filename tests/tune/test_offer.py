@@ -591,6 +591,23 @@ def test_a_race_whose_same_training_run_learns_nothing_proves_nothing() -> None:
     assert "never fell below its first reading (0.6932) in the 60 s race" in judged.why
 
 
+def test_a_race_to_numerical_zero_says_so() -> None:
+    """A task the same-training run solves outright: the verdict stands, and says its
+    target is about zero; an ordinary target says nothing of it."""
+    found = offer.BatchOffer(
+        Settings(batch_size=256), TrialResult("k", "l", {}, "ok"), 64, 3.0, change_for(4, "Adam")
+    )
+    same = [(float(t), 0.69 * 10.0 ** (-t / 5)) for t in range(0, 61, 5)]
+    fast = [(float(t), 0.69 * 10.0 ** (-t / 2.5)) for t in range(0, 61, 5)]
+    judged = offer.judged(found, offer.race_of(60.0, "", same, fast), 5.0)
+    assert judged.verdict == "passed"
+    assert "drove the validation loss to about zero" in judged.why
+    same = [(float(t), 0.69 - 0.004 * t) for t in range(0, 61, 5)]
+    fast = [(float(t), 0.69 - 0.008 * t) for t in range(0, 61, 5)]
+    judged = offer.judged(found, offer.race_of(60.0, "", same, fast), 5.0)
+    assert judged.verdict == "passed" and "about zero" not in judged.why
+
+
 class PersistentRnn(FakeTrials):
     """A model of cuDNN LSTM layers: cuDNN's persistent algorithm runs it 1.4x at the
     user's batch and at a tenth of the standard algorithm's speed at larger ones."""

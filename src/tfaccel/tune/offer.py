@@ -35,6 +35,9 @@ NOISE_SCALE_FACTOR = 8
 # A candidate must reach the target this much sooner (and by more than one evaluation
 # interval) to pass: one race of each is a single sample of a noisy curve.
 RACE_MARGIN = 0.10
+# A target below this fraction of the first reading is numerically zero: a task the
+# same-training run solved outright, whose times say little of a harder one.
+NEAR_ZERO = 1e-4
 
 
 def largest_batch(
@@ -224,4 +227,15 @@ def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
                 f"{race.target:.4g} no sooner beyond the noise ({race.candidate_s:.0f} s vs "
                 f"{race.same_s:.0f} s, race of {race.seconds:.0f} s)"
             )
-    return dataclasses.replace(offer, verdict=verdict, why=why, race=race)
+    return dataclasses.replace(offer, verdict=verdict, why=why + _near_zero(race), race=race)
+
+
+def _near_zero(race: Race) -> str:
+    """Said of a race whose target is numerically zero (a trivially separable task)."""
+    first = race.same[0][1] if race.same else None
+    if race.target is None or not first or not 0 <= race.target < NEAR_ZERO * first:
+        return ""
+    return (
+        f"; the same-training run drove the validation loss to about zero ({race.target:.2g}, "
+        f"from {first:.3g}): the race times how soon each solves the task outright"
+    )
