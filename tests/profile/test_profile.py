@@ -50,6 +50,7 @@ def test_input_bound_run_is_classified_and_advised(traces: Path) -> None:
     f = {f.id: f for f in advise(r)}["input"]
     assert f.severity == "fail" and "highly input-bound" in f.text
     assert f.action is not None and "prefetch" in f.action and "AUTOTUNE" in f.action
+    assert "device_arrays=True" in f.action  # the remedy for numpy arrays given to fit
     assert f.expected is not None and "step time down" in f.expected
 
 

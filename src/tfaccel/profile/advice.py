@@ -76,7 +76,9 @@ def _input(report: ProfileReport) -> list[Finding]:
                 if lvl == "ok"
                 else "report.dataset(ds) with tfaccel.configure(prefetch="
                 "'device'); map(..., num_parallel_calls=tf.data.AUTOTUNE); cache_dataset=True "
-                "if the data fits; move Python preprocessing into tf.data or onto the GPU",
+                "if the data fits; move Python preprocessing into tf.data or onto the GPU; "
+                "a script's numpy arrays given to fit: device_arrays=True under tfaccel run "
+                "(copied to GPU memory once; tfaccel tune -- measures it)",
                 None if lvl == "ok" else f"step time down by up to {inp:.0f}% (the input share)",
             )
         )
