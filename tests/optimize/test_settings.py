@@ -60,6 +60,10 @@ def test_a_hand_written_file_with_only_its_settings_object(tmp_path: Path) -> No
     p.write_text(json.dumps({"settings": {"precision": "fp8"}}))
     with pytest.raises(ConfigFileError, match="Unknown precision"):
         read_settings_file(p)
+    # a setting beside the object would go unread: refused, not ignored
+    p.write_text(json.dumps({"settings": {"precision": "float32"}, "xla": "on"}))
+    with pytest.raises(ConfigFileError, match="settings outside its 'settings' object: xla"):
+        read_settings_file(p)
 
 
 def test_not_json_and_not_an_object(tmp_path: Path) -> None:

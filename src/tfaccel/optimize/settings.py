@@ -519,6 +519,13 @@ def settings_from_dict(data: Any, source: str = "settings") -> Settings:
             expected="an object of settings",
             received=type(payload).__name__,
         )
+    beside = sorted(set(data) & set(FIELDS)) if payload is not data else []
+    if beside:  # a knob written next to the "settings" object would go unread
+        raise ConfigFileError(
+            f"{source} has settings outside its 'settings' object: {', '.join(beside)}",
+            expected="every setting inside 'settings'",
+            received=", ".join(beside),
+        )
     unknown = sorted(set(payload) - set(FIELDS))
     if unknown:
         raise ConfigFileError(
