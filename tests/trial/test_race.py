@@ -19,6 +19,7 @@ from tfaccel.optimize.lr_scaling import change_for
 from tfaccel.optimize.settings import Settings
 from tfaccel.script.command import parse_command
 from tfaccel.script.run import ScriptTrial
+from tfaccel.trial.race import SHIM_ONLY
 from tfaccel.trial.runner import StepPlan, TrialResult, run_trial
 from tfaccel.trial.shared import logged_loss
 from tfaccel.tune import offer
@@ -194,6 +195,69 @@ def test_a_gan_style_train_step_has_no_race(
     assert r.losses and all(math.isfinite(x) and x > 0 for x in r.losses)
 
 
+KERAS2_STEPS = """
+import numpy as np
+import keras
+import tensorflow as tf
+
+class Keras2Steps(keras.Model):
+    # a Keras 2 pattern (keras-io's knowledge distillation): its own steps update the
+    # metrics through compiled_metrics, which Keras 3 keeps as a shim that also fills
+    # Keras' "loss" tracker with the mean of the predictions
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.own_loss(y, y_pred)
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        self.compiled_metrics.update_state(y, y_pred)
+        return {**{m.name: m.result() for m in self.metrics}, **NAMED(loss)}
+
+    def test_step(self, data):
+        x, y = data
+        y_pred = self(x, training=False)
+        self.compiled_metrics.update_state(y, y_pred)
+        return {**{m.name: m.result() for m in self.metrics}, **NAMED(self.own_loss(y, y_pred))}
+
+rng = np.random.default_rng(3)
+w = rng.normal(size=(16, 4))
+x = rng.normal(size=(4096, 16)).astype("float32")
+y = np.argmax(x @ w, axis=1)
+inputs = keras.Input((16,))
+hidden = keras.layers.Dense(32, activation="relu")(inputs)
+model = Keras2Steps(inputs, keras.layers.Dense(4)(hidden))
+model.own_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+model.compile("adam", metrics=["accuracy"])
+model.fit(x, y, batch_size=32, epochs=2)
+"""
+
+
+def test_a_keras2_test_step_is_raced_by_its_own_loss_not_the_shims(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The steps return their loss as "student_loss" beside the shim's "loss" (the
+    mean of the logits, which need not fall): the race reads "student_loss", says so,
+    and its curve falls from about ln 4."""
+    monkeypatch.chdir(tmp_path)
+    source = KERAS2_STEPS.replace("NAMED(", "dict(student_loss=")
+    baseline = _script_trial(tmp_path, source)
+    assert "no_race" not in baseline.extra
+    r = _script_trial(tmp_path, source, race_s=2.0)
+    assert "its loss read from 'student_loss'" in r.extra["validation"]
+    points = r.extra["race"]
+    assert 1.0 < points[0][1] < 2.0 and points[-1][1] < points[0][1] * 0.8, points
+    assert all(point[2] is None or point[2] > 0 for point in points)
+
+
+def test_a_keras2_test_step_that_reports_only_the_shims_loss_has_no_race(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = _script_trial(tmp_path, KERAS2_STEPS.replace("NAMED(", "dict.fromkeys((), "))
+    assert r.extra["no_race"] == SHIM_ONLY
+
+
 def test_the_loss_a_steps_logs_carry() -> None:
     """Keras' "loss" first; else the first entry named like a loss; else the first;
     a vector is averaged; NaN where nothing can be read."""
@@ -205,6 +269,9 @@ def test_the_loss_a_steps_logs_carry() -> None:
     assert logged_loss({"loss": np.array([1.0, 3.0])}) == 2.0
     for nothing in (None, {}, {"loss": "n/a"}):
         assert math.isnan(logged_loss(nothing))
+    # where "loss" is not one (trial.race.ShimWatch): another named like one, else NaN
+    assert logged_loss({"loss": 9.0, "acc": 0.5, "student_loss": 2.0}, keras_loss=False) == 2.0
+    assert math.isnan(logged_loss({"loss": 9.0, "acc": 0.5}, keras_loss=False))
 
 
 def _rates(model: Any, x: Any, y: Any, warmup: Any) -> list[float]:
@@ -270,7 +337,7 @@ def test_a_race_reads_at_most_its_first_validation_examples() -> None:
     import numpy as np
     import tensorflow as tf
 
-    from tfaccel.trial.race import VALIDATION_MAX, race_fit, read_note, split_off
+    from tfaccel.trial.race import VALIDATION_MAX, Split, race_fit, read_note, split_off
 
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse")
@@ -288,10 +355,11 @@ def test_a_race_reads_at_most_its_first_validation_examples() -> None:
     out = race_fit(
         lambda callbacks: model.fit(x, y, epochs=10**6, verbose=0, callbacks=callbacks),
         model,
-        validation,
+        Split(None, validation, "the script's validation_data", 64),
         {"seconds": 0.3, "batch": 32, "lr": None},
     )
     assert out["status"] == "ok" and len(read) >= 2
+    assert out["validation"] == "the script's validation_data"
     assert set(read) == {VALIDATION_MAX}
     assert read_note(VALIDATION_MAX) == "" and read_note(None) == "; the race reads its first 5,000"
     split = split_off(tf.data.Dataset.range(20_000), 20_000, 0.3)

@@ -328,9 +328,10 @@ def race_axes(ax: Any, offer: Any) -> None:
             ax.plot([reached], [race.target], marker="*", ms=12, color=color)
     if race.target is not None:
         ax.axhline(race.target, color="#555555", linestyle=":", linewidth=1)
+    said = f"seconds of training (evaluation left out); validation: {race.validation}"
     ax.set_xlabel(
-        f"seconds of training (evaluation left out); validation: {race.validation}\n"
-        "(dotted: the target, the same-training run's best; a star where each reached it)",
+        "\n".join(textwrap.wrap(said, 130))
+        + "\n(dotted: the target, the same-training run's best; a star where each reached it)",
         fontsize=8,
     )
     ax.set_ylabel("validation loss", fontsize=9)

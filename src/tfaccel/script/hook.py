@@ -337,7 +337,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
     from tfaccel.workloads.synthetic import rebatched
 
     plan = Plan.of(request.steps, report.settings.steps_per_execution)
-    facts = data_facts(model, count, has_data=True)
+    facts = data_facts(model, count, has_data=True, batches=rebatched(examples, batch))
     reading = noise_scale.Reading(model, request.count_flops, facts)
     with contextlib.ExitStack() as stack:
         dataset = _timed_arrays(stack, model, report, fit_args, batch)
@@ -391,8 +391,7 @@ def _racing(call: _FitCall) -> dict[str, Any]:
             callbacks=[*kept, *callbacks],
         )
 
-    out = race_fit(run, model, split.validation, {**(request.race or {}), "batch": batch})
-    return {**out, "validation": split.what}
+    return race_fit(run, model, split, {**(request.race or {}), "batch": batch})
 
 
 def _validation(model: Any, fit_args: dict[str, Any], examples: Any, count: int | None) -> Any:

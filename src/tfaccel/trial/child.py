@@ -158,8 +158,9 @@ def run(request: TrialRequest) -> dict[str, Any]:
         else rebatched(workload.dataset, batch)
     )
     fit = workload.model.fit
+    has_data = workload.dataset is not None
+    facts = data_facts(workload.model, workload.examples, has_data, batches=dataset)
     dataset = report.dataset(dataset, batch=False)  # batched above, at the trial's size
-    facts = data_facts(workload.model, workload.examples, workload.dataset is not None)
     reading = noise_scale.Reading(workload.model, request.count_flops, facts)
     out = timed_fit(fit, workload.model, dataset, report, plan, batch, request.count_flops)
     out.update(facts)
@@ -187,8 +188,7 @@ def race_workload(
             dataset, epochs=10**6, steps_per_epoch=steps, verbose=0, callbacks=callbacks
         )
 
-    out = race_fit(fit, workload.model, split.validation, {**(request.race or {}), "batch": batch})
-    return {**out, "validation": split.what}
+    return race_fit(fit, workload.model, split, {**(request.race or {}), "batch": batch})
 
 
 def timed_fit(

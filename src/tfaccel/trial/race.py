@@ -16,9 +16,12 @@ data that is never trained on. A model with a `train_step` of its own and no
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
+
+from tfaccel.trial.shared import logged_loss, loss_key
 
 # The held-out part where the script has no validation data: a tenth of the examples,
 # within these bounds (their count unknown: HELD_OUT_UNKNOWN).
@@ -47,6 +50,80 @@ def own_step(model: Any, name: str) -> type | None:
     return owner
 
 
+# Keras 3 keeps Keras 2's `model.compiled_metrics.update_state` as a shim that updates
+# every Mean metric of the model with the predictions, Keras' own loss tracker among
+# them: a Keras 2 step that calls it reports as "loss" the mean of its predictions
+# (keras-io's knowledge distillation example does; its "student_loss" is the loss).
+SHIM_ONLY = (
+    "its test_step reports as 'loss' Keras' loss tracker, which the deprecated "
+    "compiled_metrics.update_state it calls fills with the mean of the predictions, and "
+    "no other loss: evaluate() gives no loss comparable across batch sizes (return the "
+    "loss under a name of its own, e.g. 'val_loss' from a Mean metric)"
+)
+
+
+class ShimWatch:
+    """While entered, which of the model's steps ("train", "test": `phase` when it is
+    traced) called Keras 3's compiled_metrics shim, so that a "loss" entry that is the
+    shim's (`loss`) is left out. Each step function is traced anew inside."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.phase, self.fed = model, "train", set[str]()
+        self.read: Any = None  # the entry of the last evaluation's read where not "loss"
+
+    def __enter__(self) -> ShimWatch:
+        original = getattr(self.model, "_compiled_metrics_update_state", None)
+        if original is not None:
+
+            def watched(*args: Any, **kwargs: Any) -> Any:
+                self.fed.add(self.phase)
+                return original(*args, **kwargs)
+
+            object.__setattr__(self.model, "_compiled_metrics_update_state", watched)
+        self.model.train_function = self.model.test_function = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        vars(self.model).pop("_compiled_metrics_update_state", None)
+
+    def loss(self, logs: Any, phase: str) -> float:
+        """The loss of a `phase` step's logs: `shared.logged_loss`, without a "loss"
+        entry that is Keras' loss tracker where the shim fed it."""
+        keras_loss = not (phase in self.fed and self._tracker(logs))
+        if phase == "test" and not keras_loss:
+            self.read = loss_key(logs, keras_loss)
+        return logged_loss(logs, keras_loss)
+
+    def note(self) -> str:
+        """What to add to the validation's description where its loss is not "loss"."""
+        if self.read is None:
+            return ""
+        return (
+            f"; its loss read from '{self.read}' (the 'loss' its test_step reports is Keras' "
+            "loss tracker, filled by the deprecated compiled_metrics with the predictions)"
+        )
+
+    def _tracker(self, logs: Any) -> bool:
+        tracker = getattr(self.model, "_loss_tracker", None)
+        if tracker is None or "loss" not in (logs or {}):
+            return False
+        try:
+            return math.isclose(float(logs["loss"]), float(tracker.result()), rel_tol=1e-6)
+        except (TypeError, ValueError):
+            return False
+
+
+def shim_only(model: Any, batches: Any) -> str | None:
+    """SHIM_ONLY where the model's own test_step reports no loss but the shim's, seen
+    by evaluating one of `batches`; None otherwise (also where Keras' test_step runs)."""
+    if own_step(model, "test_step") is None:
+        return None
+    with ShimWatch(model) as watch:
+        watch.phase = "test"
+        result = model.evaluate(batches.take(1), verbose=0, return_dict=True)
+        return SHIM_ONLY if math.isnan(watch.loss(result, "test")) else None
+
+
 def no_race(model: Any) -> str | None:
     """Why the model has no validation loss to race by, or None."""
     owner = own_step(model, "train_step")
@@ -69,10 +146,15 @@ def race_blocker(model: Any, has_data: bool) -> str | None:
     return no_race(model) or (None if has_data else SYNTHETIC)
 
 
-def data_facts(model: Any, examples: int | None, has_data: bool) -> dict[str, Any]:
+def data_facts(
+    model: Any, examples: int | None, has_data: bool, batches: Any = None
+) -> dict[str, Any]:
     """What a trial reports for the batch offer: how many examples the data holds
-    (where it says), and whether a race can judge the model (`no_race`: why not)."""
+    (where it says), and whether a race can judge the model (`no_race`: why not; with
+    `batches` of its data, also `shim_only`'s reason)."""
     why = race_blocker(model, has_data)
+    if why is None and has_data and batches is not None:
+        why = shim_only(model, batches)
     return {**({"examples": examples} if examples else {}), **({"no_race": why} if why else {})}
 
 
@@ -128,26 +210,27 @@ def kept_callbacks(callbacks: Any) -> list[Any]:
 
 
 def race_fit(
-    fit: Callable[..., Any], model: Any, validation: Any, race: dict[str, Any]
+    fit: Callable[..., Any], model: Any, split: Split, race: dict[str, Any]
 ) -> dict[str, Any]:
     """Call `fit(callbacks=[...])` (the caller binds the data, batch size and epochs)
-    until `race["seconds"]` of training have passed; the payload with the curve.
-    `validation`: a dataset of single examples; `race["batch"]`: the batch size
-    trained at; `race["lr"]`: a learning-rate change (`tfaccel.optimize.lr_scaling.
-    LrChange` as a dict) to apply, or None."""
+    until `race["seconds"]` of training have passed; the payload with the curve and
+    what the validation was. `split.validation`: a dataset of single examples;
+    `race["batch"]`: the batch size trained at; `race["lr"]`: a learning-rate change
+    (`tfaccel.optimize.lr_scaling.LrChange` as a dict) to apply, or None."""
     import keras
 
     from tfaccel.optimize.lr_scaling import LrChange, apply
 
     seconds = float(race["seconds"])
-    val = validation.take(VALIDATION_MAX).batch(EVAL_BATCH)
-    clock = _RaceClock(keras, val, seconds, seconds / POINTS)
+    val = split.validation.take(VALIDATION_MAX).batch(EVAL_BATCH)
     extra: list[Any] = []
     note = None
     if race.get("lr"):
         warmup, note = apply(model, LrChange(**race["lr"]))
         extra = [warmup] if warmup is not None else []
-    fit(callbacks=[*extra, clock])
+    with ShimWatch(model) as watch:
+        clock = _RaceClock(keras, val, watch, seconds)
+        fit(callbacks=[*extra, clock])
     steps = int(model.optimizer.iterations)
     samples = steps * int(race["batch"])
     return {
@@ -156,19 +239,20 @@ def race_fit(
         "race_steps": steps,
         "window_samples_per_s": [samples / clock.trained_s] if samples and clock.trained_s else [],
         "final_loss": clock.curve[-1][1] if clock.curve else None,
+        "validation": split.what + watch.note(),
         **({"lr_applied": note} if note else {}),
     }
 
 
 class _RaceClock:
     """A Keras callback (built on first use: Keras is imported in the child only) that
-    evaluates at the start and every `every_s` seconds of training, the clock started
-    at the end of the first execution, and stops the fit after `seconds`. Each point:
-    [seconds, validation loss, training loss (Keras' mean over the epoch so far; None
-    at the start)]."""
+    evaluates at the start and every `seconds / POINTS` seconds of training, the clock
+    started at the end of the first execution, and stops the fit after `seconds`. Each
+    point: [seconds, validation loss, training loss (Keras' mean over the epoch so far;
+    None at the start)], each read as `watch` says."""
 
-    def __new__(cls, keras: Any, val: Any, seconds: float, every_s: float) -> Any:
-        from tfaccel.trial.shared import logged_loss
+    def __new__(cls, keras: Any, val: Any, watch: ShimWatch, seconds: float) -> Any:
+        every_s = seconds / POINTS
 
         class RaceClock(keras.callbacks.Callback):
             def __init__(self) -> None:
@@ -187,7 +271,7 @@ class _RaceClock:
 
             def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
                 # waits for the step to finish; Keras' mean over the epoch so far
-                self.train_loss = logged_loss(logs)
+                self.train_loss = watch.loss(logs, "train")
                 if not self.compiled:  # the first execution: tracing and compilation
                     self.compiled = True
                     self.start, self.paused = time.perf_counter(), 0.0
@@ -201,9 +285,11 @@ class _RaceClock:
 
             def _point(self, elapsed: float) -> None:
                 began = time.perf_counter()
+                watch.phase = "test"  # the test step is traced in the first evaluation
                 result = self.model.evaluate(val, verbose=0, return_dict=True)
+                watch.phase = "train"
                 self.paused += time.perf_counter() - began
-                loss = logged_loss(result)
+                loss = watch.loss(result, "test")
                 self.curve.append([round(elapsed, 3), loss, self.train_loss])
 
         return RaceClock()

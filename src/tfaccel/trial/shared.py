@@ -52,16 +52,24 @@ def checkpointing(report: ConfigureReport) -> dict[str, Any]:
     return {"checkpointing": how}
 
 
-def logged_loss(logs: Any) -> float:
-    """The loss a step's (or an evaluation's) logs carry: Keras' "loss"; else the first
-    entry named like one (a GAN's own train_step returns "d_loss" and "g_loss"); else
-    the first entry; NaN where there is none. Without it, a model whose logs have no
-    "loss" recorded NaN at every step, and the accuracy guard refused each of its
-    16-bit trials as "the loss became NaN"."""
+def loss_key(logs: Any, keras_loss: bool = True) -> Any:
+    """Which entry of a step's (or an evaluation's) logs is its loss: Keras' "loss";
+    else the first entry named like one (a GAN's own train_step returns "d_loss" and
+    "g_loss"); else the first entry; None where there is none. Without it, a model
+    whose logs have no "loss" recorded NaN at every step, and the accuracy guard refused
+    each of its 16-bit trials as "the loss became NaN". `keras_loss=False`: the "loss"
+    entry is not a loss (`trial.race.ShimWatch`), so only another named like one."""
     logs = logs or {}
-    key = "loss" if "loss" in logs else next((k for k in logs if "loss" in str(k)), None)
-    if key is None:
-        key = next(iter(logs), None)
+    if keras_loss and "loss" in logs:
+        return "loss"
+    named = next((k for k in logs if "loss" in str(k) and k != "loss"), None)
+    return named if named is not None or not keras_loss else next(iter(logs), None)
+
+
+def logged_loss(logs: Any, keras_loss: bool = True) -> float:
+    """The value of `loss_key`'s entry (a mean, where it holds several); NaN where
+    there is none or it is not a number."""
+    key = loss_key(logs, keras_loss)
     if key is None:
         return float("nan")
     try:
