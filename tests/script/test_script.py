@@ -745,3 +745,31 @@ def test_the_scripts_own_compile_choices_are_said_where_replaced(
         "train.py:6: the script's compile(jit_compile=True, steps_per_execution=8) replaced "
         "by the settings' jit_compile=False, steps_per_execution=25"
     ) in err
+
+
+CLASS_WEIGHTED = """
+import numpy as np
+import keras
+
+rng = np.random.default_rng(2)
+x = rng.normal(size=(2048, 8)).astype("float32")
+y = (x @ rng.normal(size=(8,)) > 0).astype("int32")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1, activation="sigmoid")])
+model.compile("sgd", "binary_crossentropy")
+model.fit(x, y, batch_size=32, epochs=1, validation_split=0.25, class_weight=WEIGHTS)
+"""
+
+
+@pytest.mark.parametrize("race", [False, True])
+def test_a_trial_and_a_race_train_with_the_scripts_class_weight(here: Path, race: bool) -> None:
+    """Both classes weighted 0: every loss the trial reads (the race's training loss)
+    is 0, as the script's own fit would log; weighted 1, it is not."""
+    extra = {"race": {"seconds": 1.0, "lr": None}} if race else None
+    for weights, zero in (("{0: 0.0, 1: 0.0}", True), ("{0: 1.0, 1: 1.0}", False)):
+        _write(here, "train.py", CLASS_WEIGHTED.replace("WEIGHTS", weights))
+        script = ScriptTrial(parse_command(["python", "train.py"]))
+        s = Settings(precision="float32", xla="off", batch_size=32)
+        r = run_trial(script, s, SMALL, extra=extra)
+        assert r.ok, (r.error, r.traceback)
+        losses = [p[2] for p in r.extra["race"] if p[2] is not None] if race else r.losses
+        assert losses and all((loss == 0.0) == zero for loss in losses), (weights, losses)

@@ -300,6 +300,7 @@ def _measured_fit(
         examples, read, count = _examples(model, fit_args, peek=learn)
         own = read if learn else None
         batch = report.settings.batch_size or read
+        fit = _weighted(fit, fit_args)
         call = _FitCall(fit, model, report, request, fit_args, examples, batch, count)
         out = _racing(call) if request.race else _timing(call)
     except Exception as exc:
@@ -308,6 +309,16 @@ def _measured_fit(
     if own:
         out["own_batch"] = own
     emit(MARK, out)
+
+
+def _weighted(fit: Any, fit_args: dict[str, Any]) -> Any:
+    """`fit` with the script's `class_weight`, which Keras applies to each batch of
+    any data: a trial or race without it would time and race another training (its
+    loss weighted otherwise). `sample_weight` travels in the examples themselves."""
+    class_weight = fit_args.get("class_weight")
+    if class_weight is None:
+        return fit
+    return lambda model, *args, **kwargs: fit(model, *args, class_weight=class_weight, **kwargs)
 
 
 @dataclasses.dataclass(frozen=True)
