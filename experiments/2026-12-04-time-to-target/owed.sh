@@ -14,7 +14,8 @@
 #     afresh;
 #  transformer: the transformer entry point, ten minutes afresh (its last run was
 #     taken back with the machine), the budget's end kept for its ladder and race;
-#  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`;
+#  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`
+#     (REPEAT=1: one, where the device time is short);
 #  lstm_pair_persist: one seeded same-wall pair of the LSTM with lstm-persist-dynamic.json,
 #     the settings of the best trial of its resumed tune (journal; the tune was stopped
 #     before it wrote its file): TF32, XLA auto, rnn_algorithm persist_dynamic;
@@ -58,7 +59,7 @@ lstm() {  # the journal's trials are an H200's: on another card, afresh
     RUNS=none RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
 }
 lstm_pairs() {
-  WALL=130 REPEAT=2 bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
+  WALL="${WALL:-130}" REPEAT="${REPEAT:-2}" bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
     "$DEST/lstm/bidirectional_lstm_imdb.json" "$DEST/lstm/wall-bidirectional_lstm_imdb"
 }
 lstm_pair_persist() {  # one seeded pair with the resumed tune's best trial's settings
