@@ -258,6 +258,38 @@ def test_a_keras2_test_step_that_reports_only_the_shims_loss_has_no_race(
     assert r.extra["no_race"] == SHIM_ONLY
 
 
+STRATEGY_SCOPE = """
+import numpy as np
+import tensorflow as tf
+import keras
+
+rng = np.random.default_rng(4)
+x = rng.normal(size=(4096, 8)).astype("float32")
+y = (x @ rng.normal(size=(8,)) > 0).astype("float32")
+with tf.distribute.MirroredStrategy().scope():  # the optimizer's variables: mirrored
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(keras.optimizers.Adam(1e-3), "binary_crossentropy")
+model.fit(x, y, batch_size=32, epochs=2, validation_split=0.25)
+"""
+
+
+def test_a_model_made_under_the_scripts_own_strategy_is_raced_with_its_learning_rate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its learning rate and step count are MirroredVariables, which float() and int()
+    refuse: the baseline reads the rate, and the race scales it and counts its steps."""
+    monkeypatch.chdir(tmp_path)
+    baseline = _script_trial(tmp_path, STRATEGY_SCOPE)
+    assert baseline.extra["learning_rate"] == 0.001 and "lr_schedule" not in baseline.extra
+    (tmp_path / "train.py").write_text(STRATEGY_SCOPE)
+    lr = change_for(4, "Adam", steps_per_epoch=24)
+    s = Settings(precision="float32", xla="off", batch_size=128)
+    extra = {"race": {"seconds": 2.0, "lr": lr.to_dict()}}
+    r = run_trial(ScriptTrial(parse_command(["python", "train.py"])), s, SMALL, 300, extra=extra)
+    assert r.status == "ok", (r.error, r.traceback)
+    assert r.extra["lr_applied"].endswith("0.001 -> 0.002") and r.extra["race_steps"] > 0
+
+
 def test_the_loss_a_steps_logs_carry() -> None:
     """Keras' "loss" first; else the first entry named like a loss; else the first;
     a vector is averaged; NaN where nothing can be read."""

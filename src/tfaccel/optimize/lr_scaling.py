@@ -104,6 +104,15 @@ def change_for(
     return LrChange(rule, round(scale, 6), warmup, optimizer, note)
 
 
+def value_of(variable: Any) -> float:
+    """A Keras variable's value as a number, also one made under a user's
+    `tf.distribute` strategy scope (a MirroredVariable inside), which `float()` and
+    `int()` refuse."""
+    import numpy as np
+
+    return float(np.asarray(variable))
+
+
 def optimizer_facts(model: Any) -> dict[str, Any]:
     """What a trial reports of the compiled model's optimizer: its class name (inside a
     LossScaleOptimizer), its learning rate where it is a number, the class of its
@@ -119,7 +128,7 @@ def optimizer_facts(model: Any) -> dict[str, Any]:
         return facts
     try:
         # a float32 variable: 0.001 reads 0.0010000000474974513
-        facts["learning_rate"] = float(f"{float(inner.learning_rate):.7g}")
+        facts["learning_rate"] = float(f"{value_of(inner.learning_rate):.7g}")
     except Exception:
         facts["lr_schedule"] = type(raw).__name__ if raw is not None else "unknown"
     return facts
@@ -153,7 +162,7 @@ def apply(model: Any, change: LrChange) -> tuple[Any | None, str]:
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             if self.done:
                 return
-            step = int(inner.iterations)
+            step = int(value_of(inner.iterations))
             if step >= change.warmup_steps:
                 inner.learning_rate = target
                 self.done = True

@@ -219,7 +219,7 @@ def race_fit(
     (`tfaccel.optimize.lr_scaling.LrChange` as a dict) to apply, or None."""
     import keras
 
-    from tfaccel.optimize.lr_scaling import LrChange, apply
+    from tfaccel.optimize.lr_scaling import LrChange, apply, value_of
 
     seconds = float(race["seconds"])
     val = split.validation.take(VALIDATION_MAX).batch(EVAL_BATCH)
@@ -231,7 +231,7 @@ def race_fit(
     with ShimWatch(model) as watch:
         clock = _RaceClock(keras, val, watch, seconds)
         fit(callbacks=[*extra, clock])
-    steps = int(model.optimizer.iterations)
+    steps = int(value_of(model.optimizer.iterations))
     samples = steps * int(race["batch"])
     return {
         "status": "ok",
