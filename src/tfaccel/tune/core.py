@@ -94,6 +94,9 @@ AGAIN = "again, here"
 # Why a trial did not run after Ctrl-C (or SIGTERM, `tfaccel tune`'s) ended the search
 # (`stop_here`).
 INTERRUPTED = "interrupted (Ctrl-C or SIGTERM): the same command goes on from the journal"
+# A trial's error where the time kept for the batch offer (or its race) stopped it:
+# KEPT and what the time was kept for, FOR_OFFER for the late same-training stages.
+KEPT, FOR_OFFER = "time kept for", "the batch offer"
 
 
 def search_precisions(hw: Hardware, opt: TuneOptions) -> list[str]:
@@ -169,7 +172,7 @@ class TunerCore:
         # late same-training stages run (`stages.batch_offer.keep_time`), and the trials
         # that did not run to keep it.
         self.reserve_s = 0.0
-        self.reserve_for = "the batch offer"  # what the kept time is for, in a skip's words
+        self.reserve_for = FOR_OFFER  # what the kept time is for, in a skip's words
         self._kept = 0
         # The baseline and Keras' defaults run whatever the budget: without the defaults
         # measured, no answer could be said to be at least as fast as them.
@@ -227,7 +230,7 @@ class TunerCore:
                 why = INTERRUPTED if self.result.interrupted else "time budget reached"
             else:  # only the time kept for the batch offer (or its race) stops it
                 self._kept += 1
-                why = f"time kept for {self.reserve_for}"
+                why = f"{KEPT} {self.reserve_for}"
             return not_run(self, settings, why)
         return self.measure(settings, stage, record=self._record)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,12 +108,18 @@ def result_json(result: TuneResult) -> str:
 def to_target_over_defaults(result: TuneResult) -> float | None:
     """How many times sooner the chosen answer reaches the target loss than Keras'
     defaults would: the same-training speed-up (the same steps, so the same loss at
-    each step), times the race's to-target speed-up where the batch offer passed."""
+    each step), times the race's to-target speed-up where the batch offer passed. The
+    race ran against the same-training answer of its time (late stages may have sped
+    the answer up since: `Tuner.after_offer`): its speed-up is of that answer's speed."""
     same = result.speedup(result.keras_defaults)
     offer = result.batch_offer
     if same is None or offer is None or offer.verdict != "passed" or offer.race is None:
         return same
-    return same * (offer.race.to_target_speedup or 1.0)
+    defaults = result.keras_defaults
+    raced_against = (offer.trial.samples_per_s or 0.0) / (offer.samples_speedup or math.nan)
+    if defaults is None or not defaults.samples_per_s or not math.isfinite(raced_against):
+        return same
+    return max(same, raced_against / defaults.samples_per_s * (offer.race.to_target_speedup or 1.0))
 
 
 @dataclass(frozen=True)

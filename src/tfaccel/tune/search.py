@@ -24,7 +24,9 @@ math up to the 16-bit accuracy guard. Its stages, in the order of their expected
    row of `tfaccel.optimize.settings.KNOBS` says (`TuneTry`): the allocator and device
    prefetch, dropout's masks, flat einsums, FP8 products, cuDNN's flash attention;
 7. the knobs that each gained too little alone, together;
-8. the answer, never below Keras' defaults.
+8. the answer, never below Keras' defaults;
+9. after the batch offer's races, in what the budget still holds, the late stages
+   that the kept time left out, and the answer settled again (`after_offer`).
 
 **A batch offer** (`tfaccel.tune.offer`): larger batches on top of the same-training
 answer, up to a size that still leaves an epoch many steps; a larger batch changes what
@@ -37,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tfaccel.optimize.settings import LATE_KNOBS, input_cast_dtype
-from tfaccel.tune.core import State, TunerCore, search_precisions
+from tfaccel.tune.core import FOR_OFFER, KEPT, State, TunerCore, search_precisions
 from tfaccel.tune.result import Hardware, TuneOptions, TuneResult, hardware_allows
 from tfaccel.tune.stages import answer, batch_offer, late, precision, references, steps
 
@@ -53,6 +55,8 @@ STAGES: tuple[tuple[str, Callable[[TunerCore, State], None]], ...] = (
     ("late knobs", late.late_knobs),
     ("together", late.together),
 )
+# The stages after the time kept for the batch offer: what `after_offer` runs again.
+LATE_STAGES = STAGES[[name for name, _ in STAGES].index("the batch offer's time") + 1 :]
 
 
 def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
@@ -111,12 +115,35 @@ class Tuner(TunerCore):
             for _, stage in STAGES:
                 stage(self, state)
             batch_offer.release_time(self)
+            kept = self._kept  # late trials (the ladder may keep more, for its race)
             answer.settle(self, state)
             answer.confirm(self, state)
             batch_offer.batch_offer(self, state)
+            self.after_offer(state, kept)
         self._note_budget()
         res.wall_s = self.clock() - start
         return res
+
+    def after_offer(self, state: State, kept: int) -> None:
+        """The `kept` late trials that the time kept for the batch offer left out, in
+        what the budget holds after the offer's ladder and races (its estimate keeps
+        room for more race runs than a passed first race needs), then the answer settled
+        again. The offer stays what was raced: `batch_offer.rebase` keeps its settings."""
+        res = self.result
+        if not kept or res.interrupted or self._over_budget():
+            return
+        self.decide(
+            "time budget",
+            f"after the batch offer, the budget still holds trials: the late stages that "
+            f"the time kept for it left out ({kept} trial(s)) run now",
+        )
+        self._kept = 0
+        late = f"{KEPT} {FOR_OFFER}"  # not its race's: the ladder's rungs stay skipped
+        res.trials = [t for t in res.trials if t.error != late]
+        for _, stage in LATE_STAGES:
+            stage(self, state)
+        answer.settle(self, state)
+        batch_offer.rebase(self)
 
     def _note_budget(self) -> None:
         if self._skipped:

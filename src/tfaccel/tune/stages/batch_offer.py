@@ -19,6 +19,7 @@ from tfaccel.trial.runner import (
 )
 from tfaccel.tune import offer
 from tfaccel.tune.core import (
+    FOR_OFFER,
     INTERRUPTED,
     State,
     TunerCore,
@@ -105,7 +106,7 @@ def _ladder_before_its_race(tuner: TunerCore, ladder: State, largest: int) -> fl
         _batch_ladder(tuner, ladder, largest, stage="batch offer")
         short_s = overrun_s(tuner)  # with the time kept, as the skipped rung was judged
     finally:
-        reserve, tuner.reserve_s, tuner.reserve_for = tuner.reserve_s, 0.0, "the batch offer"
+        reserve, tuner.reserve_s, tuner.reserve_for = tuner.reserve_s, 0.0, FOR_OFFER
     if tuner._kept == kept:
         return None
     if not ladder.rungs:
@@ -190,6 +191,19 @@ def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> 
             break
     assert judged is not None
     return judged
+
+
+def rebase(tuner: TunerCore) -> None:
+    """The offer's settings besides its batch, said against the same-training answer
+    settled after it (`Tuner.after_offer`): `tfaccel run --batch-offer` applies the
+    answer with these, so it still runs what was raced."""
+    res = tuner.result
+    found = res.batch_offer
+    if found is None or res.best_settings is None:
+        return
+    other = changed(res.best_settings, found.settings)
+    other.pop("batch_size", None)
+    res.batch_offer = dataclasses.replace(found, other_settings=other)
 
 
 def _no_race(tuner: TunerCore) -> str | None:
