@@ -6,18 +6,23 @@ TensorFlow would otherwise reserve most of the GPU's memory in this process.
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tfaccel._child import child_env, emit, run_child
+from tfaccel._child import child_env, emit, run_child, run_command
 from tfaccel.errors import InputError, WorkloadError
 from tfaccel.plan.memory import MemoryEstimate, StepTrace
+from tfaccel.trial.protocol import PLAN_ENV
 from tfaccel.workloads import BUILTIN
 
-_MARK = "TFACCEL_ESTIMATE "
+if TYPE_CHECKING:
+    from tfaccel.script.command import Script
+
+MARK = "TFACCEL_ESTIMATE "
 
 
-def _to_dict(estimate: MemoryEstimate) -> dict[str, Any]:
+def to_dict(estimate: MemoryEstimate) -> dict[str, Any]:
     out = dict(estimate.__dict__)
     out["traces"] = [
         {key: value for key, value in trace.__dict__.items() if key != "curve"}
@@ -33,13 +38,41 @@ def _from_dict(fields: dict[str, Any]) -> MemoryEstimate:
     return MemoryEstimate(**fields)
 
 
+def estimate_script_in_child(
+    script: Script, precision: str, optimizer: str | None = None, timeout_s: float = 600.0
+) -> tuple[MemoryEstimate, int | None]:
+    """Trace the model of a user's script (`tfaccel plan -- python train.py`) in its own
+    process, on the CPU (`plan.hook`), as its `script.fit`-th fit call trains it; the
+    estimate and the batch size that call trains at."""
+    from tfaccel.script.run import hooked_env
+
+    request = {"precision": precision, "optimizer": optimizer, "fit": script.fit}
+    request["name"] = script.name
+    overrides = {PLAN_ENV: json.dumps(request), "CUDA_VISIBLE_DEVICES": "-1"}
+    env = child_env(hooked_env(), paths="as_is", overrides=overrides)
+    out = run_command(script.argv, MARK, env, timeout_s)
+    shown = " ".join(script.shown)
+    if out.payload is None and not out.timed_out and out.returncode == 0:
+        raise InputError(
+            f"{shown} ended before its model.fit call {script.fit}",
+            expected="a script whose model.fit call trains the model to plan (one that trains "
+            "with a loop of its own, or with Keras 2's tf_keras, has none; --fit N counts "
+            "the calls as the script makes them)",
+            received=f"{shown}: exit 0, no model.fit call {script.fit}",
+        )
+    what = f"{shown}, run up to its model.fit call {script.fit},"
+    payload = dict(out.required(what, timeout_s, InputError))
+    own = payload.pop("own_batch", None)
+    return _from_dict(payload), own
+
+
 def estimate_in_child(
     model: str, precision: str, optimizer: str | None = None, timeout_s: float = 600.0
 ) -> MemoryEstimate:
     """Trace `model` (built-in name or module:function) in a CPU-only child process."""
     env = child_env(overrides={"CUDA_VISIBLE_DEVICES": "-1"})
     args = ["-m", "tfaccel.plan.child", model, precision, optimizer or ""]
-    out = run_child(args, _MARK, env, timeout_s)
+    out = run_child(args, MARK, env, timeout_s)
     # A user's entry point that ended the process by itself (sys.exit, an uncaught
     # error at import) is bad input, as tune's check of the same entry point says.
     ended = out.payload is None and out.returncode is not None and out.returncode > 0
@@ -57,10 +90,10 @@ def _main(argv: list[str]) -> int:
     model, precision, optimizer = argv[0], argv[1], (argv[2] or None)
     try:
         est = estimate_memory(lambda: load_workload(model), precision, optimizer)
-        emit(_MARK, _to_dict(est))
+        emit(MARK, to_dict(est))
     except TfaccelError as exc:
         emit(
-            _MARK,
+            MARK,
             {
                 "error": exc.problem,
                 "expected": exc.expected,
@@ -71,7 +104,7 @@ def _main(argv: list[str]) -> int:
     except Exception as exc:
         frames = traceback.format_exc().strip().splitlines()
         emit(
-            _MARK,
+            MARK,
             {
                 "error": f"Tracing {model!r} failed",
                 "expected": "a Keras model whose training step traces",

@@ -47,6 +47,8 @@ class FitPlan:
     max_batch: int
     batch_table: tuple[tuple[int, int], ...]  # (batch, predicted peak bytes)
     suggestions: tuple[Suggestion, ...]
+    # whose batch `batch` is: "asked" (--batch), or "the script's" (its fit's own)
+    batch_from: str = "asked"
 
 
 def capacity_from_spec(name: str) -> Capacity:

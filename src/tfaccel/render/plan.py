@@ -69,14 +69,15 @@ def fit_text(plan: FitPlan, console: Console) -> None:
     table.add_column("predicted peak", justify="right")
     table.add_column("")
     for batch, peak in plan.batch_table:
-        mark = "max" if batch == plan.max_batch else ("asked" if batch == plan.batch else "")
-        table.add_row(f"{batch:,}", _gib(peak), mark)
+        asked = plan.batch_from if batch == plan.batch else ""
+        table.add_row(f"{batch:,}", _gib(peak), "max" if batch == plan.max_batch else asked)
     console.print(table)
     if plan.batch is not None:
+        whose = "" if plan.batch_from == "asked" else f" ({plan.batch_from})"
         verdict = (
-            f"batch {plan.batch} fits: predicted peak {_gib(plan.peak_bytes_at_batch or 0)}"
+            f"batch {plan.batch}{whose} fits: predicted peak {_gib(plan.peak_bytes_at_batch or 0)}"
             if plan.fits
-            else f"batch {plan.batch} does NOT fit: predicted peak "
+            else f"batch {plan.batch}{whose} does NOT fit: predicted peak "
             f"{_gib(plan.peak_bytes_at_batch or 0)}"
         )
         console.print(Text(verdict, style="bold green" if plan.fits else "bold red"))

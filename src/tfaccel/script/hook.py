@@ -209,7 +209,7 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
         if request.mode == "tune":
             timed = request.fit  # tune --fit: which call is timed
             if calls["fit"] < timed:
-                return _one_step_fit(fit, self, args, kwargs)
+                return one_step_fit(fit, self, args, kwargs)
             where += f" (call {timed})" if timed > 1 else ""
             _measured_fit(fit, self, report, request, where, args, kwargs)
             _end()
@@ -229,10 +229,10 @@ def _say_replaced(given: dict[str, Any], applied: dict[str, Any]) -> None:
         say(f"{_caller()}: the script's compile({own}) replaced by the settings' {new}")
 
 
-def _one_step_fit(fit: Any, model: Any, args: Any, kwargs: Any) -> Any:
-    """A fit before the timed one (tune --fit N): one step, without the script's
-    callbacks (they may write its files) and validation. How far it trains changes
-    nothing of the timed fit's speed; its compile has the trial's settings."""
+def one_step_fit(fit: Any, model: Any, args: Any, kwargs: Any) -> Any:
+    """A fit before the timed one (tune --fit N; plan's): one step, without the
+    script's callbacks (they may write its files) and validation. How far it trains
+    changes nothing of the timed fit's speed; its compile has the trial's settings."""
     fit_args = _fit_arguments(fit, model, args, kwargs)
     kw = fit_args.pop("kwargs", {})
     if _is_array(fit_args.get("x")) and not fit_args.get("batch_size"):
@@ -249,12 +249,15 @@ def _one_step_fit(fit: Any, model: Any, args: Any, kwargs: Any) -> Any:
     return fit(model, **fit_args, **kw)
 
 
+def fit_examples(fit: Any, model: Any, args: Any, kwargs: Any) -> tuple[Any, int, int | None]:
+    """A fit call's data as a trial reads it (`_examples`), for plan's hook."""
+    return _examples(model, _fit_arguments(fit, model, args, kwargs), peek=True)
+
+
 def _fit_arguments(fit: Any, model: Any, args: Any, kwargs: Any) -> dict[str, Any]:
     bound = inspect.signature(fit).bind(model, *args, **kwargs)
     bound.apply_defaults()
-    out = dict(bound.arguments)
-    out.pop("self", None)
-    return out
+    return {name: value for name, value in bound.arguments.items() if name != "self"}
 
 
 def _examples(model: Any, fit_args: dict[str, Any], peek: bool) -> tuple[Any, int, int | None]:
@@ -262,8 +265,7 @@ def _examples(model: Any, fit_args: dict[str, Any], peek: bool) -> tuple[Any, in
     the script trains at (its data's batches, else fit's `batch_size`: Keras' 32 where
     it gives none), and how many examples there are where the data says. A dataset
     whose batch dimension is not static tells its size only from a first batch read
-    (`peek`): only the trial that needs it reads one (each read fills a shuffle buffer
-    once more)."""
+    (`peek`): only the trial that needs it reads one (each fills a shuffle buffer)."""
     import keras
 
     from tfaccel.workloads.inputs import count_examples, user_data
@@ -312,13 +314,10 @@ def _measured_fit(
 
 
 def _weighted(fit: Any, fit_args: dict[str, Any]) -> Any:
-    """`fit` with the script's `class_weight`, which Keras applies to each batch of
-    any data: a trial or race without it would time and race another training (its
-    loss weighted otherwise). `sample_weight` travels in the examples themselves."""
-    class_weight = fit_args.get("class_weight")
-    if class_weight is None:
-        return fit
-    return lambda model, *args, **kwargs: fit(model, *args, class_weight=class_weight, **kwargs)
+    """`fit` with the script's `class_weight` (without it, a trial or race trains
+    another loss; `sample_weight` travels in the examples)."""
+    weights = fit_args.get("class_weight")
+    return fit if weights is None else lambda m, *a, **k: fit(m, *a, class_weight=weights, **k)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,6 +28,9 @@ PROFILE_STEPS_ENV = "TFACCEL_PROFILE_STEPS"
 PROFILE_STATUS_ENV = "TFACCEL_PROFILE_STATUS"
 PROFILE_STOP_ENV = "TFACCEL_PROFILE_STOP"
 PROFILE_FIT_ENV = "TFACCEL_PROFILE_FIT"
+# What `tfaccel plan --` tells the plan hook inside a script, as JSON: the precision to
+# build its model in, an optimizer to plan with instead of its own, which fit call.
+PLAN_ENV = "TFACCEL_PLAN"
 # The line a trial's payload follows, on its stdout.
 MARK = "TFACCEL_TRIAL "
 # On a script's stdout as its timed fit starts: a process that dies after it died in fit.

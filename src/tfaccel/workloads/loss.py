@@ -15,7 +15,10 @@ from typing import Any
 
 def _unreduced(loss: Any) -> Any:
     """A Keras loss (name or object) that returns per-example values; a plain function
-    already does."""
+    already does. A function is wrapped as `compile` wraps it (Keras'
+    LossFunctionWrapper, no reduction): labels one rank below the predictions with a
+    last dimension of 1 (a (n,) label against a (n, 1) sigmoid) are matched as `fit`
+    matches them."""
     import keras
 
     base = keras.losses.get(loss) if isinstance(loss, str) else loss
@@ -23,7 +26,32 @@ def _unreduced(loss: Any) -> Any:
         config = base.get_config()
         config["reduction"] = None
         return type(base).from_config(config)
+    if callable(base):
+        return lambda y, pred: base(*_same_rank(y, pred))
     return base
+
+
+def _same_rank(y: Any, pred: Any) -> tuple[Any, Any]:
+    """Labels and predictions whose ranks differ by one, the larger's last dimension 1,
+    matched as Keras' loss wrapper matches them: a rank-1 one gains that dimension,
+    else the larger loses it."""
+    if len(y.shape) + 1 == len(pred.shape) and pred.shape[-1] == 1:
+        return (_expand(y), pred) if len(y.shape) == 1 else (y, _squeeze(pred))
+    if len(pred.shape) + 1 == len(y.shape) and y.shape[-1] == 1:
+        return (y, _expand(pred)) if len(pred.shape) == 1 else (_squeeze(y), pred)
+    return y, pred
+
+
+def _expand(x: Any) -> Any:
+    import keras
+
+    return keras.ops.expand_dims(x, -1)
+
+
+def _squeeze(x: Any) -> Any:
+    import keras
+
+    return keras.ops.squeeze(x, -1)
 
 
 def per_example_loss(loss: Any) -> Callable[[Any, Any], Any]:

@@ -1,4 +1,4 @@
-"""tfaccel's hook into a user's unmodified script (`tfaccel profile|tune|run --
+"""tfaccel's hook into a user's unmodified script (`tfaccel profile|tune|run|plan --
 python train.py`): this folder goes first on the script's PYTHONPATH, so Python runs
 this file at start-up.
 
@@ -56,6 +56,10 @@ def _install() -> None:
             from tfaccel.profile.hook import install as install_profile
 
             install_profile()
+        if os.environ.get(protocol.PLAN_ENV):
+            from tfaccel.plan.hook import install as install_plan
+
+            install_plan()
     except Exception as exc:  # never break the script it observes
         print(f"tfaccel: could not install its hook: {exc}", file=sys.stderr)
 

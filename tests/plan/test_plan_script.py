@@ -1,0 +1,92 @@
+"""`tfaccel plan -- python train.py`: the memory plan of an unmodified script's model,
+traced as its fit call trains it, on the CPU (real scripts, real TensorFlow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("tensorflow")
+
+from tests.clitext import unboxed
+from tfaccel.cli import app
+
+runner = CliRunner()
+
+# Two models: a small one fitted first, then a larger one whose (n,) labels meet its
+# (n, 1) sigmoid, as Keras' compiled loss matches them. After each fit, a file.
+TWO_FITS = """
+import numpy as np
+import keras
+
+x = np.random.rand(256, 16).astype("float32")
+y = (x.sum(axis=1) > 8).astype("float32")
+small = keras.Sequential([keras.Input((16,)), keras.layers.Dense(1, activation="sigmoid")])
+small.compile("sgd", "binary_crossentropy")
+small.fit(x, y, batch_size=24, epochs=1, verbose=0,
+          callbacks=[keras.callbacks.ModelCheckpoint("must-not-exist.keras")])
+open("after-first-fit.txt", "w").write("ran")
+large = keras.Sequential([keras.Input((16,)), keras.layers.Dense(64, activation="relu"),
+                          keras.layers.Dense(1, activation="sigmoid")])
+large.compile("adam", "binary_crossentropy")
+large.fit(x, y, batch_size=48, epochs=1, verbose=0)
+open("after-second-fit.txt", "w").write("ran")
+"""
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    (tmp_path / "train.py").write_text(TWO_FITS)
+    return tmp_path
+
+
+def test_a_scripts_model_is_planned_at_its_own_batch_and_nothing_after_fit_runs(
+    here: Path,
+) -> None:
+    args = ["plan", "--spec", "H200", "-f", "json", "--", "python", "train.py"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.stdout)["fit"]
+    assert fit["estimate"]["workload"] == "script: python train.py"
+    assert fit["estimate"]["parameters"] == 17 and fit["estimate"]["optimizer"] == "SGD"
+    assert fit["batch"] == 24 and fit["fits"] is True and fit["batch_from"] == "the script's"
+    assert not (here / "must-not-exist.keras").exists()
+    assert not (here / "after-first-fit.txt").exists()
+    text = unboxed(runner.invoke(app, args[:3] + args[5:]).stdout)
+    assert "batch 24 (the script's) fits" in text
+
+
+def test_fit_names_the_call_whose_model_is_planned_and_batch_overrides_its_own(
+    here: Path,
+) -> None:
+    args = ["plan", "--spec", "H200", "--fit", "2", "--batch", "4096", "-f", "json"]
+    result = runner.invoke(app, [*args, "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.stdout)["fit"]
+    assert fit["estimate"]["parameters"] == 16 * 64 + 64 + 64 + 1
+    assert fit["estimate"]["optimizer"] == "Adam"
+    assert fit["batch"] == 4096 and fit["batch_from"] == "asked"
+    assert (here / "after-first-fit.txt").exists() and not (here / "after-second-fit.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--", "python", "nofit.py"], "ended before its model.fit call 1"),
+        (["--fit", "3", "--", "python", "train.py"], "ended before its model.fit call 3"),
+        (["--", "python", "missing.py"], "does not exist"),
+        (["--fit", "2", "tiny"], "--fit chooses which of a script's model.fit calls"),
+    ],
+)
+def test_a_script_that_cannot_be_planned_exits_2_with_why(
+    here: Path, args: list[str], message: str
+) -> None:
+    (here / "nofit.py").write_text("import keras\nprint('no fit here')\n")
+    result = runner.invoke(app, ["plan", "--spec", "H200", *args])
+    assert result.exit_code == 2, result.output
+    assert message in unboxed(result.output)
