@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +42,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="no NVIDIA GPU visible through NVML"))
         elif wants_multi and gpus < 2:
             item.add_marker(pytest.mark.skip(reason=f"needs 2+ GPUs, {gpus} visible"))
+
+
+@pytest.fixture
+def script_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The working directory of a user's script under test: a fresh folder, entered,
+    without the caller's KERAS_BACKEND (a script's Keras here is TensorFlow's)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    return tmp_path

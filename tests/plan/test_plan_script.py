@@ -38,11 +38,9 @@ open("after-second-fit.txt", "w").write("ran")
 
 
 @pytest.fixture
-def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("KERAS_BACKEND", raising=False)
-    (tmp_path / "train.py").write_text(TWO_FITS)
-    return tmp_path
+def here(script_folder: Path) -> Path:
+    (script_folder / "train.py").write_text(TWO_FITS)
+    return script_folder
 
 
 def test_a_scripts_model_is_planned_at_its_own_batch_and_nothing_after_fit_runs(

@@ -72,11 +72,9 @@ def _settings_file(folder: Path, verdict: str = "passed", answer: bool = True) -
 
 
 @pytest.fixture
-def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("KERAS_BACKEND", raising=False)
-    (tmp_path / "train.py").write_text(SCRIPT)
-    return tmp_path
+def here(script_folder: Path) -> Path:
+    (script_folder / "train.py").write_text(SCRIPT)
+    return script_folder
 
 
 def _seen(folder: Path) -> dict[str, Any]:

@@ -76,10 +76,8 @@ EXITS_3 = NUMPY_SCRIPT + "\nraise SystemExit(3)\n"
 
 
 @pytest.fixture
-def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("KERAS_BACKEND", raising=False)
-    return tmp_path
+def here(script_folder: Path) -> Path:
+    return script_folder
 
 
 def _write(folder: Path, name: str, text: str) -> Path:

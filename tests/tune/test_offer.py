@@ -456,6 +456,35 @@ def test_no_batch_past_the_data(tmp_path: Path) -> None:
     assert "1,024 examples would make an epoch of fewer than 16 steps" in res.batch_note
 
 
+def clocked_tune(
+    folder: Path,
+    budget_s: float,
+    race_s: float,
+    trial_s: float,
+    race_run_s: float,
+    fake: Any = None,
+) -> tuple[Any, list[str], FakeClock]:
+    """A tune under a time budget whose trials and race runs take the seconds given
+    (a FakeClock); its result, the stages of the trials it ran, and the clock."""
+    folder.mkdir(exist_ok=True)
+    j = Journal(folder / "j.jsonl")
+    j.load("w")
+    clock = FakeClock()
+    stages: list[str] = []
+    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=budget_s, race_s=race_s)
+    res = Tuner(
+        "w",
+        H200,
+        opts,
+        j,
+        trial_fn=clock.taking(trial_s, fake or FakeTrials(extra={"no_race": None, **ADAM})),
+        race_fn=clock.taking(race_run_s, FakeRace(HALF_AT_20, HALF_AT_10)),
+        clock=clock,
+        on_trial=lambda stage, r, s: stages.append(stage) if r is None else None,
+    ).run()
+    return res, stages, clock
+
+
 def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None:
     """Trials of 100 s, a budget that holds the same-training stages and either the late
     knobs or the offer's ladder and race: the late knobs give way (said, with what they
@@ -463,25 +492,10 @@ def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None
     the late knobs run, and the ladder finds no time."""
 
     def run(folder: str, race_s: float, budget_s: float) -> tuple[Any, list[str]]:
-        (tmp_path / folder).mkdir()
-        j = Journal(tmp_path / folder / "j.jsonl")
-        j.load("w")
-        stages: list[str] = []
         # 7 same-training trials before the late stages, then 3 ladder trials and 2
-        # race runs (kept: 3 x 100 s + 3 x (60 + 2 x 100) s), and 50 s to spare
-        opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=budget_s, race_s=race_s)
-        clock = FakeClock()
-        res = Tuner(
-            "w",
-            H200,
-            opts,
-            j,
-            trial_fn=clock.taking(100.0, FakeTrials(extra={"no_race": None, **ADAM})),
-            # setting up, and the race's 60 s
-            race_fn=clock.taking(100.0 + 60.0, FakeRace(HALF_AT_20, HALF_AT_10)),
-            clock=clock,
-            on_trial=lambda stage, r, s: stages.append(stage) if r is None else None,
-        ).run()
+        # race runs (kept: 3 x 100 s + 3 x (60 + 2 x 100) s), and 50 s to spare; a race
+        # run: setting up, and the race's 60 s
+        res, stages, _ = clocked_tune(tmp_path / folder, budget_s, race_s, 100.0, 160.0)
         return res, stages
 
     res, stages = run("kept", 60.0, 1830.0)
@@ -516,23 +530,9 @@ def test_the_ladder_leaves_time_for_the_race_of_what_it_found(tmp_path: Path) ->
     holds the same-training stages, one rung and a race, not three rungs and a race: the
     ladder stops at its first rung (said), which is raced and passes. Three rungs would
     have left the candidate unraced: a faster batch that proves nothing."""
-    j = Journal(tmp_path / "j.jsonl")
-    j.load("w")
-    clock = FakeClock()
-    stages: list[str] = []
     # 7 same-training trials (420 s), then what is left of 840 s: a rung of 60 s leaves
     # the 360 s kept for the race (2 x (60 + 2 x 60)); a second one would not
-    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=840.0, race_s=60.0)
-    res = Tuner(
-        "w",
-        H200,
-        opts,
-        j,
-        trial_fn=clock.taking(60.0, FakeTrials(extra={"no_race": None, **ADAM})),
-        race_fn=clock.taking(130.0, FakeRace(HALF_AT_20, HALF_AT_10)),
-        clock=clock,
-        on_trial=lambda stage, r, s: stages.append(stage) if r is None else None,
-    ).run()
+    res, stages, clock = clocked_tune(tmp_path / "t", 840.0, 60.0, 60.0, 130.0)
     assert stages[7:10] == ["batch offer", "race", "race"]
     assert stages[10:] == ["xla_options"]  # the 100 s the races left hold one more trial
     o = res.batch_offer
@@ -738,21 +738,8 @@ def test_the_time_the_races_leave_runs_the_late_stages_and_the_offer_stays_as_ra
     applies those) and its speed-up of the answer it was raced against."""
     from tfaccel.tune.output import read_answer, settings_document, to_target_over_defaults
 
-    j = Journal(tmp_path / "j.jsonl")
-    j.load("w")
-    clock = FakeClock()
-    stages: list[str] = []
-    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=1830.0, race_s=60.0)
-    res = Tuner(
-        "w",
-        H200,
-        opts,
-        j,
-        trial_fn=clock.taking(100.0, FasterAllocator(extra={"no_race": None, **ADAM})),
-        race_fn=clock.taking(160.0, FakeRace(HALF_AT_20, HALF_AT_10)),
-        clock=clock,
-        on_trial=lambda stage, r, s: stages.append(stage) if r is None else None,
-    ).run()
+    fake = FasterAllocator(extra={"no_race": None, **ADAM})
+    res, stages, clock = clocked_tune(tmp_path / "t", 1830.0, 60.0, 100.0, 160.0, fake)
     assert stages.index("allocator + prefetch") > stages.index("race") and clock.now <= 1830.0
     o, answer = res.batch_offer, res.best_settings
     assert o is not None and o.verdict == "passed" and answer is not None
