@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
 from typing import TYPE_CHECKING, Any
 
 from tfaccel._child import child_env, emit, run_child, run_command
@@ -46,8 +47,12 @@ def estimate_script_in_child(
     estimate and the batch size that call trains at."""
     from tfaccel.script.run import hooked_env
 
-    request = {"precision": precision, "optimizer": optimizer, "fit": script.fit}
-    request["name"] = script.name
+    request = {
+        "precision": precision,
+        "optimizer": optimizer,
+        "fit": script.fit,
+        "name": script.name,
+    }
     overrides = {PLAN_ENV: json.dumps(request), "CUDA_VISIBLE_DEVICES": "-1"}
     env = child_env(hooked_env(), paths="as_is", overrides=overrides)
     out = run_command(script.argv, MARK, env, timeout_s)
@@ -80,10 +85,29 @@ def estimate_in_child(
     return _from_dict(out.required(f"Tracing {model!r}", timeout_s, error))
 
 
-def _main(argv: list[str]) -> int:
-    import traceback
-
+def failed(exc: Exception, what: str, expected: str) -> dict[str, Any]:
+    """The child's payload for an error while tracing (`what` failed, `expected` what
+    it needed): a tfaccel error as it was said, anything else with its last frames."""
     from tfaccel.errors import TfaccelError
+
+    if isinstance(exc, TfaccelError):
+        return {
+            "error": exc.problem,
+            "expected": exc.expected,
+            "received": None if exc.received is None else str(exc.received),
+            "kind": "input" if isinstance(exc, InputError) else "run",
+        }
+    frames = "".join(traceback.format_exception(exc)).strip().splitlines()
+    return {
+        "error": f"{what} failed",
+        "expected": expected,
+        "received": f"{type(exc).__name__}: {exc}",
+        "hint": " | ".join(frames[-4:]),
+        "kind": "run",
+    }
+
+
+def _main(argv: list[str]) -> int:
     from tfaccel.plan.memory import estimate_memory
     from tfaccel.workloads import load_workload
 
@@ -91,28 +115,9 @@ def _main(argv: list[str]) -> int:
     try:
         est = estimate_memory(lambda: load_workload(model), precision, optimizer)
         emit(MARK, to_dict(est))
-    except TfaccelError as exc:
-        emit(
-            MARK,
-            {
-                "error": exc.problem,
-                "expected": exc.expected,
-                "received": None if exc.received is None else str(exc.received),
-                "kind": "input" if isinstance(exc, InputError) else "run",
-            },
-        )
     except Exception as exc:
-        frames = traceback.format_exc().strip().splitlines()
-        emit(
-            MARK,
-            {
-                "error": f"Tracing {model!r} failed",
-                "expected": "a Keras model whose training step traces",
-                "received": f"{type(exc).__name__}: {exc}",
-                "hint": " | ".join(frames[-4:]),
-                "kind": "run",
-            },
-        )
+        expected = "a Keras model whose training step traces"
+        emit(MARK, failed(exc, f"Tracing {model!r}", expected))
     return 0
 
 

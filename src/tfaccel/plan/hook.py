@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import traceback
 from typing import Any
 
 from tfaccel.script.hook import fit_examples, one_step_fit, say, when_keras_imported
@@ -44,8 +43,7 @@ def _patch(request: dict[str, Any]) -> None:
 def _estimate(fit: Any, model: Any, args: Any, kwargs: Any, request: dict[str, Any]) -> Any:
     """The estimate of `model` trained as this fit call trains it, as plan's child
     payload (with the batch size the call trains at), or the failure in its words."""
-    from tfaccel.errors import InputError, TfaccelError
-    from tfaccel.plan.child import to_dict
+    from tfaccel.plan.child import failed, to_dict
     from tfaccel.plan.memory import estimate_memory
     from tfaccel.workloads import Workload
 
@@ -62,20 +60,12 @@ def _estimate(fit: Any, model: Any, args: Any, kwargs: Any, request: dict[str, A
         )
         estimate = estimate_memory(lambda: workload, request["precision"], request.get("optimizer"))
         return {**to_dict(estimate), "own_batch": batch}
-    except TfaccelError as exc:
-        kind = "input" if isinstance(exc, InputError) else "run"
-        said = {"error": exc.problem, "expected": exc.expected, "received": str(exc.received)}
-        return {**said, "kind": kind}
     except Exception as exc:
-        frames = traceback.format_exc().strip().splitlines()
-        return {
-            "error": "Tracing the script's model failed",
-            "expected": "a Keras model whose training step traces (its forward pass, its "
-            "compiled loss, their gradients) on the data its fit call gets",
-            "received": f"{type(exc).__name__}: {exc}",
-            "hint": " | ".join(frames[-4:]),
-            "kind": "run",
-        }
+        expected = (
+            "a Keras model whose training step traces (its forward pass, its compiled loss, "
+            "their gradients) on the data its fit call gets"
+        )
+        return failed(exc, "Tracing the script's model", expected)
 
 
 def _answer(payload: dict[str, Any]) -> None:

@@ -74,12 +74,9 @@ def fit_text(plan: FitPlan, console: Console) -> None:
     console.print(table)
     if plan.batch is not None:
         whose = "" if plan.batch_from == "asked" else f" ({plan.batch_from})"
-        verdict = (
-            f"batch {plan.batch}{whose} fits: predicted peak {_gib(plan.peak_bytes_at_batch or 0)}"
-            if plan.fits
-            else f"batch {plan.batch}{whose} does NOT fit: predicted peak "
-            f"{_gib(plan.peak_bytes_at_batch or 0)}"
-        )
+        fits = "fits" if plan.fits else "does NOT fit"
+        predicted = _gib(plan.peak_bytes_at_batch or 0)
+        verdict = f"batch {plan.batch}{whose} {fits}: predicted peak {predicted}"
         console.print(Text(verdict, style="bold green" if plan.fits else "bold red"))
     console.print(Text(f"largest batch that fits: {plan.max_batch:,}", style="bold"))
     if plan.max_batch > HUGE_BATCH:

@@ -92,9 +92,16 @@ def make(
     speedup = (candidate.samples_per_s or 0.0) / (same.samples_per_s or 1.0)
     lr = lr_change(same, batch, own, baseline)
     # Settings, not the trial's dict: a journal's line has lists for tuples
-    other = changed(Settings(**same.settings), s)
-    other.pop("batch_size", None)
+    other = other_settings(Settings(**same.settings), s)
     return BatchOffer(s, candidate, own, speedup, lr, "unproven", "not raced", other_settings=other)
+
+
+def other_settings(answer: Settings, offered: Settings) -> dict[str, Any]:
+    """Where an offer's settings differ from the same-training answer's, besides the
+    batch size (`BatchOffer.other_settings`)."""
+    other = changed(answer, offered)
+    other.pop("batch_size", None)
+    return other
 
 
 def time_to(curve: Sequence[tuple[float, float]], target: float) -> float | None:

@@ -15,10 +15,8 @@ from typing import Any
 
 def _unreduced(loss: Any) -> Any:
     """A Keras loss (name or object) that returns per-example values; a plain function
-    already does. A function is wrapped as `compile` wraps it (Keras'
-    LossFunctionWrapper, no reduction): labels one rank below the predictions with a
-    last dimension of 1 (a (n,) label against a (n, 1) sigmoid) are matched as `fit`
-    matches them."""
+    already does; its labels and predictions are first matched in rank as `compile`'s
+    wrapper matches them (a (n,) label against a (n, 1) sigmoid)."""
     import keras
 
     base = keras.losses.get(loss) if isinstance(loss, str) else loss

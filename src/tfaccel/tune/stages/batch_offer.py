@@ -201,8 +201,7 @@ def rebase(tuner: TunerCore) -> None:
     found = res.batch_offer
     if found is None or res.best_settings is None:
         return
-    other = changed(res.best_settings, found.settings)
-    other.pop("batch_size", None)
+    other = offer.other_settings(res.best_settings, found.settings)
     res.batch_offer = dataclasses.replace(found, other_settings=other)
 
 
