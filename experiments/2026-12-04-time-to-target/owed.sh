@@ -7,11 +7,10 @@
 #     algorithms under Keras' LSTM; a WGAN's own train_step in bfloat16 under XLA with
 #     float32 outputs), about a minute; passed on an H100 on 2026-12-05, so no longer
 #     in the default PARTS;
-#  lstm: the LSTM script's tune resumed from its committed journal
-#     (benchmarks/results/ttt-bidirectional-lstm-h200/), to its end under the current
-#     rules: the ladder from the standard RNN algorithm, then its races; on a card
-#     other than an H200, whose trials are not mixed with the journal's, ten minutes
-#     afresh;
+#  lstm: the LSTM script's tune, ten minutes afresh: its trials now count the
+#     script's validation (25,000 examples each epoch), which the committed journal's
+#     (benchmarks/results/ttt-bidirectional-lstm-h200/) did not; RESUME=1 on an H200
+#     resumes that journal instead;
 #  transformer: the transformer entry point, ten minutes afresh (its last run was
 #     taken back with the machine), the budget's end kept for its ladder and race;
 #  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`
@@ -51,8 +50,8 @@ autoencoder() {
   WALL=130 bash "$HERE/same_wall.sh" "$EXAMPLES" autoencoder.py \
     "$RESULTS/ttt-autoencoder-h200/tfaccel.json" "$DEST/wall-autoencoder"
 }
-lstm() {  # the journal's trials are an H200's: on another card, afresh
-  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+lstm() {  # afresh (RESUME=1 on an H200: from the committed journal)
+  if [ -n "${RESUME:-}" ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
     cp "$RESULTS/ttt-bidirectional-lstm-h200/journal.jsonl" "$DEST/lstm/bidirectional_lstm_imdb.jsonl"
   fi
   EXAMPLES="$EXAMPLES" DEST="$DEST/lstm" TARGETS=bidirectional_lstm_imdb \

@@ -37,6 +37,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tfaccel.script import validation
 from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
 from tfaccel.trial.protocol import SCRIPT_ENV as ENV
 
@@ -363,6 +364,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
             request.count_flops,
             STARTED,
         )
+    out = validation.timed(fit_args, model, examples, count, batch, plan, out)
     out["fit_data"] = _data_form(fit_args.get("x"))
     if out["fit_data"] == "arrays":
         out["device_arrays_blocker"] = device_arrays_blocker(report, fit_args, setting=False)
@@ -383,7 +385,7 @@ def _racing(call: _FitCall) -> dict[str, Any]:
     why = race_blocker(model, has_data=True)
     if why:
         raise ValueError(f"no race: {why}")
-    split = _validation(model, fit_args, examples, count)
+    split = validation.split(model, fit_args, examples, count)
     train = split.train
     if _is_array(fit_args.get("x")) and fit_args.get("shuffle", True):  # as fit shuffles arrays
         train = train.shuffle(10_000, seed=request.seed)
@@ -402,26 +404,6 @@ def _racing(call: _FitCall) -> dict[str, Any]:
         )
 
     return race_fit(run, model, split, {**(request.race or {}), "batch": batch})
-
-
-def _validation(model: Any, fit_args: dict[str, Any], examples: Any, count: int | None) -> Any:
-    """The race's validation examples: fit's `validation_data`, its
-    `validation_split` of arrays, else a held-out part of the training examples."""
-    import keras
-
-    from tfaccel.trial.race import Split, held_out, read_note, split_off
-    from tfaccel.workloads.inputs import count_examples, user_data
-
-    given = fit_args.get("validation_data")
-    if given is not None:
-        data = given if not isinstance(given, tuple) else keras.utils.pack_x_y_sample_weight(*given)
-        found = user_data(data, model)
-        what = "the script's validation_data" + read_note(count_examples(data, found))
-        return Split(examples, found.examples, what, count)
-    fraction = float(fit_args.get("validation_split") or 0.0)
-    if fraction > 0 and _is_array(fit_args.get("x")):
-        return split_off(examples, count, fraction)
-    return held_out(examples, count)
 
 
 def _run_fit(

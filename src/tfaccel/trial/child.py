@@ -234,11 +234,12 @@ def timed_fit(
 
 
 def _fit_marks(
-    fit: Any, dataset: Any, plan: Plan, batch: int
+    fit: Any, dataset: Any, plan: Plan, batch: int, phase: str = "train"
 ) -> tuple[list[tuple[int, float, float, float]], Plan]:
-    """Run `fit` and mark each execution's end: (its last step, time, loss, seconds
-    since fit started); the plan, its window shortened where the warm-up was slow and
-    its windows cut where they settled early (Plan.settled_after)."""
+    """Run `fit` (`phase` "test": `evaluate`) and mark each execution's end: (its last
+    step, time, loss, seconds since it started); the plan, its window shortened where
+    the warm-up was slow and its windows cut where they settled early
+    (Plan.settled_after)."""
     import keras
 
     marks: list[tuple[int, float, float, float]] = []
@@ -246,28 +247,38 @@ def _fit_marks(
     state = {"plan": plan}
     start = time.perf_counter()
 
-    class Clock(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch_index: int, logs: Any = None) -> None:
-            loss = logged_loss(logs)  # (Keras made the logs floats: the step ended)
-            now = time.perf_counter()
-            marks.append((batch_index, now, loss, now - start))
-            ends[batch_index] = now
-            plan = state["plan"]
-            if batch_index == plan.warmup - 1 and plan.window_s:
-                step_s = warmup_step_s([mark[:3] for mark in marks])
-                if step_s:
-                    window = shrink_window(plan.window, plan.spe, step_s, plan.window_s)
-                    state["plan"] = dataclasses.replace(plan, window=window)
-            settled = state["plan"].settled_after(batch_index, ends, batch)
-            if settled is not None:
-                state["plan"] = dataclasses.replace(state["plan"], windows=settled)
-            if batch_index + 1 >= state["plan"].total:
-                self.model.stop_training = True
+    def batch_end(self: Any, batch_index: int, logs: Any = None) -> None:
+        loss = logged_loss(logs)  # (Keras made the logs floats: the step ended)
+        now = time.perf_counter()
+        marks.append((batch_index, now, loss, now - start))
+        ends[batch_index] = now
+        plan = state["plan"]
+        if batch_index == plan.warmup - 1 and plan.window_s:
+            step_s = warmup_step_s([mark[:3] for mark in marks])
+            if step_s:
+                window = shrink_window(plan.window, plan.spe, step_s, plan.window_s)
+                state["plan"] = dataclasses.replace(plan, window=window)
+        settled = state["plan"].settled_after(batch_index, ends, batch)
+        if settled is not None:
+            state["plan"] = dataclasses.replace(state["plan"], windows=settled)
+        if batch_index + 1 >= state["plan"].total:
+            setattr(self.model, "stop_training" if phase == "train" else "stop_evaluating", True)
 
-    fit(dataset, epochs=1, steps_per_epoch=plan.total, verbose=0, callbacks=[Clock()])
+    clock = type("Clock", (keras.callbacks.Callback,), {f"on_{phase}_batch_end": batch_end})()
+    if phase == "train":
+        fit(dataset, epochs=1, steps_per_epoch=plan.total, verbose=0, callbacks=[clock])
+    else:
+        fit(dataset, steps=plan.total, verbose=0, callbacks=[clock])
     if not marks:
-        raise RuntimeError("no training step completed")
+        raise RuntimeError(f"no {'training' if phase == 'train' else 'evaluation'} step completed")
     return marks, state["plan"]
+
+
+def timed_evaluate(model: Any, dataset: Any, plan: Plan, batch: int) -> list[float]:
+    """Samples/s of each timed window of `model.evaluate` on `dataset` (batches of
+    `batch`, endless), on `plan`'s steps: its warm-up traces and compiles."""
+    marks, plan = _fit_marks(model.evaluate, dataset, plan, batch, phase="test")
+    return plan.rates({step: stamp for step, stamp, _, _ in marks}, batch)
 
 
 def _model_facts(model: Any, report: ConfigureReport, count_flops: bool) -> dict[str, Any]:

@@ -148,6 +148,10 @@ class Payload(TypedDict, total=False):
     fit_data: str  # "dataset", "arrays" or "iterator"
     device_arrays_blocker: str | None  # why its arrays cannot stay in GPU memory
     own_batch: int  # the script's own batch size, where the settings leave it open
+    # its validation, timed (`script.validation`): window_samples_per_s then counts it
+    train_window_samples_per_s: list[float]  # the windows' training alone
+    validation_timing: dict[str, Any]  # the epoch's shape, the evaluation's rate, its share
+    validation_untimed: str  # why a fit that validates had its validation left out
     # what the batch offer needs (`trial.race`, `trial.noise_scale`)
     examples: int | None
     no_race: str  # why no race can judge this model

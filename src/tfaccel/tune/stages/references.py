@@ -30,6 +30,7 @@ def references(tuner: TunerCore) -> State | None:
         return None
     if tuner.base.batch_size is None:
         _own_batch(tuner, res.baseline)
+    _note_validation(tuner, res.baseline)
     defaults_s = tuner.base.replace(xla="auto", precision=tuner._default_precision)
     if tuner.hw.gpus:
         res.keras_defaults = tuner.trial(defaults_s, "keras defaults")
@@ -88,6 +89,24 @@ def _own_batch(tuner: TunerCore, baseline: TrialResult) -> None:
     )
     how = "read in the baseline trial" if read else "Keras' default: the baseline read none"
     tuner.decide("batch size", f"starting at the script's own batch size, {own} ({how})")
+
+
+def _note_validation(tuner: TunerCore, baseline: TrialResult) -> None:
+    """Say whether the trials' samples per second count the script's validation
+    (`script.validation`): a setting that speeds training up may slow it down."""
+    timing = baseline.extra.get("validation_timing")
+    untimed = baseline.extra.get("validation_untimed")
+    if timing:
+        every, share = timing["every"], timing.get("share")
+        when = "after each epoch" if every == 1 else f"after every {every} epochs"
+        tuner.decide(
+            "validation",
+            f"samples/s count the script's validation too: {timing['validation']:,} "
+            f"examples {when}, evaluated at batch {timing['batch']} with each trial's "
+            "settings" + (f" ({share:.0%} of the baseline's epoch)" if share else ""),
+        )
+    elif untimed:
+        tuner.decide("validation", f"samples/s count training alone: {untimed}")
 
 
 def _check_device(tuner: TunerCore, baseline: TrialResult) -> None:

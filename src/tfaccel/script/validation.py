@@ -1,0 +1,159 @@
+"""The script's validation: what a race reads, and what a trial times.
+
+Keras' `fit` evaluates the script's validation data (`validation_data`, or the
+`validation_split` of its arrays) after every `validation_freq` epochs, with the
+training's compiled settings (XLA, steps_per_execution): the user waits for both, and
+a setting can speed one up and slow the other (XLA made keras-io's bidirectional LSTM
+train faster and validate slower: the measurements page). So a trial of a script that
+validates times the evaluation too, on the same plan of windows as its training, and
+its figure is samples per second of an epoch with its validation: each timed training
+window's rate, with the validation's time per training example added
+(`with_validation`). The race reads the same validation data (a held-out part of the
+training data where the script has none).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from tfaccel import stats
+
+if TYPE_CHECKING:
+    from tfaccel.trial.child import Plan
+    from tfaccel.trial.race import Split
+
+
+@dataclass(frozen=True)
+class EpochShape:
+    """An epoch of the script's fit: training examples, validation examples (every
+    `every` epochs), and the batch its validation runs at."""
+
+    train: int
+    validation: int
+    every: int
+    batch: int
+
+    @property
+    def ratio(self) -> float:
+        """Validation examples per training example, over the epochs between two."""
+        return self.validation / (self.train * self.every)
+
+
+def split(model: Any, fit_args: dict[str, Any], examples: Any, count: int | None) -> Split:
+    """The validation examples: fit's `validation_data`, its `validation_split` of
+    arrays, else a held-out part of the training examples."""
+    import keras
+
+    from tfaccel.trial.race import Split, held_out, read_note, split_off
+    from tfaccel.workloads.inputs import count_examples, user_data
+
+    given = fit_args.get("validation_data")
+    if given is not None:
+        data = given if not isinstance(given, tuple) else keras.utils.pack_x_y_sample_weight(*given)
+        found = user_data(data, model)
+        what = "the script's validation_data" + read_note(count_examples(data, found))
+        return Split(examples, found.examples, what, count)
+    if _split_fraction(fit_args) > 0:
+        return split_off(examples, count, _split_fraction(fit_args))
+    return held_out(examples, count)
+
+
+def epoch_shape(
+    model: Any, fit_args: dict[str, Any], count: int | None, batch: int
+) -> EpochShape | str | None:
+    """The epoch of the script's fit at `batch` (`count`: its training examples, where
+    known); a string that says why its validation cannot be weighed; None where the
+    fit does not validate."""
+    fraction = _split_fraction(fit_args)
+    given = fit_args.get("validation_data")
+    if given is None and fraction <= 0:
+        return None
+    val_batch = int(fit_args.get("validation_batch_size") or batch)
+    if given is None:
+        if not count:
+            return "how many examples its arrays hold is unknown"
+        held = max(1, int(count * fraction))
+        size, count = held, count - held
+    else:
+        size, val_batch = _given_size(model, given, val_batch)
+    steps = fit_args.get("validation_steps")
+    if steps:
+        size = min(size, int(steps) * val_batch) if size else int(steps) * val_batch
+    per_epoch = int(fit_args.get("steps_per_epoch") or 0) * batch or count
+    if not size:
+        return "how many examples its validation_data holds is unknown (a generator?)"
+    if not per_epoch:
+        return "how many examples an epoch trains on is unknown (give fit steps_per_epoch)"
+    every = max(1, int(fit_args.get("validation_freq") or 1))
+    return EpochShape(int(per_epoch), int(size), every, val_batch)
+
+
+def timed(
+    fit_args: dict[str, Any],
+    model: Any,
+    examples: Any,
+    count: int | None,
+    batch: int,
+    plan: Plan,
+    payload: dict[str, Any],
+) -> dict[str, Any]:
+    """The trial's payload with the script's validation timed on `plan` and folded into
+    its windows (their training-only rates kept as `train_window_samples_per_s`), or
+    with why it was not (`validation_untimed`). Unchanged where the fit does not
+    validate or the trial failed."""
+    shape = epoch_shape(model, fit_args, count, batch)
+    if shape is None or payload.get("status") != "ok":
+        return payload
+    if isinstance(shape, str):
+        return {**payload, "validation_untimed": shape}
+    from tfaccel._tf import import_tensorflow
+    from tfaccel.trial.child import timed_evaluate
+    from tfaccel.workloads.inputs import in_batches
+
+    tf = import_tensorflow()
+    val = split(model, fit_args, examples, count).validation
+    batches = in_batches(val.take(shape.validation).repeat(), shape.batch, drop_remainder=True)
+    rates = timed_evaluate(model, batches.prefetch(tf.data.AUTOTUNE), plan, shape.batch)
+    rate = stats.median(rates)
+    if not rate:
+        return {**payload, "validation_untimed": "no timed window of its evaluation ended"}
+    train = payload["window_samples_per_s"]
+    folded = [with_validation(each, rate, shape.ratio) for each in train]
+    alone, both = stats.median(train), stats.median(folded)
+    share = 1.0 - both / alone if alone and both else None
+    return {
+        **payload,
+        "window_samples_per_s": folded,
+        "train_window_samples_per_s": train,
+        "validation_timing": {**asdict(shape), "samples_per_s": rate, "share": share},
+    }
+
+
+def with_validation(train_rate: float, validation_rate: float, ratio: float) -> float:
+    """Training samples per second of an epoch with its validation: `ratio` validation
+    examples per training example, evaluated at `validation_rate`."""
+    if train_rate <= 0 or validation_rate <= 0:
+        return 0.0
+    return 1.0 / (1.0 / train_rate + ratio / validation_rate)
+
+
+def _given_size(model: Any, given: Any, val_batch: int) -> tuple[int, int]:
+    """How many examples fit's `validation_data` holds (0: unknown), and the batch it
+    is evaluated at: a dataset's own batches, arrays at `val_batch`."""
+    import keras
+
+    from tfaccel.workloads.inputs import count_examples, user_data
+
+    data = given if not isinstance(given, tuple) else keras.utils.pack_x_y_sample_weight(*given)
+    found = user_data(data, model, peek=True)
+    return count_examples(data, found) or 0, found.batch_size or val_batch
+
+
+def _split_fraction(fit_args: dict[str, Any]) -> float:
+    """fit's validation_split where Keras takes it (arrays), else 0."""
+    x = fit_args.get("x")
+    array = hasattr(x, "shape") or isinstance(x, (list, tuple, dict))
+    value = float(fit_args.get("validation_split") or 0.0)
+    return value if array and math.isfinite(value) else 0.0
