@@ -37,6 +37,12 @@ from tfaccel.tune.result import (
 RACE_RUNS_KEPT = 3
 # ... and the ladder itself keeps room for the fewest that can pass one batch.
 RACE_RUNS_LADDER = 2
+# A race run takes its --race seconds and about this many trials' time besides: it
+# starts the script, builds and compiles as a trial does, and evaluates off its clock
+# (a 60-s race run of the LSTM script took 96-102 s on an H100 beside trials of 30-45 s,
+# 103-105 s on an H200 beside trials of 22-30 s: the measurements page). Twice a
+# trial's time kept an H100's ladder from its one rung and race by 54 s of 270.
+RACE_RUN_TRIALS = 1.25
 
 
 def batch_offer(tuner: TunerCore, state: State) -> None:
@@ -124,10 +130,8 @@ def keep_time(tuner: TunerCore, state: State) -> None:
     before the late same-training stages: their knobs gain a few percent at best, a
     passed race can train to the same loss several times sooner, and a budget that
     runs out first leaves the offer unproven. Kept: a trial for each batch the ladder
-    may try, and RACE_RUNS_KEPT race runs of `race_s` each plus twice a trial's time
-    (a race run starts the script and leaves its evaluations out of its clock, so it
-    outlasts its `race_s` by more than a trial's time: the docs' measurements page);
-    `release_time` gives it back before the answer is settled.
+    may try, and RACE_RUNS_KEPT race runs (`_race_run_s`); `release_time` gives it
+    back before the answer is settled.
     The stages before (precision, XLA, steps_per_execution, the inputs) always run
     first."""
     if not _can_race_in_budget(tuner) or _no_race(tuner):
@@ -146,9 +150,9 @@ def _can_race_in_budget(tuner: TunerCore) -> bool:
 
 
 def _race_run_s(tuner: TunerCore) -> float:
-    """What a race run is expected to take: `race_s` plus twice a trial's mean time (it
-    starts the script, compiles, and evaluates off its clock)."""
-    return tuner.opt.race_s + 2 * tuner.mean_trial_s
+    """What a race run is expected to take: `race_s` and RACE_RUN_TRIALS of a trial's
+    mean time."""
+    return tuner.opt.race_s + RACE_RUN_TRIALS * tuner.mean_trial_s
 
 
 def _ladder_room(tuner: TunerCore, state: State) -> tuple[int, int, str | None]:
