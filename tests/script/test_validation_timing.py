@@ -144,3 +144,13 @@ def test_tune_says_its_samples_per_second_count_the_validation(script_folder: Pa
     assert out.exit_code == 0, out.output
     said = [d["text"] for d in json.loads(out.stdout)["decisions"] if d["stage"] == "validation"]
     assert len(said) == 1 and "count the script's validation too: 100 examples" in said[0]
+
+
+def test_an_evaluation_that_fails_leaves_the_training_figures(script_folder: Path) -> None:
+    """Validation data of the wrong width: the script itself would fail at the end of
+    its first epoch; the trial keeps its training's windows and says why it has no
+    validation figures."""
+    result = _trial(script_folder, ", validation_data=(x[400:, :5], y[400:])")
+    assert "validation_timing" not in result.extra
+    assert result.extra["validation_untimed"].startswith("its evaluation failed (")
+    assert len(result.windows) == PLAN.windows

@@ -103,8 +103,26 @@ def timed(
     its windows (their training-only rates kept as `train_window_samples_per_s`), or
     with why it was not (`validation_untimed`). Unchanged where the fit does not
     validate or the trial failed."""
+    if payload.get("status") != "ok":
+        return payload
+    try:
+        return _timed(fit_args, model, examples, count, batch, plan, payload)
+    except Exception as exc:  # the training's figures stand; said why not the validation
+        why = f"its evaluation failed ({type(exc).__name__}: {str(exc)[-300:]})"
+        return {**payload, "validation_untimed": why}
+
+
+def _timed(
+    fit_args: dict[str, Any],
+    model: Any,
+    examples: Any,
+    count: int | None,
+    batch: int,
+    plan: Plan,
+    payload: dict[str, Any],
+) -> dict[str, Any]:
     shape = epoch_shape(model, fit_args, count, batch)
-    if shape is None or payload.get("status") != "ok":
+    if shape is None:
         return payload
     if isinstance(shape, str):
         return {**payload, "validation_untimed": shape}
