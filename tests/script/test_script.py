@@ -97,6 +97,7 @@ def test_tune_an_unmodified_script_end_to_end(here: Path) -> None:
     assert all(t["status"] == "ok" for t in trials), trials
     assert trials[0]["extra"]["measured"] == "model.fit at train.py:17"
     assert trials[0]["extra"]["dropout_layers"] == 1
+    assert trials[0]["extra"]["layer_norm_layers"] == 0  # cuDNN's layer norms: not tried
     assert trials[0]["extra"]["fit_data"] == "arrays"  # no tf.data setting reaches them
     assert not (here / "after_fit.txt").exists()  # what follows fit is not run
     written = json.loads((here / "tfaccel.json").read_text())

@@ -743,3 +743,15 @@ def test_steps_per_execution_is_not_timed_on_a_keras_that_numbers_batches_per_ex
         "not tried: timing steps_per_execution needs Keras >= 3.11.0 (batch numbers per "
         "step in callbacks); this is 3.10.0"
     ]
+
+
+def test_cudnn_layer_norm_is_not_tried_on_a_model_without_layer_norms(tmp_path: Path) -> None:
+    """The option rewrites layer norms only: on a model without one its trial times the
+    same program, and could only win by the noise."""
+    trials = LayerNormTrials()
+    trials.extra = {**trials.extra, "layer_norm_layers": 0}
+    res = tuner(tmp_path, trials).run()
+    assert not any("cudnn_layer_norm" in s.xla_options for s in trials.calls)
+    assert "cudnn_layer_norm not tried: the model has no LayerNormalization" in said(
+        res, "xla_options"
+    )

@@ -368,12 +368,16 @@ def unapplied_precision(model: Any, precision: str) -> str | None:
 def _layer_counts(model: Any) -> dict[str, int | None]:
     """For each knob whose late trial needs its layers (LAYER_KNOBS), how many the
     model holds, nested ones (a MultiHeadAttention's dropout and projections, KerasHub's
-    attention subclasses) included, as `<knob>_layers`; and the attention layers with
-    dropout. None each if the model cannot say."""
+    attention subclasses) included, as `<knob>_layers`; the attention layers with
+    dropout, and the layer norms (for cuDNN's, an XLA option). None each if the model
+    cannot say."""
+    import keras
+
     from tfaccel.optimize import attention
     from tfaccel.optimize.patches import LAYER_COUNTERS
 
-    names = [f"{knob}_layers" for knob in LAYER_KNOBS] + ["attention_dropout_layers"]
+    names = [f"{knob}_layers" for knob in LAYER_KNOBS]
+    names += ["attention_dropout_layers", "layer_norm_layers"]
     try:
         layers = list(model._flatten_layers(include_self=False, recursive=True))
     except Exception:
@@ -382,6 +386,8 @@ def _layer_counts(model: Any) -> dict[str, int | None]:
         f"{knob}_layers": LAYER_COUNTERS[knob](layers) for knob in LAYER_KNOBS
     }
     counts["attention_dropout_layers"] = attention.count_dropping_layers(layers)
+    norms = [x for x in layers if isinstance(x, keras.layers.LayerNormalization)]
+    counts["layer_norm_layers"] = len(norms)
     return counts
 
 

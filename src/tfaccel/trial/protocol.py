@@ -141,6 +141,7 @@ class Payload(TypedDict, total=False):
     gemm_flop_share: float | None
     float_inputs: bool
     attention_dropout_layers: int
+    layer_norm_layers: int  # keras.layers.LayerNormalization, subclasses included
     float8_layers: list[str]
     cudnn_attention_calls: int
     # a script's fit (`script.hook`)
