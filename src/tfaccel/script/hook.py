@@ -364,7 +364,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
             request.count_flops,
             STARTED,
         )
-    out = validation.timed(fit_args, model, examples, count, batch, plan, out)
+    out = validation.timed(call, plan, out)
     out["fit_data"] = _data_form(fit_args.get("x"))
     if out["fit_data"] == "arrays":
         out["device_arrays_blocker"] = device_arrays_blocker(report, fit_args, setting=False)

@@ -3,13 +3,13 @@
 Keras' `fit` evaluates the script's validation data (`validation_data`, or the
 `validation_split` of its arrays) after every `validation_freq` epochs, with the
 training's compiled settings (XLA, steps_per_execution): the user waits for both, and
-a setting can speed one up and slow the other (XLA made keras-io's bidirectional LSTM
-train faster and validate slower: the measurements page). So a trial of a script that
-validates times the evaluation too, on the same plan of windows as its training, and
-its figure is samples per second of an epoch with its validation: each timed training
-window's rate, with the validation's time per training example added
-(`with_validation`). The race reads the same validation data (a held-out part of the
-training data where the script has none).
+a setting can speed one up and slow the other (XLA trained keras-io's bidirectional
+LSTM about as fast as without it and evaluated it 23 % slower: the measurements
+page). So a trial of a script that validates times the evaluation too, on the same
+plan of windows as its training, and its figure is samples per second of an epoch
+with its validation: each timed training window's rate, with the validation's time
+per training example added (`with_validation`). The race reads the same validation
+data (a held-out part of the training data where the script has none).
 """
 
 from __future__ import annotations
@@ -44,14 +44,12 @@ class EpochShape:
 def split(model: Any, fit_args: dict[str, Any], examples: Any, count: int | None) -> Split:
     """The validation examples: fit's `validation_data`, its `validation_split` of
     arrays, else a held-out part of the training examples."""
-    import keras
-
     from tfaccel.trial.race import Split, held_out, read_note, split_off
     from tfaccel.workloads.inputs import count_examples, user_data
 
     given = fit_args.get("validation_data")
     if given is not None:
-        data = given if not isinstance(given, tuple) else keras.utils.pack_x_y_sample_weight(*given)
+        data = _packed(given)
         found = user_data(data, model)
         what = "the script's validation_data" + read_note(count_examples(data, found))
         return Split(examples, found.examples, what, count)
@@ -90,38 +88,24 @@ def epoch_shape(
     return EpochShape(int(per_epoch), int(size), every, val_batch)
 
 
-def timed(
-    fit_args: dict[str, Any],
-    model: Any,
-    examples: Any,
-    count: int | None,
-    batch: int,
-    plan: Plan,
-    payload: dict[str, Any],
-) -> dict[str, Any]:
-    """The trial's payload with the script's validation timed on `plan` and folded into
-    its windows (their training-only rates kept as `train_window_samples_per_s`), or
-    with why it was not (`validation_untimed`). Unchanged where the fit does not
-    validate or the trial failed."""
+def timed(call: Any, plan: Plan, payload: dict[str, Any]) -> dict[str, Any]:
+    """The trial's payload with the validation of the script's fit `call`
+    (`script.hook`'s: its arguments `a`, model, examples, their count and the batch
+    trained at) timed on `plan` and folded into its windows (their training-only rates
+    kept as `train_window_samples_per_s`), or with why it was not
+    (`validation_untimed`). Unchanged where the fit does not validate or the trial
+    failed."""
     if payload.get("status") != "ok":
         return payload
     try:
-        return _timed(fit_args, model, examples, count, batch, plan, payload)
+        return _timed(call, plan, payload)
     except Exception as exc:  # the training's figures stand; said why not the validation
         why = f"its evaluation failed ({type(exc).__name__}: {str(exc)[-300:]})"
         return {**payload, "validation_untimed": why}
 
 
-def _timed(
-    fit_args: dict[str, Any],
-    model: Any,
-    examples: Any,
-    count: int | None,
-    batch: int,
-    plan: Plan,
-    payload: dict[str, Any],
-) -> dict[str, Any]:
-    shape = epoch_shape(model, fit_args, count, batch)
+def _timed(call: Any, plan: Plan, payload: dict[str, Any]) -> dict[str, Any]:
+    shape = epoch_shape(call.model, call.a, call.count, call.batch)
     if shape is None:
         return payload
     if isinstance(shape, str):
@@ -131,9 +115,9 @@ def _timed(
     from tfaccel.workloads.inputs import in_batches
 
     tf = import_tensorflow()
-    val = split(model, fit_args, examples, count).validation
+    val = split(call.model, call.a, call.examples, call.count).validation
     batches = in_batches(val.take(shape.validation).repeat(), shape.batch, drop_remainder=True)
-    rates = timed_evaluate(model, batches.prefetch(tf.data.AUTOTUNE), plan, shape.batch)
+    rates = timed_evaluate(call.model, batches.prefetch(tf.data.AUTOTUNE), plan, shape.batch)
     rate = stats.median(rates)
     if not rate:
         return {**payload, "validation_untimed": "no timed window of its evaluation ended"}
@@ -160,13 +144,18 @@ def with_validation(train_rate: float, validation_rate: float, ratio: float) -> 
 def _given_size(model: Any, given: Any, val_batch: int) -> tuple[int, int]:
     """How many examples fit's `validation_data` holds (0: unknown), and the batch it
     is evaluated at: a dataset's own batches, arrays at `val_batch`."""
-    import keras
-
     from tfaccel.workloads.inputs import count_examples, user_data
 
-    data = given if not isinstance(given, tuple) else keras.utils.pack_x_y_sample_weight(*given)
+    data = _packed(given)
     found = user_data(data, model, peek=True)
     return count_examples(data, found) or 0, found.batch_size or val_batch
+
+
+def _packed(given: Any) -> Any:
+    """fit's `validation_data` as fit packs it: a tuple of arrays as (x, y[, weights])."""
+    import keras
+
+    return given if not isinstance(given, tuple) else keras.utils.pack_x_y_sample_weight(*given)
 
 
 def _split_fraction(fit_args: dict[str, Any]) -> float:
