@@ -39,9 +39,8 @@ RACE_RUNS_KEPT = 3
 RACE_RUNS_LADDER = 2
 # A race run takes its --race seconds and about this many trials' time besides: it
 # starts the script, builds and compiles as a trial does, and evaluates off its clock
-# (a 60-s race run of the LSTM script took 96-102 s on an H100 beside trials of 30-45 s,
-# 103-105 s on an H200 beside trials of 22-30 s: the measurements page). Twice a
-# trial's time kept an H100's ladder from its one rung and race by 54 s of 270.
+# (the race runs measured beside their trials: the measurements page). Reckoning more
+# skips rungs whose race would have fitted the budget.
 RACE_RUN_TRIALS = 1.25
 
 

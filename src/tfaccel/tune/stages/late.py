@@ -34,8 +34,7 @@ def late_group(knob: Knob) -> str:
 def gemm_options(tuner: TunerCore, state: State) -> None:
     """cuBLASLt epilogues, and cuDNN's layer norms (9.0+), under XLA. cuBLASLt runs
     only matrix products, so a model of convolutions skips it; a model without layer
-    norms skips cuDNN's (a no-op there, whose trial can only win by the noise: it was
-    "kept" at +10 % on an LSTM without one)."""
+    norms skips cuDNN's (a no-op there, whose trial could only win by the noise)."""
     res = tuner.result
     if not tuner.hw.gpus or state.best_s.xla == "off":
         return
