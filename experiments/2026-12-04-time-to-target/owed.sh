@@ -15,9 +15,10 @@
 #     taken back with the machine), the budget's end kept for its ladder and race;
 #  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`
 #     (REPEAT=1: one, where the device time is short);
-#  lstm_pair_persist: one seeded same-wall pair of the LSTM with lstm-persist-dynamic.json,
-#     the settings of the best trial of its resumed tune (journal; the tune was stopped
-#     before it wrote its file): TF32, XLA auto, rnn_algorithm persist_dynamic;
+#  lstm_pair_persist: seeded same-wall pairs of the LSTM ($REPEAT, one by default) with
+#     lstm-persist-dynamic.json, the settings of the best trial of its resumed tune
+#     (journal; the tune was stopped before it wrote its file): TF32, XLA auto,
+#     rnn_algorithm persist_dynamic; at 130 s both runs of a pair end their two epochs;
 #  wgan: the WGAN-GP script at the full ten minutes (the 8-minute run cut a trial);
 #  autoencoder: its seeded same-wall pair (done on 2026-12-05: results/.../same_wall).
 #  mnist_pairs: two seeded same-wall pairs of the MNIST convnet with its committed
@@ -61,8 +62,8 @@ lstm_pairs() {
   WALL="${WALL:-130}" REPEAT="${REPEAT:-2}" bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
     "$DEST/lstm/bidirectional_lstm_imdb.json" "$DEST/lstm/wall-bidirectional_lstm_imdb"
 }
-lstm_pair_persist() {  # one seeded pair with the resumed tune's best trial's settings
-  WALL="${WALL:-120}" REPEAT=1 bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
+lstm_pair_persist() {  # seeded pairs with the resumed tune's best trial's settings
+  WALL="${WALL:-130}" REPEAT="${REPEAT:-1}" bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
     "$HERE/lstm-persist-dynamic.json" "$DEST/wall-lstm-persist"
 }
 wgan() {
