@@ -183,3 +183,43 @@ def test_an_offer_raced_from_another_batch_is_not_applied_to_this_fit(
         "batch offer not applied to this fit: its race started from batch 64, and this "
         "fit trains at 128"
     ) in capfd.readouterr().err
+
+
+# Seeded, as a user who wants a run repeated seeds it: an LSTM on shuffled arrays with a
+# validation split, its losses written at each epoch's end.
+SEEDED = """
+import json
+import numpy as np
+import keras
+
+keras.utils.set_random_seed(1)
+rng = np.random.default_rng(0)
+x = rng.integers(0, 50, (320, 12))
+y = (rng.choice([-1.0, 1.0], 50)[x].sum(axis=1) > 0).astype("float32")
+inputs = keras.Input((12,), dtype="int32")
+h = keras.layers.Bidirectional(keras.layers.LSTM(8))(keras.layers.Embedding(50, 8)(inputs))
+model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(h))
+model.compile("adam", "binary_crossentropy")
+history = model.fit(x, y, batch_size=32, epochs=2, validation_split=0.2, verbose=0)
+json.dump(history.history, open("seen.json", "w"))
+"""
+
+
+@pytest.mark.parametrize("spe", [1, 25])
+def test_the_same_training_trains_the_very_same_model(script_folder: Path, spe: int) -> None:
+    """The same-training answer changes how fast the steps run, not what they compute:
+    on the CPU, where TensorFlow's kernels are deterministic, a seeded script's losses
+    under `tfaccel run` are plain `python`'s to the last bit (on a GPU cuDNN's are not
+    deterministic, so a pair of runs there differs by that noise, not by the settings)."""
+    import subprocess
+    import sys
+
+    (script_folder / "train.py").write_text(SEEDED)
+    subprocess.run([sys.executable, "train.py"], check=True, capture_output=True)
+    plain = _seen(script_folder)
+    settings = {"precision": "float32", "xla": "off", "steps_per_execution": spe, "batch_size": 32}
+    doc = {"schema": SCHEMAS["settings"], "answer": "same_training", "settings": settings}
+    (script_folder / "tfaccel.json").write_text(json.dumps(doc))
+    result = runner.invoke(app, ["run", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert _seen(script_folder) == plain and len(plain["val_loss"]) == 2

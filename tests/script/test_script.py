@@ -98,6 +98,7 @@ def test_tune_an_unmodified_script_end_to_end(here: Path) -> None:
     assert trials[0]["extra"]["measured"] == "model.fit at train.py:17"
     assert trials[0]["extra"]["dropout_layers"] == 1
     assert trials[0]["extra"]["layer_norm_layers"] == 0  # cuDNN's layer norms: not tried
+    assert trials[0]["extra"]["no_xla_layers"] == {}  # XLA can compile it
     assert trials[0]["extra"]["fit_data"] == "arrays"  # no tf.data setting reaches them
     assert not (here / "after_fit.txt").exists()  # what follows fit is not run
     written = json.loads((here / "tfaccel.json").read_text())
@@ -772,3 +773,33 @@ def test_a_trial_and_a_race_train_with_the_scripts_class_weight(here: Path, race
         assert r.ok, (r.error, r.traceback)
         losses = [p[2] for p in r.extra["race"] if p[2] is not None] if race else r.losses
         assert losses and all((loss == 0.0) == zero for loss in losses), (weights, losses)
+
+
+# keras-io's image classifiers augment inside the model: Keras runs a model holding
+# RandomRotation (or, on a GPU, an LSTM on cuDNN) without XLA.
+AUGMENTED_SCRIPT = """
+import numpy as np
+import keras
+
+x = np.random.rand(96, 8, 8, 1).astype("float32")
+y = (x[:, :4].mean(axis=(1, 2, 3)) > x[:, 4:].mean(axis=(1, 2, 3))).astype("float32")
+model = keras.Sequential([
+    keras.Input((8, 8, 1)),
+    keras.layers.RandomRotation(0.1),
+    keras.layers.Conv2D(4, 3, activation="relu"),
+    keras.layers.Flatten(),
+    keras.layers.Dense(1, activation="sigmoid"),
+])
+model.compile("adam", "binary_crossentropy")
+model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+"""
+
+
+def test_a_trial_says_which_layers_keep_keras_from_xla(here: Path) -> None:
+    """Keras compiles no model with XLA that holds a layer it marks so: the trial names
+    those layers, and a trial asking for XLA reports that it ran without."""
+    script = parse_command(["python", str(_write(here, "train.py", AUGMENTED_SCRIPT))])
+    r = run_trial(ScriptTrial(script), Settings(precision="float32", xla="jit"), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert r.extra["no_xla_layers"] == {"RandomRotation": 1}
+    assert r.extra["jit_compile"] is False

@@ -128,6 +128,20 @@ class XlaDefaults(FakeTrials):
         return dataclasses.replace(r, extra={**r.extra, "jit_compile": s.xla != "off"})
 
 
+class NoXlaModel(FakeTrials):
+    """A model Keras runs without XLA (two bidirectional LSTMs on cuDNN): whatever
+    jit_compile says, its trials run as without XLA and report so."""
+
+    def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        r = super().__call__(workload, s, steps, timeout)
+        if not r.ok:
+            return r
+        xla_gain = {"off": 1.0, "auto": 1.4, "jit": 1.5, "autoclustering": 1.0}[s.xla]
+        rate = r.samples_per_s / xla_gain  # type: ignore[operator]
+        extra = {**r.extra, "jit_compile": False, "no_xla_layers": {"LSTM": 4}}
+        return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate), extra=extra)
+
+
 class XlaWins(XlaDefaults):
     """A model XLA itself speeds up `factor` times more (2x: as on ResNet-50, BERT and
     GPT-2)."""

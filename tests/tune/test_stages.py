@@ -20,12 +20,14 @@ from .fakes import (
     H200,
     STEPS,
     FakeTrials,
+    NoXlaModel,
     XlaDefaults,
     XlaWins,
     later,
     said,
     same,
     tuner,
+    tuner_base,
 )
 
 
@@ -755,3 +757,33 @@ def test_cudnn_layer_norm_is_not_tried_on_a_model_without_layer_norms(tmp_path: 
     assert "cudnn_layer_norm not tried: the model has no LayerNormalization" in said(
         res, "xla_options"
     )
+
+
+def test_a_model_keras_runs_without_xla_gets_no_trial_under_xla(tmp_path: Path) -> None:
+    """Keras compiles no model with XLA that holds an LSTM on cuDNN: a trial asking for
+    XLA would time the model without it under another name (on an H100, three such
+    trials of one LSTM script, the same settings, ran 443, 483 and 553 samples/s), and
+    the knobs that act under XLA would act on nothing."""
+    trials = NoXlaModel()
+    res = tuner(tmp_path, trials, precisions=("tf32",)).run()  # the answer: Keras' defaults
+    calls = same(trials.calls)
+    assert not any(s.xla == "jit" or s.xla_options or s.dropout != "keras" for s in calls)
+    refused = (
+        "under XLA: not tried: Keras runs this model without XLA: it holds layers that "
+        "Keras compiles no model with XLA for (4 LSTM), so jit_compile=True and 'auto' "
+        "fall back to False"
+    )
+    defaults = "tf32 xla=auto batch=64 spe=1"
+    once = (
+        f"tf32 xla=off batch=64 spe=1: Keras' defaults ({defaults}) ran without XLA, the "
+        "same settings: measured once"
+    )
+    assert said(res, "precision x XLA")[1:] == [refused, once]
+    # TF32 without XLA is Keras' defaults' trial, not a second one
+    assert tuner_base().replace(precision="tf32") not in calls
+    assert said(res, "xla_options") == ["not tried: Keras runs this model without XLA (above)"]
+    # a model XLA compiles gets its XLA trials
+    xla = XlaDefaults()
+    (tmp_path / "xla").mkdir()
+    tuner(tmp_path / "xla", xla).run()
+    assert any(s.xla == "jit" for s in xla.calls)

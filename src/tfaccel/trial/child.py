@@ -11,6 +11,7 @@ one JSON line; an out-of-memory error is a result ("oom"), not a crash.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import inspect
 import math
@@ -365,30 +366,42 @@ def unapplied_precision(model: Any, precision: str) -> str | None:
     )
 
 
-def _layer_counts(model: Any) -> dict[str, int | None]:
+def _layer_counts(model: Any) -> dict[str, Any]:
     """For each knob whose late trial needs its layers (LAYER_KNOBS), how many the
     model holds, nested ones (a MultiHeadAttention's dropout and projections, KerasHub's
     attention subclasses) included, as `<knob>_layers`; the attention layers with
-    dropout, and the layer norms (for cuDNN's, an XLA option). None each if the model
-    cannot say."""
+    dropout, the layer norms (for cuDNN's, an XLA option) and the layers without XLA
+    (`no_xla_layers`). None each if the model cannot say."""
     import keras
 
     from tfaccel.optimize import attention
     from tfaccel.optimize.patches import LAYER_COUNTERS
 
     names = [f"{knob}_layers" for knob in LAYER_KNOBS]
-    names += ["attention_dropout_layers", "layer_norm_layers"]
+    names += ["attention_dropout_layers", "layer_norm_layers", "no_xla_layers"]
     try:
         layers = list(model._flatten_layers(include_self=False, recursive=True))
     except Exception:
         return dict.fromkeys(names)
-    counts: dict[str, int | None] = {
+    counts: dict[str, Any] = {
         f"{knob}_layers": LAYER_COUNTERS[knob](layers) for knob in LAYER_KNOBS
     }
     counts["attention_dropout_layers"] = attention.count_dropping_layers(layers)
     norms = [x for x in layers if isinstance(x, keras.layers.LayerNormalization)]
     counts["layer_norm_layers"] = len(norms)
+    counts["no_xla_layers"] = no_xla_layers(layers)
     return counts
+
+
+def no_xla_layers(layers: list[Any]) -> dict[str, int]:
+    """The layers among `layers` that Keras marks `supports_jit = False`, by class:
+    Keras compiles no model holding one with XLA (`jit_compile` True or "auto" falls
+    back to False). On TensorFlow these are the LSTM and GRU layers that run on cuDNN
+    (its RNN ops have no XLA kernel), lookup, hashing and random-augmentation layers."""
+    found = collections.Counter(
+        type(layer).__name__ for layer in layers if not getattr(layer, "supports_jit", True)
+    )
+    return dict(sorted(found.items()))
 
 
 def _flops(model: Any) -> tuple[int | None, float | None]:

@@ -142,6 +142,7 @@ class Payload(TypedDict, total=False):
     float_inputs: bool
     attention_dropout_layers: int
     layer_norm_layers: int  # keras.layers.LayerNormalization, subclasses included
+    no_xla_layers: dict[str, int]  # by class, layers Keras compiles no model with XLA for
     float8_layers: list[str]
     cudnn_attention_calls: int
     # a script's fit (`script.hook`)

@@ -117,6 +117,20 @@ def gemm_model(baseline: TrialResult | None) -> bool:
     return share is None or share >= 0.5
 
 
+def xla_refused(baseline: TrialResult | None) -> str | None:
+    """Why Keras runs this model without XLA whatever its `jit_compile` says (the
+    layers the baseline found marked `supports_jit = False`: `trial.child.no_xla_layers`),
+    or None. An XLA trial of such a model would time it without XLA under another name."""
+    layers = baseline.extra.get("no_xla_layers") if baseline else None
+    if not layers:
+        return None
+    held = ", ".join(f"{count} {name}" for name, count in layers.items())
+    return (
+        f"Keras runs this model without XLA: it holds layers that Keras compiles no model "
+        f"with XLA for ({held}), so jit_compile=True and 'auto' fall back to False"
+    )
+
+
 def short_of(gain: float, thr: float) -> str:
     """Why a trial was not kept: slower beyond the noise, or within it."""
     return (

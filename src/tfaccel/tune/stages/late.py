@@ -22,6 +22,7 @@ from tfaccel.tune.core import (
     State,
     TunerCore,
     gemm_model,
+    xla_refused,
 )
 from tfaccel.tune.result import hardware_allows
 
@@ -37,6 +38,9 @@ def gemm_options(tuner: TunerCore, state: State) -> None:
     norms skips cuDNN's (a no-op there, whose trial could only win by the noise)."""
     res = tuner.result
     if not tuner.hw.gpus or state.best_s.xla == "off":
+        return
+    if xla_refused(res.baseline):
+        tuner.decide("xla_options", "not tried: Keras runs this model without XLA (above)")
         return
     if not gemm_model(res.baseline):
         share = res.baseline.extra["gemm_flop_share"] if res.baseline else 0.0
@@ -128,7 +132,7 @@ def _late_together(tuner: TunerCore, state: State, knobs: list[Knob]) -> None:
 def _holds(tuner: TunerCore, need: Need, state: State) -> bool:
     """Does a late trial's need (settings.Need) hold on this hardware and best?"""
     if need == "xla":
-        return state.best_s.xla != "off"
+        return state.best_s.xla != "off" and not xla_refused(tuner.result.baseline)
     if need == "16bit":
         return input_cast_dtype("compute", tuner._resolved_precision(state)) is not None
     if need == "gemm_model":

@@ -7,10 +7,12 @@ from __future__ import annotations
 from tfaccel.optimize.settings import (
     Settings,
 )
+from tfaccel.trial.runner import TrialResult, label_of
 from tfaccel.tune.core import (
     State,
     TunerCore,
     short_of,
+    xla_refused,
 )
 from tfaccel.tune.guard import loss_close
 
@@ -36,19 +38,7 @@ def _precisions_at(tuner: TunerCore, state: State, xla: str, base: Settings) -> 
             # TF32 is what the GPU runs by default; strict float32 would only be slower.
             continue
         settings = base.replace(precision=precision, xla=xla)
-        defaults = res.keras_defaults
-        if (
-            xla == "jit"
-            and settings == state.defaults.replace(xla="jit")
-            and defaults is not None
-            and defaults.ok
-            and defaults.extra.get("jit_compile") is True
-        ):
-            trial = defaults  # Keras' defaults already resolved to XLA at this precision
-        elif settings == tuner.base and res.baseline is not None:
-            trial = res.baseline
-        else:
-            trial = tuner.trial(settings, "precision x XLA")
+        trial = _trial_at(tuner, state, settings)
         if precision in ("float32", "tf32"):
             if not trial.ok:
                 tuner.decide("precision x XLA", f"{trial.label}: {trial.status} ({trial.error})")
@@ -60,6 +50,13 @@ def _precisions_at(tuner: TunerCore, state: State, xla: str, base: Settings) -> 
             if not ok:
                 tuner.decide("accuracy guard", f"{trial.label} rejected: {why}")
                 continue
+        if trial is res.keras_defaults and xla == "off":
+            tuner.decide(
+                "precision x XLA",
+                f"{label_of(settings)}: Keras' defaults ({trial.label}) ran without XLA, "
+                "the same settings: measured once",
+            )
+            continue
         if trial is state.best or not trial.ok:
             continue
         win, gain, thr, trial, best = tuner.compare(trial, state.best)
@@ -72,9 +69,28 @@ def _precisions_at(tuner: TunerCore, state: State, xla: str, base: Settings) -> 
             tuner._improved(state, trial, settings)
 
 
+def _trial_at(tuner: TunerCore, state: State, settings: Settings) -> TrialResult:
+    """The trial of `settings`: Keras' defaults' own where they resolved to the same
+    (their jit_compile='auto' compiled with XLA at this precision, or, on a model
+    Keras runs without XLA, did not), the baseline's, else a new one."""
+    res = tuner.result
+    defaults = res.keras_defaults
+    same = settings == state.defaults.replace(xla=settings.xla) and settings.xla in ("jit", "off")
+    resolved = defaults.extra.get("jit_compile") if defaults is not None else None
+    if same and defaults is not None and defaults.ok and resolved is (settings.xla == "jit"):
+        return defaults
+    if settings == tuner.base and res.baseline is not None:
+        return res.baseline
+    return tuner.trial(settings, "precision x XLA")
+
+
 def xla_precisions(tuner: TunerCore, state: State) -> None:
     """Stage 2: each precision under XLA, 16-bit + XLA first among the trials: the
     largest win on every tensor-core GPU workload measured."""
+    refused = xla_refused(tuner.result.baseline)
+    if refused:
+        tuner.decide("precision x XLA", f"under XLA: not tried: {refused}")
+        return
     _precisions_at(tuner, state, "jit", tuner.base)
 
 
