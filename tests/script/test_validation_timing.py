@@ -154,3 +154,28 @@ def test_an_evaluation_that_fails_leaves_the_training_figures(script_folder: Pat
     assert "validation_timing" not in result.extra
     assert result.extra["validation_untimed"].startswith("its evaluation failed (")
     assert len(result.windows) == PLAN.windows
+
+
+def test_the_validation_arrays_are_read_once_for_their_shape_and_their_evaluation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading arrays as a dataset copies them: the epoch's shape and the split a trial
+    evaluates take the one read."""
+    import keras
+
+    from tfaccel.script import validation
+    from tfaccel.workloads import inputs
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    x, y = np.zeros((60, 4), "float32"), np.zeros((60, 1), "float32")
+    args = {"x": x[:40], "y": y[:40], "validation_data": (x[40:], y[40:])}
+    given = validation.read_given(model, args)
+    assert given is not None
+
+    def again(*_: Any, **__: Any) -> Any:
+        raise AssertionError("the validation data read again")
+
+    monkeypatch.setattr(inputs, "user_data", again)
+    assert epoch_shape(model, args, 40, 8, given) == EpochShape(40, 20, 1, 8)
+    held = validation.split(model, args, None, 40, given)  # the training examples: any
+    assert held.validation is given.examples

@@ -3,9 +3,8 @@
 Keras' `fit` evaluates the script's validation data (`validation_data`, or the
 `validation_split` of its arrays) after every `validation_freq` epochs, with the
 training's compiled settings (XLA, steps_per_execution): the user waits for both, and
-a setting can speed one up and slow the other (XLA trained keras-io's bidirectional
-LSTM about as fast as without it and evaluated it 23 % slower: the measurements
-page). So a trial of a script that validates times the evaluation too, on the same
+a setting can speed one up and slow the other. So a trial of a script that validates
+times the evaluation too, on the same
 plan of windows as its training, and its figure is samples per second of an epoch
 with its validation: each timed training window's rate, with the validation's time
 per training example added (`with_validation`). The race reads the same validation
@@ -23,6 +22,7 @@ from tfaccel import stats
 if TYPE_CHECKING:
     from tfaccel.trial.child import Plan
     from tfaccel.trial.race import Split
+    from tfaccel.workloads.inputs import UserData
 
 
 @dataclass(frozen=True)
@@ -41,16 +41,22 @@ class EpochShape:
         return self.validation / (self.train * self.every)
 
 
-def split(model: Any, fit_args: dict[str, Any], examples: Any, count: int | None) -> Split:
-    """The validation examples: fit's `validation_data`, its `validation_split` of
+def split(
+    model: Any,
+    fit_args: dict[str, Any],
+    examples: Any,
+    count: int | None,
+    given: UserData | None = None,
+) -> Split:
+    """The validation examples: fit's `validation_data` (`given`: as `read_given`
+    read it, so that its arrays are not copied twice), its `validation_split` of
     arrays, else a held-out part of the training examples."""
     from tfaccel.trial.race import Split, held_out, read_note, split_off
-    from tfaccel.workloads.inputs import count_examples, user_data
+    from tfaccel.workloads.inputs import count_examples
 
-    given = fit_args.get("validation_data")
-    if given is not None:
-        data = _packed(given)
-        found = user_data(data, model)
+    found = given or read_given(model, fit_args, peek=False)
+    if found is not None:
+        data = _packed(fit_args["validation_data"])
         what = "the script's validation_data" + read_note(count_examples(data, found))
         return Split(examples, found.examples, what, count)
     if _split_fraction(fit_args) > 0:
@@ -58,24 +64,38 @@ def split(model: Any, fit_args: dict[str, Any], examples: Any, count: int | None
     return held_out(examples, count)
 
 
+def read_given(model: Any, fit_args: dict[str, Any], peek: bool = True) -> UserData | None:
+    """fit's `validation_data` as examples and the size of its batches (with `peek`, a
+    dataset of batches is read where its `.batch(n)` does not say), None where it has
+    none."""
+    from tfaccel.workloads.inputs import user_data
+
+    given = fit_args.get("validation_data")
+    return None if given is None else user_data(_packed(given), model, peek=peek)
+
+
 def epoch_shape(
-    model: Any, fit_args: dict[str, Any], count: int | None, batch: int
+    model: Any,
+    fit_args: dict[str, Any],
+    count: int | None,
+    batch: int,
+    given: UserData | None = None,
 ) -> EpochShape | str | None:
     """The epoch of the script's fit at `batch` (`count`: its training examples, where
-    known); a string that says why its validation cannot be weighed; None where the
-    fit does not validate."""
+    known; `given`: its `validation_data` as `read_given` read it); a string that says
+    why its validation cannot be weighed; None where the fit does not validate."""
     fraction = _split_fraction(fit_args)
-    given = fit_args.get("validation_data")
-    if given is None and fraction <= 0:
+    if fit_args.get("validation_data") is None and fraction <= 0:
         return None
     val_batch = int(fit_args.get("validation_batch_size") or batch)
+    given = given or read_given(model, fit_args)
     if given is None:
         if not count:
             return "how many examples its arrays hold is unknown"
         held = max(1, int(count * fraction))
         size, count = held, count - held
     else:
-        size, val_batch = _given_size(model, given, val_batch)
+        size, val_batch = _given_size(fit_args, given, val_batch)
     steps = fit_args.get("validation_steps")
     if steps:
         size = min(size, int(steps) * val_batch) if size else int(steps) * val_batch
@@ -105,7 +125,8 @@ def timed(call: Any, plan: Plan, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _timed(call: Any, plan: Plan, payload: dict[str, Any]) -> dict[str, Any]:
-    shape = epoch_shape(call.model, call.a, call.count, call.batch)
+    given = read_given(call.model, call.a)
+    shape = epoch_shape(call.model, call.a, call.count, call.batch, given)
     if shape is None:
         return payload
     if isinstance(shape, str):
@@ -115,7 +136,7 @@ def _timed(call: Any, plan: Plan, payload: dict[str, Any]) -> dict[str, Any]:
     from tfaccel.workloads.inputs import in_batches
 
     tf = import_tensorflow()
-    val = split(call.model, call.a, call.examples, call.count).validation
+    val = split(call.model, call.a, call.examples, call.count, given).validation
     batches = in_batches(val.take(shape.validation).repeat(), shape.batch, drop_remainder=True)
     rates = timed_evaluate(call.model, batches.prefetch(tf.data.AUTOTUNE), plan, shape.batch)
     rate = stats.median(rates)
@@ -141,14 +162,13 @@ def with_validation(train_rate: float, validation_rate: float, ratio: float) -> 
     return 1.0 / (1.0 / train_rate + ratio / validation_rate)
 
 
-def _given_size(model: Any, given: Any, val_batch: int) -> tuple[int, int]:
+def _given_size(fit_args: dict[str, Any], given: UserData, val_batch: int) -> tuple[int, int]:
     """How many examples fit's `validation_data` holds (0: unknown), and the batch it
     is evaluated at: a dataset's own batches, arrays at `val_batch`."""
-    from tfaccel.workloads.inputs import count_examples, user_data
+    from tfaccel.workloads.inputs import count_examples
 
-    data = _packed(given)
-    found = user_data(data, model, peek=True)
-    return count_examples(data, found) or 0, found.batch_size or val_batch
+    data = _packed(fit_args["validation_data"])
+    return count_examples(data, given) or 0, given.batch_size or val_batch
 
 
 def _packed(given: Any) -> Any:
