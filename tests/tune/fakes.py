@@ -116,6 +116,8 @@ def tuner(
 ) -> Tuner:
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
+    # the baseline's repeat (the drift between trials) has tests of its own
+    options.setdefault("repeat_baseline", False)
     opts = TuneOptions(batch_size=64, steps=STEPS, precisions=precisions, skip=skip, **options)
     return Tuner("w", hw, opts, j, trial_fn=fake)
 

@@ -81,11 +81,11 @@ def test_a_trial_killed_at_a_shorter_timeout_runs_again_with_a_longer_one(
     killed = lambda w, s, p, t: TrialResult(  # noqa: E731
         settings_key(w, s, p), label_of(s), s.to_dict(), "timeout", wall_s=t
     )
-    opts = TuneOptions(batch_size=64, steps=STEPS, timeout_s=1.0)
+    opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, timeout_s=1.0)
     Tuner("w", H200, opts, first, trial_fn=killed).run()
     second = Journal(path)
     second.load("w")
-    longer = TuneOptions(batch_size=64, steps=STEPS, timeout_s=600.0)
+    longer = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, timeout_s=600.0)
     res = Tuner("w", H200, longer, second, trial_fn=slow).run()
     assert slow.calls and res.baseline is not None and res.baseline.ok
 
@@ -121,7 +121,13 @@ def test_trials_of_an_edited_entry_point_are_measured_again(tmp_path: Path) -> N
         j = Journal(tmp_path / "j.jsonl", fingerprint=fingerprint)
         j.load("w")
         trials = FakeTrials()
-        Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=trials).run()
+        Tuner(
+            "w",
+            H200,
+            TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+            j,
+            trial_fn=trials,
+        ).run()
         return trials, j
 
     first, _ = run("sha256:aaaa model.py")
@@ -169,7 +175,7 @@ def test_time_budget_stops_new_trials_and_resume_goes_on(tmp_path: Path) -> None
     def make(fake: FakeTrials, budget: float | None) -> Tuner:
         j = Journal(tmp_path / "j.jsonl")
         j.load("w")
-        opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=budget)
+        opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=budget)
         return Tuner("w", H200, opts, j, trial_fn=clock.taking(100.0, fake), clock=clock)
 
     first = FakeTrials()
@@ -208,7 +214,9 @@ def test_a_trial_running_at_the_budgets_end_is_stopped_there(tmp_path: Path) -> 
     def make(budget: float | None) -> Tuner:
         j = Journal(tmp_path / "j.jsonl")
         j.load("w")
-        opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=budget, timeout_s=600.0)
+        opts = TuneOptions(
+            batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=budget, timeout_s=600.0
+        )
         return Tuner("w", H200, opts, j, trial_fn=Hangs(oom_above=4096), clock=lambda: now[0])
 
     res = make(600.0).run()
@@ -241,7 +249,9 @@ def test_a_budget_shorter_than_the_first_trial_still_measures_it(tmp_path: Path)
 
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
-    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=30.0, timeout_s=600.0)
+    opts = TuneOptions(
+        batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=30.0, timeout_s=600.0
+    )
     res = Tuner("w", H200, opts, j, trial_fn=Slow(), clock=lambda: now[0]).run()
     assert timeouts == [600.0, 600.0]  # the baseline and the defaults; nothing after
     assert res.best is not None and res.best is res.keras_defaults
@@ -270,7 +280,13 @@ def _journal_without_gpu_knobs(tmp_path: Path, machine: str | None) -> Path:
     path = tmp_path / "j.jsonl"
     j = Journal(path, machine=machine)
     j.load("w")
-    Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=FakeTrials()).run()
+    Tuner(
+        "w",
+        H200,
+        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+        j,
+        trial_fn=FakeTrials(),
+    ).run()
     lines = path.read_text().splitlines()
     keep = [x for x in lines if '"xla_options": []' in x and '"allocator": "default"' in x]
     keep = [x for x in keep if '"prefetch": "auto"' in x]
@@ -290,7 +306,13 @@ def test_a_resume_on_another_machine_measures_its_reference_again(
     j = Journal(path, machine=here)
     j.load("w")
     trials = OtherMachine()
-    res = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=trials).run()
+    res = Tuner(
+        "w",
+        H200,
+        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+        j,
+        trial_fn=trials,
+    ).run()
     # The first new trial (cuBLASLt) met a best of the other machine: that best ran here
     # right after it, and cuBLASLt's +4 % over it is kept (against the other machine's
     # figure it read -1 %, under the threshold).
@@ -311,7 +333,13 @@ def test_a_resume_on_another_machine_measures_its_reference_again(
     assert ours.samples_per_s == pytest.approx(0.95 * (theirs.samples_per_s or 0))
     # A resume on this machine now measures nothing again.
     replay = FakeTrials()
-    Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j2, trial_fn=replay).run()
+    Tuner(
+        "w",
+        H200,
+        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+        j2,
+        trial_fn=replay,
+    ).run()
     assert replay.calls == []
 
 
@@ -324,7 +352,7 @@ def test_measuring_again_keeps_to_the_time_budget(tmp_path: Path) -> None:
     j.load("w")
     clock = FakeClock()
     trials = OtherMachine()
-    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=150.0)
+    opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=150.0)
     slow = clock.taking(100.0, trials)
     res = Tuner("w", H200, opts, j, trial_fn=slow, clock=clock).run()
     assert len(trials.calls) == 1 and trials.calls[0].xla_options == ("cublaslt",)
@@ -340,7 +368,13 @@ def test_a_resume_on_the_same_machine_measures_nothing_again(tmp_path: Path) -> 
     j = Journal(path, machine=machine)
     j.load("w")
     trials = FakeTrials()
-    res = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=trials).run()
+    res = Tuner(
+        "w",
+        H200,
+        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+        j,
+        trial_fn=trials,
+    ).run()
     assert not [d for d in res.decisions if d.stage == "resume"]
     assert all(
         s.xla_options or s.allocator != "default" or s.prefetch != "auto" for s in trials.calls
@@ -364,7 +398,13 @@ def test_the_speedup_over_keras_defaults_compares_figures_of_one_machine(
     path = tmp_path / "j.jsonl"
     a = Journal(path, machine="host-a")
     a.load("w")
-    first = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), a, trial_fn=FakeTrials())
+    first = Tuner(
+        "w",
+        H200,
+        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+        a,
+        trial_fn=FakeTrials(),
+    )
     res = first.run()
     assert res.best is not None and res.keras_defaults is not None
     # Another machine measured both again (a confirmation there): best 5 % slower,
@@ -379,7 +419,13 @@ def test_the_speedup_over_keras_defaults_compares_figures_of_one_machine(
         j.load("w")
         assert j.machines(res.best.key) == ["host-a", "host-g"]
         replay = FakeTrials()
-        again = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), j, trial_fn=replay).run()
+        again = Tuner(
+            "w",
+            H200,
+            TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+            j,
+            trial_fn=replay,
+        ).run()
         assert replay.calls == []
         # this machine's figures where it has both; else the first machine that has both
         want = (res.speedup(res.keras_defaults) or 0) * factor
@@ -400,7 +446,7 @@ def test_a_speedup_across_two_machines_is_named_as_such(tmp_path: Path) -> None:
     for confirm in (0, 1):
         j = Journal(path, machine=f"host-b/boot-{confirm}/gpus=all")
         j.load("w")
-        opts = TuneOptions(batch_size=64, steps=STEPS, confirm=confirm)
+        opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, confirm=confirm)
         res = Tuner("w", H200, opts, j, trial_fn=OtherMachine()).run()
         assert res.best_settings is not None and "cublaslt" in res.best_settings.xla_options
         assert res.other_machine == ["baseline", "keras_defaults"]
@@ -420,11 +466,23 @@ def test_a_speedup_across_two_machines_is_named_as_such(tmp_path: Path) -> None:
     path2 = tmp_path / "one.jsonl"
     a = Journal(path2, machine="host-a")
     a.load("w")
-    first = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), a, trial_fn=FakeTrials())
+    first = Tuner(
+        "w",
+        H200,
+        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+        a,
+        trial_fn=FakeTrials(),
+    )
     assert first.run().other_machine == []
     again = Journal(path2, machine="host-a")
     again.load("w")
-    replay = Tuner("w", H200, TuneOptions(batch_size=64, steps=STEPS), again, trial_fn=FakeTrials())
+    replay = Tuner(
+        "w",
+        H200,
+        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+        again,
+        trial_fn=FakeTrials(),
+    )
     assert replay.run().other_machine == []
 
 
@@ -432,7 +490,7 @@ def test_a_time_budget_keeps_the_largest_win_first(tmp_path: Path) -> None:
     clock = FakeClock()
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
-    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=4 * 60.0)
+    opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=4 * 60.0)
     timed = clock.taking(60.0, XlaDefaults())
     res = Tuner("w", H200, opts, j, trial_fn=timed, clock=clock).run()
     assert len(res.trials) == 4  # baseline, defaults, bf16 + XLA, batch 256

@@ -61,7 +61,7 @@ class FakeRace:
 def tune(tmp_path: Path, race: Any, extra: dict[str, Any] | None = None, **opts: Any) -> Any:
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
-    options = TuneOptions(batch_size=64, steps=STEPS, **opts)
+    options = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, **opts)
     fake = FakeTrials(extra={"no_race": None, **ADAM, **(extra or {})})
     return Tuner("w", H200, options, j, trial_fn=fake, race_fn=race).run()
 
@@ -406,7 +406,7 @@ def test_a_ladder_the_budget_left_no_time_for_is_said_so(tmp_path: Path) -> None
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
     fake = FakeTrials(extra={"no_race": None, **ADAM})
-    opts = TuneOptions(batch_size=64, steps=STEPS)
+    opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False)
     everything = Tuner("w", H200, opts, j, trial_fn=fake, race_fn=FakeRace([], [])).run()
     same = [s for s in fake.calls if s.batch_size == 64]
     (tmp_path / "b").mkdir()
@@ -471,7 +471,9 @@ def clocked_tune(
     j.load("w")
     clock = FakeClock()
     stages: list[str] = []
-    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=budget_s, race_s=race_s)
+    opts = TuneOptions(
+        batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=budget_s, race_s=race_s
+    )
     res = Tuner(
         "w",
         H200,
@@ -552,7 +554,9 @@ def test_a_budget_with_no_room_for_a_rung_and_its_race_says_so(tmp_path: Path) -
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
     clock = FakeClock()
-    opts = TuneOptions(batch_size=64, steps=STEPS, time_budget_s=710.0, race_s=60.0)
+    opts = TuneOptions(
+        batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=710.0, race_s=60.0
+    )
     fake = FakeTrials(extra={"no_race": None, **ADAM})
     res = Tuner(
         "w", H200, opts, j, trial_fn=clock.taking(60.0, fake), clock=clock, race_fn=FakeRace([], [])
@@ -637,7 +641,7 @@ def test_a_small_batchs_knob_is_left_out_of_the_offer_and_run_applies_that(
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
     fake = PersistentRnn(extra={"no_race": None, **ADAM, "rnn_algorithm_layers": 2})
-    options = TuneOptions(batch_size=64, steps=STEPS)
+    options = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False)
     race = FakeRace(same=HALF_AT_20, candidate=HALF_AT_10)
     res = Tuner("w", H200, options, j, trial_fn=fake, race_fn=race).run()
     assert res.best_settings is not None and res.best_settings.rnn_algorithm == "persist_dynamic"

@@ -787,3 +787,56 @@ def test_a_model_keras_runs_without_xla_gets_no_trial_under_xla(tmp_path: Path) 
     (tmp_path / "xla").mkdir()
     tuner(tmp_path / "xla", xla).run()
     assert any(s.xla == "jit" for s in xla.calls)
+
+
+class DriftingTrials(FakeTrials):
+    """A machine whose figures drift between processes: the baseline's second run
+    comes out `second` times its first (the windows of each spread 1 %)."""
+
+    def __init__(self, second: float) -> None:
+        super().__init__()
+        self.second = second
+
+    def __call__(self, w: str, s: Settings, st: StepPlan, t: float) -> TrialResult:
+        r = super().__call__(w, s, st, t)
+        if s == tuner_base() and self.calls.count(s) == 2:
+            rate = (r.samples_per_s or 0) * self.second
+            r = dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+        return r
+
+
+@pytest.mark.parametrize(("second", "floor", "busy"), [(0.99, 0.03, False), (0.8, 0.444, True)])
+def test_the_baseline_runs_twice_and_its_drift_sets_the_smallest_gain(
+    tmp_path: Path, second: float, floor: float, busy: bool
+) -> None:
+    """Every trial is a process of its own: on an H100 one LSTM script's same settings
+    ran 443, 483 and 553 samples/s in three trials whose windows spread 1-7 %. The
+    baseline runs again after Keras' defaults, and gains count beyond twice the drift
+    between its two figures (steps_per_execution's +20 % here: kept on a quiet
+    machine, not where the figures drift 22 %)."""
+    trials = DriftingTrials(second)
+    res = tuner(tmp_path, trials, precisions=("tf32",), repeat_baseline=True).run()
+    assert trials.calls[:3] == [
+        tuner_base(),
+        tuner_base().replace(xla="auto", precision="tf32"),
+        tuner_base(),
+    ]
+    assert res.drift_between_trials == pytest.approx(abs(1 - second) / ((1 + second) / 2))
+    (noise,) = said(res, "noise")
+    first = 1000 * 2**0.3  # the fake's float32 rate at batch 64
+    figures = f"{first:,.0f}, {first * second:,.0f} samples/s"
+    assert noise.startswith(f"the baseline again, in a process of its own: {figures}")
+    # the baseline's figure: the median of both runs' windows, in the table too
+    assert res.baseline is not None and res.trials[0] is res.baseline
+    assert res.baseline.samples_per_s == pytest.approx(first * (1 + second) / 2)
+    assert f"a gain counts beyond {floor:.0%}" in noise
+    assert ("the machine is busy" in noise) is busy
+    spe = said(res, "steps_per_execution + input_cast") or said(res, "steps_per_execution")
+    assert any("kept" in text for text in spe) is not busy
+    # resumed, the repeat comes from the journal: not measured again
+    again = DriftingTrials(second)
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    opts = TuneOptions(batch_size=64, steps=STEPS, precisions=("tf32",))
+    resumed = Tuner("w", H200, opts, j, trial_fn=again).run()
+    assert again.calls == [] and resumed.drift_between_trials == res.drift_between_trials

@@ -47,8 +47,16 @@ def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     written = json.loads((tmp_path / "tfaccel.json").read_text())
     assert written["settings"]["batch_size"] in (32, 64)
     assert (tmp_path / "tfaccel-tune.png").stat().st_size > 1000
-    lines = (tmp_path / "tfaccel-tune.jsonl").read_text().splitlines()
+    journal = (tmp_path / "tfaccel-tune.jsonl").read_text().splitlines()
+    lines = [x for x in journal if not json.loads(x).get("repeat")]
     assert len(lines) == len(data["trials"])
+    # the baseline ran twice, a process each: how far they lie apart sets the noise
+    (repeat,) = [json.loads(x)["result"] for x in journal if json.loads(x).get("repeat")]
+    assert repeat["key"] == data["baseline"]["key"]
+    assert data["drift_between_trials"] >= 0.0
+    assert any(
+        d["stage"] == "noise" and "the baseline again" in d["text"] for d in data["decisions"]
+    )
     # The baseline counted the model's FLOPs: the tiny CNN's dense layers are 8.6 % of
     # its products (its two convolutions the rest).
     from tfaccel.environment import machine_id
@@ -63,7 +71,7 @@ def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     finished = [x for x in lines if json.loads(x)["result"]["status"] != "error"]
     assert json.loads(again.stdout)["resumed"] == len(finished)  # errors run again
     after = (tmp_path / "tfaccel-tune.jsonl").read_text().splitlines()
-    assert len(after) == len(lines) + len(lines) - len(finished)
+    assert len(after) == len(journal) + len(lines) - len(finished)  # the repeat: resumed
     # ... but not a file of the user's, nor another workload's settings, without --force.
     (tmp_path / "mine.json").write_text('{"my": "notes"}')
     refused = runner.invoke(app, [*args, "--output", "mine.json"])
@@ -146,7 +154,8 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     out = tune_lib.Outputs(tmp_path / "t.json", tmp_path / "t.png", tmp_path / "t.jsonl")
     options = tune_lib.TuneOptions(steps=StepPlan(1, 1, 1), max_batch=128)
     res = tune_lib.run(target, options, out, hw=Hardware(0, None))
-    assert seen[0] is None and seen[1:] and set(seen[1:]) == {128}
+    # the baseline and its repeat (the drift between trials) ask for the script's own
+    assert seen[:2] == [None, None] and seen[2:] and set(seen[2:]) == {128}
     assert res.best_settings is not None
     assert res.best_settings.batch_size == 128
 

@@ -271,7 +271,15 @@ class TunerCore:
                 new, best = pair
             elif j.here(new.key):
                 best = self._again(best)
-        return (*beats(new, best, self.opt.noise_floor), new, best)
+        return (*beats(new, best, self.floor), new, best)
+
+    @property
+    def floor(self) -> float:
+        """The smallest gain of one trial over another that counts: the noise floor,
+        or twice the drift between processes where the baseline ran twice (trials
+        are processes of their own: on some machines their figures lie further apart
+        than any one trial's windows)."""
+        return max(self.opt.noise_floor, 2 * (self.result.drift_between_trials or 0.0))
 
     def _model_count(self, key: str) -> int | None:
         """A count of the model's layers that trials report (`dropout_layers`, ...): the
@@ -455,6 +463,7 @@ class TunerCore:
         real means beyond twice the two trials' spread and 0.5 %."""
         floor = self.opt.noise_floor / 6
         bar = noise_threshold(trial_noise(trial), trial_noise(state.best), floor=floor)
+        bar = max(bar, 2 * (self.result.drift_between_trials or 0.0))
         if trial.ok and gain > bar:
             then = getattr(state.best_s, knob)
             state.near.append(NearMiss(knob, value, guard, gain, state.best.key, then))

@@ -18,7 +18,9 @@ With `machine` (`tfaccel.environment.machine_id`), each line also says where it 
 measured (`machine_of`). The trials of another machine, or of this one before a
 reboot, are replayed as they were; but before a new trial is compared with one of them,
 that one is measured again here (`append_again`: a line of its own, so that a later
-resume here replays the same comparison and the other machine's figure is kept).
+resume here replays the same comparison and the other machine's figure is kept). A
+trial measured once more on the same machine, in a process of its own, weighs how far
+figures drift between processes (`append_repeat`, `repeats`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class Journal:
         # (key, machine): a trial of another machine measured again on this one, to be
         # compared with the trials of this one; its own figure stays in `results`.
         self.again: dict[tuple[str, str | None], TrialResult] = {}
+        # (key, machine): the trial measured once more there, each in a process of its own.
+        self.repeats: dict[tuple[str, str | None], list[TrialResult]] = {}
         self.stale = 0  # trials of this workload measured on another version of its file
         self.retried = 0  # trials that failed with an error, to be run again
         self._lock: Any = None  # the lock file while this tune holds the journal
@@ -180,6 +184,9 @@ class Journal:
             if row.get("again"):
                 self.again[(result.key, row.get("machine"))] = result
                 continue
+            if row.get("repeat"):
+                self.repeats.setdefault((result.key, row.get("machine")), []).append(result)
+                continue
             self.results[result.key] = result
             self.machine_of[result.key] = row.get("machine")
         return len(self.results)
@@ -261,16 +268,21 @@ class Journal:
     def append_again(self, workload: str, result: TrialResult) -> None:
         """A journaled trial measured again on this machine (see `on`)."""
         self.again[(result.key, self.machine)] = result
-        self._write(workload, result, again=True)
+        self._write(workload, result, flag="again")
 
-    def _write(self, workload: str, result: TrialResult, again: bool = False) -> None:
+    def append_repeat(self, workload: str, result: TrialResult) -> None:
+        """A trial of this machine measured once more, in a process of its own."""
+        self.repeats.setdefault((result.key, self.machine), []).append(result)
+        self._write(workload, result, flag="repeat")
+
+    def _write(self, workload: str, result: TrialResult, flag: str | None = None) -> None:
         row: dict[str, object] = {"schema": SCHEMA, "workload": workload, "result": asdict(result)}
         if self.fingerprint is not None:
             row["fingerprint"] = self.fingerprint
         if self.machine is not None:
             row["machine"] = self.machine
-        if again:
-            row["again"] = True
+        if flag:
+            row[flag] = True
         line = json.dumps(row)
         self._cut_torn_line()
         with self.path.open("a", encoding="utf-8") as fh:

@@ -99,6 +99,9 @@ class TuneOptions:
     # more, back to back in fresh processes, so that the speedup compares two runs of the
     # same hour (a resumed journal may hold runs of another day).
     confirm: int = 0
+    # The baseline measured once more after Keras' defaults, in a process of its own:
+    # how far figures drift between trials sets the smallest gain that counts.
+    repeat_baseline: bool = True
     # Seconds of training each run of the batch offer's race gets (0: no race; the
     # offer stays unproven, and `tfaccel run` does not apply it).
     race_s: float = 60.0
@@ -148,6 +151,9 @@ class TuneResult:
     from_journal: list[str] = field(default_factory=list)  # their keys
     wall_s: float = 0.0
     confirmations: list[Confirmation] = field(default_factory=list)
+    # The spread of the baseline's figures, each run in a process of its own
+    # (TuneOptions.repeat_baseline): gains count beyond twice it.
+    drift_between_trials: float | None = None
     # The references ("baseline", "keras_defaults") whose speedup compares the best with
     # a figure of another machine: a resumed journal had no machine with both.
     other_machine: list[str] = field(default_factory=list)

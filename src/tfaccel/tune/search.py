@@ -85,7 +85,7 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     spe = len([choice for choice in opt.spe_choices if choice != 1])
     count = len(precisions)
     jit = count - (1 if "tf32" in precisions else 0)  # strict float32 under XLA: skipped
-    references = 2 if hw.gpus else 1
+    references = (2 if hw.gpus else 1) + opt.repeat_baseline  # the baseline's repeat
     race = 1 + batches if batches else 0  # the same-training run, and each batch raced
     together = 1 if hw.gpus else 0  # the knobs that each fell short, together
     runs = [knob.tune for knob in LATE_KNOBS if knob.tune and hardware_allows(hw, knob.tune.needs)]

@@ -24,7 +24,7 @@ def settle(tuner: TunerCore, state: State) -> None:
         # figures of one machine where the journal has them; nothing measured again
         pair = tuner.journal.one_machine(state.best.key, defaults.key)
         best, against = pair if tuner.journal.machine and pair else (state.best, defaults)
-        win, gain, thr = beats(best, against, tuner.opt.noise_floor)
+        win, gain, thr = beats(best, against, tuner.floor)
         if not win:
             tuner.decide(
                 "answer",

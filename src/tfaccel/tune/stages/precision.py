@@ -50,7 +50,7 @@ def _precisions_at(tuner: TunerCore, state: State, xla: str, base: Settings) -> 
             if not ok:
                 tuner.decide("accuracy guard", f"{trial.label} rejected: {why}")
                 continue
-        if trial is res.keras_defaults and xla == "off":
+        if trial is res.keras_defaults and trial is not res.baseline and xla == "off":
             tuner.decide(
                 "precision x XLA",
                 f"{label_of(settings)}: Keras' defaults ({trial.label}) ran without XLA, "
@@ -74,13 +74,13 @@ def _trial_at(tuner: TunerCore, state: State, settings: Settings) -> TrialResult
     (their jit_compile='auto' compiled with XLA at this precision, or, on a model
     Keras runs without XLA, did not), the baseline's, else a new one."""
     res = tuner.result
+    if settings == tuner.base and res.baseline is not None:
+        return res.baseline
     defaults = res.keras_defaults
     same = settings == state.defaults.replace(xla=settings.xla) and settings.xla in ("jit", "off")
     resolved = defaults.extra.get("jit_compile") if defaults is not None else None
     if same and defaults is not None and defaults.ok and resolved is (settings.xla == "jit"):
         return defaults
-    if settings == tuner.base and res.baseline is not None:
-        return res.baseline
     return tuner.trial(settings, "precision x XLA")
 
 
