@@ -131,6 +131,13 @@ def xla_refused(baseline: TrialResult | None) -> str | None:
     )
 
 
+def gain_floor(opt: TuneOptions, result: TuneResult) -> float:
+    """The smallest gain of one trial over another that counts: the noise floor, or
+    twice the drift between processes where the baseline ran twice (each trial is a
+    process: on some machines their figures lie further apart than one's windows)."""
+    return max(opt.noise_floor, 2 * (result.drift_between_trials or 0.0))
+
+
 def short_of(gain: float, thr: float) -> str:
     """Why a trial was not kept: slower beyond the noise, or within it."""
     return (
@@ -271,15 +278,7 @@ class TunerCore:
                 new, best = pair
             elif j.here(new.key):
                 best = self._again(best)
-        return (*beats(new, best, self.floor), new, best)
-
-    @property
-    def floor(self) -> float:
-        """The smallest gain of one trial over another that counts: the noise floor,
-        or twice the drift between processes where the baseline ran twice (trials
-        are processes of their own: on some machines their figures lie further apart
-        than any one trial's windows)."""
-        return max(self.opt.noise_floor, 2 * (self.result.drift_between_trials or 0.0))
+        return (*beats(new, best, gain_floor(self.opt, self.result)), new, best)
 
     def _model_count(self, key: str) -> int | None:
         """A count of the model's layers that trials report (`dropout_layers`, ...): the
@@ -460,10 +459,9 @@ class TunerCore:
         self, state: State, knob: str, value: Any, trial: TrialResult, gain: float, guard: bool
     ) -> None:
         """Remember a gain that was real but under the threshold, for stage `together`:
-        real means beyond twice the two trials' spread and 0.5 %."""
-        floor = self.opt.noise_floor / 6
-        bar = noise_threshold(trial_noise(trial), trial_noise(state.best), floor=floor)
-        bar = max(bar, 2 * (self.result.drift_between_trials or 0.0))
+        real means beyond twice the two trials' spread, the drift between trials and 0.5 %."""
+        spreads = (trial_noise(trial), trial_noise(state.best), self.result.drift_between_trials)
+        bar = noise_threshold(*spreads, floor=self.opt.noise_floor / 6)
         if trial.ok and gain > bar:
             then = getattr(state.best_s, knob)
             state.near.append(NearMiss(knob, value, guard, gain, state.best.key, then))

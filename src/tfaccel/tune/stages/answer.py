@@ -9,6 +9,7 @@ from tfaccel.trial.runner import (
 from tfaccel.tune.core import (
     State,
     TunerCore,
+    gain_floor,
 )
 from tfaccel.tune.result import (
     Confirmation,
@@ -24,7 +25,7 @@ def settle(tuner: TunerCore, state: State) -> None:
         # figures of one machine where the journal has them; nothing measured again
         pair = tuner.journal.one_machine(state.best.key, defaults.key)
         best, against = pair if tuner.journal.machine and pair else (state.best, defaults)
-        win, gain, thr = beats(best, against, tuner.floor)
+        win, gain, thr = beats(best, against, gain_floor(tuner.opt, res))
         if not win:
             tuner.decide(
                 "answer",

@@ -16,6 +16,7 @@ from tfaccel.trial.runner import (
 from tfaccel.tune.core import (
     State,
     TunerCore,
+    gain_floor,
 )
 from tfaccel.tune.guard import mean_loss_gap
 
@@ -71,7 +72,7 @@ def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
     figures lie further apart than any one trial's windows (an H100, an LSTM script at
     batch 32: one set of settings ran 443, 483 and 553 samples/s in three trials whose
     windows spread 1-7 %). Twice that drift is the smallest gain that counts
-    (`TunerCore.floor`); above `stats.BUSY` the tune says the machine is busy."""
+    (`tune.core.gain_floor`); above `stats.BUSY` the tune says the machine is busy."""
     res = tuner.result
     base = res.baseline
     if not tuner.opt.repeat_baseline or base is None or not base.ok:
@@ -93,10 +94,11 @@ def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
     res.drift_between_trials = drift = stats.spread(rates) or 0.0
     merged = _merge_baseline(tuner, runs)
     figures = ", ".join(f"{rate:,.0f}" for rate in rates)
+    floor = gain_floor(tuner.opt, res)
     text = (
         f"the baseline again, in a process of its own: {figures} samples/s, "
         f"{drift:.0%} apart (its figure: the median of their windows, "
-        f"{merged.samples_per_s or 0:,.0f}/s); a gain counts beyond {tuner.floor:.0%}"
+        f"{merged.samples_per_s or 0:,.0f}/s); a gain counts beyond {floor:.0%}"
     )
     if drift > stats.BUSY:
         text += (
