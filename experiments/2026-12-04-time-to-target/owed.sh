@@ -7,10 +7,12 @@
 #     algorithms under Keras' LSTM; a WGAN's own train_step in bfloat16 under XLA with
 #     float32 outputs), about a minute; passed on an H100 on 2026-12-05, so no longer
 #     in the default PARTS;
-#  lstm: the LSTM script's tune, ten minutes afresh: its trials now count the
-#     script's validation (25,000 examples each epoch), which the committed journal's
-#     (benchmarks/results/ttt-bidirectional-lstm-h200/) did not; RESUME=1 on an H200
-#     resumes that journal instead;
+#  lstm: the LSTM script's tune, ten minutes afresh: its trials count the script's
+#     validation (25,000 examples each epoch), none runs under XLA (Keras runs this
+#     model without: the 2026-12-05 H100 journal's XLA trials were its defaults under
+#     other names), and the baseline runs twice (the drift between trials sets the
+#     smallest gain); RESUME=1 on an H200 resumes the committed journal
+#     (benchmarks/results/ttt-bidirectional-lstm-h200/) instead;
 #  transformer: the transformer entry point, ten minutes afresh (its last run was
 #     taken back with the machine), the budget's end kept for its ladder and race;
 #  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`
