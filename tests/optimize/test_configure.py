@@ -356,3 +356,27 @@ def test_the_summary_fits_the_console_without_splitting_words(width: int, tmp_pa
     text = out["text"]
     assert "model.compile(jit_compile=False)" in text
     assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_steps_per_execution_is_left_at_1_where_keras_would_train_other_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Keras 3.6 trains other batches with an execution of several steps, and drops the
+    validation (3.7 and later train the same): there it stays at 1, and the report says
+    why."""
+    import tfaccel
+    from tfaccel import _compat
+
+    monkeypatch.setattr(_compat, "keras_version", lambda: "3.6.0")
+    try:
+        r = tfaccel.configure(precision="float32", xla="off", steps_per_execution=25)
+        assert r.compile_kwargs()["steps_per_execution"] == 1
+        (row,) = [x for x in r.rows if x.knob == "steps_per_execution"]
+        assert (row.value, row.status) == (25, "warning")
+        assert "needs Keras >= 3.7.0" in row.detail and row.detail.endswith("left at 1")
+        monkeypatch.setattr(_compat, "keras_version", lambda: "3.7.0")
+        tfaccel.configure.reset()
+        r = tfaccel.configure(precision="float32", xla="off", steps_per_execution=25)
+        assert r.compile_kwargs()["steps_per_execution"] == 25
+    finally:
+        tfaccel.configure.reset()

@@ -153,7 +153,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
         return report
     _compat.check_keras_features(settings)  # before anything is set or patched
     initialized = runtime_initialized()
-    asked = settings
+    asked, spe_row = _spe_for_this_keras(settings)
     rows = [apply_allocator(asked, initialized), rnn_algorithm.apply(asked, initialized)]
     if asked.memory != "unified" and os.environ.get(ENV_UNIFIED) == "1" and not initialized:
         os.environ.pop(ENV_UNIFIED, None)
@@ -169,6 +169,8 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     if mixed_code_on():
         rows.append(Applied("outputs", "float32", "applied", MIXED_CODE))
     rows.extend(_apply_xla(tf, asked, xla_row))
+    if spe_row is not None:
+        rows = [spe_row if row.knob == "steps_per_execution" else row for row in rows]
     for knob in KERAS_PATCHES:  # attention needs cuDNN's flash attention: its own checks
         patched = _apply_attention(asked, capability) if knob == "attention" else None
         rows.extend(patched if patched is not None else _apply_patched(knob, getattr(asked, knob)))
@@ -179,6 +181,17 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     report.rows = tuple(rows)
     _LAST.update(settings=settings, report=report)
     return report
+
+
+def _spe_for_this_keras(settings: Settings) -> tuple[Settings, Applied | None]:
+    """The settings with steps_per_execution left at 1 where Keras would train other
+    steps with more (`_compat.KERAS_SPE`), and the row that says so; else as they are."""
+    spe = settings.steps_per_execution
+    why = _compat.keras_needs(f"steps_per_execution={spe}", *_compat.KERAS_SPE) if spe > 1 else None
+    if why is None:
+        return settings, None
+    row = Applied("steps_per_execution", spe, "warning", f"{why}: left at 1")
+    return settings.replace(steps_per_execution=1), row
 
 
 _PRECISION_NOTES = {
