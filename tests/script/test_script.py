@@ -806,3 +806,31 @@ def test_a_trial_says_which_layers_keep_keras_from_xla(here: Path) -> None:
     assert r.ok, (r.error, r.traceback)
     assert r.extra["no_xla_layers"] == {"RandomRotation": 1}
     assert r.extra["jit_compile"] is False
+
+
+LSTM_SCRIPT = """
+import numpy as np
+import keras
+
+x = np.random.randint(0, 50, (96, 12))
+y = (x[:, :6].sum(axis=1) > x[:, 6:].sum(axis=1)).astype("float32")
+model = keras.Sequential([
+    keras.Input((12,), dtype="int32"),
+    keras.layers.Embedding(50, 8),
+    keras.layers.LSTM(8),
+    keras.layers.Dense(1, activation="sigmoid"),
+])
+model.compile("adam", "binary_crossentropy")
+model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+"""
+
+
+@pytest.mark.gpu
+def test_a_trial_of_an_lstm_on_cudnn_names_it_and_runs_without_xla(here: Path) -> None:
+    """On a GPU Keras runs an LSTM on cuDNN and compiles no model holding one with XLA
+    (keras-io's bidirectional LSTM on an H100: every trial's jit_compile was false)."""
+    script = parse_command(["python", str(_write(here, "train.py", LSTM_SCRIPT))])
+    r = run_trial(ScriptTrial(script), Settings(precision="tf32", xla="jit"), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert r.extra["no_xla_layers"] == {"LSTM": 1}
+    assert r.extra["jit_compile"] is False
