@@ -7,7 +7,7 @@ measurements page ("steps_per_execution on Keras 3.6 trains other batches")."""
 import keras
 import numpy as np
 
-x = np.random.rand(320, 4).astype("float32")
+x = np.random.default_rng(0).random((320, 4)).astype("float32")
 y = (x.sum(1) > 2).astype("float32")
 for spe in (1, 2, 3, 4, 7, 8, 9):
     keras.utils.set_random_seed(1)

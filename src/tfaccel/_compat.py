@@ -85,9 +85,9 @@ def keras_version() -> str | None:
 # its callbacks, counted per step from 3.11 (per execution before).
 KERAS_TUNE_SPE = ("3.11.0", "batch numbers per step in callbacks")
 # steps_per_execution above 1 trains what it would at 1 from Keras 3.7. On 3.6 (TF
-# 2.16, 320 examples at batch 32, a 20 % validation_split) an execution of 3 or 7 steps
-# trained other batches (another loss), one of 4 or 8 dropped the validation, one of 9
-# returned no history; 3.7, 3.8, 3.10, 3.11 and 3.15 gave the losses of 1 each time.
+# 2.16, 320 examples at batch 32, a 20 % validation_split) executions of 3 or 7 steps
+# trained other batches (another loss), all from 3 to 8 dropped the validation, one of
+# 9 returned no history; 3.7, 3.8, 3.10, 3.11 and 3.15 gave the losses of 1 each time.
 KERAS_SPE = ("3.7.0", "Keras 3.6 trains other batches and drops the validation")
 
 
