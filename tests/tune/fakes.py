@@ -122,6 +122,12 @@ def tuner(
     return Tuner("w", hw, opts, j, trial_fn=fake)
 
 
+def options(**given: Any) -> TuneOptions:
+    """A fake tune's options at batch 64 and STEPS, without the baseline's repeat (the
+    drift between trials has tests of its own)."""
+    return TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, **given)
+
+
 class XlaDefaults(FakeTrials):
     """Keras' defaults compile with XLA, as they do on a GPU."""
 

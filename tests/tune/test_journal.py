@@ -21,6 +21,7 @@ from .fakes import (
     FakeClock,
     FakeTrials,
     XlaDefaults,
+    options,
     said,
     tuner,
 )
@@ -81,11 +82,11 @@ def test_a_trial_killed_at_a_shorter_timeout_runs_again_with_a_longer_one(
     killed = lambda w, s, p, t: TrialResult(  # noqa: E731
         settings_key(w, s, p), label_of(s), s.to_dict(), "timeout", wall_s=t
     )
-    opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, timeout_s=1.0)
+    opts = options(timeout_s=1.0)
     Tuner("w", H200, opts, first, trial_fn=killed).run()
     second = Journal(path)
     second.load("w")
-    longer = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, timeout_s=600.0)
+    longer = options(timeout_s=600.0)
     res = Tuner("w", H200, longer, second, trial_fn=slow).run()
     assert slow.calls and res.baseline is not None and res.baseline.ok
 
@@ -121,13 +122,7 @@ def test_trials_of_an_edited_entry_point_are_measured_again(tmp_path: Path) -> N
         j = Journal(tmp_path / "j.jsonl", fingerprint=fingerprint)
         j.load("w")
         trials = FakeTrials()
-        Tuner(
-            "w",
-            H200,
-            TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
-            j,
-            trial_fn=trials,
-        ).run()
+        Tuner("w", H200, options(), j, trial_fn=trials).run()
         return trials, j
 
     first, _ = run("sha256:aaaa model.py")
@@ -175,7 +170,7 @@ def test_time_budget_stops_new_trials_and_resume_goes_on(tmp_path: Path) -> None
     def make(fake: FakeTrials, budget: float | None) -> Tuner:
         j = Journal(tmp_path / "j.jsonl")
         j.load("w")
-        opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=budget)
+        opts = options(time_budget_s=budget)
         return Tuner("w", H200, opts, j, trial_fn=clock.taking(100.0, fake), clock=clock)
 
     first = FakeTrials()
@@ -214,9 +209,7 @@ def test_a_trial_running_at_the_budgets_end_is_stopped_there(tmp_path: Path) -> 
     def make(budget: float | None) -> Tuner:
         j = Journal(tmp_path / "j.jsonl")
         j.load("w")
-        opts = TuneOptions(
-            batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=budget, timeout_s=600.0
-        )
+        opts = options(time_budget_s=budget, timeout_s=600.0)
         return Tuner("w", H200, opts, j, trial_fn=Hangs(oom_above=4096), clock=lambda: now[0])
 
     res = make(600.0).run()
@@ -249,9 +242,7 @@ def test_a_budget_shorter_than_the_first_trial_still_measures_it(tmp_path: Path)
 
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
-    opts = TuneOptions(
-        batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=30.0, timeout_s=600.0
-    )
+    opts = options(time_budget_s=30.0, timeout_s=600.0)
     res = Tuner("w", H200, opts, j, trial_fn=Slow(), clock=lambda: now[0]).run()
     assert timeouts == [600.0, 600.0]  # the baseline and the defaults; nothing after
     assert res.best is not None and res.best is res.keras_defaults
@@ -283,7 +274,7 @@ def _journal_without_gpu_knobs(tmp_path: Path, machine: str | None) -> Path:
     Tuner(
         "w",
         H200,
-        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+        options(),
         j,
         trial_fn=FakeTrials(),
     ).run()
@@ -306,13 +297,7 @@ def test_a_resume_on_another_machine_measures_its_reference_again(
     j = Journal(path, machine=here)
     j.load("w")
     trials = OtherMachine()
-    res = Tuner(
-        "w",
-        H200,
-        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
-        j,
-        trial_fn=trials,
-    ).run()
+    res = Tuner("w", H200, options(), j, trial_fn=trials).run()
     # The first new trial (cuBLASLt) met a best of the other machine: that best ran here
     # right after it, and cuBLASLt's +4 % over it is kept (against the other machine's
     # figure it read -1 %, under the threshold).
@@ -333,13 +318,7 @@ def test_a_resume_on_another_machine_measures_its_reference_again(
     assert ours.samples_per_s == pytest.approx(0.95 * (theirs.samples_per_s or 0))
     # A resume on this machine now measures nothing again.
     replay = FakeTrials()
-    Tuner(
-        "w",
-        H200,
-        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
-        j2,
-        trial_fn=replay,
-    ).run()
+    Tuner("w", H200, options(), j2, trial_fn=replay).run()
     assert replay.calls == []
 
 
@@ -352,7 +331,7 @@ def test_measuring_again_keeps_to_the_time_budget(tmp_path: Path) -> None:
     j.load("w")
     clock = FakeClock()
     trials = OtherMachine()
-    opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=150.0)
+    opts = options(time_budget_s=150.0)
     slow = clock.taking(100.0, trials)
     res = Tuner("w", H200, opts, j, trial_fn=slow, clock=clock).run()
     assert len(trials.calls) == 1 and trials.calls[0].xla_options == ("cublaslt",)
@@ -368,13 +347,7 @@ def test_a_resume_on_the_same_machine_measures_nothing_again(tmp_path: Path) -> 
     j = Journal(path, machine=machine)
     j.load("w")
     trials = FakeTrials()
-    res = Tuner(
-        "w",
-        H200,
-        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
-        j,
-        trial_fn=trials,
-    ).run()
+    res = Tuner("w", H200, options(), j, trial_fn=trials).run()
     assert not [d for d in res.decisions if d.stage == "resume"]
     assert all(
         s.xla_options or s.allocator != "default" or s.prefetch != "auto" for s in trials.calls
@@ -401,7 +374,7 @@ def test_the_speedup_over_keras_defaults_compares_figures_of_one_machine(
     first = Tuner(
         "w",
         H200,
-        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+        options(),
         a,
         trial_fn=FakeTrials(),
     )
@@ -419,13 +392,7 @@ def test_the_speedup_over_keras_defaults_compares_figures_of_one_machine(
         j.load("w")
         assert j.machines(res.best.key) == ["host-a", "host-g"]
         replay = FakeTrials()
-        again = Tuner(
-            "w",
-            H200,
-            TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
-            j,
-            trial_fn=replay,
-        ).run()
+        again = Tuner("w", H200, options(), j, trial_fn=replay).run()
         assert replay.calls == []
         # this machine's figures where it has both; else the first machine that has both
         want = (res.speedup(res.keras_defaults) or 0) * factor
@@ -446,7 +413,7 @@ def test_a_speedup_across_two_machines_is_named_as_such(tmp_path: Path) -> None:
     for confirm in (0, 1):
         j = Journal(path, machine=f"host-b/boot-{confirm}/gpus=all")
         j.load("w")
-        opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, confirm=confirm)
+        opts = options(confirm=confirm)
         res = Tuner("w", H200, opts, j, trial_fn=OtherMachine()).run()
         assert res.best_settings is not None and "cublaslt" in res.best_settings.xla_options
         assert res.other_machine == ["baseline", "keras_defaults"]
@@ -469,7 +436,7 @@ def test_a_speedup_across_two_machines_is_named_as_such(tmp_path: Path) -> None:
     first = Tuner(
         "w",
         H200,
-        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+        options(),
         a,
         trial_fn=FakeTrials(),
     )
@@ -479,7 +446,7 @@ def test_a_speedup_across_two_machines_is_named_as_such(tmp_path: Path) -> None:
     replay = Tuner(
         "w",
         H200,
-        TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
+        options(),
         again,
         trial_fn=FakeTrials(),
     )
@@ -490,7 +457,7 @@ def test_a_time_budget_keeps_the_largest_win_first(tmp_path: Path) -> None:
     clock = FakeClock()
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
-    opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=4 * 60.0)
+    opts = options(time_budget_s=4 * 60.0)
     timed = clock.taking(60.0, XlaDefaults())
     res = Tuner("w", H200, opts, j, trial_fn=timed, clock=clock).run()
     assert len(res.trials) == 4  # baseline, defaults, bf16 + XLA, batch 256

@@ -18,7 +18,7 @@ from tfaccel.tune.journal import Journal
 from tfaccel.tune.result import Hardware, TuneOptions
 from tfaccel.tune.search import Tuner
 
-from .fakes import STEPS, FakeClock, FakeTrials, said, tuner
+from .fakes import STEPS, FakeClock, FakeTrials, options, said, tuner
 
 H200 = Hardware(1, "9.0")
 ADAM = {"optimizer": "Adam", "learning_rate": 0.001, "examples": 60_000}
@@ -61,9 +61,9 @@ class FakeRace:
 def tune(tmp_path: Path, race: Any, extra: dict[str, Any] | None = None, **opts: Any) -> Any:
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
-    options = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, **opts)
+    tune_options = options(**opts)
     fake = FakeTrials(extra={"no_race": None, **ADAM, **(extra or {})})
-    return Tuner("w", H200, options, j, trial_fn=fake, race_fn=race).run()
+    return Tuner("w", H200, tune_options, j, trial_fn=fake, race_fn=race).run()
 
 
 def test_a_larger_batch_that_reaches_the_loss_sooner_passes(tmp_path: Path) -> None:
@@ -406,7 +406,7 @@ def test_a_ladder_the_budget_left_no_time_for_is_said_so(tmp_path: Path) -> None
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
     fake = FakeTrials(extra={"no_race": None, **ADAM})
-    opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False)
+    opts = options()
     everything = Tuner("w", H200, opts, j, trial_fn=fake, race_fn=FakeRace([], [])).run()
     same = [s for s in fake.calls if s.batch_size == 64]
     (tmp_path / "b").mkdir()
@@ -471,9 +471,7 @@ def clocked_tune(
     j.load("w")
     clock = FakeClock()
     stages: list[str] = []
-    opts = TuneOptions(
-        batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=budget_s, race_s=race_s
-    )
+    opts = options(time_budget_s=budget_s, race_s=race_s)
     res = Tuner(
         "w",
         H200,
@@ -554,9 +552,7 @@ def test_a_budget_with_no_room_for_a_rung_and_its_race_says_so(tmp_path: Path) -
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
     clock = FakeClock()
-    opts = TuneOptions(
-        batch_size=64, steps=STEPS, repeat_baseline=False, time_budget_s=710.0, race_s=60.0
-    )
+    opts = options(time_budget_s=710.0, race_s=60.0)
     fake = FakeTrials(extra={"no_race": None, **ADAM})
     res = Tuner(
         "w", H200, opts, j, trial_fn=clock.taking(60.0, fake), clock=clock, race_fn=FakeRace([], [])
@@ -641,9 +637,9 @@ def test_a_small_batchs_knob_is_left_out_of_the_offer_and_run_applies_that(
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
     fake = PersistentRnn(extra={"no_race": None, **ADAM, "rnn_algorithm_layers": 2})
-    options = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False)
+    tune_options = options()
     race = FakeRace(same=HALF_AT_20, candidate=HALF_AT_10)
-    res = Tuner("w", H200, options, j, trial_fn=fake, race_fn=race).run()
+    res = Tuner("w", H200, tune_options, j, trial_fn=fake, race_fn=race).run()
     assert res.best_settings is not None and res.best_settings.rnn_algorithm == "persist_dynamic"
     ladder = [s for s in fake.calls if (s.batch_size or 64) > 64]
     assert ladder and all(s.rnn_algorithm == "default" for s in ladder)

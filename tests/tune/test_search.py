@@ -12,14 +12,14 @@ import pytest
 from tfaccel.optimize.settings import Settings
 from tfaccel.trial.runner import StepPlan, TrialResult, beats
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.result import TuneOptions, TuneResult
+from tfaccel.tune.result import TuneResult
 from tfaccel.tune.search import Tuner, estimate_trials
 
 from .fakes import (
     H200,
-    STEPS,
     FakeTrials,
     XlaDefaults,
+    options,
     said,
     same,
     tuner,
@@ -61,7 +61,7 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
     stages: list[str] = []
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
-    opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False)
+    opts = options()
     t = Tuner(
         "w",
         H200,
@@ -95,19 +95,13 @@ def test_a_knobs_row_alone_makes_tune_try_it(tmp_path: Path, monkeypatch: Any) -
     row = Knob("cache_dataset", tune=TuneTry((True,), needs=("gpu",), layers="Dense layer"))
     for module in (search, late):  # what the table is, as each reads it
         monkeypatch.setattr(module, "LATE_KNOBS", (*module.LATE_KNOBS, row))
-    before = estimate_trials(H200, TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False))
+    before = estimate_trials(H200, options())
 
     def run(dense_layers: int | None) -> tuple[list[Settings], TuneResult]:
         trials = FakeTrials(extra={"cache_dataset_layers": dense_layers})
         j = Journal(tmp_path / f"j{dense_layers}.jsonl")
         j.load("w")
-        res = Tuner(
-            "w",
-            H200,
-            TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False),
-            j,
-            trial_fn=trials,
-        ).run()
+        res = Tuner("w", H200, options(), j, trial_fn=trials).run()
         return same(trials.calls), res
 
     calls, _ = run(3)
@@ -119,10 +113,7 @@ def test_a_knobs_row_alone_makes_tune_try_it(tmp_path: Path, monkeypatch: Any) -
     ]
     for module in (search, late):
         monkeypatch.setattr(module, "LATE_KNOBS", module.LATE_KNOBS[:-1])
-    assert (
-        estimate_trials(H200, TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False))
-        == before - 1
-    )
+    assert estimate_trials(H200, options()) == before - 1
 
 
 def test_noise_rule() -> None:
@@ -156,7 +147,7 @@ def test_confirmation_runs_defaults_and_best_back_to_back(tmp_path: Path) -> Non
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
     trials = FakeTrials()
-    opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False, confirm=2)
+    opts = options(confirm=2)
     t = Tuner("w", H200, opts, j, trial_fn=trials)
     res = t.run()
     defaults = Settings(precision="tf32", xla="auto", batch_size=64, steps_per_execution=1)
@@ -339,7 +330,7 @@ def test_a_new_hardware_need_is_one_row(tmp_path: Path, monkeypatch: Any, met: b
     from tfaccel.tune import result
     from tfaccel.tune.stages import late
 
-    opts = TuneOptions(batch_size=64, steps=STEPS, repeat_baseline=False)
+    opts = options()
     before = estimate_trials(H200, opts)
     row = Knob("cache_dataset", tune=TuneTry((True,), needs=("hbm3e",)))  # type: ignore[arg-type]
     for module in (search, late):
