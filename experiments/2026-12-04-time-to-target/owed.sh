@@ -21,6 +21,11 @@
 #     lstm-persist-dynamic.json, the settings of the best trial of its resumed tune
 #     (journal; the tune was stopped before it wrote its file): TF32, XLA auto,
 #     rnn_algorithm persist_dynamic; at 130 s both runs of a pair end their two epochs;
+#  lstm_pairs_det: seeded pairs of the LSTM with the `lstm` part's answer (else the
+#     committed H100 one) under TensorFlow's op determinism (DETERMINISTIC=1), so that
+#     a pair differs by its settings only: 7 of 8 nondeterministic pairs ended with
+#     `run` above plain, each inside cuDNN's noise; whether cuDNN's RNN trains under
+#     op determinism on TF 2.21 is itself untried;
 #  wgan: the WGAN-GP script at the full ten minutes (the 8-minute run cut a trial);
 #  autoencoder: its seeded same-wall pair (done on 2026-12-05: results/.../same_wall).
 #  mnist_pairs: two seeded same-wall pairs of the MNIST convnet with its committed
@@ -65,6 +70,12 @@ lstm_pairs() {
   WALL="${WALL:-130}" REPEAT="${REPEAT:-2}" bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
     "$DEST/lstm/bidirectional_lstm_imdb.json" "$DEST/lstm/wall-bidirectional_lstm_imdb"
 }
+lstm_pairs_det() {  # seeded pairs under op determinism: only the settings apart
+  local settings="$DEST/lstm/bidirectional_lstm_imdb.json"
+  [ -f "$settings" ] || settings="$RESULTS/ttt-bidirectional-lstm-h100-pairs/tfaccel.json"
+  DETERMINISTIC=1 WALL="${WALL:-130}" REPEAT="${REPEAT:-2}" bash "$HERE/same_wall.sh" \
+    "$EXAMPLES" bidirectional_lstm_imdb.py "$settings" "$DEST/wall-det-lstm"
+}
 lstm_pair_persist() {  # seeded pairs with the resumed tune's best trial's settings
   WALL="${WALL:-130}" REPEAT="${REPEAT:-1}" bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
     "$HERE/lstm-persist-dynamic.json" "$DEST/wall-lstm-persist"
@@ -82,7 +93,7 @@ compile_probe() {
     experiments/2026-12-05-xla-compile-cache/probe.py > "$DEST/compile-probe.jsonl" 2>&1)
 }
 # PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
-for part in ${PARTS:-gpu_tests lstm lstm_pairs transformer wgan}; do
+for part in ${PARTS:-gpu_tests lstm lstm_pairs_det transformer wgan}; do
   "$part"; echo "$part done" >> "$DEST/summary.txt"
 done
 touch "$DEST/all-done"

@@ -3,6 +3,8 @@
 # tfaccel run with a tune's settings file, $REPEAT times; each log's val_loss lines.
 # Both runs of pair i are seeded alike (LEARNABLE_SEED=i, learnable_datasets): the
 # same initial weights and shuffle, so that the pair differs only in the settings.
+# DETERMINISTIC=1 turns on TensorFlow's op determinism in both (cuDNN's training is not
+# deterministic: otherwise each pair also differs by that noise).
 #   bash same_wall.sh EXAMPLES_DIR SCRIPT.py SETTINGS.json DEST
 set -u
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"; HERE="$ROOT/experiments/2026-12-04-time-to-target"
@@ -20,6 +22,7 @@ for_wall() {  # log, command...
   echo "$(basename "$log"): $(( $(date +%s) - t0 )) s, val_loss by epoch:" \
     $(tr '\r' '\n' < "$log" | grep -o 'val_loss: [0-9.]*' | cut -d' ' -f2) | tee -a "$DEST/summary.txt"
 }
+[ "${DETERMINISTIC:-}" = 1 ] && export LEARNABLE_DETERMINISTIC=1
 for i in $(seq 1 "$REPEAT"); do
   export LEARNABLE_SEED="$i"
   for_wall "$DEST/plain-$i.log" python3 "$SCRIPT"
