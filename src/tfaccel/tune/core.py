@@ -125,10 +125,18 @@ def xla_refused(baseline: TrialResult | None) -> str | None:
     if not layers:
         return None
     held = ", ".join(f"{count} {name}" for name, count in layers.items())
-    return (
+    why = (
         f"Keras runs this model without XLA: it holds layers that Keras compiles no model "
         f"with XLA for ({held}), so jit_compile=True and 'auto' fall back to False"
     )
+    augmenting = [name for name in layers if name.startswith("Random")]
+    if augmenting:  # keras.layers' random augmentation: RandomFlip, RandomRotation, ...
+        why += (
+            f" ({', '.join(augmenting)} augment the data: mapped over a tf.data pipeline "
+            "instead, they would leave the model to XLA; tfaccel does not move them, "
+            "that is a change to your code)"
+        )
+    return why
 
 
 def gain_floor(opt: TuneOptions, result: TuneResult) -> float:
