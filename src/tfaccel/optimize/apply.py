@@ -168,9 +168,7 @@ def apply_settings(settings: Settings) -> ConfigureReport:
     rows.append(row)
     if mixed_code_on():
         rows.append(Applied("outputs", "float32", "applied", MIXED_CODE))
-    rows.extend(_apply_xla(tf, asked, xla_row))
-    if spe_row is not None:
-        rows = [spe_row if row.knob == "steps_per_execution" else row for row in rows]
+    rows.extend(_apply_xla(tf, asked, xla_row, spe_row))
     for knob in KERAS_PATCHES:  # attention needs cuDNN's flash attention: its own checks
         patched = _apply_attention(asked, capability) if knob == "attention" else None
         rows.extend(patched if patched is not None else _apply_patched(knob, getattr(asked, knob)))
@@ -217,9 +215,11 @@ def _apply_precision(tf: Any, settings: Settings, capability: str | None) -> tup
     )
 
 
-def _apply_xla(tf: Any, settings: Settings, xla_row: Applied) -> list[Applied]:
+def _apply_xla(
+    tf: Any, settings: Settings, xla_row: Applied, spe_row: Applied | None
+) -> list[Applied]:
     """XLA: TensorFlow's auto-clustering, or compile's jit_compile; XLA's options;
-    steps_per_execution."""
+    steps_per_execution (`spe_row`: why it was left at 1)."""
     if settings.xla == "autoclustering":
         tf.config.optimizer.set_jit("autoclustering")
         how = "TensorFlow clusters ops into XLA kernels inside tf.function graphs"
@@ -231,7 +231,8 @@ def _apply_xla(tf: Any, settings: Settings, xla_row: Applied) -> list[Applied]:
     if settings.effective_xla_options or xla_row.status != "unchanged":
         rows.append(xla_row)
     how = "steps run per call into the compiled function"
-    rows.append(Applied("steps_per_execution", settings.steps_per_execution, "at-compile", how))
+    spe = settings.steps_per_execution
+    rows.append(spe_row or Applied("steps_per_execution", spe, "at-compile", how))
     return rows
 
 
