@@ -84,10 +84,9 @@ def keras_version() -> str | None:
 # tune's trials of steps_per_execution time windows by the batch numbers Keras gives
 # its callbacks, counted per step from 3.11 (per execution before).
 KERAS_TUNE_SPE = ("3.11.0", "batch numbers per step in callbacks")
-# steps_per_execution above 1 trains what it would at 1 from Keras 3.7. On 3.6 (TF
-# 2.16, 320 examples at batch 32, a 20 % validation_split) executions of 3 or 7 steps
-# trained other batches (another loss), all from 3 to 8 dropped the validation, one of
-# 9 returned no history; 3.7, 3.8, 3.10, 3.11 and 3.15 gave the losses of 1 each time.
+# steps_per_execution above 1 trains what it would at 1 from Keras 3.7 (3.7, 3.8, 3.10,
+# 3.11 and 3.15 checked); on 3.6 longer executions trained other batches and dropped
+# the validation (the measurements page; experiments/2026-12-05-keras-spe).
 KERAS_SPE = ("3.7.0", "Keras 3.6 trains other batches and drops the validation")
 
 

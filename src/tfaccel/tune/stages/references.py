@@ -69,9 +69,8 @@ def references(tuner: TunerCore) -> State | None:
 def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
     """The baseline once more, after Keras' defaults, in a process of its own (or its
     repeat from the journal): every trial is a process, and on some machines their
-    figures lie further apart than any one trial's windows (an H100, an LSTM script at
-    batch 32: one set of settings ran 443, 483 and 553 samples/s in three trials whose
-    windows spread 1-7 %). Twice that drift is the smallest gain that counts
+    figures lie further apart than any one trial's windows (a launch-bound LSTM script:
+    the measurements page). Twice that drift is the smallest gain that counts
     (`tune.core.gain_floor`); above `stats.BUSY` the tune says the machine is busy."""
     res = tuner.result
     base = res.baseline
