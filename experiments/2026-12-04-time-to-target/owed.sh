@@ -6,7 +6,8 @@
 #  gpu_tests: the GPU tests of what 2026-12-05 added (cuDNN's persistent RNN
 #     algorithms under Keras' LSTM; a WGAN's own train_step in bfloat16 under XLA with
 #     float32 outputs; an LSTM's trial naming its layer Keras runs without XLA), about a
-#     minute; the first two passed on an H100 on 2026-12-05, the third is owed;
+#     minute; the first two passed on an H100 on 2026-12-05, the third is owed, and so
+#     is `run` training a seeded LSTM to plain python's bits under op determinism;
 #  lstm: the LSTM script's tune, ten minutes afresh: its trials count the script's
 #     validation (25,000 examples each epoch), none runs under XLA (Keras runs this
 #     model without: the 2026-12-05 H100 journal's XLA trials were its defaults under
@@ -49,7 +50,8 @@ export MPLBACKEND=Agg
 gpu_tests() {
   (cd "$ROOT" && PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -q -m gpu \
     tests/optimize/test_rnn_algorithm.py tests/optimize/test_mixed_code.py \
-    tests/script/test_script.py -k "lstm_on_cudnn or rnn or mixed" > "$DEST/gpu-tests.txt" 2>&1)
+    tests/script/test_script.py tests/script/test_run_offer.py \
+    -k "lstm_on_cudnn or rnn or mixed or on_a_gpu" > "$DEST/gpu-tests.txt" 2>&1)
 }
 transformer() {
   EXAMPLES="$EXAMPLES" DEST="$DEST/transformer" TARGETS=" " RUNS=none \

@@ -223,3 +223,32 @@ def test_the_same_training_trains_the_very_same_model(script_folder: Path, spe: 
     result = runner.invoke(app, ["run", "--", "python", "train.py"])
     assert result.exit_code == 0, result.output
     assert _seen(script_folder) == plain and len(plain["val_loss"]) == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("spe", [1, 25])
+def test_on_a_gpu_the_same_training_trains_the_very_same_model_under_op_determinism(
+    script_folder: Path, spe: int
+) -> None:
+    """The GPU's counterpart of the test above, where cuDNN trains the LSTM: with
+    TensorFlow's op determinism on (as a user who wants a run repeated turns it on), the
+    answer at Keras' own math (TF32, XLA as Keras decides) trains to plain `python`'s
+    bits, so that what separates a same-wall pair of `run` and plain is cuDNN's
+    nondeterminism and the answer's precision, not `run` itself."""
+    import subprocess
+    import sys
+
+    seeded = SEEDED.replace(
+        "keras.utils.set_random_seed(1)",
+        "keras.utils.set_random_seed(1)\n"
+        "import tensorflow as tf\ntf.config.experimental.enable_op_determinism()",
+    )
+    (script_folder / "train.py").write_text(seeded)
+    subprocess.run([sys.executable, "train.py"], check=True, capture_output=True)
+    plain = _seen(script_folder)
+    settings = {"precision": "tf32", "xla": "auto", "steps_per_execution": spe, "batch_size": 32}
+    doc = {"schema": SCHEMAS["settings"], "answer": "same_training", "settings": settings}
+    (script_folder / "tfaccel.json").write_text(json.dumps(doc))
+    result = runner.invoke(app, ["run", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert _seen(script_folder) == plain and len(plain["val_loss"]) == 2
