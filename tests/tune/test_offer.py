@@ -566,6 +566,36 @@ def test_a_budget_with_no_room_for_a_rung_and_its_race_says_so(tmp_path: Path) -
     )
 
 
+def test_a_resumed_tune_reckons_its_budget_with_the_journaled_trials_times(
+    tmp_path: Path,
+) -> None:
+    """A tune resumed from its journal runs none of its same-training trials again, and
+    its budget's estimates (a ladder trial's time, a race run's) take the times the
+    journal recorded for them: reckoned with none, a ladder trial and its race look
+    nearly free, and start in whatever the budget has left."""
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    fake = FakeTrials(extra={"no_race": None, **ADAM})
+
+    def a_minute(*args: Any, **kwargs: Any) -> TrialResult:
+        return dataclasses.replace(fake(*args, **kwargs), wall_s=60.0)
+
+    Tuner("w", H200, options(race_s=0.0, max_batch=64), j, trial_fn=a_minute).run()
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    calls = len(fake.calls)
+    clock = FakeClock()
+    opts = options(time_budget_s=200.0, race_s=60.0)
+    race = FakeRace(HALF_AT_20, HALF_AT_10)
+    resumed = Tuner("w", H200, opts, j, trial_fn=a_minute, race_fn=race, clock=clock).run()
+    assert resumed.resumed > 0 and len(fake.calls) == calls  # nothing ran again
+    # a rung of 60 s and two race runs of 60 + 1.25 x 60 s, from 0 s used of 200
+    assert resumed.batch_note == (
+        "not tried: the time budget leaves too little for a ladder trial and its race "
+        "(about 130 s more: a longer --time-budget, or a shorter --race)"
+    )
+
+
 def test_a_candidate_that_touches_the_target_once_and_climbs_fails() -> None:
     """Its training loss falls throughout, but its validation loss reaches the target in
     one smoothed evaluation only, then climbs away: the noise of one evaluation is no

@@ -195,7 +195,9 @@ class TunerCore:
         self.workload = workload if isinstance(workload, str) else workload.name
         self.clock = clock
         self._start: float | None = None
-        self._ran: list[float] = []  # wall seconds of the trials run (not resumed)
+        # wall seconds of the trials run, and of those taken from the journal: a resumed
+        # tune's budget reckons with what its trials took, not with none
+        self._ran: list[float] = []
         self._skipped = 0
         # The end of a time budget kept for the batch offer's ladder and race while the
         # late same-training stages run (`stages.batch_offer.keep_time`), and the trials
@@ -249,6 +251,8 @@ class TunerCore:
                 self.result.trials.append(done)
                 self.result.resumed += 1  # what this tune took from the journal
                 self.result.from_journal.append(done.key)
+                if done.wall_s > 0:
+                    self._ran.append(done.wall_s)
             if self.on_trial:
                 note = "(measured above)" if again else "(from the journal)"
                 self.on_trial(f"{stage} {note}", done, settings)
@@ -438,7 +442,8 @@ class TunerCore:
 
     @property
     def mean_trial_s(self) -> float:
-        """The mean wall time of the trials this tune ran (0 before any)."""
+        """The mean wall time of the trials this tune ran or took from the journal (0
+        before any)."""
         return sum(self._ran) / len(self._ran) if self._ran else 0.0
 
     def decide(self, stage: str, text: str) -> None:
