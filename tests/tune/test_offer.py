@@ -559,6 +559,11 @@ def test_a_budget_with_no_room_for_a_rung_and_its_race_says_so(tmp_path: Path) -
     ).run()
     assert all(s.batch_size == 64 for s in fake.calls)
     assert res.batch_offer is None
+    # the late stages' trials gave way to the offer's time: the 290 s the budget had
+    # left (it wanted 585: three rungs and three race runs)
+    assert said(res, "time budget")[0].startswith(
+        "8 trial(s) not run: the budget's last 290 s were kept for the batch offer's"
+    )
     # 420 s of same-training trials, a rung of 60 s and 270 s kept: 40 s short
     assert res.batch_note == (
         "not tried: the time budget leaves too little for a ladder trial and its race "

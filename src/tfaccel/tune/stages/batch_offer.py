@@ -140,7 +140,9 @@ def keep_time(tuner: TunerCore, state: State) -> None:
     while own * 2 ** (2 * rungs + 1) <= largest:  # the ladder's 4x steps (a 2x last)
         rungs += 1
     if rungs:
-        tuner.reserve_s = rungs * tuner.mean_trial_s + RACE_RUNS_KEPT * _race_run_s(tuner)
+        wanted = rungs * tuner.mean_trial_s + RACE_RUNS_KEPT * _race_run_s(tuner)
+        left = -(overrun_s(tuner, -tuner.mean_trial_s, reserve=False) or 0.0)  # budget unused
+        tuner.reserve_s = max(0.0, min(wanted, left))  # what is left, where it wants more
 
 
 def _can_race_in_budget(tuner: TunerCore) -> bool:
