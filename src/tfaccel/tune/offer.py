@@ -165,19 +165,24 @@ def _ended_worse(race: Race) -> bool:
 
 
 def overfits(race: Race) -> bool:
-    """Does the candidate's training loss end near its lowest (within RACE_MARGIN)
-    while its validation loss ended worse, after holding the target for more than one
-    (smoothed) evaluation? Then it overfits, having trained more epochs in the race
-    than the same-training run, and early stopping keeps the model it reached; a run
-    that diverges loses on both, and one that touched the target once, by the noise of
-    one evaluation, did not show it reached it."""
+    """Does the candidate's training loss still fall (`_training_still_falls`) while its
+    validation loss ended worse, after holding the target for more than one (smoothed)
+    evaluation? Then it overfits, having trained more epochs in the race than the
+    same-training run, and early stopping keeps the model it reached; a run that
+    diverges loses on both, and one that touched the target once, by the noise of one
+    evaluation, did not show it reached it."""
+    target = race.target if race.target is not None else -math.inf
+    held = [value for _, value in smoothed(race.candidate) if value <= target]
+    return len(held) > 1 and _training_still_falls(race)
+
+
+def _training_still_falls(race: Race) -> bool:
+    """Does the candidate's (smoothed) training loss end near its lowest, within
+    RACE_MARGIN?"""
     train = smoothed([point for point in race.candidate_train if point[0] > 0])
     if len(train) < 2 or not all(math.isfinite(value) for _, value in train):
         return False
-    target = race.target if race.target is not None else -math.inf
-    held = [value for _, value in smoothed(race.candidate) if value <= target]
-    near_lowest = train[-1][1] <= min(value for _, value in train) * (1 + RACE_MARGIN)
-    return len(held) > 1 and near_lowest
+    return train[-1][1] <= min(value for _, value in train) * (1 + RACE_MARGIN)
 
 
 def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
@@ -209,7 +214,14 @@ def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
         why = (
             f"it reaches the validation loss {race.target:.4g} in {race.candidate_s:.0f} s, "
             f"but ends the race at {race.candidate_end:.4g} against the same-training run's "
-            f"{race.same_end:.4g}: it drifts away from it (as a learning rate too large does)"
+            f"{race.same_end:.4g}: "
+        )
+        why += (
+            "it holds the target for one evaluation only, then its validation loss rises "
+            "while its training loss still falls (it overfits): one evaluation at the target "
+            "is no proof it got there"
+            if _training_still_falls(race)
+            else "it drifts away from it (as a learning rate too large does)"
         )
     else:
         gained = race.same_s - race.candidate_s
