@@ -195,9 +195,7 @@ class TunerCore:
         self.workload = workload if isinstance(workload, str) else workload.name
         self.clock = clock
         self._start: float | None = None
-        # wall seconds of the trials run, and of those taken from the journal: a resumed
-        # tune's budget reckons with what its trials took, not with none
-        self._ran: list[float] = []
+        self._ran: list[float] = []  # wall seconds of the trials run or resumed
         self._skipped = 0
         # The end of a time budget kept for the batch offer's ladder and race while the
         # late same-training stages run (`stages.batch_offer.keep_time`), and the trials
@@ -291,16 +289,6 @@ class TunerCore:
             elif j.here(new.key):
                 best = self._again(best)
         return (*beats(new, best, gain_floor(self.opt, self.result)), new, best)
-
-    def _model_count(self, key: str) -> int | None:
-        """A count of the model's layers that trials report (`dropout_layers`, ...): the
-        baseline's, else the first trial's that has it (a journal's baseline may be of a
-        version that did not count it yet); None if none does."""
-        res = self.result
-        for trial in (res.baseline, *res.trials):
-            if trial is not None and trial.extra.get(key) is not None:
-                return int(trial.extra[key])
-        return None
 
     def _guard_reference(
         self, settings: Settings, best: TrialResult, best_s: Settings
@@ -442,8 +430,8 @@ class TunerCore:
 
     @property
     def mean_trial_s(self) -> float:
-        """The mean wall time of the trials this tune ran or took from the journal (0
-        before any)."""
+        """The mean wall time of the trials this tune ran or took from the journal (a
+        resumed tune's budget reckons with what they took), 0 before any."""
         return sum(self._ran) / len(self._ran) if self._ran else 0.0
 
     def decide(self, stage: str, text: str) -> None:
@@ -574,6 +562,16 @@ class TunerCore:
         """What the baseline trial reported under `key` (None where it did not)."""
         base = self.result.baseline
         return base.extra.get(key) if base is not None else None
+
+
+def model_count(res: TuneResult, key: str) -> int | None:
+    """A count of the model's layers that trials report (`dropout_layers`, ...): the
+    baseline's, else the first trial's that has it (a journal's baseline may be of a
+    version that did not count it yet); None if none does."""
+    for trial in (res.baseline, *res.trials):
+        if trial is not None and trial.extra.get(key) is not None:
+            return int(trial.extra[key])
+    return None
 
 
 def overrun_s(tuner: TunerCore, longer_s: float = 0.0, reserve: bool = True) -> float | None:

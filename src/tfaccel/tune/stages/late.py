@@ -22,6 +22,7 @@ from tfaccel.tune.core import (
     State,
     TunerCore,
     gemm_model,
+    model_count,
     xla_refused,
 )
 from tfaccel.tune.result import hardware_allows
@@ -53,7 +54,7 @@ def gemm_options(tuner: TunerCore, state: State) -> None:
     tuner._knob(state, "xla_options", ("cublaslt", *state.best_s.xla_options))
     if not tuner.hw.cudnn_layer_norm:
         return
-    if tuner._model_count("layer_norm_layers") == 0:  # None: the model could not say
+    if model_count(tuner.result, "layer_norm_layers") == 0:  # None: the model could not say
         why = "the model has no LayerNormalization"
         tuner.decide("xla_options", f"cudnn_layer_norm not tried: {why}")
         return
@@ -79,7 +80,7 @@ def _late_ready(tuner: TunerCore, knob: Knob, state: State) -> bool:
     trying = knob.tune
     if trying is None or not all(_holds(tuner, need, state) for need in trying.needs):
         return False
-    if trying.layers and tuner._model_count(f"{knob.name}_layers") == 0:
+    if trying.layers and model_count(tuner.result, f"{knob.name}_layers") == 0:
         tuner.decide(knob.name, f"not tried: the model has no {trying.layers}")
         return False
     blocked = _blocked(tuner, knob.name) or next(
@@ -145,8 +146,8 @@ def _blocked(tuner: TunerCore, knob: str) -> str | None:
     could not be applied to its data."""
     if knob == "prefetch":
         return tuner._arrays()
-    layers = tuner._model_count("attention_layers")
-    dropping = tuner._model_count("attention_dropout_layers")
+    layers = model_count(tuner.result, "attention_layers")
+    dropping = model_count(tuner.result, "attention_dropout_layers")
     if knob == "attention" and layers and dropping == layers:
         return (
             f"each of the model's {layers} attention layers has dropout, whose "
