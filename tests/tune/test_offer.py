@@ -523,6 +523,42 @@ def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None
     assert res.batch_offer is None and res.batch_note == "not tried: the time budget was reached"
 
 
+class LateWin(FakeTrials):
+    """Keras' defaults (990/s) within the noise of the baseline (970/s), which
+    steps_per_execution 25 beats (1,010/s) without beating the defaults beyond it; a
+    late knob (cuBLASLt) runs twice as fast. The ladder's batches keep their figures."""
+
+    def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        r = super().__call__(workload, s, steps, timeout)
+        if s.batch_size != 64:
+            return r
+        plain = s.precision == "float32" and s.xla == "off"
+        rate = (
+            2000.0
+            if s.xla_options
+            else 990.0
+            if s.xla == "auto"
+            else (1010.0 if s.steps_per_execution == 25 else 970.0)
+            if plain
+            else 500.0
+        )
+        return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+
+
+def test_an_answer_settled_again_after_the_late_stages_is_said(tmp_path: Path) -> None:
+    """The answer is settled before the batch offer (Keras' defaults: said), and again
+    after the late stages that the offer's time had held back: where a late knob then
+    wins, that is said too, so that the log does not end on "nothing to change" (the
+    H200's LSTM: `persist_dynamic` +34 % after the offer)."""
+    fake = LateWin(extra={"no_race": None, **ADAM})
+    res, _, _ = clocked_tune(tmp_path / "t", 1650.0, 60.0, 100.0, 160.0, fake)
+    answer = said(res, "answer")
+    assert answer[0].startswith("Keras' defaults: the search's best (")
+    assert answer[1].startswith("settled again after the late stages: ")
+    assert "+102.0% vs tf32 xla=auto batch=64 spe=1, beyond the noise" in answer[1]
+    assert res.best_settings is not None and res.best_settings.xla_options
+
+
 def test_the_ladder_leaves_time_for_the_race_of_what_it_found(tmp_path: Path) -> None:
     """A model whose trials take a minute (its XLA compilation) under a budget that
     holds the same-training stages, one rung and a race, not three rungs and a race: the

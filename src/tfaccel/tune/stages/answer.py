@@ -34,6 +34,12 @@ def settle(tuner: TunerCore, state: State) -> None:
                 f"{thr:.0%}), so there is nothing to change",
             )
             state.best, state.best_s = defaults, state.defaults
+        elif any(d.stage == "answer" for d in res.decisions):  # settled again, otherwise
+            tuner.decide(
+                "answer",
+                f"settled again after the late stages: {state.best.label}, {gain:+.1%} vs "
+                f"{against.label}, beyond the noise (threshold {thr:.0%})",
+            )
     res.best, res.best_settings = state.best, state.best_s
     tuner._same_machine_figures()
 
