@@ -205,24 +205,31 @@ json.dump(history.history, open("seen.json", "w"))
 """
 
 
+def _plain_then_run(folder: Path, script: str, settings: dict[str, Any]) -> tuple[Any, Any]:
+    """A seeded script's history under plain `python`, then under `tfaccel run` with the
+    same-training answer `settings`."""
+    import subprocess
+    import sys
+
+    (folder / "train.py").write_text(script)
+    subprocess.run([sys.executable, "train.py"], check=True, capture_output=True)
+    plain = _seen(folder)
+    doc = {"schema": SCHEMAS["settings"], "answer": "same_training", "settings": settings}
+    (folder / "tfaccel.json").write_text(json.dumps(doc))
+    result = runner.invoke(app, ["run", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    return plain, _seen(folder)
+
+
 @pytest.mark.parametrize("spe", [1, 25])
 def test_the_same_training_trains_the_very_same_model(script_folder: Path, spe: int) -> None:
     """The same-training answer changes how fast the steps run, not what they compute:
     on the CPU, where TensorFlow's kernels are deterministic, a seeded script's losses
-    under `tfaccel run` are plain `python`'s to the last bit (on a GPU cuDNN's are not
-    deterministic, so a pair of runs there differs by that noise, not by the settings)."""
-    import subprocess
-    import sys
-
-    (script_folder / "train.py").write_text(SEEDED)
-    subprocess.run([sys.executable, "train.py"], check=True, capture_output=True)
-    plain = _seen(script_folder)
+    under `tfaccel run` are plain `python`'s to the last bit (on a GPU, where cuDNN's
+    are not, the test below turns on op determinism)."""
     settings = {"precision": "float32", "xla": "off", "steps_per_execution": spe, "batch_size": 32}
-    doc = {"schema": SCHEMAS["settings"], "answer": "same_training", "settings": settings}
-    (script_folder / "tfaccel.json").write_text(json.dumps(doc))
-    result = runner.invoke(app, ["run", "--", "python", "train.py"])
-    assert result.exit_code == 0, result.output
-    assert _seen(script_folder) == plain and len(plain["val_loss"]) == 2
+    plain, run = _plain_then_run(script_folder, SEEDED, settings)
+    assert run == plain and len(plain["val_loss"]) == 2
 
 
 @pytest.mark.gpu
@@ -234,21 +241,12 @@ def test_on_a_gpu_the_same_training_trains_the_very_same_model_under_op_determin
     TensorFlow's op determinism on (as a user who wants a run repeated turns it on), the
     answer at Keras' own math (TF32, XLA as Keras decides) trains to plain `python`'s
     bits, so that what separates a same-wall pair of `run` and plain is cuDNN's
-    nondeterminism and the answer's precision, not `run` itself."""
-    import subprocess
-    import sys
-
+    nondeterminism and the answer's arithmetic, not `run` itself (an H200, 2026-12-05)."""
     seeded = SEEDED.replace(
         "keras.utils.set_random_seed(1)",
         "keras.utils.set_random_seed(1)\n"
         "import tensorflow as tf\ntf.config.experimental.enable_op_determinism()",
     )
-    (script_folder / "train.py").write_text(seeded)
-    subprocess.run([sys.executable, "train.py"], check=True, capture_output=True)
-    plain = _seen(script_folder)
     settings = {"precision": "tf32", "xla": "auto", "steps_per_execution": spe, "batch_size": 32}
-    doc = {"schema": SCHEMAS["settings"], "answer": "same_training", "settings": settings}
-    (script_folder / "tfaccel.json").write_text(json.dumps(doc))
-    result = runner.invoke(app, ["run", "--", "python", "train.py"])
-    assert result.exit_code == 0, result.output
-    assert _seen(script_folder) == plain and len(plain["val_loss"]) == 2
+    plain, run = _plain_then_run(script_folder, seeded, settings)
+    assert run == plain and len(plain["val_loss"]) == 2
