@@ -155,8 +155,13 @@ def test_when_the_largest_batch_loses_its_race_a_smaller_one_is_raced(tmp_path: 
     assert [(o.batch, o.verdict) for o in res.races] == [(512, "failed"), (256, "passed")]
     races = json.loads(result_json(res))["races"]
     assert [r["batch_size"] for r in races] == [512, 256] and races[0]["race"]["candidate"]
-    titles = [ax.get_title() for ax in tune_figure(res).get_axes()]
+    fig = tune_figure(res)
+    titles = [ax.get_title() for ax in fig.get_axes()]
     assert any(t.startswith("batch 512's race, 60 s each: failed") for t in titles), titles
+    bars = fig.get_axes()[0]  # the loser's bar says so; the offer's is orange
+    marked = [t for t in bars.texts if t.get_text() == " lost its race"]
+    assert len(marked) == 1 and bars.get_yticklabels()[round(marked[0].get_position()[1])]
+    assert "batch=512" in bars.get_yticklabels()[round(marked[0].get_position()[1])].get_text()
     assert any(t.startswith("batch 256's race, 60 s each: passed") for t in titles), titles
 
 

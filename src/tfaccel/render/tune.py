@@ -287,13 +287,16 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     ax.set_xlabel(
         f"{unit}/s: median and range over timed windows\n(green: the same-training answer; "
         "orange: the batch offer;\na faster bar within the noise is not chosen; red: failed "
-        "or out of memory)",
+        'or out of memory;\n"lost its race": a batch that did not train sooner)',
         fontsize=9,
     )
     ax.set_title(f"tfaccel tune: {res.workload}", loc="left")  # the legend sits at the right
-    for i, trial in enumerate(res.trials):
+    lost = {offer.trial.key for offer in res.races if offer.verdict == "failed"}
+    for i, (value, trial) in enumerate(runs):
         if not trial.ok:
             ax.text(0, i, f" {trial.status}", va="center", fontsize=8, color="#d62728")
+        elif trial.key in lost:  # a faster batch that did not reach the same model sooner
+            ax.text(value + highs[i], i, " lost its race", va="center", fontsize=8)
     _mark_defaults(
         ax, res, max((value + high for value, high in zip(values, highs, strict=True)), default=0.0)
     )
