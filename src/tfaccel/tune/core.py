@@ -409,11 +409,9 @@ class TunerCore:
         GPU) is stopped there; a resumed tune runs it again (`trial`). Not for the
         baseline and Keras' defaults: a budget shorter than they take would leave no
         answer that is at least Keras' defaults."""
-        if self.opt.time_budget_s is None or self._start is None:
+        left = budget_left_s(self)
+        if left is None or not self._references_run:
             return self.opt.timeout_s
-        if not self._references_run:
-            return self.opt.timeout_s
-        left = self.opt.time_budget_s - (self.clock() - self._start)
         return max(1.0, min(self.opt.timeout_s, left))
 
     def _over_budget(self, longer_s: float = 0.0, reserve: bool = True) -> bool:
@@ -578,11 +576,19 @@ def overrun_s(tuner: TunerCore, longer_s: float = 0.0, reserve: bool = True) -> 
     """How many seconds past the time budget (less the time kept, `reserve_s`, unless
     `reserve` is False) the next trial, `longer_s` longer than the mean so far, would
     likely end; negative: that much to spare. None without a budget."""
+    left = budget_left_s(tuner)
+    if left is None:
+        return None
+    kept = tuner.reserve_s if reserve else 0.0
+    return tuner.mean_trial_s + longer_s - (left - kept)
+
+
+def budget_left_s(tuner: TunerCore) -> float | None:
+    """Seconds of the time budget not yet used; None without a budget (or before the
+    tune starts)."""
     if tuner.opt.time_budget_s is None or tuner._start is None:
         return None
-    expected = tuner.mean_trial_s + longer_s
-    kept = tuner.reserve_s if reserve else 0.0
-    return tuner.clock() - tuner._start + expected - (tuner.opt.time_budget_s - kept)
+    return tuner.opt.time_budget_s - (tuner.clock() - tuner._start)
 
 
 def not_run(tuner: TunerCore, settings: Settings, why: str) -> TrialResult:

@@ -23,6 +23,7 @@ from tfaccel.tune.core import (
     INTERRUPTED,
     State,
     TunerCore,
+    budget_left_s,
     overrun_s,
     short_of,
     stop_here,
@@ -141,7 +142,7 @@ def keep_time(tuner: TunerCore, state: State) -> None:
         rungs += 1
     if rungs:
         wanted = rungs * tuner.mean_trial_s + RACE_RUNS_KEPT * _race_run_s(tuner)
-        left = -(overrun_s(tuner, -tuner.mean_trial_s, reserve=False) or 0.0)  # budget unused
+        left = budget_left_s(tuner) or 0.0
         tuner.reserve_s = max(0.0, min(wanted, left))  # what is left, where it wants more
 
 
