@@ -6,11 +6,14 @@
 #  wgan: the WGAN-GP script at the full ten minutes (the 8-minute run cut a trial, and
 #     its bf16 trials now run); put keras-io's examples/generative/wgan_gp.py in
 #     $EXAMPLES first (the device cannot download it);
-#  transformer: the transformer entry point; RESUME=1 on an H200 goes on from the
-#     committed journal (benchmarks/results/ttt-transformer-entry-h200-rules/): its
-#     ten minutes on 2026-12-05 held the same-training stages only (trials of 62-88 s,
-#     XLA compiling for about a minute each), so the second run of the same command,
-#     as tune itself advises, holds the ladder and the race;
+#  transformer: the transformer entry point, afresh: its ten minutes on 2026-12-05
+#     (benchmarks/results/ttt-transformer-entry-h200-rules/) held the same-training
+#     stages only (trials of 62-88 s, XLA compiling for about a minute each, the
+#     allocator and prefetch trial too, whose program was compiled before); since then
+#     the trials' processes trace Keras' steps at fixed names, so that such a trial and
+#     the race's run of the best settings load their executables (trial.xla_cache): does
+#     the ladder and its race now fit the ten minutes? (A resumed tune counts the
+#     journal's 573 s, so RESUME is no help here);
 #  lstm: the LSTM script's tune; RESUME=1 on an H200 goes on from the committed journal
 #     (benchmarks/results/ttt-bidirectional-lstm-h200-rules/: batch 512 failed its race,
 #     batch 128 was left unraced by the budget), so only batch 128's race runs;
@@ -55,11 +58,8 @@ gpu_tests() {
     tests/script/test_script.py tests/script/test_run_offer.py \
     -k "lstm_on_cudnn or rnn or mixed or on_a_gpu" > "$DEST/gpu-tests.txt" 2>&1)
 }
-transformer() {  # afresh (RESUME=1 on an H200: from the committed journal)
+transformer() {
   mkdir -p "$DEST/transformer"
-  if [ -n "${RESUME:-}" ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-    cp "$RESULTS/ttt-transformer-entry-h200-rules/journal.jsonl" "$DEST/transformer/transformer_classifier.jsonl"
-  fi
   EXAMPLES="$EXAMPLES" DEST="$DEST/transformer" TARGETS=" " RUNS=none \
     ENTRY_POINTS=transformer_classifier RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
 }
@@ -101,7 +101,7 @@ compile_probe() {
     experiments/2026-12-05-xla-compile-cache/probe.py > "$DEST/compile-probe.jsonl" 2>&1)
 }
 # PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
-for part in ${PARTS:-wgan transformer lstm}; do
+for part in ${PARTS:-transformer wgan lstm}; do
   "$part"; echo "$part done" >> "$DEST/summary.txt"
 done
 touch "$DEST/all-done"

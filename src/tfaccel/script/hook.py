@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.script import validation
+from tfaccel.trial import xla_cache
 from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
 from tfaccel.trial.protocol import SCRIPT_ENV as ENV
 
@@ -142,7 +143,10 @@ def _on_keras(request: TrialRequest) -> None:
     try:
         from tfaccel.optimize import Settings, configure
 
-        report = configure(Settings(**request.settings))
+        settings = Settings(**request.settings)
+        if request.mode != "run":  # a trial: share compiled programs with the others
+            xla_cache.prepare(settings.effective_xla_options)
+        report = configure(settings)
     except Exception as exc:
         _fail(request, f"configure failed: {type(exc).__name__}: {exc}", traceback.format_exc())
         return

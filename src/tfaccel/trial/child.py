@@ -15,8 +15,6 @@ import collections
 import dataclasses
 import inspect
 import math
-import os
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -26,7 +24,7 @@ from tfaccel import stats
 from tfaccel._child import emit, end_process, failure
 from tfaccel._tf import import_tensorflow
 from tfaccel.optimize.settings import LAYER_KNOBS
-from tfaccel.trial import noise_scale
+from tfaccel.trial import noise_scale, xla_cache
 from tfaccel.trial.protocol import MARK, TrialRequest
 from tfaccel.trial.race import data_facts
 from tfaccel.trial.shared import checkpointing, gpu_peak, logged_loss, synthetic_batches
@@ -38,21 +36,6 @@ if TYPE_CHECKING:
 # When this process's trial began (near the interpreter's start; a script's hook passes
 # its own): `setup_s`, the time to `fit` (TensorFlow's import, the build, the data).
 STARTED = time.perf_counter()
-
-
-def own_executable_cache(options: tuple[str, ...]) -> None:
-    """TensorFlow's persistent XLA cache keys an executable by its program, not by XLA's
-    flags: a trial with other XLA options would load another trial's executable and time
-    that. Such a trial gets a cache directory of its own."""
-    flags = os.environ.get("TF_XLA_FLAGS", "")
-    found = re.search(r"--tf_xla_persistent_cache_directory=(\S+)", flags)
-    if not options or not found:
-        return
-    own = os.path.join(found.group(1), "xla-options-" + "-".join(options))
-    os.makedirs(own, exist_ok=True)
-    os.environ["TF_XLA_FLAGS"] = flags.replace(
-        found.group(0), f"--tf_xla_persistent_cache_directory={own}"
-    )
 
 
 @dataclass(frozen=True)
@@ -125,7 +108,7 @@ def run(request: TrialRequest) -> dict[str, Any]:
     from tfaccel.workloads import load_workload
 
     settings = Settings(**request.settings)
-    own_executable_cache(settings.effective_xla_options)
+    xla_cache.prepare(settings.effective_xla_options)
     plan = Plan.of(request.steps, settings.steps_per_execution)
     engine = request.engine
     logical_cpus = int(engine.get("logical_cpus", 0))
