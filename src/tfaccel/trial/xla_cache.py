@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tfaccel._tf import import_tensorflow
+from tfaccel._tf import import_tensorflow, tf_internal
 
 # Where the counter goes as each kind of step is traced: its first trace starts at the
 # mark, a second one (after a trace that created variables) a STRIDE on, and the
@@ -46,6 +46,7 @@ STRIDE = 1 << 17  # more numbers than a step's trace draws
 MARKS = {"test_step": 1 << 20, "train_step": (1 << 20) + 4 * STRIDE}
 NAMED = 2 * STRIDE
 PATCHED = "_tfaccel_steady_names"
+NAMING = "_inference_name"  # TensorFlow's, in polymorphic_function.concrete_function
 
 
 def own_executable_cache(options: tuple[str, ...]) -> None:
@@ -73,8 +74,7 @@ def prepare(options: tuple[str, ...]) -> None:
 def move_counter_to(mark: int) -> None:
     """Draw TensorFlow's function counter (`ops.uid`) up to `mark`; nothing where it is
     past it already."""
-    from tensorflow.python.framework import ops
-
+    ops = tf_internal("python.framework.ops")
     n = ops.uid()
     while n < mark:
         n = ops.uid()
@@ -84,13 +84,13 @@ def steady_names() -> None:
     """Have Keras' TensorFlow trainer wrap each model's steps (`_aligned`) as it makes
     their functions, in this process."""
     from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
-    from tensorflow.python.eager.polymorphic_function import concrete_function
 
-    naming = getattr(concrete_function, "_inference_name", None)
+    concrete_function = tf_internal("python.eager.polymorphic_function.concrete_function")
+    naming = getattr(concrete_function, NAMING, None)
     if naming is None:  # another TensorFlow: names as they come
         return
     if not getattr(naming, PATCHED, False):
-        concrete_function._inference_name = _naming(naming)
+        setattr(concrete_function, NAMING, _naming(naming))
     for step, mark in MARKS.items():
         maker = "make_" + step.replace("_step", "_function")
         original = getattr(TensorFlowTrainer, maker)
@@ -145,8 +145,7 @@ def _aligned(step: Callable[..., Any], mark: int) -> Callable[..., Any]:
 
 def _slot(mark: int) -> int:
     """Where a step's trace starts: the mark, or a STRIDE on for a trace after it."""
-    from tensorflow.python.framework import ops
-
+    ops = tf_internal("python.framework.ops")
     return mark if ops.uid() < mark else mark + STRIDE
 
 
