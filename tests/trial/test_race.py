@@ -258,6 +258,65 @@ def test_a_keras2_test_step_that_reports_only_the_shims_loss_has_no_race(
     assert r.extra["no_race"] == SHIM_ONLY
 
 
+TRAINER_PATTERN = """
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+
+class MyTrainer(keras.Model):
+    # keras-io's trainer pattern, written for Keras 2: the loss from compiled_loss, the
+    # metrics through compiled_metrics, and Keras' own test_step
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = self.model(x, training=True)
+            loss = self.compiled_loss(y, y_pred, regularization_losses=self.losses)
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        self.compiled_metrics.update_state(y, y_pred)
+        return {m.name: m.result() for m in self.metrics}
+
+    def call(self, x):
+        return self.model(x)
+
+rng = np.random.default_rng(5)
+w = rng.normal(size=(16, 4))
+x = rng.normal(size=(4096, 16)).astype("float32")
+y = np.argmax(x @ w, axis=1)
+inner = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"),
+                          keras.layers.Dense(4, activation="softmax")])
+trainer = MyTrainer(inner)
+trainer.compile(keras.optimizers.Adam(), loss="sparse_categorical_crossentropy",
+                metrics=["accuracy"])
+trainer.fit(x, y, batch_size=32, epochs=2, validation_split=0.25)
+"""
+
+
+def test_a_keras2_trainer_patterns_trials_log_its_loss_and_its_race_reads_the_compiled_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keras 3 logs the mean of the predictions (0.25 for four classes) as its "loss":
+    the trial's losses, which the accuracy guard compares, are the compiled loss's
+    (about ln 4 in a trial's few steps); its race reads the compiled loss through
+    Keras' test_step, and it falls."""
+    monkeypatch.chdir(tmp_path)
+    baseline = _script_trial(tmp_path, TRAINER_PATTERN)
+    losses = baseline.losses
+    assert "no_race" not in baseline.extra
+    assert all(1.0 < loss < 2.0 for loss in losses), losses  # the shim's: 0.25 each
+    r = _script_trial(tmp_path, TRAINER_PATTERN, race_s=2.0)
+    assert r.extra["validation"].endswith(
+        "its loss is the one MyTrainer was compiled with (Keras' test_step)"
+    )
+    points = r.extra["race"]
+    assert 1.0 < points[0][1] < 2.0 and points[-1][1] < points[0][1] * 0.8, points
+    assert all(point[2] is None or 0.0 < point[2] < 2.0 for point in points[1:]), points
+
+
 STRATEGY_SCOPE = """
 import numpy as np
 import tensorflow as tf

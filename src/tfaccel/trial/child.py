@@ -17,6 +17,7 @@ import inspect
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from tfaccel._tf import import_tensorflow
 from tfaccel.optimize.settings import LAYER_KNOBS
 from tfaccel.trial import noise_scale, xla_cache
 from tfaccel.trial.protocol import MARK, TrialRequest
-from tfaccel.trial.race import data_facts
+from tfaccel.trial.race import ShimWatch, data_facts
 from tfaccel.trial.shared import checkpointing, gpu_peak, logged_loss, synthetic_batches
 from tfaccel.workloads.synthetic import rebatched
 
@@ -189,7 +190,8 @@ def timed_fit(
     throughput per timed window, the time to `fit` and to the first step apart (tracing
     and XLA compilation), the losses, peak memory and the model's layer counts."""
     _check_precision(model, report)  # a model built before fit: before its time is spent
-    marks, plan = _fit_marks(fit, dataset, plan, batch)
+    with ShimWatch(model) as watch:  # the losses the accuracy guard compares
+        marks, plan = _fit_marks(fit, dataset, plan, batch, lambda logs: watch.loss(logs, "train"))
     _check_precision(model, report)  # one built inside fit (subclassed)
     # marks[i] ends step marks[i][0] (the last step of its execution).
     first_end = marks[0][1]
@@ -218,12 +220,17 @@ def timed_fit(
 
 
 def _fit_marks(
-    fit: Any, dataset: Any, plan: Plan, batch: int, phase: str = "train"
+    fit: Any,
+    dataset: Any,
+    plan: Plan,
+    batch: int,
+    read: Callable[[Any], float] = logged_loss,
+    phase: str = "train",
 ) -> tuple[list[tuple[int, float, float, float]], Plan]:
     """Run `fit` (`phase` "test": `evaluate`) and mark each execution's end: (its last
-    step, time, loss, seconds since it started); the plan, its window shortened where
-    the warm-up was slow and its windows cut where they settled early
-    (Plan.settled_after)."""
+    step, time, loss as `read` finds it in the logs, seconds since it started); the
+    plan, its window shortened where the warm-up was slow and its windows cut where they
+    settled early (Plan.settled_after)."""
     import keras
 
     marks: list[tuple[int, float, float, float]] = []
@@ -232,7 +239,7 @@ def _fit_marks(
     start = time.perf_counter()
 
     def batch_end(self: Any, batch_index: int, logs: Any = None) -> None:
-        loss = logged_loss(logs)  # (Keras made the logs floats: the step ended)
+        loss = read(logs)  # (Keras made the logs floats: the step ended)
         now = time.perf_counter()
         marks.append((batch_index, now, loss, now - start))
         ends[batch_index] = now

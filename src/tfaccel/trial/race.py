@@ -65,10 +65,17 @@ SHIM_ONLY = (
 class ShimWatch:
     """While entered, which of the model's steps ("train", "test": `phase` when it is
     traced) called Keras 3's compiled_metrics shim, so that a "loss" entry that is the
-    shim's (`loss`) is left out. Each step function is traced anew inside."""
+    shim's (`loss`) is left out. Each step function is traced anew inside.
+
+    A step of Keras 2's pattern that gets its loss from Keras 3's `compiled_loss` shim
+    too (keras-io's trainer pattern) reports that loss as "loss" here: the shim's value
+    goes to Keras' loss tracker, and compiled_metrics updates the other metrics only.
+    Keras 3 itself reports the mean of the predictions there (0.1 at every step of a
+    ten-class softmax), which held the accuracy guard to nothing."""
 
     def __init__(self, model: Any) -> None:
         self.model, self.phase, self.fed = model, "train", set[str]()
+        self.tracked = set[str]()  # the phases whose compiled_loss fed the loss tracker
         self.read: Any = None  # the entry of the last evaluation's read where not "loss"
 
     def __enter__(self) -> ShimWatch:
@@ -76,15 +83,37 @@ class ShimWatch:
         if original is not None:
 
             def watched(*args: Any, **kwargs: Any) -> Any:
+                if self.phase in self.tracked:
+                    return self._without_tracker(original, *args, **kwargs)
                 self.fed.add(self.phase)
                 return original(*args, **kwargs)
 
             object.__setattr__(self.model, "_compiled_metrics_update_state", watched)
+        loss = getattr(self.model, "compiled_loss", None)
+        if callable(loss) and getattr(self.model, "_loss_tracker", None) is not None:
+
+            def tracked(*args: Any, **kwargs: Any) -> Any:
+                value = loss(*args, **kwargs)
+                self.model._loss_tracker.update_state(value)
+                self.tracked.add(self.phase)
+                return value
+
+            object.__setattr__(self.model, "compiled_loss", tracked)
         self.model.train_function = self.model.test_function = None
         return self
 
     def __exit__(self, *exc: object) -> None:
         vars(self.model).pop("_compiled_metrics_update_state", None)
+        vars(self.model).pop("compiled_loss", None)
+
+    def _without_tracker(self, update: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """The shim's update of every metric but Keras' loss tracker."""
+        tracker = self.model._loss_tracker
+        object.__setattr__(self.model, "_loss_tracker", None)
+        try:
+            return update(*args, **kwargs)
+        finally:
+            object.__setattr__(self.model, "_loss_tracker", tracker)
 
     def loss(self, logs: Any, phase: str) -> float:
         """The loss of a `phase` step's logs: `shared.logged_loss`, without a "loss"
@@ -125,14 +154,28 @@ def shim_only(model: Any, batches: Any) -> str | None:
 
 
 def no_race(model: Any) -> str | None:
-    """Why the model has no validation loss to race by, or None."""
+    """Why the model has no validation loss to race by, or None. A train_step of the
+    model's own with Keras' test_step is raced where the model was compiled with a loss
+    (keras-io's trainer pattern): Keras' test_step evaluates that loss."""
     owner = own_step(model, "train_step")
     if owner is None or own_step(model, "test_step") is not None:
         return None
+    if getattr(model, "_compile_loss", None) is not None:
+        return None
     return (
-        f"{owner.__name__} has a train_step of its own and no test_step, so evaluate() "
-        "gives no loss comparable across batch sizes (a GAN's or a VAE's)"
+        f"{owner.__name__} has a train_step of its own and no test_step, and was compiled "
+        "with no loss, so evaluate() gives no loss comparable across batch sizes (a GAN's "
+        "or a VAE's)"
     )
+
+
+def compiled_loss_note(model: Any) -> str:
+    """What to add to the validation's description where Keras' test_step reads the
+    compiled loss of a model that trains by a train_step of its own."""
+    owner = own_step(model, "train_step")
+    if owner is None or own_step(model, "test_step") is not None:
+        return ""
+    return f"; its loss is the one {owner.__name__} was compiled with (Keras' test_step)"
 
 
 SYNTHETIC = (
@@ -239,7 +282,7 @@ def race_fit(
         "race_steps": steps,
         "window_samples_per_s": [samples / clock.trained_s] if samples and clock.trained_s else [],
         "final_loss": clock.curve[-1][1] if clock.curve else None,
-        "validation": split.what + watch.note(),
+        "validation": split.what + compiled_loss_note(model) + watch.note(),
         **({"lr_applied": note} if note else {}),
     }
 
