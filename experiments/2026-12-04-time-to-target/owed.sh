@@ -21,7 +21,8 @@
 #     under Keras' LSTM; a WGAN's own train_step in bfloat16 under XLA; an LSTM's trial
 #     naming its layer Keras runs without XLA; `run` training a seeded LSTM to plain
 #     python's bits under op determinism): all five passed on an H200 on 2026-12-05,
-#     in 3.5 minutes;
+#     in 3.5 minutes; since then, a race's path to a trial's train step loading the
+#     trial's executable on the GPU (trial.xla_cache);
 #  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`
 #     (REPEAT=1: one, where the device time is short);
 #  lstm_pair_persist: seeded same-wall pairs of the LSTM ($REPEAT, one by default) with
@@ -55,7 +56,7 @@ export MPLBACKEND=Agg
 gpu_tests() {
   (cd "$ROOT" && PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -q -m gpu \
     tests/optimize/test_rnn_algorithm.py tests/optimize/test_mixed_code.py \
-    tests/script/test_script.py tests/script/test_run_offer.py \
+    tests/script/test_script.py tests/script/test_run_offer.py tests/trial/test_xla_cache.py \
     -k "lstm_on_cudnn or rnn or mixed or on_a_gpu" > "$DEST/gpu-tests.txt" 2>&1)
 }
 transformer() {

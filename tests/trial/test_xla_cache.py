@@ -37,13 +37,14 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _train(cache: Path, names: str, path: str) -> set[str]:
+def _train(cache: Path, names: str, path: str, gpu: bool = False) -> set[str]:
     env = {
         **os.environ,
         "TF_XLA_FLAGS": f"--tf_xla_persistent_cache_directory={cache}",
-        "CUDA_VISIBLE_DEVICES": "",
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, names, path],
         env=env,
@@ -55,6 +56,21 @@ def _train(cache: Path, names: str, path: str) -> set[str]:
     return {p.name for p in cache.glob("*.pb")}
 
 
+def _steady_and_as_named(tmp_path: Path, gpu: bool) -> None:
+    steady = tmp_path / "steady"
+    trial = _train(steady, "steady", "straight", gpu)
+    race = _train(steady, "steady", "detour", gpu)
+    assert len(trial) == 1  # the train step
+    assert trial < race and len(race) == 2  # + the test step, nothing else
+    if gpu:
+        assert all("XLA_GPU_JIT" in name for name in race), race
+
+    as_named = tmp_path / "as-named"
+    trial = _train(as_named, "as-named", "straight", gpu)
+    race = _train(as_named, "as-named", "detour", gpu)
+    assert len(trial) == 1 and len(race) == 3  # the train step compiled twice
+
+
 @pytest.mark.slow
 def test_the_same_train_step_reached_by_another_path_loads_the_first_ones_executable(
     tmp_path: Path,
@@ -62,16 +78,14 @@ def test_the_same_train_step_reached_by_another_path_loads_the_first_ones_execut
     """A race's run of a trial's settings trains the trial's program: with the names
     steadied it loads the trial's executable and compiles only its test step; as
     TensorFlow names them, it compiled the train step again."""
-    steady = tmp_path / "steady"
-    trial = _train(steady, "steady", "straight")
-    race = _train(steady, "steady", "detour")
-    assert len(trial) == 1  # the train step
-    assert trial < race and len(race) == 2  # + the test step, nothing else
+    _steady_and_as_named(tmp_path, gpu=False)
 
-    as_named = tmp_path / "as-named"
-    trial = _train(as_named, "as-named", "straight")
-    race = _train(as_named, "as-named", "detour")
-    assert len(trial) == 1 and len(race) == 3  # the train step compiled twice
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_same_train_step_by_another_path_loads_the_first_ones_executable(
+    tmp_path: Path,
+) -> None:
+    _steady_and_as_named(tmp_path, gpu=True)
 
 
 def test_a_trial_with_xla_options_keeps_its_executables_apart(
