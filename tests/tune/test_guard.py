@@ -39,6 +39,19 @@ def test_loss_guard() -> None:
     assert not ok and "50.0% > 10.0%" in why
 
 
+def test_the_guard_says_where_no_loss_can_be_read_or_the_reference_has_none() -> None:
+    """NaN at every step of both runs is a step that logs no loss (a Keras 2 step whose
+    only "loss" is Keras 3's shim's, left out), not a diverging 16-bit run; a finite
+    candidate held to a reference whose loss is NaN is not passed."""
+    nan = float("nan")
+    unread = TrialResult("a", "a", {}, "ok", losses=(nan, nan))
+    ok, why = loss_close(dataclasses.replace(unread, key="b"), unread, 0.1)
+    assert not ok and "neither run's training steps log a loss" in why
+    diverged = TrialResult("r", "float32", {}, "ok", losses=(2.0, nan))
+    ok, why = loss_close(TrialResult("c", "c", {}, "ok", losses=(2.0, 2.0)), diverged, 0.1)
+    assert not ok and why == "float32's loss is NaN or infinite: nothing to hold it to"
+
+
 def test_a_loss_that_changes_sign_is_compared_at_its_scale() -> None:
     """A WGAN critic's loss (a difference of two means) swings around zero: its mean
     over the steps nearly cancels (0.05 here), and a 16-bit run 1 % off at each step

@@ -41,16 +41,33 @@ def mean_loss_gap(first: TrialResult, second: TrialResult) -> float | None:
     return means[2] if means is not None and math.isfinite(means[2]) else None
 
 
+# Where neither run's steps log a loss that can be read (`trial.shared.logged_loss`):
+# NaN at every step of both, which is no sign of a diverging 16-bit run.
+UNREADABLE = (
+    "neither run's training steps log a loss to compare (no entry named like one, or "
+    "only the loss that Keras 3's compiled_metrics shim fills with the predictions): "
+    "nothing shows that it trains as the 32-bit run does"
+)
+
+
+def _readable(trial: TrialResult) -> bool:
+    return any(math.isfinite(x) for x in trial.losses)
+
+
 def loss_close(candidate: TrialResult, reference: TrialResult, rtol: float) -> tuple[bool, str]:
     """The accuracy guard: finite losses whose mean is within rtol of the reference's."""
     if not candidate.losses:
         return False, "no loss was recorded"
+    if not _readable(candidate) and not _readable(reference):
+        return False, UNREADABLE
     if any(not math.isfinite(x) for x in candidate.losses):
         return False, "the loss became NaN or infinite"
     means = _mean_losses(candidate, reference)
     if means is None:
         return True, "no reference losses at the same steps to compare with"
     mean_first, mean_second, rel = means
+    if not math.isfinite(mean_second):
+        return False, f"{reference.label}'s loss is NaN or infinite: nothing to hold it to"
     if rel > rtol:
         return (
             False,
