@@ -196,6 +196,23 @@ def test_a_py_datasets_workers_read_its_batches(user_module: str) -> None:
     assert len(sys.modules[user_module].LOADING.threads) > 1
 
 
+def test_a_list_of_input_arrays_is_several_inputs_as_keras_reads_it() -> None:
+    """fit([x1, x2], y) (keras-io's siamese network): tf.data would stack the list
+    into one tensor of first dimension 2 ("Dimensions 2 and 60000 are not
+    compatible")."""
+    import keras
+
+    from tfaccel.workloads.inputs import user_data
+
+    a, b = keras.Input((8,)), keras.Input((3,))
+    model = keras.Model([a, b], keras.layers.Dense(1)(keras.layers.Concatenate()([a, b])))
+    x = [np.ones((64, 8), "float32"), np.ones((64, 3), "float32")]
+    found = user_data((x, np.zeros(64, "float32")), model)
+    inputs, labels = next(iter(found.examples.batch(16)))
+    assert [tuple(t.shape) for t in inputs] == [(16, 8), (16, 3)] and labels.shape == (16,)
+    assert model(inputs).shape == (16, 1)
+
+
 def test_dict_inputs_of_batches(user_module: str) -> None:
     x, y = _batch_shapes(f"{user_module}:two_inputs", 4)
     assert x == {"a": (4, 8), "b": (4, 3)} and y == (4,)

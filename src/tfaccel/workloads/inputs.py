@@ -303,8 +303,13 @@ def _shapes(element: Any) -> str:
 
 def _from_arrays(data: Any) -> Any:
     """Arrays of the whole data set, one row an example (keras.datasets style): a tuple
-    (x, y[, w]) or (x,), or x alone."""
+    (x, y[, w]) or (x,), or x alone. A list is several inputs, as Keras reads it
+    (`fit([x1, x2], y)`, a siamese network's): tf.data would stack it into one tensor,
+    whose first dimension is the list's length."""
+    import keras
+
     tf = import_tensorflow()
+    data = keras.tree.lists_to_tuples(data)
     sizes = {(_shape(array) or (None,))[0] for array in tf.nest.flatten(data)}
     if len(sizes) != 1 or None in sizes:
         raise InputError(
