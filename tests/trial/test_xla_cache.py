@@ -104,6 +104,19 @@ def test_a_trial_with_xla_options_keeps_its_executables_apart(
     )
 
 
+def test_a_keras_without_the_trainer_it_patches_leaves_the_names_as_they_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure to steady the names costs a cache miss, never the trial."""
+
+    def missing() -> None:
+        raise ImportError("No module named 'keras.src.backend.tensorflow.trainer'")
+
+    monkeypatch.setenv("TF_XLA_FLAGS", f"--tf_xla_persistent_cache_directory={tmp_path}")
+    monkeypatch.setattr(xla_cache, "steady_names", missing)
+    xla_cache.prepare(())  # no error
+
+
 def test_a_scripts_trial_prepares_the_cache_and_its_run_does_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

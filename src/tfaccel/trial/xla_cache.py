@@ -67,8 +67,12 @@ def prepare(options: tuple[str, ...]) -> None:
     """Both, for a trial's process whose XLA options are `options` (the settings'
     `effective_xla_options`); nothing of the names where no persistent cache is set."""
     own_executable_cache(options)
-    if "tf_xla_persistent_cache_directory" in os.environ.get("TF_XLA_FLAGS", ""):
+    if "tf_xla_persistent_cache_directory" not in os.environ.get("TF_XLA_FLAGS", ""):
+        return
+    try:
         steady_names()
+    except (ImportError, AttributeError):  # another Keras: names as they come, as before
+        return
 
 
 def move_counter_to(mark: int) -> None:
