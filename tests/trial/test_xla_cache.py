@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tfaccel.optimize.settings import Settings
 from tfaccel.trial import xla_cache
 
 # One process's training, by another path to it each time: `detour` traces other
@@ -138,3 +141,101 @@ def test_a_scripts_trial_prepares_the_cache_and_its_run_does_not(
     for mode in ("tune", "run"):
         hook._on_keras(TrialRequest(mode, settings))
     assert seen == [("cublaslt",)]
+
+
+RUN_SCRIPT = """
+import numpy as np
+import keras
+keras.utils.set_random_seed(1)
+x = np.random.default_rng(0).normal(size=(2048, 8)).astype("float32")
+y = x[:, :1] * x[:, 1:2]
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(32, activation="relu"),
+                          keras.layers.Dense(1)])
+model.compile("adam", "mse")
+model.fit(x, y, batch_size=32, epochs=2, verbose=2)
+"""
+
+
+@pytest.mark.slow
+def test_run_loads_the_program_the_tunes_trial_compiled(
+    script_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settings file names the trials' cache: `tfaccel run` trains with the trial's
+    executable, loaded (the file neither rewritten nor joined by another), and says so."""
+    from typer.testing import CliRunner
+
+    from tfaccel.cli import app
+    from tfaccel.optimize.settings import Settings
+    from tfaccel.script.command import parse_command
+    from tfaccel.script.run import ScriptTrial
+    from tfaccel.trial.runner import StepPlan, compile_cache_env, executables_in, run_trial
+    from tfaccel.tune.output import SETTINGS_SCHEMA, settings_document
+
+    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    (script_folder / "train.py").write_text(RUN_SCRIPT)
+    cache = script_folder / "cache"
+    s = Settings(precision="float32", xla="jit", steps_per_execution=1, batch_size=32)
+    trial = ScriptTrial(parse_command(["python", "train.py"]))
+    r = run_trial(trial, s, StepPlan(2, 2, 4), 300, env_overrides=compile_cache_env(cache))
+    assert r.ok, r.error
+    compiled = {p: p.stat().st_mtime_ns for p in executables_in(cache).rglob("*.pb")}
+    assert len(compiled) == 1
+    doc = settings_document(_result_of(s), None, str(cache))
+    assert doc["schema"] == SETTINGS_SCHEMA and doc["compiled"]["xla_cache"]
+    (script_folder / "tfaccel.json").write_text(json.dumps(doc))
+    result = CliRunner().invoke(app, ["run", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert "compiled programs: those the tune compiled are loaded from" in result.output
+    after = {p: p.stat().st_mtime_ns for p in executables_in(cache).rglob("*.pb")}
+    assert after == compiled
+
+
+def _result_of(settings: Any) -> Any:
+    from tfaccel.trial.runner import TrialResult
+    from tfaccel.tune.result import Hardware, TuneResult
+
+    best = TrialResult("k", "k", settings.to_dict(), "ok", samples_per_s=1.0, windows=(1.0,))
+    return TuneResult(
+        "script: python train.py", Hardware(0, None), best=best, best_settings=settings
+    )
+
+
+def test_run_loads_the_tunes_programs_only_for_this_tensorflow_and_these_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each reason not to load them is said; a malformed entry is refused."""
+    from tfaccel.errors import ConfigFileError
+    from tfaccel.tune import output
+    from tfaccel.tune.output import Answer, compiled
+
+    monkeypatch.setattr(output, "_gpus", lambda: "NVIDIA H200")
+    monkeypatch.setattr("tfaccel._tf.installed_version", lambda: "2.21.0")
+    answer = Answer(Settings(precision="float32"))
+    folder = str(tmp_path)
+
+    def entry(**changes: str) -> dict[str, Any]:
+        return {
+            "compiled": {
+                "xla_cache": folder,
+                "tensorflow": "2.21.0",
+                "gpus": "NVIDIA H200",
+                **changes,
+            }
+        }
+
+    loaded = compiled(tmp_path / "tfaccel.json", entry(), answer)
+    assert loaded.xla_cache == folder and "are loaded from" in loaded.notes[-1]
+    cases = {
+        "is gone": entry(xla_cache=str(tmp_path / "gone")),
+        "TensorFlow 2.20.0's, this is 2.21.0's": entry(tensorflow="2.20.0"),
+        "compiled for NVIDIA H100 80GB HBM3: not loaded on NVIDIA H200": entry(
+            gpus="NVIDIA H100 80GB HBM3"
+        ),
+    }
+    for why, doc in cases.items():
+        refused = compiled(tmp_path / "tfaccel.json", doc, answer)
+        assert refused.xla_cache is None and why in refused.notes[-1], refused.notes
+    assert compiled(tmp_path / "f.json", {}, answer) == answer
+    with pytest.raises(ConfigFileError, match="compiled entry is malformed"):
+        compiled(tmp_path / "f.json", {"compiled": {"xla_cache": 3}}, answer)

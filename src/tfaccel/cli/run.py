@@ -52,7 +52,9 @@ def run(
     err = stderr_console()
     for note in answer.notes:
         err.print(Text(f"tfaccel: {note}", style="dim"), soft_wrap=True)
-    raise typer.Exit(run_script(script, answer.settings, answer.lr, answer.from_batch))
+    raise typer.Exit(
+        run_script(script, answer.settings, answer.lr, answer.from_batch, answer.xla_cache)
+    )
 
 
 def _gpus() -> int:

@@ -146,6 +146,10 @@ def _on_keras(request: TrialRequest) -> None:
         settings = Settings(**request.settings)
         if request.mode != "run":  # a trial: share compiled programs with the others
             xla_cache.prepare(settings.effective_xla_options)
+        elif request.xla_cache:  # run: load those the tune compiled
+            why_not = xla_cache.load(request.xla_cache, settings.effective_xla_options)
+            if why_not:
+                say(f"compiled programs: {why_not}")
         report = configure(settings)
     except Exception as exc:
         _fail(request, f"configure failed: {type(exc).__name__}: {exc}", traceback.format_exc())

@@ -63,7 +63,9 @@ class TrialRequest:
     `Settings.to_dict()`, `steps` a `StepPlan`'s fields. `race`: run a race of that many
     seconds (`trial.race`) instead of timed windows; `count_flops`: the baseline, which
     also counts the model's FLOPs and estimates its gradient noise scale; `engine`: the
-    options of tfaccel's own data-parallel step (ENGINE_KEYS)."""
+    options of tfaccel's own data-parallel step (ENGINE_KEYS); `xla_cache` (run): the
+    folder of the programs the tune's trials compiled, to load where the script's are
+    the same (`trial.xla_cache`)."""
 
     mode: Mode
     settings: dict[str, Any]
@@ -76,6 +78,7 @@ class TrialRequest:
     race: dict[str, Any] | None = None
     count_flops: bool = False
     engine: dict[str, Any] = field(default_factory=dict)
+    xla_cache: str | None = None
 
     @classmethod
     def of(cls, mode: Mode, extra: dict[str, Any] | None = None, **fields: Any) -> TrialRequest:

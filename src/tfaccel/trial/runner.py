@@ -168,6 +168,11 @@ def summarize(key: str, settings: Settings, payload: dict[str, Any], wall_s: flo
 CUDA_CACHE_MAXSIZE = str(4 << 30)
 
 
+def executables_in(cache_dir: str | os.PathLike[str]) -> Path:
+    """The folder of TensorFlow's persistent XLA cache inside the trials' `cache_dir`."""
+    return Path(cache_dir) / "executables"
+
+
 def compile_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
     """Environment that lets trials, each a fresh process, share compiled work.
 
@@ -189,8 +194,8 @@ def compile_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
         env["XLA_FLAGS"] = f"{xla} {cache_flag}={base / 'autotune'}"
     tf_xla = os.environ.get("TF_XLA_FLAGS", "")
     if "tf_xla_persistent_cache_directory" not in tf_xla:
-        (base / "executables").mkdir(parents=True, exist_ok=True)
-        env["TF_XLA_FLAGS"] = f"{tf_xla} --tf_xla_persistent_cache_directory={base / 'executables'}"
+        executables_in(base).mkdir(parents=True, exist_ok=True)
+        env["TF_XLA_FLAGS"] = f"{tf_xla} --tf_xla_persistent_cache_directory={executables_in(base)}"
     if "CUDA_CACHE_MAXSIZE" not in os.environ:
         env["CUDA_CACHE_MAXSIZE"] = CUDA_CACHE_MAXSIZE
     return {name: value.strip() for name, value in env.items()}

@@ -75,6 +75,18 @@ def prepare(options: tuple[str, ...]) -> None:
         return
 
 
+def load(folder: str, options: tuple[str, ...]) -> str | None:
+    """For `tfaccel run`: the tune's cache folder as this process's persistent XLA cache,
+    with the trials' names (`prepare`), so that a program the trials compiled is loaded;
+    why not, where TF_XLA_FLAGS names a cache of the user's own (left as it is)."""
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    if "tf_xla_persistent_cache_directory" in flags:
+        return "TF_XLA_FLAGS names a persistent XLA cache of your own: the tune's is not loaded"
+    os.environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={folder}".strip()
+    prepare(options)
+    return None
+
+
 def move_counter_to(mark: int) -> None:
     """Draw TensorFlow's function counter (`ops.uid`) up to `mark`; nothing where it is
     past it already."""

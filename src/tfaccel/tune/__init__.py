@@ -223,7 +223,7 @@ def run(
     finally:
         journal.release()
     if found(result):
-        write_settings(out.settings, result, out.plot_path)
+        write_settings(out.settings, result, out.plot_path, options.xla_cache_dir)
     return result
 
 

@@ -22,7 +22,9 @@ SETTINGS_SCHEMA = SCHEMAS["settings"]
 SAME_TRAINING = "same_training"
 
 
-def settings_document(result: TuneResult, plot: Path | None = None) -> dict[str, Any]:
+def settings_document(
+    result: TuneResult, plot: Path | None = None, xla_cache: str | None = None
+) -> dict[str, Any]:
     best = result.best
     return {
         "schema": SETTINGS_SCHEMA,
@@ -45,8 +47,29 @@ def settings_document(result: TuneResult, plot: Path | None = None) -> dict[str,
         # `tfaccel run` applies the batch offer only where this is true (or with
         # --batch-offer), and only an offer whose race passed.
         "apply_batch_offer": False,
+        **_compiled(xla_cache),
         "load_with": "tfaccel.configure.from_file('tfaccel.json')",
     }
+
+
+def _compiled(xla_cache: str | None) -> dict[str, Any]:
+    """The folder of the programs the trials compiled (`trial.xla_cache`), where it holds
+    any, and the TensorFlow that compiled them: `tfaccel run` loads them where the
+    script's programs are the same, and only under that TensorFlow."""
+    from tfaccel._tf import installed_version
+    from tfaccel.trial.runner import executables_in
+
+    if not xla_cache or not any(executables_in(xla_cache).rglob("*.pb")):
+        return {}
+    folder = str(executables_in(xla_cache).resolve())
+    return {"compiled": {"xla_cache": folder, "tensorflow": installed_version(), "gpus": _gpus()}}
+
+
+def _gpus() -> str:
+    """The GPU models the programs were compiled for, as NVML names them."""
+    from tfaccel.hardware.nvml import driver_info
+
+    return ", ".join(sorted({gpu.name or "?" for gpu in driver_info().gpus}))
 
 
 def offer_document(offer: BatchOffer | None) -> dict[str, Any] | None:
@@ -68,8 +91,11 @@ def offer_document(offer: BatchOffer | None) -> dict[str, Any] | None:
     }
 
 
-def write_settings(path: Path, result: TuneResult, plot: Path | None = None) -> None:
-    write_atomic(path, json.dumps(settings_document(result, plot), indent=2) + "\n")
+def write_settings(
+    path: Path, result: TuneResult, plot: Path | None = None, xla_cache: str | None = None
+) -> None:
+    doc = settings_document(result, plot, xla_cache)
+    write_atomic(path, json.dumps(doc, indent=2) + "\n")
 
 
 def own_outputs(path: Path, workload: str) -> set[Path]:
@@ -135,6 +161,8 @@ class Answer:
     # The batch the settings were measured at (the same-training answer's), or an
     # applied offer's race started from: `run` says where the script's fit differs.
     from_batch: int | None = None
+    # The folder of the programs the tune compiled, loaded where the script's are the same.
+    xla_cache: str | None = None
 
 
 def for_this_machine(answer: Answer, gpus: int) -> Answer:
@@ -173,9 +201,58 @@ def read_answer(path: Path, batch_offer: bool = False) -> Answer:
     asked = batch_offer or (isinstance(doc, dict) and doc.get("apply_batch_offer") is True)
     if isinstance(doc, dict) and "schema" in doc and doc.get("answer") != SAME_TRAINING:
         return _older(path, settings, asked)
-    if not asked:
-        return _same_training(settings)
-    return _with_offer(path, settings, doc.get("batch_offer"))
+    answer = _with_offer(path, settings, doc.get("batch_offer")) if asked else None
+    return compiled(path, doc, answer or _same_training(settings))
+
+
+def compiled(path: Path, doc: Any, answer: Answer) -> Answer:
+    """The answer with the tune's compiled programs (`_compiled`) where the file names
+    them, their folder is there, and this is the TensorFlow that compiled them; said
+    either way."""
+    from tfaccel.errors import ConfigFileError
+
+    entry = doc.get("compiled") if isinstance(doc, dict) else None
+    if entry is None:
+        return answer
+    folder, version, gpus = (entry.get(k) if isinstance(entry, dict) else None for k in _COMPILED)
+    if not all(isinstance(value, str) for value in (folder, version, gpus)):
+        raise ConfigFileError(
+            f"{path}'s compiled entry is malformed",
+            expected='"compiled": {"xla_cache": a folder, "tensorflow": a version, '
+            '"gpus": GPU models}',
+            received=f"compiled {entry!r}"[:300],
+        )
+    why = _not_loaded(str(folder), str(version), str(gpus))
+    if why:
+        return dataclasses.replace(answer, notes=(*answer.notes, f"compiled programs: {why}"))
+    note = (
+        f"compiled programs: those the tune compiled are loaded from {folder} where the "
+        "script's are the same programs, the others compile as usual (TensorFlow logs "
+        "'Error parsing text-format tensorflow.XlaSerializedCacheEntry' as it reads each: "
+        "it then reads the binary form)"
+    )
+    return dataclasses.replace(answer, xla_cache=folder, notes=(*answer.notes, note))
+
+
+_COMPILED = ("xla_cache", "tensorflow", "gpus")
+
+
+def _not_loaded(folder: str, version: str, gpus: str) -> str | None:
+    """Why the tune's compiled programs are not for this run, or None."""
+    from tfaccel._tf import installed_version
+
+    if not Path(folder).is_dir():
+        return f"the tune's folder {folder} is gone: XLA compiles as usual"
+    if version != installed_version():
+        return (
+            f"the tune's are TensorFlow {version}'s, this is {installed_version()}'s: not "
+            "loaded, XLA compiles as usual"
+        )
+    if gpus != _gpus():
+        return (
+            f"the tune's were compiled for {gpus or 'no GPU'}: not loaded on {_gpus() or 'no GPU'}"
+        )
+    return None
 
 
 def _same_training(settings: Settings) -> Answer:
