@@ -1,6 +1,7 @@
 """What a trial's process does so that trials, each a fresh process, load one another's
 compiled XLA programs from TensorFlow's persistent cache (`runner.compile_cache_env`
-points every trial at one cache directory).
+points every trial at one cache directory), and what `tfaccel run` does to load them
+too (`load`, where the settings file names that directory: `tune.output.compiled`).
 
 - A trial with XLA options of its own gets a directory of its own
   (`own_executable_cache`): the cache keys an executable by its program, not by XLA's
