@@ -207,7 +207,7 @@ def test_run_loads_the_tunes_programs_only_for_this_tensorflow_and_these_gpus(
     """Each reason not to load them is said; a malformed entry is refused."""
     from tfaccel.errors import ConfigFileError
     from tfaccel.tune import output
-    from tfaccel.tune.output import Answer, compiled
+    from tfaccel.tune.output import Answer, with_compiled
 
     monkeypatch.setattr(output, "_gpus", lambda: "NVIDIA H200")
     monkeypatch.setattr("tfaccel._tf.installed_version", lambda: "2.21.0")
@@ -224,7 +224,7 @@ def test_run_loads_the_tunes_programs_only_for_this_tensorflow_and_these_gpus(
             }
         }
 
-    loaded = compiled(tmp_path / "tfaccel.json", entry(), answer)
+    loaded = with_compiled(tmp_path / "tfaccel.json", entry(), answer)
     assert loaded.xla_cache == folder and "are loaded from" in loaded.notes[-1]
     cases = {
         "is gone": entry(xla_cache=str(tmp_path / "gone")),
@@ -234,8 +234,8 @@ def test_run_loads_the_tunes_programs_only_for_this_tensorflow_and_these_gpus(
         ),
     }
     for why, doc in cases.items():
-        refused = compiled(tmp_path / "tfaccel.json", doc, answer)
+        refused = with_compiled(tmp_path / "tfaccel.json", doc, answer)
         assert refused.xla_cache is None and why in refused.notes[-1], refused.notes
-    assert compiled(tmp_path / "f.json", {}, answer) == answer
+    assert with_compiled(tmp_path / "f.json", {}, answer) == answer
     with pytest.raises(ConfigFileError, match="compiled entry is malformed"):
-        compiled(tmp_path / "f.json", {"compiled": {"xla_cache": 3}}, answer)
+        with_compiled(tmp_path / "f.json", {"compiled": {"xla_cache": 3}}, answer)

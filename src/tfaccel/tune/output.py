@@ -47,15 +47,15 @@ def settings_document(
         # `tfaccel run` applies the batch offer only where this is true (or with
         # --batch-offer), and only an offer whose race passed.
         "apply_batch_offer": False,
-        **_compiled(xla_cache),
+        **compiled_entry(xla_cache),
         "load_with": "tfaccel.configure.from_file('tfaccel.json')",
     }
 
 
-def _compiled(xla_cache: str | None) -> dict[str, Any]:
+def compiled_entry(xla_cache: str | None) -> dict[str, Any]:
     """The folder of the programs the trials compiled (`trial.xla_cache`), where it holds
-    any, and the TensorFlow that compiled them: `tfaccel run` loads them where the
-    script's programs are the same, and only under that TensorFlow."""
+    any, with the TensorFlow and the GPU models that compiled them: `tfaccel run` loads
+    them where the script's programs are the same, and only there (`with_compiled`)."""
     from tfaccel._tf import installed_version
     from tfaccel.trial.runner import executables_in
 
@@ -202,13 +202,13 @@ def read_answer(path: Path, batch_offer: bool = False) -> Answer:
     if isinstance(doc, dict) and "schema" in doc and doc.get("answer") != SAME_TRAINING:
         return _older(path, settings, asked)
     answer = _with_offer(path, settings, doc.get("batch_offer")) if asked else None
-    return compiled(path, doc, answer or _same_training(settings))
+    return with_compiled(path, doc, answer or _same_training(settings))
 
 
-def compiled(path: Path, doc: Any, answer: Answer) -> Answer:
-    """The answer with the tune's compiled programs (`_compiled`) where the file names
-    them, their folder is there, and this is the TensorFlow that compiled them; said
-    either way."""
+def with_compiled(path: Path, doc: Any, answer: Answer) -> Answer:
+    """The answer with the tune's compiled programs (`compiled_entry`) where the file
+    names them, their folder is there, and this is the TensorFlow and the GPU models
+    that compiled them; said either way."""
     from tfaccel.errors import ConfigFileError
 
     entry = doc.get("compiled") if isinstance(doc, dict) else None
@@ -248,10 +248,9 @@ def _not_loaded(folder: str, version: str, gpus: str) -> str | None:
             f"the tune's are TensorFlow {version}'s, this is {installed_version()}'s: not "
             "loaded, XLA compiles as usual"
         )
-    if gpus != _gpus():
-        return (
-            f"the tune's were compiled for {gpus or 'no GPU'}: not loaded on {_gpus() or 'no GPU'}"
-        )
+    here = _gpus()
+    if gpus != here:
+        return f"the tune's were compiled for {gpus or 'no GPU'}: not loaded on {here or 'no GPU'}"
     return None
 
 
