@@ -160,12 +160,12 @@ model.fit(np.random.rand(512, 8).astype("float32"), batch_size=32, epochs=1)
 
 
 def _script_trial(folder: Path, source: str, race_s: float | None = None) -> TrialResult:
-    """A trial of `source` as a script in `folder` (the working directory), at batch 32;
-    with `race_s`, a race of that many seconds."""
+    """The baseline trial of `source` as a script in `folder` (the working directory), at
+    batch 32; with `race_s`, a race of that many seconds."""
     (folder / "train.py").write_text(textwrap.dedent(source))
     script = parse_command(["python", "train.py"])
     s = Settings(precision="float32", xla="off", batch_size=32)
-    extra = {"race": {"seconds": race_s, "lr": None}} if race_s else None
+    extra = {"race": {"seconds": race_s, "lr": None}} if race_s else {"count_flops": True}
     r = run_trial(ScriptTrial(script), s, SMALL, 300, extra=extra)
     assert r.status == "ok", (r.error, r.traceback)
     return r
@@ -315,6 +315,39 @@ def test_a_keras2_trainer_patterns_trials_log_its_loss_and_its_race_reads_the_co
     points = r.extra["race"]
     assert 1.0 < points[0][1] < 2.0 and points[-1][1] < points[0][1] * 0.8, points
     assert all(point[2] is None or 0.0 < point[2] < 2.0 for point in points[1:]), points
+
+
+INPUTS_ALONE_TRAINER = """
+import numpy as np
+import tensorflow as tf
+import keras
+
+class Denoiser(keras.Model):
+    # its own train_step on inputs alone, compiled with a loss it never passes labels to:
+    # Keras' test_step, given no labels, cannot evaluate that loss
+    def train_step(self, x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self(x + 0.1, training=True) - x))
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        return {"loss": loss}
+
+inputs = keras.Input((8,))
+model = Denoiser(inputs, keras.layers.Dense(8)(keras.layers.Dense(16, "relu")(inputs)))
+model.compile("adam", loss="mse")
+model.fit(np.random.default_rng(6).normal(size=(1024, 8)).astype("float32"), batch_size=32)
+"""
+
+
+def test_a_train_step_of_its_own_whose_compiled_loss_keras_cannot_evaluate_has_no_race(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compiled with a loss, so Keras' test_step would evaluate it; on inputs alone it
+    cannot: the baseline says why before any ladder trial or race is spent on it."""
+    monkeypatch.chdir(tmp_path)
+    r = _script_trial(tmp_path, INPUTS_ALONE_TRAINER)
+    why = r.extra["no_race"]
+    assert why.startswith("Keras' test_step cannot evaluate the loss Denoiser was compiled with")
 
 
 STRATEGY_SCOPE = """

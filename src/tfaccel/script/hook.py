@@ -356,7 +356,9 @@ def _timing(call: _FitCall) -> dict[str, Any]:
     from tfaccel.workloads.synthetic import rebatched
 
     plan = Plan.of(request.steps, report.settings.steps_per_execution)
-    facts = data_facts(model, count, has_data=True, batches=rebatched(examples, batch))
+    # the baseline's facts decide the offer: only it evaluates a batch for them
+    batches = rebatched(examples, batch) if request.count_flops else None
+    facts = data_facts(model, count, has_data=True, batches=batches)
     reading = noise_scale.Reading(model, request.count_flops, facts)
     with contextlib.ExitStack() as stack:
         dataset = _timed_arrays(stack, model, report, fit_args, batch)

@@ -144,7 +144,8 @@ def run(request: TrialRequest) -> dict[str, Any]:
     )
     fit = workload.model.fit
     has_data = workload.dataset is not None
-    facts = data_facts(workload.model, workload.examples, has_data, batches=dataset)
+    batches = dataset if request.count_flops else None  # the baseline's decide the offer
+    facts = data_facts(workload.model, workload.examples, has_data, batches=batches)
     dataset = report.dataset(dataset, batch=False)  # batched above, at the trial's size
     reading = noise_scale.Reading(workload.model, request.count_flops, facts)
     out = timed_fit(fit, workload.model, dataset, report, plan, batch, request.count_flops)

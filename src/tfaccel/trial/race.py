@@ -142,15 +142,28 @@ class ShimWatch:
             return False
 
 
-def shim_only(model: Any, batches: Any) -> str | None:
-    """SHIM_ONLY where the model's own test_step reports no loss but the shim's, seen
-    by evaluating one of `batches`; None otherwise (also where Keras' test_step runs)."""
-    if own_step(model, "test_step") is None:
+def evaluation_blocker(model: Any, batches: Any) -> str | None:
+    """Why evaluating one of `batches` gives no loss to race by, or None: SHIM_ONLY where
+    the model's own test_step reports no loss but the shim's; where the model trains by
+    a train_step of its own, why Keras' test_step cannot evaluate the loss it was
+    compiled with on its data (its batches need not be what `model(x)` takes)."""
+    owner, own_test = own_step(model, "train_step"), own_step(model, "test_step")
+    if own_test is None and owner is None:
         return None
     with ShimWatch(model) as watch:
         watch.phase = "test"
-        result = model.evaluate(batches.take(1), verbose=0, return_dict=True)
-        return SHIM_ONLY if math.isnan(watch.loss(result, "test")) else None
+        try:
+            result = model.evaluate(batches.take(1), verbose=0, return_dict=True)
+        except Exception as exc:
+            if own_test is not None:
+                raise
+            return (
+                f"Keras' test_step cannot evaluate the loss {getattr(owner, '__name__', '?')} "
+                f"was compiled with on its data ({type(exc).__name__}: {str(exc)[:200]})"
+            )
+        if not math.isnan(watch.loss(result, "test")):
+            return None
+        return SHIM_ONLY if own_test is not None else "evaluate() gives no loss on its data"
 
 
 def no_race(model: Any) -> str | None:
@@ -194,10 +207,10 @@ def data_facts(
 ) -> dict[str, Any]:
     """What a trial reports for the batch offer: how many examples the data holds
     (where it says), and whether a race can judge the model (`no_race`: why not; with
-    `batches` of its data, also `shim_only`'s reason)."""
+    `batches` of its data, also `evaluation_blocker`'s reason)."""
     why = race_blocker(model, has_data)
     if why is None and has_data and batches is not None:
-        why = shim_only(model, batches)
+        why = evaluation_blocker(model, batches)
     return {**({"examples": examples} if examples else {}), **({"no_race": why} if why else {})}
 
 
