@@ -120,6 +120,25 @@ def test_a_keras_without_the_trainer_it_patches_leaves_the_names_as_they_come(
     xla_cache.prepare(())  # no error
 
 
+def test_run_leaves_a_tune_folder_it_cannot_use_and_the_users_own_cache_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Either way the settings still apply: only the loading is given up, and said."""
+    monkeypatch.setattr(xla_cache, "steady_names", lambda: None)
+    monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_auto_jit=2")
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the folder for XLA options would go")
+    why = xla_cache.load(str(blocked), ("cublaslt",))
+    assert why is not None and why.startswith("the tune's folder cannot be used")
+    assert os.environ["TF_XLA_FLAGS"] == "--tf_xla_auto_jit=2"
+    assert xla_cache.load(str(tmp_path), ()) is None
+    assert os.environ["TF_XLA_FLAGS"].endswith(f"--tf_xla_persistent_cache_directory={tmp_path}")
+    mine = f"--tf_xla_persistent_cache_directory={tmp_path / 'mine'}"
+    monkeypatch.setenv("TF_XLA_FLAGS", mine)
+    assert "a persistent XLA cache of your own" in (xla_cache.load(str(tmp_path), ()) or "")
+    assert os.environ["TF_XLA_FLAGS"] == mine
+
+
 def test_a_scripts_trial_prepares_the_cache_and_its_run_does_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

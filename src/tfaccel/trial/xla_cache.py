@@ -84,7 +84,11 @@ def load(folder: str, options: tuple[str, ...]) -> str | None:
     if "tf_xla_persistent_cache_directory" in flags:
         return "TF_XLA_FLAGS names a persistent XLA cache of your own: the tune's is not loaded"
     os.environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={folder}".strip()
-    prepare(options)
+    try:
+        prepare(options)
+    except OSError as exc:  # its folder for these XLA options cannot be made
+        os.environ["TF_XLA_FLAGS"] = flags
+        return f"the tune's folder cannot be used ({exc.strerror}): XLA compiles as usual"
     return None
 
 
