@@ -6,6 +6,8 @@
 #  wgan: the WGAN-GP script at the full ten minutes (the 8-minute run cut a trial, and
 #     its bf16 trials now run); put keras-io's examples/generative/wgan_gp.py in
 #     $EXAMPLES first (the device cannot download it);
+#  cache_test: the GPU test that a race's path to a trial's train step loads the
+#     trial's executable (tests/trial/test_xla_cache.py), under a minute;
 #  transformer: the transformer entry point, afresh: its ten minutes on 2026-12-05
 #     (benchmarks/results/ttt-transformer-entry-h200-rules/) held the same-training
 #     stages only (trials of 62-88 s, XLA compiling for about a minute each, the
@@ -59,6 +61,10 @@ gpu_tests() {
     tests/script/test_script.py tests/script/test_run_offer.py tests/trial/test_xla_cache.py \
     -k "lstm_on_cudnn or rnn or mixed or on_a_gpu" > "$DEST/gpu-tests.txt" 2>&1)
 }
+cache_test() {  # the one GPU test of trial.xla_cache (under a minute), before the tunes use it
+  (cd "$ROOT" && PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -q -m gpu \
+    tests/trial/test_xla_cache.py > "$DEST/cache-test.txt" 2>&1)
+}
 transformer() {
   mkdir -p "$DEST/transformer"
   EXAMPLES="$EXAMPLES" DEST="$DEST/transformer" TARGETS=" " RUNS=none \
@@ -102,7 +108,7 @@ compile_probe() {
     experiments/2026-12-05-xla-compile-cache/probe.py > "$DEST/compile-probe.jsonl" 2>&1)
 }
 # PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
-for part in ${PARTS:-transformer wgan lstm}; do
+for part in ${PARTS:-cache_test transformer wgan lstm}; do
   "$part"; echo "$part done" >> "$DEST/summary.txt"
 done
 touch "$DEST/all-done"
