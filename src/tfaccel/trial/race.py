@@ -50,6 +50,14 @@ def own_step(model: Any, name: str) -> type | None:
     return owner
 
 
+def own_train_step_only(model: Any) -> type | None:
+    """The class of the model's whose train_step is its own where Keras' test_step runs
+    (a GAN's, a VAE's, keras-io's trainer pattern); None otherwise."""
+    if own_step(model, "test_step") is not None:
+        return None
+    return own_step(model, "train_step")
+
+
 # Keras 3 keeps Keras 2's `model.compiled_metrics.update_state` as a shim that updates
 # every Mean metric of the model with the predictions, Keras' own loss tracker among
 # them: a Keras 2 step that calls it reports as "loss" the mean of its predictions
@@ -147,7 +155,7 @@ def evaluation_blocker(model: Any, batches: Any) -> str | None:
     the model's own test_step reports no loss but the shim's; where the model trains by
     a train_step of its own, why Keras' test_step cannot evaluate the loss it was
     compiled with on its data (its batches need not be what `model(x)` takes)."""
-    owner, own_test = own_step(model, "train_step"), own_step(model, "test_step")
+    owner, own_test = own_train_step_only(model), own_step(model, "test_step")
     if own_test is None and owner is None:
         return None
     with ShimWatch(model) as watch:
@@ -170,10 +178,8 @@ def no_race(model: Any) -> str | None:
     """Why the model has no validation loss to race by, or None. A train_step of the
     model's own with Keras' test_step is raced where the model was compiled with a loss
     (keras-io's trainer pattern): Keras' test_step evaluates that loss."""
-    owner = own_step(model, "train_step")
-    if owner is None or own_step(model, "test_step") is not None:
-        return None
-    if getattr(model, "_compile_loss", None) is not None:
+    owner = own_train_step_only(model)
+    if owner is None or getattr(model, "_compile_loss", None) is not None:
         return None
     return (
         f"{owner.__name__} has a train_step of its own and no test_step, and was compiled "
@@ -185,8 +191,8 @@ def no_race(model: Any) -> str | None:
 def compiled_loss_note(model: Any) -> str:
     """What to add to the validation's description where Keras' test_step reads the
     compiled loss of a model that trains by a train_step of its own."""
-    owner = own_step(model, "train_step")
-    if owner is None or own_step(model, "test_step") is not None:
+    owner = own_train_step_only(model)
+    if owner is None:
         return ""
     return f"; its loss is the one {owner.__name__} was compiled with (Keras' test_step)"
 

@@ -16,6 +16,7 @@ from tfaccel._child import ChildResult, child_env, run_child
 from tfaccel._compat import xla_flag_floor
 from tfaccel.optimize.settings import LAYER_KNOBS, Settings, label_of
 from tfaccel.trial.protocol import MARK, Mode, TrialRequest, extra_of
+from tfaccel.trial.xla_cache import PERSISTENT
 from tfaccel.workloads import BUILTIN, REVISION
 
 
@@ -193,9 +194,9 @@ def compile_cache_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
         (base / "autotune").mkdir(parents=True, exist_ok=True)
         env["XLA_FLAGS"] = f"{xla} {cache_flag}={base / 'autotune'}"
     tf_xla = os.environ.get("TF_XLA_FLAGS", "")
-    if "tf_xla_persistent_cache_directory" not in tf_xla:
+    if PERSISTENT[2:] not in tf_xla:
         executables_in(base).mkdir(parents=True, exist_ok=True)
-        env["TF_XLA_FLAGS"] = f"{tf_xla} --tf_xla_persistent_cache_directory={executables_in(base)}"
+        env["TF_XLA_FLAGS"] = f"{tf_xla} {PERSISTENT}={executables_in(base)}"
     if "CUDA_CACHE_MAXSIZE" not in os.environ:
         env["CUDA_CACHE_MAXSIZE"] = CUDA_CACHE_MAXSIZE
     return {name: value.strip() for name, value in env.items()}

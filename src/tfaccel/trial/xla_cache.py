@@ -47,20 +47,25 @@ STRIDE = 1 << 17  # more numbers than a step's trace draws
 MARKS = {"test_step": 1 << 20, "train_step": (1 << 20) + 4 * STRIDE}
 NAMED = 2 * STRIDE
 PATCHED = "_tfaccel_steady_names"
+PERSISTENT = "--tf_xla_persistent_cache_directory"  # TensorFlow's flag (TF_XLA_FLAGS)
 NAMING = "_inference_name"  # TensorFlow's, in polymorphic_function.concrete_function
+
+
+def persistent_cache() -> re.Match[str] | None:
+    """The persistent XLA cache TF_XLA_FLAGS names (group 1: its directory), if any."""
+    return re.search(rf"{PERSISTENT}=(\S+)", os.environ.get("TF_XLA_FLAGS", ""))
 
 
 def own_executable_cache(options: tuple[str, ...]) -> None:
     """Give a trial with XLA `options` a cache directory of its own, inside the shared
     one named in TF_XLA_FLAGS (nothing where there is none)."""
-    flags = os.environ.get("TF_XLA_FLAGS", "")
-    found = re.search(r"--tf_xla_persistent_cache_directory=(\S+)", flags)
+    found = persistent_cache()
     if not options or not found:
         return
     own = os.path.join(found.group(1), "xla-options-" + "-".join(options))
     os.makedirs(own, exist_ok=True)
-    os.environ["TF_XLA_FLAGS"] = flags.replace(
-        found.group(0), f"--tf_xla_persistent_cache_directory={own}"
+    os.environ["TF_XLA_FLAGS"] = os.environ["TF_XLA_FLAGS"].replace(
+        found.group(0), f"{PERSISTENT}={own}"
     )
 
 
@@ -68,7 +73,7 @@ def prepare(options: tuple[str, ...]) -> None:
     """Both, for a trial's process whose XLA options are `options` (the settings'
     `effective_xla_options`); nothing of the names where no persistent cache is set."""
     own_executable_cache(options)
-    if "tf_xla_persistent_cache_directory" not in os.environ.get("TF_XLA_FLAGS", ""):
+    if persistent_cache() is None:
         return
     try:
         steady_names()
@@ -81,9 +86,9 @@ def load(folder: str, options: tuple[str, ...]) -> str | None:
     with the trials' names (`prepare`), so that a program the trials compiled is loaded;
     why not, where TF_XLA_FLAGS names a cache of the user's own (left as it is)."""
     flags = os.environ.get("TF_XLA_FLAGS", "")
-    if "tf_xla_persistent_cache_directory" in flags:
+    if persistent_cache() is not None:
         return "TF_XLA_FLAGS names a persistent XLA cache of your own: the tune's is not loaded"
-    os.environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={folder}".strip()
+    os.environ["TF_XLA_FLAGS"] = f"{flags} {PERSISTENT}={folder}".strip()
     try:
         prepare(options)
     except OSError as exc:  # its folder for these XLA options cannot be made
