@@ -13,12 +13,10 @@ too (`load`, where the settings file names that directory: `tune.output.compiled
   trial (the same HLO but for the name, on the CPU), but reaches it by another path:
   it evaluates before it trains, so the trace of its train step builds no loss
   trackers and draws fewer numbers, and device prefetch traces functions of its own.
-  Each such run compiled the program again: on the CPU, race runs of the transformer
-  entry point left two executables of their own beside the trial's
-  (experiments/2026-12-05-xla-compile-cache); on the H200 each such compile is about a
-  minute of the transformer's ten-minute tune. The counter only goes up, so Keras'
-  train and test steps are wrapped to move it on to a fixed mark for their kind
-  (MARKS) as their trace begins, and TensorFlow's naming to move it further, to a
+  Each such run compiled the program again, which for a model XLA compiles slowly is
+  a large share of a tune's budget (figures on the docs' measurements page). The
+  counter only goes up, so Keras' train and test steps are wrapped to move it on to a
+  fixed mark for their kind (MARKS) as their trace begins, and TensorFlow's naming to move it further, to a
   fixed name mark, just before it names the function that traced the step (the
   number is drawn as the trace ends, after the outputs' tensors, whose count differs
   with the path). A trace that creates variables is traced again by TensorFlow, so
