@@ -16,10 +16,10 @@ too (`load`, where the settings file names that directory: `tune.output.compiled
   Each such run compiled the program again, which for a model XLA compiles slowly is
   a large share of a tune's budget (figures on the docs' measurements page). The
   counter only goes up, so Keras' train and test steps are wrapped to move it on to a
-  fixed mark for their kind (MARKS) as their trace begins, and TensorFlow's naming to move it further, to a
-  fixed name mark, just before it names the function that traced the step (the
-  number is drawn as the trace ends, after the outputs' tensors, whose count differs
-  with the path). A trace that creates variables is traced again by TensorFlow, so
+  fixed mark for their kind (MARKS) as their trace begins, and TensorFlow's naming to
+  move it further, to a fixed name mark, just before it names the function that traced
+  the step (the number is drawn as the trace ends, after the outputs' tensors, whose
+  count differs with the path). A trace that creates variables is traced again by TensorFlow, so
   only the trace that creates none is named at the mark. The same program then has
   the same names in every process, for about a tenth of a second each. A process
   already past a mark (a script that traced a million functions first) keeps its names
