@@ -131,3 +131,22 @@ def test_a_model_at_its_minimum_has_a_noise_scale_past_what_the_batches_read(
         "noise_scale": 200.0,
         "noise_scale_batches": [8, 64],
     }
+
+
+def test_why_the_gradients_could_not_be_read_names_the_error_and_its_first_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """keras-io's knowledge distillation `Distiller` has no `call` of its own: the tune
+    says Keras' words, not the exception's class alone."""
+    import tfaccel.trial.noise_scale as noise
+    import tfaccel.workloads.inputs as inputs
+
+    def no_call(model: Any, element: Any) -> float:
+        raise NotImplementedError("Model Distiller does not have a `call()` method.\nMore.")
+
+    monkeypatch.setattr(inputs, "in_batches", lambda _, size, __: _Batches([size] * 40))
+    monkeypatch.setattr(noise, "_norm2", no_call)
+    assert measure(_Weights(), "examples", 8) == {  # type: ignore[arg-type]
+        "noise_scale_why": "its gradients could not be read (NotImplementedError: Model "
+        "Distiller does not have a `call()` method.)"
+    }

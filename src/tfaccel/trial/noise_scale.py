@@ -112,7 +112,9 @@ def _measure(model: Any, examples: Any, batch: int) -> dict[str, Any]:
                 return {"noise_scale_why": f"fewer examples than {MIN_BATCHES} batches of {size}"}
             norms.append(sum(found) / len(found))
     except Exception as exc:  # data read once (a generator), a loss compute_loss cannot give
-        return {"noise_scale_why": f"its gradients could not be read ({type(exc).__name__})"}
+        said = str(exc).strip().splitlines()[:1]
+        why = f"{type(exc).__name__}: {said[0][:160]}" if said else type(exc).__name__
+        return {"noise_scale_why": f"its gradients could not be read ({why})"}
     scale = simple_noise_scale(*sizes, *norms)
     if scale:
         return {"noise_scale": round(scale, 1), "noise_scale_batches": list(sizes)}
