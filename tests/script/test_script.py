@@ -628,6 +628,34 @@ def test_run_rebatches_a_scripts_dataset(here: Path, capfd: pytest.CaptureFixtur
     )
 
 
+# keras-io's addition RNN: a fit of one epoch in a loop, and another fit between.
+LOOP_SCRIPT = """
+import numpy as np
+import keras
+
+x = np.random.rand(64, 4).astype("float32")
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+for _ in range(4):
+    model.fit(x, x[:, :1], batch_size=16, epochs=1, verbose=0)
+    model.fit(x, x[:, :1], batch_size=8, epochs=1, verbose=0)
+"""
+
+
+def test_run_says_a_fit_in_a_loop_once_then_as_its_first_call(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    script = parse_command(["python", str(_write(here, "train.py", LOOP_SCRIPT))])
+    assert run_script(script, Settings(precision="float32", xla="off")) == 0
+    said = [line for line in capfd.readouterr().err.splitlines() if "model.fit call" in line]
+    assert said[0].startswith("tfaccel: model.fit call 1 at train.py:9: batch_size=16 (the")
+    assert said[1].startswith("tfaccel: model.fit call 2 at train.py:10: batch_size=8 (the")
+    assert said[2:] == [
+        "tfaccel: model.fit call 3 at train.py:9: as call 1 (its like not said again)",
+        "tfaccel: model.fit call 4 at train.py:10: as call 2 (its like not said again)",
+    ]
+
+
 # An epoch of steps_per_epoch batches: a repeated dataset, a finite one, numpy arrays.
 STEPS_SCRIPT = """
 import json

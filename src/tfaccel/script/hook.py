@@ -38,6 +38,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tfaccel.script import validation
+from tfaccel.script.fit_batch import (
+    data_form,
+    is_array,
+    is_dataset,
+    offer_for,
+    own_batch_note,
+    own_batch_of,
+    same_examples_per_epoch,
+)
 from tfaccel.trial import xla_cache
 from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
 from tfaccel.trial.protocol import SCRIPT_ENV as ENV
@@ -244,7 +253,7 @@ def one_step_fit(fit: Any, model: Any, args: Any, kwargs: Any) -> Any:
     changes nothing of the timed fit's speed; its compile has the trial's settings."""
     fit_args = _fit_arguments(fit, model, args, kwargs)
     kw = fit_args.pop("kwargs", {})
-    if _is_array(fit_args.get("x")) and not fit_args.get("batch_size"):
+    if is_array(fit_args.get("x")) and not fit_args.get("batch_size"):
         fit_args["batch_size"] = 32  # Keras' default: given steps alone, it makes one batch of all
     fit_args.update(
         epochs=1,
@@ -284,7 +293,7 @@ def _examples(model: Any, fit_args: dict[str, Any], peek: bool) -> tuple[Any, in
         fit_args.get("x"), fit_args.get("y"), fit_args.get("sample_weight")
     )
     found = user_data(data, model, peek=peek)
-    count = count_examples(fit_args.get("x") if _is_dataset(fit_args.get("x")) else data, found)
+    count = count_examples(fit_args.get("x") if is_dataset(fit_args.get("x")) else data, found)
     return found.examples, found.batch_size or fit_args.get("batch_size") or 32, count
 
 
@@ -375,7 +384,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
             STARTED,
         )
     out = validation.timed(call, plan, out)
-    out["fit_data"] = _data_form(fit_args.get("x"))
+    out["fit_data"] = data_form(fit_args.get("x"))
     if out["fit_data"] == "arrays":
         out["device_arrays_blocker"] = device_arrays_blocker(report, fit_args, setting=False)
     out.update(facts)
@@ -397,7 +406,7 @@ def _racing(call: _FitCall) -> dict[str, Any]:
         raise ValueError(f"no race: {why}")
     split = validation.split(model, fit_args, examples, count)
     train = split.train
-    if _is_array(fit_args.get("x")) and fit_args.get("shuffle", True):  # as fit shuffles arrays
+    if is_array(fit_args.get("x")) and fit_args.get("shuffle", True):  # as fit shuffles arrays
         train = train.shuffle(10_000, seed=request.seed)
     dataset = report.dataset(rebatched(train, batch), batch=False)
     steps = steps_per_epoch(split, batch)
@@ -429,20 +438,20 @@ def _run_fit(
     """The script's fit with the settings that apply to its arguments (and an applied
     batch offer's learning-rate change, `request.lr`), said on stderr."""
     fit_args = _fit_arguments(fit, model, args, kwargs)
-    size, lr, notes = _offer_for(fit_args, model, report.settings.batch_size, request)
+    size, lr, notes = offer_for(fit_args, model, report.settings.batch_size, request)
     x = fit_args.get("x")
-    if _is_dataset(x):
+    if is_dataset(x):
         try:
             _fit_dataset(fit_args, model, report, size, notes)
         except Exception as exc:
             notes.append(f"the dataset kept as it is ({type(exc).__name__}: {exc})")
-    elif size and _is_array(x):
-        own = _own_batch_of(fit_args, model)
+    elif size and is_array(x):
+        own = own_batch_of(fit_args, model)
         fit_args["batch_size"] = size
         notes.append(f"batch_size={size}")
-        _same_examples_per_epoch(fit_args, own, size, notes)
-    elif _is_array(x):
-        notes.append(f"batch_size={_own_batch_of(fit_args, model)} (the script's own)")
+        same_examples_per_epoch(fit_args, own, size, notes)
+    elif is_array(x):
+        notes.append(f"batch_size={own_batch_of(fit_args, model)} (the script's own)")
     elif size:
         notes.append(
             f"batch {size} not applied: the script's {type(x).__name__} makes its own "
@@ -454,11 +463,28 @@ def _run_fit(
     if lr:
         notes.append(_scale_learning_rate(model, fit_args, lr, first=call == 1))
     with contextlib.ExitStack() as stack:
-        if _is_array(x):
+        if is_array(x):
             notes.append(_arrays(stack, model, report, fit_args))
-        say(f"model.fit call {call} at {where}: " + "; ".join(notes))
+        _say_fit(call, where, "; ".join(notes))
         kw = fit_args.pop("kwargs", {})
         return fit(model, **fit_args, **kw)
+
+
+_SAID: dict[str, list[Any]] = {}  # a fit's line: its first call, what was said, whether again
+
+
+def _say_fit(call: int, where: str, text: str) -> None:
+    """What run does to a fit call; a line that fits in a loop (keras-io's addition RNN
+    fits 29 times) is said at its first call, once more as "as call N", then only where
+    it changes."""
+    first, said, again = _SAID.setdefault(where, [call, text, False])
+    if first != call and said == text:
+        if not again:
+            say(f"model.fit call {call} at {where}: as call {first} (its like not said again)")
+        _SAID[where][2] = True
+        return
+    _SAID[where] = [call, text, False]
+    say(f"model.fit call {call} at {where}: {text}")
 
 
 def _arrays(
@@ -485,7 +511,7 @@ def _timed_arrays(
 ) -> Any:
     """The endless dataset of index batches a trial times where device_arrays keeps
     fit's arrays in GPU memory (entered on `stack`), else None."""
-    if not _is_array(fit_args.get("x")) or device_arrays_blocker(report, fit_args):
+    if not is_array(fit_args.get("x")) or device_arrays_blocker(report, fit_args):
         return None
     from tfaccel.optimize.device_arrays import kept_on_device
 
@@ -543,14 +569,14 @@ def _fit_dataset(
     x = fit_args["x"]
     dataset, own = rebatch(x, model, size) if size else (x, None)
     if not size:
-        notes.append(_own_batch_note(x, model))
+        notes.append(own_batch_note(x, model))
     elif own == size:
         notes.append(f"batch {size} (the data's own)")
     else:
         notes.append(f"batch {size} (re-batched" + (f" from {own})" if own else ")"))
     fit_args["x"] = report.dataset(dataset, batch=False)
     if size:
-        _same_examples_per_epoch(fit_args, own, size, notes)
+        same_examples_per_epoch(fit_args, own, size, notes)
     notes.append("tf.data settings applied")
     if fit_args.get("steps_per_epoch") is None and int(x.cardinality()) >= 0 > int(
         dataset.cardinality()
@@ -559,83 +585,3 @@ def _fit_dataset(
             "Keras counts the re-batched dataset's steps in its first epoch (it shows "
             "'Unknown', and warns then that the input ran out of data: harmless)"
         )
-
-
-def _own_batch_note(dataset: Any, model: Any) -> str:
-    size = _own_batch_of({"x": dataset}, model)
-    return f"batch {size} (the script's own)" if size else "batch as the script's"
-
-
-def _own_batch_of(fit_args: dict[str, Any], model: Any) -> int | None:
-    """The batch fit trains at as the script calls it: arrays at fit's batch_size (Keras'
-    32 without one), a dataset at its `.batch(n)` where that says it without a batch
-    being read (`workloads.inputs`); None where neither tells."""
-    x = fit_args.get("x")
-    if _is_array(x):
-        return int(fit_args.get("batch_size") or 32)
-    if not _is_dataset(x):
-        return None
-    from tfaccel.workloads.inputs import user_data
-
-    try:
-        return user_data(x, model).batch_size
-    except Exception:  # a dataset tfaccel cannot take apart still trains as it is
-        return None
-
-
-def _offer_for(
-    fit_args: dict[str, Any], model: Any, size: int | None, request: TrialRequest
-) -> tuple[int | None, dict[str, Any] | None, list[str]]:
-    """The batch and learning-rate change for this fit, and what to say: an applied
-    batch offer holds for the batch its race started from; a fit that trains at another
-    (the script run with other options than the tune's) keeps its own batch and rate.
-    The same-training answer keeps the fit's own batch anyway; where that is not the
-    one its settings were measured at, that is said."""
-    measured = request.from_batch
-    own = _own_batch_of(fit_args, model) if measured else None
-    if own is None or own == measured:
-        return size, request.lr, []
-    if not request.lr:
-        note = (
-            f"tfaccel.json's settings were measured at batch {measured}, this fit trains at "
-            f"{own} (tune this command for settings measured at {own})"
-        )
-        if measured is not None and own > measured:
-            from tfaccel.optimize.settings import small_batch_note
-
-            note += small_batch_note(request.settings)
-        return size, None, [note]
-    why = (
-        f"batch offer not applied to this fit: its race started from batch {measured}, "
-        f"and this fit trains at {own} (tune this command for an offer from {own})"
-    )
-    return None, None, [why]
-
-
-def _same_examples_per_epoch(
-    fit_args: dict[str, Any], own: int | None, size: int, notes: list[str]
-) -> None:
-    """steps_per_epoch counts batches: at another batch size it is scaled so that an
-    epoch holds the examples it held in the script (else a larger batch would make
-    each epoch, and the run, that many times longer)."""
-    steps = fit_args.get("steps_per_epoch")
-    if not steps or not own or own == size:
-        return
-    scaled = max(1, -(-steps * own // size))
-    fit_args["steps_per_epoch"] = scaled
-    notes.append(f"steps_per_epoch {steps} -> {scaled} (the examples of an epoch kept)")
-
-
-def _data_form(x: Any) -> str:
-    """What the script gives fit: a tf.data "dataset", numpy "arrays" (which `run`
-    passes to fit as they are: no tf.data setting reaches them), or an "iterator"."""
-    return "dataset" if _is_dataset(x) else "arrays" if _is_array(x) else "iterator"
-
-
-def _is_dataset(x: Any) -> bool:
-    tf = sys.modules.get("tensorflow")
-    return tf is not None and isinstance(x, tf.data.Dataset)
-
-
-def _is_array(x: Any) -> bool:
-    return hasattr(x, "shape") or isinstance(x, (list, tuple, dict))
