@@ -39,6 +39,10 @@
 #  autoencoder: its seeded same-wall pair (done on 2026-12-05: results/.../same_wall).
 #  mnist_pairs: two seeded same-wall pairs of the MNIST convnet with its committed
 #     settings (its (c) rests on two unseeded pairs inside plain's spread), 5 minutes;
+#  run_start: how much sooner `tfaccel run` starts training where it loads the programs
+#     a tune on the machine compiled (tfaccel.json's `compiled`): the MNIST convnet
+#     script (put keras-io's examples/vision/mnist_convnet.py in $EXAMPLES) tuned for 3
+#     minutes, then run to its end twice with the entry and twice without, 3 minutes;
 #  compile_probe: why each XLA trial of the transformer compiles for 50-56 s
 #     (../2026-12-05-xla-compile-cache/probe.py: five trials, about six minutes).
 set -u
@@ -98,6 +102,22 @@ lstm_pair_persist() {  # seeded pairs with the resumed tune's best trial's setti
 wgan() {
   EXAMPLES="$EXAMPLES" DEST="$DEST/wgan" TARGETS=wgan_gp RUNS=none \
     RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
+}
+run_start() {  # how much sooner `run` starts training with the tune's compiled programs
+  local d="$DEST/run-start"; mkdir -p "$d"
+  (cd "$EXAMPLES" && PYTHONPATH="$ROOT/src:$HERE/learnable_datasets${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -m tfaccel tune --time-budget 3m --race 20s --format json --output "$d/with.json" \
+    --journal "$d/tune.jsonl" -- python mnist_convnet.py > "$d/tune.json" 2> "$d/tune.err")
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('compiled',None); \
+json.dump(d,open(sys.argv[2],'w'),indent=1)" "$d/with.json" "$d/without.json"
+  for i in 1 2; do for how in without with; do  # epoch 1's time holds its compiling
+    local t0; t0=$(date +%s.%N)
+    (cd "$EXAMPLES" && LEARNABLE_SEED=$i PYTHONPATH="$ROOT/src:$HERE/learnable_datasets${PYTHONPATH:+:$PYTHONPATH}" \
+      python3 -m tfaccel run --config "$d/$how.json" -- python mnist_convnet.py > "$d/$how-$i.log" 2>&1)
+    echo "$how $i: wall $(python3 -c "import time; print(round(time.time() - $t0, 1))") s;" \
+      "epochs: $(tr '\r' '\n' < "$d/$how-$i.log" | sed 's/\x1b\[[0-9;]*m//g' | grep val_loss | grep -o '[0-9]* [0-9]*s [0-9]*m\?s/step' \
+      | sed -n '1,3p' | tr '\n' ' ')" >> "$d/summary.txt"
+  done; done
 }
 mnist_pairs() {
   WALL=60 REPEAT=2 bash "$HERE/same_wall.sh" "$EXAMPLES" mnist_convnet.py \
