@@ -106,11 +106,11 @@ wgan() {
 run_start() {  # how much sooner `run` starts training with the tune's compiled programs
   local d="$DEST/run-start"; mkdir -p "$d"
   (cd "$EXAMPLES" && PYTHONPATH="$ROOT/src:$HERE/learnable_datasets${PYTHONPATH:+:$PYTHONPATH}" \
-    python3 -m tfaccel tune --time-budget 3m --race 20s --format json --output "$d/with.json" \
+    python3 -m tfaccel tune --time-budget "${RS_BUDGET:-3m}" --race 20s --format json --output "$d/with.json" \
     --journal "$d/tune.jsonl" -- python mnist_convnet.py > "$d/tune.json" 2> "$d/tune.err")
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d.pop('compiled',None); \
 json.dump(d,open(sys.argv[2],'w'),indent=1)" "$d/with.json" "$d/without.json"
-  for i in 1 2; do for how in without with; do  # epoch 1's time holds its compiling
+  for i in $(seq 1 "${REPEAT:-2}"); do for how in without with; do  # epoch 1's time holds its compiling
     local t0; t0=$(date +%s.%N)
     (cd "$EXAMPLES" && LEARNABLE_SEED=$i PYTHONPATH="$ROOT/src:$HERE/learnable_datasets${PYTHONPATH:+:$PYTHONPATH}" \
       python3 -m tfaccel run --config "$d/$how.json" -- python mnist_convnet.py > "$d/$how-$i.log" 2>&1)
