@@ -90,3 +90,8 @@ def tf_internal(module: str) -> ModuleType:
     """A TensorFlow module outside its public API, `tensorflow.<module>`: every use of
     TensorFlow's internals goes through here, so they are found in one place."""
     return importlib.import_module(f"tensorflow.{module}")
+
+
+# tf.data.Dataset's own module, watched for its import (`script.file_caches`) rather than
+# imported: a hook must not import TensorFlow before the script does.
+DATASET_OPS = "tensorflow.python.data.ops.dataset_ops"

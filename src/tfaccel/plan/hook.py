@@ -12,12 +12,14 @@ import json
 import os
 from typing import Any
 
+from tfaccel.script import file_caches
 from tfaccel.script.hook import fit_examples, one_step_fit, say, when_keras_imported
 from tfaccel.trial.protocol import PLAN_ENV
 
 
 def install() -> None:
     request = json.loads(os.environ[PLAN_ENV])
+    file_caches.install()  # the process ends at the chosen fit
     when_keras_imported(lambda: _patch(request))
 
 

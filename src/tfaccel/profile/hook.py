@@ -11,6 +11,7 @@ import contextlib
 import os
 from typing import Any
 
+from tfaccel.script import file_caches
 from tfaccel.script.hook import say, when_keras_imported
 from tfaccel.trial.protocol import PROFILE_FIT_ENV as FIT_ENV
 from tfaccel.trial.protocol import PROFILE_LOGDIR_ENV as ENV
@@ -19,6 +20,8 @@ from tfaccel.trial.protocol import PROFILE_STATUS_ENV as STATUS_ENV  # why nothi
 
 
 def install() -> None:
+    if os.environ.get(PROFILE_STOP_ENV) == "1":  # the process ends after the window
+        file_caches.install()
     when_keras_imported(_patch)
 
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.abc
-import importlib.util
 import inspect
 import os
 import shutil
@@ -37,7 +35,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tfaccel.script import validation
+from tfaccel.script import file_caches, validation
 from tfaccel.script.fit_batch import (
     data_form,
     is_array,
@@ -47,6 +45,7 @@ from tfaccel.script.fit_batch import (
     own_batch_of,
     same_examples_per_epoch,
 )
+from tfaccel.script.watch import when_imported
 from tfaccel.trial import xla_cache
 from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
 from tfaccel.trial.protocol import SCRIPT_ENV as ENV
@@ -60,6 +59,8 @@ STARTED = time.perf_counter()  # the script's start, near enough: sitecustomize 
 def install() -> None:
     """Apply the settings in `ENV` when the script imports Keras."""
     request = TrialRequest.from_json(os.environ[ENV])
+    if request.mode != "run":  # a trial ends mid-epoch
+        file_caches.install()
     when_keras_imported(lambda: _on_keras(request))
 
 
@@ -67,42 +68,7 @@ def when_keras_imported(fn: Callable[[], None]) -> None:
     """Call `fn` right after the process first imports `keras` (also through tf.keras),
     or now if it did: nothing of Keras is imported before the script chose its
     backend."""
-    if "keras" in sys.modules:
-        fn()
-    else:
-        sys.meta_path.insert(0, _KerasWatcher(fn))
-
-
-class _KerasWatcher(importlib.abc.MetaPathFinder):
-    """Wraps the loader of each spec found for `keras` until one of them executes:
-    TensorFlow asks `find_spec("keras")` to see whether Keras is installed, without
-    importing it, before the script's own import."""
-
-    def __init__(self, fn: Callable[[], None]) -> None:
-        self.fn = fn
-        self.busy = False
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "keras" or self.busy:
-            return None
-        self.busy = True
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            self.busy = False
-        loader = getattr(spec, "loader", None)
-        if spec is None or loader is None:
-            return spec
-        execute = loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            if self in sys.meta_path:
-                sys.meta_path.remove(self)
-            execute(module)
-            self.fn()
-
-        loader.exec_module = exec_module
-        return spec
+    when_imported("keras", fn)
 
 
 def say(text: str, who: str = "tfaccel") -> None:

@@ -1,0 +1,70 @@
+"""script.file_caches: a trial's process, which ends mid-epoch, leaves no part-written
+`Dataset.cache(filename)` of the script's behind (its lockfile would make the script's
+next run fail); a complete cache is read where it is."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tfaccel.optimize.settings import Settings
+from tfaccel.script.command import parse_command
+from tfaccel.script.file_caches import private
+from tfaccel.script.run import ScriptTrial
+from tfaccel.trial.runner import StepPlan, run_trial
+
+# A tf.data pipeline cached to a file beside the script, labels from a fixed teacher.
+CACHED_SCRIPT = """
+import numpy as np
+import tensorflow as tf
+import keras
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(4096, 8)).astype("float32")
+y = (x @ rng.normal(size=(8, 3))).argmax(axis=1)
+train = tf.data.Dataset.from_tensor_slices((x, y)).cache("cached/train").batch(32)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(train, epochs=2, verbose=0)
+print("trained")
+"""
+
+
+def test_an_unfinished_cache_goes_to_the_process_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "own-tmp"))
+    monkeypatch.chdir(tmp_path)
+    moved = Path(private("data/train"))
+    assert moved.name == "train" and moved.parent.is_dir()
+    assert moved.is_relative_to(tmp_path / "own-tmp")
+    assert private(str(tmp_path / "data" / "train")) == str(moved)  # by the full path
+    assert Path(private("other/train")) != moved  # another folder's cache of that name
+    assert private("") == "" and private(b"x") == b"x"  # in memory; not a path
+    (tmp_path / "done.index").write_text("")
+    assert private("done") == "done"  # complete: read where it is
+
+
+def test_a_trial_leaves_no_lockfile_and_the_script_runs_after(script_folder: Path) -> None:
+    (script_folder / "cached").mkdir()
+    (script_folder / "train.py").write_text(CACHED_SCRIPT)
+    script = parse_command(["python", str(script_folder / "train.py")])
+    plan = StepPlan(warmup=2, windows=2, window=3)
+    trial = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), plan)
+    assert trial.ok, (trial.error, trial.traceback)
+    assert list((script_folder / "cached").iterdir()) == []  # nothing part-written
+    done = subprocess.run(
+        [sys.executable, "train.py"], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0 and "trained" in done.stdout, done.stderr[-2000:]
+    assert (script_folder / "cached" / "train.index").exists()
+    again = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), plan)
+    assert again.ok, (again.error, again.traceback)  # read from the complete cache
+    assert sorted(p.suffix for p in (script_folder / "cached").iterdir()) == [
+        ".data-00000-of-00001",
+        ".index",
+    ]
