@@ -1,10 +1,12 @@
 """A trial's process ends mid-epoch (after its timed windows or its race; plan's after
-one step), so a `Dataset.cache(filename)` of the script's would be left part-written:
-TensorFlow keeps its lockfile, and the script's next run fails ("There appears to be a
-concurrent caching iterator running - cache lockfile already exists"). In such a process
-a file cache of the script's that is not complete is written to the process's own
-temporary folder instead (`tfaccel._child` gives each child one and removes it after);
-a complete one (its `.index` file there) is read where it is, as the script reads it.
+one step), so the files a script's tf.data pipeline writes as it is read would be left
+part-written: a `Dataset.cache(filename)` keeps TensorFlow's lockfile, and the script's
+next run fails ("There appears to be a concurrent caching iterator running - cache
+lockfile already exists"); a `Dataset.snapshot(path)` leaves a run that is never
+finished in the user's folder, as large as what was read, one a trial. In such a
+process a cache or snapshot of the script's that is not complete is written to the
+process's own temporary folder instead (`tfaccel._child` gives each child one and
+removes it after); a complete one is read where it is, as the script reads it.
 `tfaccel run` runs the script as it is: it ends as the script does. (`profile --stop`,
 whose process has no temporary folder of its own, leaves them in the system's, in a
 folder of its process id, so that no lockfile of an earlier one stands in the way.)"""
@@ -12,10 +14,12 @@ folder of its process id, so that no lockfile of an earlier one stands in the wa
 from __future__ import annotations
 
 import functools
+import glob
 import hashlib
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from tfaccel._tf import DATASET_OPS
@@ -23,31 +27,45 @@ from tfaccel.script.watch import when_imported
 
 
 def install() -> None:
-    """Send the script's unfinished file caches to this process's temporary folder,
-    from when TensorFlow's tf.data is imported."""
+    """Send the script's unfinished caches and snapshots to this process's temporary
+    folder, from when TensorFlow's tf.data is imported."""
     when_imported(DATASET_OPS, _patch)
 
 
 def _patch() -> None:
     dataset = sys.modules[DATASET_OPS].DatasetV2
-    original = dataset.cache
+    cache, snapshot = dataset.cache, dataset.snapshot
 
-    @functools.wraps(original)
-    def cache(self: Any, filename: Any = "", name: Any = None) -> Any:
-        return original(self, private(filename), name=name)
+    @functools.wraps(cache)
+    def own_cache(self: Any, filename: Any = "", name: Any = None) -> Any:
+        return cache(self, private(filename, cache_done), name=name)
 
-    dataset.cache = cache
+    @functools.wraps(snapshot)
+    def own_snapshot(self: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+        return snapshot(self, private(path, snapshot_done), *args, **kwargs)
+
+    dataset.cache, dataset.snapshot = own_cache, own_snapshot
 
 
-def private(filename: Any) -> Any:
-    """Where this process writes the cache the script names `filename`: the same file
-    where it is complete or in memory ("") or a tensor; else a file of the same name in
-    this process's temporary folder, in a folder by the full path (two caches of one
-    name in two folders stay two)."""
+def cache_done(path: str) -> bool:
+    """A complete file cache: TensorFlow writes its `.index` file last, and reads it then."""
+    return os.path.exists(f"{path}.index")
+
+
+def snapshot_done(path: str) -> bool:
+    """A finished snapshot: a `snapshot.metadata` in a folder of the path's."""
+    return bool(glob.glob(os.path.join(glob.escape(path), "*", "snapshot.metadata")))
+
+
+def private(filename: Any, done: Callable[[str], bool] = cache_done) -> Any:
+    """Where this process writes what the script names `filename`: the same path where
+    it is `done` or in memory ("") or a tensor; else a path of the same name in this
+    process's temporary folder, in a folder by the full path (two caches of one name in
+    two folders stay two)."""
     if not isinstance(filename, (str, os.PathLike)) or not os.fspath(filename):
         return filename
     path = os.path.abspath(os.fspath(filename))
-    if os.path.exists(f"{path}.index"):
+    if done(path):
         return filename
     digest = hashlib.sha256(path.encode()).hexdigest()[:16]
     folder = os.path.join(tempfile.gettempdir(), f"tfaccel-caches-{os.getpid()}", digest)
