@@ -50,6 +50,11 @@ def test_an_unfinished_cache_goes_to_the_process_temporary_folder(
     assert private("") == "" and private(b"x") == b"x"  # in memory; not a path
     (tmp_path / "done.index").write_text("")
     assert private("done") == "done"  # complete: read where it is
+    tf = pytest.importorskip("tensorflow")
+    assert Path(private("ram://elsewhere/c")).is_relative_to(tmp_path / "own-tmp")
+    with tf.io.gfile.GFile("ram://elsewhere/d.index", "w") as index:  # TensorFlow's files
+        index.write("written")
+    assert private("ram://elsewhere/d") == "ram://elsewhere/d"
     (tmp_path / "snap" / "123").mkdir(parents=True)
     assert Path(private("snap", snapshot_done)).is_relative_to(tmp_path / "own-tmp")
     (tmp_path / "snap" / "123" / "snapshot.metadata").write_text("")

@@ -14,7 +14,6 @@ folder of its process id, so that no lockfile of an earlier one stands in the wa
 from __future__ import annotations
 
 import functools
-import glob
 import hashlib
 import os
 import sys
@@ -22,7 +21,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from tfaccel._tf import DATASET_OPS
+from tfaccel._tf import DATASET_OPS, import_tensorflow
 from tfaccel.script.watch import when_imported
 
 
@@ -48,23 +47,25 @@ def _patch() -> None:
 
 
 def cache_done(path: str) -> bool:
-    """A complete file cache: TensorFlow writes its `.index` file last, and reads it then."""
-    return os.path.exists(f"{path}.index")
+    """A complete file cache: TensorFlow writes its `.index` file last, and reads it then
+    (through its own file system: a `gs://` path too)."""
+    return bool(import_tensorflow().io.gfile.exists(f"{path}.index"))
 
 
 def snapshot_done(path: str) -> bool:
     """A finished snapshot: a `snapshot.metadata` in a folder of the path's."""
-    return bool(glob.glob(os.path.join(glob.escape(path), "*", "snapshot.metadata")))
+    return bool(import_tensorflow().io.gfile.glob(f"{path}/*/snapshot.metadata"))
 
 
 def private(filename: Any, done: Callable[[str], bool] = cache_done) -> Any:
     """Where this process writes what the script names `filename`: the same path where
     it is `done` or in memory ("") or a tensor; else a path of the same name in this
     process's temporary folder, in a folder by the full path (two caches of one name in
-    two folders stay two)."""
+    two folders stay two; one in a bucket, `gs://`, is written here then)."""
     if not isinstance(filename, (str, os.PathLike)) or not os.fspath(filename):
         return filename
-    path = os.path.abspath(os.fspath(filename))
+    path = os.fspath(filename)
+    path = path if "://" in path else os.path.abspath(path)
     if done(path):
         return filename
     digest = hashlib.sha256(path.encode()).hexdigest()[:16]
