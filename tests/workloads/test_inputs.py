@@ -384,3 +384,40 @@ def test_a_generator_object_read_again_goes_on_where_it_stopped() -> None:
     examples = user_data(finite, model).examples
     first = [float(x[0]) for x in examples]
     assert len(first) == 24 and [float(x[0]) for x in examples] == first
+
+
+def test_batches_without_the_last_1_a_model_input_declares_are_batches() -> None:
+    """Strings for a `TextVectorization` behind `Input((1,), dtype="string")`, batched
+    by the script to shape (None,): Keras adds the last 1, so they are batches (read as
+    examples of shape (None,), the trial fed the model (32, None) and failed)."""
+    import keras
+    import tensorflow as tf
+
+    from tfaccel.workloads.inputs import as_examples, is_batched, user_data
+
+    texts = tf.constant([f"good day {i}" for i in range(40)])
+    vectorize = keras.layers.TextVectorization(max_tokens=20, output_sequence_length=4)
+    vectorize.adapt(texts)
+    inputs = keras.Input((1,), dtype="string")
+    model = keras.Model(inputs, keras.layers.Embedding(20, 2)(vectorize(inputs)))
+    ds = tf.data.Dataset.from_tensor_slices((texts, tf.range(40))).batch(8)
+    assert user_data(ds, model).batch_size == 8
+    x, _ = next(iter(rebatched(as_examples(ds, model), 5)))
+    assert x.shape == (5,) and model(x).shape == (5, 4, 2)
+    spec = (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int32))
+    assert is_batched(spec, model)  # no `.batch` to read: the shapes say it
+    one = (tf.TensorSpec([1], tf.string), tf.TensorSpec([], tf.int32))
+    assert not is_batched(one, model)  # an example of the declared shape
+
+
+def test_a_dataset_that_ends_in_its_batch_holds_batches() -> None:
+    """Whatever the shapes: a model of input (None, 1) given batches of shape (None,)."""
+    import keras
+    import tensorflow as tf
+
+    from tfaccel.workloads.inputs import user_data
+
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    ds = tf.data.Dataset.from_tensor_slices((tf.ones(30), tf.zeros(30))).batch(10).prefetch(2)
+    found = user_data(ds, model)
+    assert found.batch_size == 10 and found.examples.element_spec[0].shape == ()

@@ -9,7 +9,10 @@ returns a fresh iterator. As in `model.fit`, an element is `(inputs, labels)`,
 an autoencoder's, or a model whose own `train_step` or `add_loss` needs no labels).
 Whether a dataset yields examples or batches is read from
 the model's declared inputs: an element of the same rank as a model input (which
-counts the batch dimension) is a batch, one of a rank less is an example. A model that
+counts the batch dimension) is a batch, one of a rank less is an example, but for a
+batch of unknown size without the last dimension of 1 a model input declares (Keras
+adds it: strings for a `TextVectorization`, one feature a row), and a dataset that ends
+in its `.batch(n)` holds batches whatever the shapes. A model that
 declares no inputs (subclassed) leaves it open where every element dimension is
 static; the entry point then says so with `"batched": True` or `False`.
 
@@ -125,8 +128,8 @@ def _varies(shape: Any) -> bool:
 
 def _dataset(dataset: Any, model: Any, batched: bool | None, peek: bool) -> UserData:
     _check_element(dataset.element_spec)
-    if batched is None:
-        batched = is_batched(dataset.element_spec, model)
+    if batched is None:  # a `.batch(n)` at its end says so, whatever the shapes
+        batched = _batch_op(dataset) is not None or is_batched(dataset.element_spec, model)
     if not batched:
         return UserData(dataset, None)
     size = _leading(dataset.element_spec) or _batch_op_size(dataset)
@@ -256,7 +259,13 @@ def _verdict(shape: tuple[Any, ...], model_shape: tuple[Any, ...]) -> bool | Non
             for dim, wanted in zip(dims, want, strict=True)
         )
 
-    return True if fits(shape[1:]) and shape else False if fits(shape) else None
+    if shape and fits(shape[1:]):
+        return True
+    # Keras adds an input's last 1 to a batch (of unknown size) without it
+    squeezed = len(model_shape) >= 2 and model_shape[-1] == 1 and bool(shape)
+    if squeezed and shape[0] is None and fits((*shape[1:], 1)):
+        return True
+    return False if fits(shape) else None
 
 
 def takes_floats(model: Any) -> bool | None:
