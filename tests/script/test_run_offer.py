@@ -113,20 +113,24 @@ def test_the_same_training_keeps_the_batch_the_script_trains_at_now(
     )
 
 
-def test_a_small_batch_setting_at_a_larger_batch_is_said(
+def test_a_file_that_sets_a_knob_tune_withholds_keeps_it_and_says_why(
     here: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """Settings measured at batch 16 with cuDNN's persistent RNN algorithm, a fit at 64:
-    kept as asked, and said to pay at small batches only."""
+    """A tfaccel.json of an older tune whose answer holds cuDNN's persistent RNN
+    algorithm (tune no longer tries it): run applies it as the file asks, and says why
+    tune no longer chooses it; a file without it says nothing of it."""
     path = _settings_file(here)
+    result = runner.invoke(app, ["run", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert "no longer tries" not in capfd.readouterr().err + result.output
     doc = json.loads(path.read_text())
-    doc["settings"].update(batch_size=16, rnn_algorithm="persist_dynamic")
+    doc["settings"]["rnn_algorithm"] = "persist_dynamic"
     path.write_text(json.dumps(doc))
     result = runner.invoke(app, ["run", "--", "python", "train.py"])
     assert result.exit_code == 0, result.output
-    err = capfd.readouterr().err
-    assert "measured at batch 16, this fit trains at 64" in err
-    assert "rnn_algorithm=persist_dynamic pays at small batches" in err
+    said = unboxed(capfd.readouterr().err + result.output)
+    assert "rnn_algorithm=persist_dynamic kept as the file asks, though tune no longer" in said
+    assert "worse validation loss" in said
 
 
 def test_run_applies_a_passed_offer_with_its_learning_rate_when_asked(

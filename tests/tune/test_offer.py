@@ -507,24 +507,24 @@ def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None
     assert stages[7:12] == ["batch offer", "batch offer", "batch offer", "race", "race"]
     assert res.batch_offer is not None and res.batch_offer.verdict == "passed"
     kept = said(res, "time budget")
-    assert kept[0].startswith("8 trial(s) not run: the budget's last 855 s were kept for")
+    assert kept[0].startswith("7 trial(s) not run: the budget's last 855 s were kept for")
     # the ladder and races took 620 s of the 855 kept: the late stages run in what is left
     assert kept[1].startswith("after the batch offer, the budget still holds trials")
     assert stages[12:] == [
         "xla_options",
         "xla_options",
-        "rnn_algorithm",
-    ]  # the 330 s left hold three of the eight
+        "allocator + prefetch",
+    ]  # the 330 s left hold three of the seven
     assert not any(t.error and "time kept" in t.error for t in res.trials)
     res, stages = run("none", 0.0, 1370.0)
     assert "batch offer" not in stages and stages[7:] == [
         "xla_options",
         "xla_options",
-        "rnn_algorithm",
         "allocator + prefetch",
         "dropout",
         "float8",
-    ]  # the last late knobs' trials (attention, einsum) are past the budget
+        "attention",
+    ]  # the last late knob's trial (einsum) is past the budget
     assert res.batch_offer is None and res.batch_note == "not tried: the time budget was reached"
 
 
@@ -603,7 +603,7 @@ def test_a_budget_with_no_room_for_a_rung_and_its_race_says_so(tmp_path: Path) -
     # the late stages' trials gave way to the offer's time: the 290 s the budget had
     # left (it wanted 585: three rungs and three race runs)
     assert said(res, "time budget")[0].startswith(
-        "8 trial(s) not run: the budget's last 290 s were kept for the batch offer's"
+        "7 trial(s) not run: the budget's last 290 s were kept for the batch offer's"
     )
     # 420 s of same-training trials, a rung of 60 s and 270 s kept: 40 s short
     assert res.batch_note == (
@@ -693,50 +693,6 @@ def test_a_race_to_numerical_zero_says_so() -> None:
     fast = [(float(t), 0.69 - 0.008 * t) for t in range(0, 61, 5)]
     judged = offer.judged(found, offer.race_of(60.0, "", same, fast), 5.0)
     assert judged.verdict == "passed" and "about zero" not in judged.why
-
-
-class PersistentRnn(FakeTrials):
-    """A model of cuDNN LSTM layers: cuDNN's persistent algorithm runs it 1.4x at the
-    user's batch and at a tenth of the standard algorithm's speed at larger ones."""
-
-    def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
-        r = super().__call__(workload, s, steps, timeout)
-        if not r.ok or s.rnn_algorithm == "default":
-            return r
-        rate = (r.samples_per_s or 0.0) * (1.4 if (s.batch_size or 64) <= 64 else 0.1)
-        return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
-
-
-def test_a_small_batchs_knob_is_left_out_of_the_offer_and_run_applies_that(
-    tmp_path: Path,
-) -> None:
-    """The same-training answer keeps the persistent RNN algorithm; the ladder starts
-    from the standard one (said), the offer records the difference, and `run
-    --batch-offer` applies the offer's settings, not the same-training answer's."""
-    from tfaccel.tune.output import read_answer, settings_document
-
-    j = Journal(tmp_path / "j.jsonl")
-    j.load("w")
-    fake = PersistentRnn(extra={"no_race": None, **ADAM, "rnn_algorithm_layers": 2})
-    tune_options = options()
-    race = FakeRace(same=HALF_AT_20, candidate=HALF_AT_10)
-    res = Tuner("w", H200, tune_options, j, trial_fn=fake, race_fn=race).run()
-    assert res.best_settings is not None and res.best_settings.rnn_algorithm == "persist_dynamic"
-    ladder = [s for s in fake.calls if (s.batch_size or 64) > 64]
-    assert ladder and all(s.rnn_algorithm == "default" for s in ladder)
-    assert any("rnn_algorithm left at the default" in d for d in said(res, "batch offer"))
-    o = res.batch_offer
-    assert o is not None and o.verdict == "passed" and o.batch == 512
-    assert o.other_settings == {"rnn_algorithm": "default"}
-    (same_s, _), (cand_s, _) = race.calls
-    assert same_s.rnn_algorithm == "persist_dynamic" and cand_s.rnn_algorithm == "default"
-    path = tmp_path / "tfaccel.json"
-    path.write_text(json.dumps(settings_document(res)))
-    plain = read_answer(path)
-    assert plain.settings.rnn_algorithm == "persist_dynamic" and plain.settings.batch_size is None
-    offered = read_answer(path, batch_offer=True)
-    assert offered.settings.rnn_algorithm == "default" and offered.settings.batch_size == 512
-    assert any("rnn_algorithm=default" in note for note in offered.notes)
 
 
 def test_an_offers_other_settings_are_checked_as_settings(tmp_path: Path) -> None:

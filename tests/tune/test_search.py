@@ -71,11 +71,10 @@ def test_rare_gpu_knobs_come_last(tmp_path: Path) -> None:
         on_trial=lambda st, r, s: stages.append(st) if r is None else None,
     )
     t.run()
-    assert [x for x in stages if x != "batch offer"][-9:] == [
+    assert [x for x in stages if x != "batch offer"][-8:] == [
         "steps_per_execution + input_cast",
         "xla_options",
         "xla_options",
-        "rnn_algorithm",  # first: the largest late gain measured (on a small-batch LSTM)
         "allocator + prefetch",  # one trial: a `together` group
         "dropout",
         "float8",
@@ -114,6 +113,32 @@ def test_a_knobs_row_alone_makes_tune_try_it(tmp_path: Path, monkeypatch: Any) -
     for module in (search, late):
         monkeypatch.setattr(module, "LATE_KNOBS", module.LATE_KNOBS[:-1])
     assert estimate_trials(H200, options()) == before - 1
+
+
+def test_the_persistent_rnn_algorithm_is_withheld_and_said(tmp_path: Path) -> None:
+    """cuDNN's persistent algorithm is no same-training setting (its training losses
+    pass the guard, its validation loss did not keep up): tune does not try it on a
+    model of cuDNN LSTM layers and says why there; on a model without any, it says
+    only that; the progress bar's total does not count it."""
+    from tfaccel.optimize.settings import KNOB_NAMED
+
+    withheld = KNOB_NAMED["rnn_algorithm"].tune
+    assert withheld is not None and withheld.withheld
+
+    def run(lstm_layers: int) -> tuple[list[Settings], list[str]]:
+        trials = FakeTrials(extra={"rnn_algorithm_layers": lstm_layers})
+        j = Journal(tmp_path / f"j{lstm_layers}.jsonl")
+        j.load("w")
+        res = Tuner("w", H200, options(), j, trial_fn=trials).run()
+        return trials.calls, [d.text for d in res.decisions if d.stage == "rnn_algorithm"]
+
+    calls, said = run(2)
+    assert all(s.rnn_algorithm == "default" for s in calls)
+    assert said == [f"not tried: {withheld.withheld} (a settings file may still set it)"]
+    assert "worse validation loss" in said[0]
+    calls, said = run(0)
+    assert all(s.rnn_algorithm == "default" for s in calls)
+    assert said == ["not tried: the model has no cuDNN LSTM or GRU layer"]
 
 
 def test_noise_rule() -> None:

@@ -49,10 +49,6 @@ def offer_for(
             f"tfaccel.json's settings were measured at batch {measured}, this fit trains at "
             f"{own} (tune this command for settings measured at {own})"
         )
-        if measured is not None and own > measured:
-            from tfaccel.optimize.settings import small_batch_note
-
-            note += small_batch_note(request.settings)
         return size, None, [note]
     why = (
         f"batch offer not applied to this fit: its race started from batch {measured}, "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfaccel.optimize.settings import Settings
+from tfaccel.optimize.settings import LATE_KNOBS, Settings
 from tfaccel.results import SCHEMAS, to_jsonable, write_atomic
 from tfaccel.tune.result import BatchOffer, TuneResult
 
@@ -202,7 +202,23 @@ def read_answer(path: Path, batch_offer: bool = False) -> Answer:
     if isinstance(doc, dict) and "schema" in doc and doc.get("answer") != SAME_TRAINING:
         return _older(path, settings, asked)
     answer = _with_offer(path, settings, doc.get("batch_offer")) if asked else None
-    return with_compiled(path, doc, answer or _same_training(settings))
+    return with_compiled(path, doc, _withheld_said(answer or _same_training(settings)))
+
+
+def _withheld_said(answer: Answer) -> Answer:
+    """The answer, with a note for each knob it sets that tune now withholds
+    (`TuneTry.withheld`): a file of an older tune, or one written by hand, keeps it as
+    it asks, and the user learns why tune no longer chooses it."""
+    defaults = Settings()
+    notes = [
+        f"{knob.name}={getattr(answer.settings, knob.name)} kept as the file asks, though "
+        f"tune no longer tries it: {knob.tune.withheld}"
+        for knob in LATE_KNOBS
+        if knob.tune
+        and knob.tune.withheld
+        and getattr(answer.settings, knob.name) != getattr(defaults, knob.name)
+    ]
+    return dataclasses.replace(answer, notes=(*answer.notes, *notes)) if notes else answer
 
 
 def with_compiled(path: Path, doc: Any, answer: Answer) -> Answer:

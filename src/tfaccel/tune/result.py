@@ -261,7 +261,7 @@ class BatchOffer:
     # (None: unknown, or it did not reach it): a script that trains fewer ends first.
     epochs_to_target: float | None = None
     # The settings besides the batch size where the offer differs from the
-    # same-training answer (the knobs it leaves at their defaults: `for_larger_batches`).
+    # same-training answer (none that tune makes now; a file may hold some).
     other_settings: dict[str, Any] = field(default_factory=dict)
 
     @property

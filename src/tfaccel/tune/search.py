@@ -88,7 +88,11 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     references = (2 if hw.gpus else 1) + opt.repeat_baseline  # the baseline's repeat
     race = 1 + batches if batches else 0  # the same-training run, and each batch raced
     together = 1 if hw.gpus else 0  # the knobs that each fell short, together
-    runs = [knob.tune for knob in LATE_KNOBS if knob.tune and hardware_allows(hw, knob.tune.needs)]
+    runs = [
+        knob.tune
+        for knob in LATE_KNOBS
+        if knob.tune and not knob.tune.withheld and hardware_allows(hw, knob.tune.needs)
+    ]
     late = sum(len(trying.values) for trying in runs if not trying.together)
     late += len({trying.together for trying in runs if trying.together})  # one trial a group
     confirm = 2 * opt.confirm

@@ -7,11 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from tfaccel.optimize.lr_scaling import LrChange
-from tfaccel.optimize.settings import (
-    Settings,
-    changed,
-    for_larger_batches,
-)
+from tfaccel.optimize.settings import Settings
 from tfaccel.trial.race import POINTS as RACE_POINTS
 from tfaccel.trial.runner import (
     TrialResult,
@@ -73,15 +69,7 @@ def batch_offer(tuner: TunerCore, state: State) -> None:
             f"no gradient noise scale: {unknown}; nothing but the data caps the ladder, "
             "and the race judges each batch",
         )
-    start = for_larger_batches(res.best_settings)
-    left = changed(res.best_settings, start)
-    if left:
-        tuner.decide(
-            "batch offer",
-            f"{', '.join(left)} left at the default for larger batches: its gain is a small "
-            "batch's (cuDNN's persistent RNN kernels)",
-        )
-    ladder = State(res.best, start, state.defaults, state.rtol, offer=True)
+    ladder = State(res.best, res.best_settings, state.defaults, state.rtol, offer=True)
     skipped = tuner._skipped
     short_s = _ladder_before_its_race(tuner, ladder, largest)
     if not ladder.rungs:

@@ -76,15 +76,21 @@ def late_knobs(tuner: TunerCore, state: State) -> None:
 
 def _late_ready(tuner: TunerCore, knob: Knob, state: State) -> bool:
     """Does a late knob get its trial: its needs hold, the model holds its layers,
-    nothing blocks it (each but the first said in a decision), not --skip?"""
+    tune does not withhold it, nothing blocks it (each but the first said in a
+    decision), not --skip?"""
     trying = knob.tune
     if trying is None or not all(_holds(tuner, need, state) for need in trying.needs):
         return False
     if trying.layers and model_count(tuner.result, f"{knob.name}_layers") == 0:
         tuner.decide(knob.name, f"not tried: the model has no {trying.layers}")
         return False
-    blocked = _blocked(tuner, knob.name) or next(
-        (why for value in trying.values if (why := _compat.keras_floor(knob.name, value))), None
+    withheld = trying.withheld and f"{trying.withheld} (a settings file may still set it)"
+    blocked = (
+        withheld
+        or _blocked(tuner, knob.name)
+        or next(
+            (why for value in trying.values if (why := _compat.keras_floor(knob.name, value))), None
+        )
     )
     if blocked:
         tuner.decide(knob.name, f"not tried: {blocked}")
