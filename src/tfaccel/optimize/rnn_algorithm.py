@@ -11,10 +11,11 @@ RNN op is built, so they are set with the runtime's other variables, before it s
 `TF_DEBUG_CUDNN_RNN_USE_TENSOR_OPS`, on except under strict float32 (TF32 off), as
 TensorFlow's own choice follows TF32.
 
-The arithmetic is the same but for its summation order, yet under the persistent
-dynamic algorithm keras-io's LSTM script trained to a worse validation loss at the same
-steps, while its training losses stayed close (all that the accuracy guard reads): tune
-does not try the knob (its `TuneTry.withheld`), which a settings file may still set.
+The arithmetic is the same but for its summation order, yet with the persistent dynamic
+algorithm in tune's answer keras-io's LSTM script validated worse under `tfaccel run`
+than under plain python, while its training losses stayed alike (all that the accuracy
+guard reads): tune does not try the knob (its `TuneTry.withheld`), which a settings
+file may still set.
 A layer cuDNN cannot run (another activation, `recurrent_dropout`, `use_cudnn=False`,
 `unroll`) is left to Keras' own loop, which this does not touch.
 """
