@@ -19,6 +19,10 @@ from tfaccel.script.run import ScriptTrial
 from tfaccel.trial.runner import StepPlan, run_trial
 
 # A tf.data pipeline cached to a file beside the script, labels from a fixed teacher.
+# It repeats, with steps_per_epoch, so that one iterator reads the first pass to its end
+# and completes the file: with one iterator an epoch, TensorFlow discards a pass that
+# Keras stops at its last batch, and the next epoch's iterator could find the discarded
+# file half-removed (seen under load: "file is too short to be an sstable").
 CACHED_SCRIPT = """
 import sys
 import numpy as np
@@ -32,7 +36,7 @@ train = tf.data.Dataset.from_tensor_slices((x, y)).cache("cached/train").batch(3
 train = train.snapshot("cached/snap") if len(sys.argv) > 1 else train
 model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
 model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-model.fit(train, epochs=2, verbose=0)
+model.fit(train.repeat(), epochs=2, steps_per_epoch=128, verbose=0)
 print("trained")
 """
 
