@@ -43,6 +43,14 @@
 #     a tune on the machine compiled (tfaccel.json's `compiled`): the MNIST convnet
 #     script (put keras-io's examples/vision/mnist_convnet.py in $EXAMPLES) tuned for 3
 #     minutes, then run to its end twice with the entry and twice without, 3 minutes;
+#  rnn_eval: whether cuDNN's RNN algorithms evaluate the same trained weights alike
+#     (../2026-12-05-cudnn-rnn-algo/eval_probe.sh, about 3 minutes): with
+#     persist_dynamic in the LSTM's answer its script trained as far as plain python
+#     but validated worse (2026-12-06), so tune no longer tries it;
+#  lstm_pairs_spe: same-seed pairs of the LSTM ($REPEAT, two by default, seed 1 each)
+#     under lstm-spe25.json, the current rules' answer for it (float32,
+#     steps_per_execution 25, TensorFlow's RNN algorithm): does `run` then validate as
+#     plain does? (the LSTM's (c)), about 9 minutes for two;
 #  compile_probe: why each XLA trial of the transformer compiles for 50-56 s
 #     (../2026-12-05-xla-compile-cache/probe.py: five trials, about six minutes).
 set -u
@@ -122,6 +130,16 @@ json.dump(d,open(sys.argv[2],'w'),indent=1)" "$d/with.json" "$d/without.json"
 mnist_pairs() {
   WALL=60 REPEAT=2 bash "$HERE/same_wall.sh" "$EXAMPLES" mnist_convnet.py \
     "$RESULTS/ttt-mnist-convnet-h200/tfaccel.json" "$DEST/wall-mnist_convnet"
+}
+rnn_eval() {
+  bash "$ROOT/experiments/2026-12-05-cudnn-rnn-algo/eval_probe.sh" > "$DEST/rnn-eval.jsonl" 2> "$DEST/rnn-eval.err"
+}
+lstm_pairs_spe() {  # each pair at seed 1, as the 2026-12-06 pairs under persist_dynamic were
+  local i
+  for i in $(seq 1 "${REPEAT:-2}"); do
+    WALL="${WALL:-130}" REPEAT=1 bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
+      "$HERE/lstm-spe25.json" "$DEST/wall-lstm-spe25-$i"
+  done
 }
 compile_probe() {
   (cd "$ROOT" && PYTHONPATH="$ROOT/src:$HERE${PYTHONPATH:+:$PYTHONPATH}" python3 \
