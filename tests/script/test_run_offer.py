@@ -130,7 +130,7 @@ def test_a_file_that_sets_a_knob_tune_withholds_keeps_it_and_says_why(
     assert result.exit_code == 0, result.output
     said = unboxed(capfd.readouterr().err + result.output)
     assert "rnn_algorithm=persist_dynamic kept as the file asks, though tune no longer" in said
-    assert "worse validation loss" in said
+    assert "validated worse" in said
 
 
 def test_run_applies_a_passed_offer_with_its_learning_rate_when_asked(

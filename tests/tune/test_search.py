@@ -135,7 +135,7 @@ def test_the_persistent_rnn_algorithm_is_withheld_and_said(tmp_path: Path) -> No
     calls, said = run(2)
     assert all(s.rnn_algorithm == "default" for s in calls)
     assert said == [f"not tried: {withheld.withheld} (a settings file may still set it)"]
-    assert "worse validation loss" in said[0]
+    assert "validated worse" in said[0]
     calls, said = run(0)
     assert all(s.rnn_algorithm == "default" for s in calls)
     assert said == ["not tried: the model has no cuDNN LSTM or GRU layer"]
