@@ -315,6 +315,71 @@ def test_a_noise_scale_below_the_users_batch_is_said_as_such() -> None:
     )
 
 
+class Unsaturated(FakeTrials):
+    """Batches past 512 still gain (fits up to 4,096): a ladder of 256, 1,024 and 2,048."""
+
+    def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+        r = super().__call__(workload, s, steps, timeout)
+        if not r.ok or (s.batch_size or 64) <= 512:
+            return r
+        rate = (r.samples_per_s or 0.0) * ((s.batch_size or 64) / 512) ** 0.3
+        return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+
+
+@pytest.mark.parametrize(
+    ("wins", "raced", "offered"),
+    [
+        ({1024: FAST, 256: FAST}, [1024, 2048], 1024),  # the middle passes, the top fails
+        ({256: FAST}, [1024, 256], 256),  # the middle fails: the half below
+        ({256: FAST, 1024: FAST, 2048: FAST}, [1024, 2048], 2048),
+    ],
+)
+def test_three_rungs_are_raced_by_bisection(
+    tmp_path: Path, wins: dict[int, Any], raced: list[int], offered: int
+) -> None:
+    """A ladder of 256, 1,024 and 2,048: the middle rung is raced first, then the rung
+    above it where it passes or the one below where it fails; two races, not three, and
+    the largest batch that passed is the offer. The same-training run is raced once."""
+    slow = curve(60.0, 0.55)  # stalls above the target
+    race = RaceByBatch(curve(12.0, 0.4), {b: wins.get(b, slow) for b in (256, 1024, 2048)})
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    fake = Unsaturated(oom_above=4096, extra={"no_race": None, **ADAM})
+    res = Tuner("w", H200, options(max_batch=4096), j, trial_fn=fake, race_fn=race).run()
+    ladder = sorted({s.batch_size for s in fake.calls if (s.batch_size or 64) > 64})
+    assert ladder == [256, 1024, 2048]
+    assert [s.batch_size for s, _ in race.calls] == [64, *raced]
+    o = res.batch_offer
+    assert o is not None and o.verdict == "passed" and o.batch == offered, o
+    assert [r.batch for r in res.races] == raced
+
+
+def test_a_pass_stands_where_the_next_race_is_unproven(tmp_path: Path) -> None:
+    """The middle rung passes, the race above it ends in an error (unproven): the pass
+    is the offer, and nothing more is raced."""
+
+    class Broken(RaceByBatch):
+        def __call__(
+            self, w: str, s: Settings, p: StepPlan, t: float, extra: dict[str, Any]
+        ) -> TrialResult:
+            r = super().__call__(w, s, p, t, extra)
+            return (
+                dataclasses.replace(r, status="error", error="CUDA error")
+                if (s.batch_size == 2048)
+                else r
+            )
+
+    race = Broken(curve(12.0, 0.4), {1024: FAST, 2048: FAST, 256: FAST})
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    fake = Unsaturated(oom_above=4096, extra={"no_race": None, **ADAM})
+    res = Tuner("w", H200, options(max_batch=4096), j, trial_fn=fake, race_fn=race).run()
+    assert [s.batch_size for s, _ in race.calls] == [64, 1024, 2048]
+    o = res.batch_offer
+    assert o is not None and o.verdict == "passed" and o.batch == 1024, o
+    assert [(r.batch, r.verdict) for r in res.races] == [(1024, "passed"), (2048, "unproven")]
+
+
 def test_the_offer_stops_near_the_critical_batch(tmp_path: Path) -> None:
     race = FakeRace(HALF_AT_20, HALF_AT_10)
     res = tune(tmp_path, race, extra={"noise_scale": 40.0})

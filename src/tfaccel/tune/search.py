@@ -65,8 +65,8 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     The float32/no-XLA trial is the baseline and steps_per_execution=1 is already
     measured, so those two are not counted; Keras' defaults are the baseline on a
     machine without a GPU; the batch offer's ladder may stop early, and its races (the
-    same-training run once, then each faster batch from the largest down until one
-    passes) need data to judge by.
+    same-training run once, then the faster batches by bisection; counted here as if
+    each were raced) need data to judge by.
     """
     # the offer's ladder: at most one trial per doubling (4x steps, a 2x step after a
     # failed one)

@@ -1,6 +1,6 @@
 """The batch offer (`tfaccel.tune.offer`): a ladder of larger batches on the
 same-training answer, never past the data or far past the critical batch, and its
-races to the same validation loss, from the largest batch down until one passes."""
+races to the same validation loss, by bisection over the ladder's rungs."""
 
 from __future__ import annotations
 
@@ -168,23 +168,34 @@ def release_time(tuner: TunerCore) -> None:
 
 
 def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> BatchOffer:
-    """The ladder's faster batches raced from the largest down until one passes (a
-    batch past the critical one can lose where a smaller one wins); the
-    same-training run is raced once and read from the journal after. The last
-    verdict stands: a pass, the smallest's failure, or an unproven race (the budget,
-    an error), after which no smaller batch is raced."""
+    """The ladder's faster batches raced by bisection: the middle rung first (the upper
+    of two), then the half above it where it passes and the half below where it fails
+    (a batch past the critical one loses where a smaller one wins), so that three rungs
+    take two races, not three, and a budget that ends early has raced the rung the
+    likeliest to pass before the largest. The same-training run is raced once and read
+    from the journal after. The largest batch that passed stands; without one, the last
+    verdict: the smallest raced rung's failure, or an unproven race (the budget, an
+    error), after which nothing more is raced."""
     res = tuner.result
     assert res.best is not None
+    low, high = 0, len(rungs) - 1
+    passed: BatchOffer | None = None
     judged: BatchOffer | None = None
-    for trial, settings in reversed(rungs):
+    while low <= high:
+        middle = (low + high + 1) // 2
+        trial, settings = rungs[middle]
         judged = _raced(tuner, offer.make(res.best, trial, settings, res.baseline))
         if judged.race is not None:
             res.races.append(judged)
         tuner.decide("batch offer", judged.summary)
-        if judged.verdict != "failed":
+        if judged.verdict == "passed":
+            passed, low = judged, middle + 1
+        elif judged.verdict == "failed":
+            high = middle - 1
+        else:
             break
     assert judged is not None
-    return judged
+    return passed or judged
 
 
 def rebase(tuner: TunerCore) -> None:
