@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfaccel.optimize.settings import LATE_KNOBS, Settings
+from tfaccel.optimize.settings import LATE_KNOBS, Settings, changed
 from tfaccel.results import SCHEMAS, to_jsonable, write_atomic
 from tfaccel.tune.result import BatchOffer, TuneResult
 
@@ -209,14 +209,12 @@ def _withheld_said(answer: Answer) -> Answer:
     """The answer, with a note for each knob it sets that tune now withholds
     (`TuneTry.withheld`): a file of an older tune, or one written by hand, keeps it as
     it asks, and the user learns why tune no longer chooses it."""
-    defaults = Settings()
+    asked = changed(Settings(), answer.settings)
     notes = [
-        f"{knob.name}={getattr(answer.settings, knob.name)} kept as the file asks, though "
-        f"tune no longer tries it: {knob.tune.withheld}"
+        f"{knob.name}={asked[knob.name]} kept as the file asks, though tune no longer "
+        f"tries it: {knob.tune.withheld}"
         for knob in LATE_KNOBS
-        if knob.tune
-        and knob.tune.withheld
-        and getattr(answer.settings, knob.name) != getattr(defaults, knob.name)
+        if knob.tune and knob.tune.withheld and knob.name in asked
     ]
     return dataclasses.replace(answer, notes=(*answer.notes, *notes)) if notes else answer
 

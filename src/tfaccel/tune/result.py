@@ -261,7 +261,8 @@ class BatchOffer:
     # (None: unknown, or it did not reach it): a script that trains fewer ends first.
     epochs_to_target: float | None = None
     # The settings besides the batch size where the offer differs from the
-    # same-training answer (none that tune makes now; a file may hold some).
+    # same-training answer settled after it (a late knob that won after the races:
+    # `batch_offer.rebase`), or that an older tune's file records.
     other_settings: dict[str, Any] = field(default_factory=dict)
 
     @property
