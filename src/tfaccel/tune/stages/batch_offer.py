@@ -17,6 +17,7 @@ from tfaccel.tune import offer
 from tfaccel.tune.core import (
     FOR_OFFER,
     INTERRUPTED,
+    KEPT,
     State,
     TunerCore,
     budget_left_s,
@@ -307,8 +308,9 @@ def _ladder_step(
     settings = state.best_s.replace(batch_size=to)
     trial = tuner.trial(settings, stage)
     if not trial.ok:
-        why = " (does not fit)" if trial.status == "oom" else f" ({trial.error})"
-        tuner.decide(stage, f"batch {to}: {trial.status}{why}")
+        if not (trial.error or "").startswith(KEPT):  # its race's time: said once, after
+            why = " (does not fit)" if trial.status == "oom" else f" ({trial.error})"
+            tuner.decide(stage, f"batch {to}: {trial.status}{why}")
         return ("skipped" if trial.status == "skipped" else "worse"), 0.0
     win, gain, thr, trial, _ = tuner.compare(trial, state.best)
     if win:
