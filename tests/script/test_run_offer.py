@@ -254,3 +254,36 @@ def test_on_a_gpu_the_same_training_trains_the_very_same_model_under_op_determin
     settings = {"precision": "tf32", "xla": "auto", "steps_per_execution": spe, "batch_size": 32}
     plain, run = _plain_then_run(script_folder, seeded, settings)
     assert run == plain and len(plain["val_loss"]) == 2
+
+
+PYDATASET_SCRIPT = """
+import numpy as np
+import keras
+
+class Batches(keras.utils.PyDataset):
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        x = np.random.rand(16, 4).astype("float32")
+        return x, x.sum(axis=1, keepdims=True)
+
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+model.fit(Batches(), epochs=1, verbose=0)
+"""
+
+
+def test_run_says_what_it_does_to_a_fit_of_a_pydataset(
+    script_folder: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A fit of the script's own PyDataset (or generator) keeps its batches: said, not a
+    line that ends in a colon."""
+    (script_folder / "train.py").write_text(PYDATASET_SCRIPT)
+    _settings_file(script_folder)
+    result = runner.invoke(app, ["run", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    err = capfd.readouterr().err
+    assert (
+        "model.fit call 1 at train.py:14: the batches the script's Batches makes "
+        "(the same training)" in err
+    ), err

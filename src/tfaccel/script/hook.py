@@ -423,6 +423,8 @@ def _run_fit(
             f"batch {size} not applied: the script's {type(x).__name__} makes its own "
             f"batches (make them {size} there, or give fit a tf.data.Dataset or arrays)"
         )
+    else:
+        notes.append(f"the batches the script's {type(x).__name__} makes (the same training)")
     from tfaccel.trial.child import precision_problem
 
     notes += filter(None, [precision_problem(model, report.precision)])
