@@ -139,11 +139,50 @@ def xla_refused(baseline: TrialResult | None) -> str | None:
     return why
 
 
-def gain_floor(opt: TuneOptions, result: TuneResult) -> float:
-    """The smallest gain of one trial over another that counts: the noise floor, or
-    twice the drift between processes where the baseline ran twice (each trial is a
-    process: on some machines their figures lie further apart than one's windows)."""
-    return max(opt.noise_floor, 2 * (result.drift_between_trials or 0.0))
+def processes(trial: TrialResult) -> int:
+    """In how many processes `trial`'s figure was measured (`merge_runs`)."""
+    return int(trial.extra.get("processes", 1))
+
+
+def drift_of(result: TuneResult, *trials: TrialResult) -> float:
+    """The drift between processes that a comparison of `trials` allows for: none where
+    each was measured in two processes or more (their windows, merged, hold their own
+    drift), else the baseline's (`references._repeat_baseline`), which stands in."""
+    if trials and all(processes(trial) > 1 for trial in trials):
+        return 0.0
+    return result.drift_between_trials or 0.0
+
+
+def gain_floor(opt: TuneOptions, result: TuneResult, *trials: TrialResult) -> float:
+    """The smallest gain of one trial over another (`trials`) that counts: the noise
+    floor, or twice the drift between processes (`drift_of`: each trial is a process,
+    and on some machines their figures lie further apart than one's windows)."""
+    return max(opt.noise_floor, 2 * drift_of(result, *trials))
+
+
+def merge_runs(tuner: TunerCore, runs: list[TrialResult]) -> TrialResult:
+    """One trial's runs, each a process of its own, as one figure: the median of all
+    their windows, their spread (which holds the drift between them); in place of the
+    first run everywhere the tune reads it (the trials' list, the references, the
+    journal's figures in memory, not its file), so that the table, the comparisons and
+    the speedups agree."""
+    res, first = tuner.result, runs[0]
+    windows = tuple(window for run in runs for window in run.windows)
+    merged = dataclasses.replace(
+        first,
+        samples_per_s=stats.median(windows),
+        windows=windows,
+        spread=stats.spread(windows),
+        extra={**first.extra, "processes": len(runs)},
+    )
+    res.trials = [merged if trial is first else trial for trial in res.trials]
+    for name in ("baseline", "keras_defaults", "best"):
+        if getattr(res, name) is first:
+            setattr(res, name, merged)
+    if tuner.journal.results.get(first.key) is first:
+        tuner.journal.results[first.key] = merged
+    tuner.merged[first.key] = merged
+    return merged
 
 
 def short_of(gain: float, thr: float) -> str:
@@ -233,6 +272,7 @@ class TunerCore:
         )
         self.on_trial = on_trial
         self.result = TuneResult(self.workload, hardware)
+        self.merged: dict[str, TrialResult] = {}  # key: its runs as one (`merge_runs`)
 
     @property
     def precisions(self) -> list[str]:
@@ -288,7 +328,49 @@ class TunerCore:
                 new, best = pair
             elif j.here(new.key):
                 best = self._again(best)
-        return (*beats(new, best, gain_floor(self.opt, self.result)), new, best)
+        new, best = self.merged.get(new.key, new), self.merged.get(best.key, best)
+        win, gain, thr = beats(new, best, gain_floor(self.opt, self.result, new, best))
+        if not win and self._worth_again(new, best):
+            floor = thr
+            new, best = self._with_repeat(new), self._with_repeat(best)
+            win, gain, thr = beats(new, best, gain_floor(self.opt, self.result, new, best))
+            self.decide(
+                "noise",
+                f"{new.label} against {best.label}: a gain beyond their windows' noise but "
+                f"within twice the baseline's drift between processes ({floor:.0%}), so each "
+                f"was measured again in a process of its own: over both runs {gain:+.0%}, "
+                f"{'beyond' if win else 'within'} their noise ({thr:.0%})",
+            )
+        return win, gain, thr, new, best
+
+    def _worth_again(self, new: TrialResult, best: TrialResult) -> bool:
+        """Is a gain that only the baseline's drift between processes hides worth a
+        process more of each trial (the time budget allowing)? The baseline's drift
+        stands in for every trial's, but a model's processes can drift in one set of
+        settings and not in another (cuDNN's autotuning without XLA picks its
+        convolutions anew in each; XLA's executables are the same), and two runs of each
+        trial measure their own."""
+        if not (new.ok and best.ok) or self.result.interrupted:
+            return False
+        if not (self.journal.here(new.key) and self.journal.here(best.key)):
+            return False
+        if not beats(new, best, self.opt.noise_floor)[0]:
+            return False  # within the noise of their own windows: nothing to settle
+        missing = sum(processes(trial) < 2 for trial in (new, best))
+        return bool(missing) and not self._over_budget((missing - 1) * self.mean_trial_s)
+
+    def _with_repeat(self, trial: TrialResult) -> TrialResult:
+        """`trial` and its run in a process of its own (measured now, or the journal's
+        repeat of it, as a resumed tune replays it) as one figure (`merge_runs`)."""
+        if processes(trial) > 1:
+            return trial
+        here = (trial.key, self.journal.machine)
+        if not self.journal.repeats.get(here):
+            again = self.measure(Settings(**trial.settings), "measured again")
+            if not again.ok:
+                return trial
+            self.journal.append_repeat(self.workload, dataclasses.replace(again, key=trial.key))
+        return merge_runs(self, [trial, *(run for run in self.journal.repeats[here] if run.ok)])
 
     def _guard_reference(
         self, settings: Settings, best: TrialResult, best_s: Settings
@@ -459,7 +541,11 @@ class TunerCore:
     ) -> None:
         """Remember a gain that was real but under the threshold, for stage `together`:
         real means beyond twice the two trials' spread, the drift between trials and 0.5 %."""
-        spreads = (trial_noise(trial), trial_noise(state.best), self.result.drift_between_trials)
+        spreads = (
+            trial_noise(trial),
+            trial_noise(state.best),
+            drift_of(self.result, trial, state.best),
+        )
         bar = noise_threshold(*spreads, floor=self.opt.noise_floor / 6)
         if trial.ok and gain > bar:
             then = getattr(state.best_s, knob)

@@ -25,7 +25,8 @@ def settle(tuner: TunerCore, state: State) -> None:
         # figures of one machine where the journal has them; nothing measured again
         pair = tuner.journal.one_machine(state.best.key, defaults.key)
         best, against = pair if tuner.journal.machine and pair else (state.best, defaults)
-        win, gain, thr = beats(best, against, gain_floor(tuner.opt, res))
+        best, against = (tuner.merged.get(trial.key, trial) for trial in (best, against))
+        win, gain, thr = beats(best, against, gain_floor(tuner.opt, res, best, against))
         if not win:
             tuner.decide(
                 "answer",
@@ -40,7 +41,7 @@ def settle(tuner: TunerCore, state: State) -> None:
                 f"settled again after the late stages: {state.best.label}, {gain:+.1%} vs "
                 f"{against.label}, beyond the noise (threshold {thr:.0%})",
             )
-    res.best, res.best_settings = state.best, state.best_s
+    res.best, res.best_settings = tuner.merged.get(state.best.key, state.best), state.best_s
     tuner._same_machine_figures()
 
 

@@ -17,6 +17,7 @@ from tfaccel.tune.core import (
     State,
     TunerCore,
     gain_floor,
+    merge_runs,
 )
 from tfaccel.tune.guard import mean_loss_gap
 
@@ -91,7 +92,7 @@ def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
     runs = [base, *(run for run in tuner.journal.repeats[here] if run.ok)]
     rates = [run.samples_per_s or 0.0 for run in runs]
     res.drift_between_trials = drift = stats.spread(rates) or 0.0
-    merged = _merge_baseline(tuner, runs)
+    merged = merge_runs(tuner, runs)
     figures = ", ".join(f"{rate:,.0f}" for rate in rates)
     floor = gain_floor(tuner.opt, res)
     text = (
@@ -105,27 +106,6 @@ def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
             "move: figures this far apart are not told apart)"
         )
     tuner.decide("noise", text)
-
-
-def _merge_baseline(tuner: TunerCore, runs: list[TrialResult]) -> TrialResult:
-    """The baseline as one figure of its runs: the median of all their windows, their
-    spread; everywhere the tune reads it (the trials' list, Keras' defaults where they
-    are the same settings, the journal's figures in memory, not its file), so that the
-    table, the comparisons and the speedups agree."""
-    res = tuner.result
-    base = res.baseline
-    assert base is not None
-    windows = tuple(window for run in runs for window in run.windows)
-    merged = dataclasses.replace(
-        base, samples_per_s=stats.median(windows), windows=windows, spread=stats.spread(windows)
-    )
-    res.trials = [merged if trial is base else trial for trial in res.trials]
-    if res.keras_defaults is base:  # the same settings, measured once (no GPU)
-        res.keras_defaults = merged
-    if tuner.journal.results.get(base.key) is base:
-        tuner.journal.results[base.key] = merged
-    res.baseline = merged
-    return merged
 
 
 def _ended_before_fit(tuner: TunerCore, baseline: TrialResult) -> bool:
