@@ -63,6 +63,20 @@ def test_unbuilt_or_wrong_models_get_a_clear_error() -> None:
         Settings(float8="yes")  # type: ignore[arg-type]
 
 
+def test_a_model_that_holds_built_models_is_quantized_through_them() -> None:
+    """A GAN's model (keras-io's WGAN-GP: a train_step of its own, no call) is never
+    built itself; the models it holds are, and their matrix products are quantized."""
+
+    class Gan(keras.Model):
+        def __init__(self, generator: keras.Model) -> None:
+            super().__init__()
+            self.generator = generator
+
+    gan = Gan(_model())
+    assert not gan.built
+    assert sorted(quantize_float8(gan)) == ["ffn", "heads"]
+
+
 def test_configure_quantizes_at_compile_and_the_model_trains(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -34,3 +34,29 @@ def test_forward_flops_of_dense_conv_einsum_and_attention() -> None:
     # output projection (2x3 -> 6)
     mha = 3 * 2 * 64 * 6 * 6 + 2 * (2 * 2 * 64 * 64 * 3) + 2 * 64 * 6 * 6
     assert got == conv + einsum + mha
+
+
+def test_a_model_without_a_forward_pass_is_judged_by_its_sub_models() -> None:
+    """A GAN's model (keras-io's WGAN-GP) has no call of its own, only a train_step
+    that runs a generator and a critic: the matrix products' share is their forward
+    passes'. The WGAN's is about 1 % (convolutions), which spares the trials of the knobs
+    that speed up matrix products alone (cuBLASLt, float8)."""
+    import keras
+
+    from tfaccel.workloads.flops import forward_flops, sub_models_gemm_share
+
+    noise = keras.Input((4,))
+    generator = keras.Model(noise, keras.layers.Reshape((4, 4, 1))(keras.layers.Dense(16)(noise)))
+    image = keras.Input((4, 4, 1))
+    critic = keras.Model(image, keras.layers.Conv2D(8, 3, padding="same")(image))
+
+    class Gan(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.generator, self.critic = generator, critic
+
+    dense = 2 * 4 * 16
+    conv = 2 * 4 * 4 * 8 * 9
+    assert sub_models_gemm_share(Gan()) == pytest.approx(dense / (dense + conv))
+    assert forward_flops(generator)[1] == 1.0
+    assert sub_models_gemm_share(generator) is None  # a model that holds no models

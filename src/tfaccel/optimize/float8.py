@@ -63,23 +63,37 @@ def quantize_float8(model: Any) -> list[str]:
             expected="a keras.Model",
             received=type(model).__name__,
         )
-    if not model.built:
+    todo = [
+        layer
+        for layer in model._flatten_layers()
+        if quantizable(layer) and getattr(layer, "quantization_mode", None) != "float8"
+    ]
+    # A model that only holds built models (a GAN's, with a train_step of its own and
+    # no call) is never built itself: the layers with weights are what counts.
+    if not model.built and not todo:
         raise InputError(
             f"float8 needs a built model: {model.name} has no weights yet",
             expected="a model built on keras.Input(...), or called once on data, "
             "before report.compile(model)",
             received="an unbuilt model",
         )
-    todo = [
-        layer
-        for layer in model._flatten_layers()
-        if quantizable(layer) and getattr(layer, "quantization_mode", None) != "float8"
-    ]
     names = {id(layer) for layer in todo}
-    if todo:
-        model.quantize("float8", filters=lambda layer: id(layer) in names)
+    owners = [model] if model.built else _built_models(model)  # Keras quantizes built ones
+    for owner in owners if todo else ():
+        owner.quantize("float8", filters=lambda layer: id(layer) in names)
     return [
         layer.name
         for layer in model._flatten_layers()
         if getattr(layer, "quantization_mode", None) == "float8"
+    ]
+
+
+def _built_models(model: Any) -> list[Any]:
+    """The built models that an unbuilt `model` holds (a GAN's generator and critic)."""
+    import keras
+
+    return [
+        layer
+        for layer in model._flatten_layers(include_self=False, recursive=False)
+        if isinstance(layer, keras.Model) and layer.built
     ]

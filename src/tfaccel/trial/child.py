@@ -397,11 +397,16 @@ def no_xla_layers(layers: list[Any]) -> dict[str, int]:
 
 def _flops(model: Any) -> tuple[int | None, float | None]:
     """(Forward product FLOPs per sample, the matrix products' share of them)
-    (tfaccel.workloads.flops), or (None, None)."""
-    from tfaccel.workloads.flops import forward_flops
+    (tfaccel.workloads.flops), or (None, the share over its sub-models') where the model
+    has no forward pass to trace (a GAN's)."""
+    from tfaccel.workloads.flops import forward_flops, sub_models_gemm_share
 
     try:
         return forward_flops(model)
+    except Exception:
+        pass
+    try:
+        return None, sub_models_gemm_share(model)
     except Exception:
         return None, None
 

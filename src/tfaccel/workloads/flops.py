@@ -119,6 +119,31 @@ def forward_flops(model: Any, batch: int = 2) -> tuple[int | None, float | None]
     return total // batch, gemm / total
 
 
+def sub_models_gemm_share(model: Any) -> float | None:
+    """The matrix products' share of the product FLOPs of the models that `model`
+    holds, each traced as `forward_flops` does, for a model with no forward pass of
+    its own (a GAN's, whose `train_step` runs its generator and discriminator); None
+    where it holds none, or one's products are not known. Each sub-model's forward
+    pass counts once: the share says which kind of product the model runs mostly."""
+    import keras
+
+    subs = [
+        layer
+        for layer in model._flatten_layers(include_self=False, recursive=False)
+        if isinstance(layer, keras.Model)
+    ]
+    total = gemm = 0.0
+    for sub in subs:
+        try:
+            flops, share = forward_flops(sub)
+        except Exception:  # a sub-model without declared inputs: nothing to trace
+            return None
+        if flops is None or share is None:
+            return None
+        total, gemm = total + flops, gemm + flops * share
+    return gemm / total if total else None
+
+
 def forward_flops_per_sample(model: Any, batch: int = 2) -> int | None:
     """Product FLOPs of one forward pass (training=False) per sample (forward_flops)."""
     return forward_flops(model, batch)[0]
