@@ -881,6 +881,24 @@ def test_a_gain_hidden_by_the_baselines_drift_alone_is_measured_again(tmp_path: 
     assert again_res.best is not None and again_res.best.key == res.best.key
 
 
+def test_a_trial_is_run_again_as_it_was_asked_for(tmp_path: Path) -> None:
+    """A trial labelled with the batch it read ("batch=32": the baseline of a script)
+    was asked for the script's own (None): measured again (the noise rule's second run,
+    or on another machine), it is asked for the same, not at an explicit batch that
+    would re-batch a dataset of batches under the same key."""
+    from tfaccel.trial.runner import settings_key
+
+    t = tuner(tmp_path, FakeTrials())
+    own = tuner_base().replace(batch_size=None)
+    read = own.replace(batch_size=32).to_dict()
+    asked_own = TrialResult(settings_key("w", own, STEPS), "l", read, "ok", 1.0)
+    assert t._request_of(asked_own) == own
+    asked_32 = TrialResult(
+        settings_key("w", own.replace(batch_size=32), STEPS), "l", read, "ok", 1.0
+    )
+    assert t._request_of(asked_32) == own.replace(batch_size=32)
+
+
 def test_augmentation_inside_the_model_is_named_as_what_keeps_it_from_xla() -> None:
     """keras-io's image classifiers augment inside the model: Keras then compiles none
     of it with XLA (Keras' defaults, XLA with TF32, trained ResNet-50 3.1x as fast as

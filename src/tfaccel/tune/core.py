@@ -366,11 +366,19 @@ class TunerCore:
             return trial
         here = (trial.key, self.journal.machine)
         if not self.journal.repeats.get(here):
-            again = self.measure(Settings(**trial.settings), "measured again")
+            again = self.measure(self._request_of(trial), "measured again")
             if not again.ok:
                 return trial
-            self.journal.append_repeat(self.workload, dataclasses.replace(again, key=trial.key))
+            self.journal.append_repeat(self.workload, again)
         return merge_runs(self, [trial, *(run for run in self.journal.repeats[here] if run.ok)])
+
+    def _request_of(self, trial: TrialResult) -> Settings:
+        """The settings a trial was asked for, to run it again under its key: a trial
+        of the script's own batch (None) is labelled with the batch it read, but run at
+        an explicit batch it would re-batch a dataset of batches."""
+        settings = Settings(**trial.settings)
+        own = settings.replace(batch_size=None)
+        return own if settings_key(self.workload, own, self.opt.steps) == trial.key else settings
 
     def _guard_reference(
         self, settings: Settings, best: TrialResult, best_s: Settings
@@ -414,7 +422,7 @@ class TunerCore:
                 "time to measure it again here: its earlier figure is used",
             )
             return old
-        trial = self.measure(Settings(**old.settings), AGAIN)
+        trial = self.measure(self._request_of(old), AGAIN)
         if not trial.ok:
             self.decide(
                 "resume",
