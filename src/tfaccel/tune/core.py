@@ -356,8 +356,13 @@ class TunerCore:
             return False
         if not beats(new, best, self.opt.noise_floor)[0]:
             return False  # within the noise of their own windows: nothing to settle
-        missing = sum(processes(trial) < 2 for trial in (new, best))
-        return bool(missing) and not self._over_budget((missing - 1) * self.mean_trial_s)
+        single = [trial for trial in (new, best) if processes(trial) < 2]
+        if not single:
+            return False
+        # a resumed tune replays the journal's repeats whatever the budget left
+        here = self.journal.machine
+        to_run = sum(not self.journal.repeats.get((trial.key, here)) for trial in single)
+        return to_run == 0 or not self._over_budget((to_run - 1) * self.mean_trial_s)
 
     def _with_repeat(self, trial: TrialResult) -> TrialResult:
         """`trial` and its run in a process of its own (measured now, or the journal's
