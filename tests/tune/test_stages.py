@@ -887,16 +887,17 @@ def test_a_trial_is_run_again_as_it_was_asked_for(tmp_path: Path) -> None:
     or on another machine), it is asked for the same, not at an explicit batch that
     would re-batch a dataset of batches under the same key."""
     from tfaccel.trial.runner import settings_key
+    from tfaccel.tune.figures import request_of
 
     t = tuner(tmp_path, FakeTrials())
     own = tuner_base().replace(batch_size=None)
     read = own.replace(batch_size=32).to_dict()
     asked_own = TrialResult(settings_key("w", own, STEPS), "l", read, "ok", 1.0)
-    assert t._request_of(asked_own) == own
+    assert request_of(t, asked_own) == own
     asked_32 = TrialResult(
         settings_key("w", own.replace(batch_size=32), STEPS), "l", read, "ok", 1.0
     )
-    assert t._request_of(asked_32) == own.replace(batch_size=32)
+    assert request_of(t, asked_32) == own.replace(batch_size=32)
 
 
 def test_augmentation_inside_the_model_is_named_as_what_keeps_it_from_xla() -> None:

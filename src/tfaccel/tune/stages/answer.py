@@ -9,8 +9,8 @@ from tfaccel.trial.runner import (
 from tfaccel.tune.core import (
     State,
     TunerCore,
-    gain_floor,
 )
+from tfaccel.tune.figures import gain_floor, same_machine_figures
 from tfaccel.tune.result import (
     Confirmation,
 )
@@ -42,7 +42,7 @@ def settle(tuner: TunerCore, state: State) -> None:
                 f"{against.label}, beyond the noise (threshold {thr:.0%})",
             )
     res.best, res.best_settings = tuner.merged.get(state.best.key, state.best), state.best_s
-    tuner._same_machine_figures()
+    same_machine_figures(tuner)
 
 
 def confirm(tuner: TunerCore, state: State) -> None:

@@ -16,9 +16,8 @@ from tfaccel.trial.runner import (
 from tfaccel.tune.core import (
     State,
     TunerCore,
-    gain_floor,
-    merge_runs,
 )
+from tfaccel.tune.figures import gain_floor, merge_runs
 from tfaccel.tune.guard import mean_loss_gap
 
 

@@ -1,0 +1,195 @@
+"""Which of two trials' figures is faster beyond the noise: figures of one machine (a
+journal's trial of another measured again here), the one noise rule (`gain_floor`:
+the noise floor, the trials' windows and the drift between processes), and a second run
+of each trial where only the baseline's drift hides a gain (`compare`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from tfaccel import stats
+from tfaccel.optimize.settings import Settings
+from tfaccel.trial.runner import TrialResult, beats, settings_key
+from tfaccel.tune.result import TuneOptions, TuneResult
+
+if TYPE_CHECKING:
+    from tfaccel.tune.core import TunerCore
+
+# The stage of a journal's trial of another machine, measured again here.
+AGAIN = "again, here"
+
+
+def processes(trial: TrialResult) -> int:
+    """In how many processes `trial`'s figure was measured (`merge_runs`)."""
+    return int(trial.extra.get("processes", 1))
+
+
+def drift_of(result: TuneResult, *trials: TrialResult) -> float:
+    """The drift between processes that a comparison of `trials` allows for: none where
+    each was measured in two processes or more (their windows, merged, hold their own
+    drift), else the baseline's (`references._repeat_baseline`), which stands in."""
+    if trials and all(processes(trial) > 1 for trial in trials):
+        return 0.0
+    return result.drift_between_trials or 0.0
+
+
+def gain_floor(opt: TuneOptions, result: TuneResult, *trials: TrialResult) -> float:
+    """The smallest gain of one trial over another (`trials`) that counts: the noise
+    floor, or twice the drift between processes (`drift_of`: each trial is a process,
+    and on some machines their figures lie further apart than one's windows)."""
+    return max(opt.noise_floor, 2 * drift_of(result, *trials))
+
+
+def merge_runs(tuner: TunerCore, runs: list[TrialResult]) -> TrialResult:
+    """One trial's runs, each a process of its own, as one figure: the median of all
+    their windows, their spread (which holds the drift between them); in place of the
+    first run everywhere the tune reads it (the trials' list, the references, the
+    journal's figures in memory, not its file), so that the table, the comparisons and
+    the speedups agree."""
+    res, first = tuner.result, runs[0]
+    windows = tuple(window for run in runs for window in run.windows)
+    merged = dataclasses.replace(
+        first,
+        samples_per_s=stats.median(windows),
+        windows=windows,
+        spread=stats.spread(windows),
+        extra={**first.extra, "processes": len(runs)},
+    )
+    res.trials = [merged if trial is first else trial for trial in res.trials]
+    for name in ("baseline", "keras_defaults", "best"):
+        if getattr(res, name) is first:
+            setattr(res, name, merged)
+    if tuner.journal.results.get(first.key) is first:
+        tuner.journal.results[first.key] = merged
+    tuner.merged[first.key] = merged
+    return merged
+
+
+def compare(
+    tuner: TunerCore, new: TrialResult, best: TrialResult
+) -> tuple[bool, float, float, TrialResult, TrialResult]:
+    """`beats(new, best)`, between figures of one machine where the journal has them.
+
+    A tune resumed on another machine (another host, or this one after a reboot:
+    two machines of one GPU kind can run a model 4-5 % apart) replays the journal's trials
+    as they were, but a trial measured here is compared with a figure of here: the
+    reference is measured again first when it has none. Where only the baseline's drift
+    between processes hides the gain, each trial runs once more (`_worth_again`).
+    Returns (win, gain, threshold, new, best) with the figures compared.
+    """
+    j = tuner.journal
+    if j.machine is not None and new.ok and best is not None and best.ok:
+        pair = j.one_machine(new.key, best.key)
+        if pair is not None:
+            new, best = pair
+        elif j.here(new.key):
+            best = _measured_here(tuner, best)
+    new, best = tuner.merged.get(new.key, new), tuner.merged.get(best.key, best)
+    win, gain, thr = beats(new, best, gain_floor(tuner.opt, tuner.result, new, best))
+    if not win and _worth_again(tuner, new, best):
+        floor = thr
+        new, best = _with_repeat(tuner, new), _with_repeat(tuner, best)
+        win, gain, thr = beats(new, best, gain_floor(tuner.opt, tuner.result, new, best))
+        tuner.decide(
+            "noise",
+            f"{new.label} against {best.label}: a gain beyond their windows' noise but "
+            f"within twice the baseline's drift between processes ({floor:.0%}), so each "
+            f"was measured again in a process of its own: over both runs {gain:+.0%}, "
+            f"{'beyond' if win else 'within'} their noise ({thr:.0%})",
+        )
+    return win, gain, thr, new, best
+
+
+def _worth_again(tuner: TunerCore, new: TrialResult, best: TrialResult) -> bool:
+    """Is a gain that only the baseline's drift between processes hides worth a
+    process more of each trial (the time budget allowing)? The baseline's drift
+    stands in for every trial's, but a model's processes can drift in one set of
+    settings and not in another (cuDNN's autotuning without XLA picks its
+    convolutions anew in each; XLA's executables are the same), and two runs of each
+    trial measure their own."""
+    if not (new.ok and best.ok) or tuner.result.interrupted:
+        return False
+    if not (tuner.journal.here(new.key) and tuner.journal.here(best.key)):
+        return False
+    if not beats(new, best, tuner.opt.noise_floor)[0]:
+        return False  # within the noise of their own windows: nothing to settle
+    single = [trial for trial in (new, best) if processes(trial) < 2]
+    if not single:
+        return False
+    # a resumed tune replays the journal's repeats whatever the budget left
+    here = tuner.journal.machine
+    to_run = sum(not tuner.journal.repeats.get((trial.key, here)) for trial in single)
+    return to_run == 0 or not tuner._over_budget((to_run - 1) * tuner.mean_trial_s)
+
+
+def _with_repeat(tuner: TunerCore, trial: TrialResult) -> TrialResult:
+    """`trial` and its run in a process of its own (measured now, or the journal's
+    repeat of it, as a resumed tune replays it) as one figure (`merge_runs`)."""
+    if processes(trial) > 1:
+        return trial
+    here = (trial.key, tuner.journal.machine)
+    if not tuner.journal.repeats.get(here):
+        again = tuner.measure(request_of(tuner, trial), "measured again")
+        if not again.ok:
+            return trial
+        tuner.journal.append_repeat(tuner.workload, again)
+    return merge_runs(tuner, [trial, *(run for run in tuner.journal.repeats[here] if run.ok)])
+
+
+def request_of(tuner: TunerCore, trial: TrialResult) -> Settings:
+    """The settings a trial was asked for, to run it again under its key: a trial
+    of the script's own batch (None) is labelled with the batch it read, but run at
+    an explicit batch it would re-batch a dataset of batches."""
+    settings = Settings(**trial.settings)
+    own = settings.replace(batch_size=None)
+    return own if settings_key(tuner.workload, own, tuner.opt.steps) == trial.key else settings
+
+
+def same_machine_figures(tuner: TunerCore) -> None:
+    """The best's and Keras defaults' figures of one machine (this one first) where the
+    journal has both, so that the speedup over the defaults compares one machine.
+    A speedup that still compares two machines (over the defaults, or over the
+    baseline) is named in `other_machine`."""
+    res, j = tuner.result, tuner.journal
+    best, defaults = res.best, res.keras_defaults
+    if j.machine is None or best is None or not best.ok:
+        return
+    if defaults is not None and (pair := j.one_machine(best.key, defaults.key)):
+        best, res.keras_defaults = pair
+        res.best = best
+    where = j.machine_of_figure(best)
+    for name in ("baseline", "keras_defaults"):
+        other = getattr(res, name)
+        if other is not None and other.ok and j.machine_of_figure(other) != where:
+            res.other_machine.append(name)
+
+
+def _measured_here(tuner: TunerCore, old: TrialResult) -> TrialResult:
+    """A journal's trial of another machine, measured again here (and journaled, so
+    that a later resume here replays the same comparison). Past the time budget it
+    is not run: the other machine's figure is used, and said so."""
+    if tuner._over_budget():
+        tuner._skipped += 1
+        tuner.decide(
+            "resume",
+            f"{old.label} was measured on another machine, and the time budget left no "
+            "time to measure it again here: its earlier figure is used",
+        )
+        return old
+    trial = tuner.measure(request_of(tuner, old), AGAIN)
+    if not trial.ok:
+        tuner.decide(
+            "resume",
+            f"{old.label}, measured on another machine, ran here with {trial.status} "
+            f"({trial.error}): its earlier figure is used",
+        )
+        return old
+    tuner.journal.append_again(tuner.workload, trial)
+    tuner.decide(
+        "resume",
+        f"{old.label} measured again on this machine, to compare with a trial of "
+        f"this one: {trial.samples_per_s:,.0f}/s (the journal's, of another machine: "
+        f"{old.samples_per_s or 0:,.0f}/s)",
+    )
+    return trial
