@@ -39,7 +39,7 @@ def test_forward_flops_of_dense_conv_einsum_and_attention() -> None:
 def test_a_model_without_a_forward_pass_is_judged_by_its_sub_models() -> None:
     """A GAN's model (keras-io's WGAN-GP) has no call of its own, only a train_step
     that runs a generator and a critic: the matrix products' share is their forward
-    passes'. The WGAN's is about 1 % (convolutions), which spares the trials of the knobs
+    passes'. The WGAN's is 0.7 % (convolutions), which spares the trials of the knobs
     that speed up matrix products alone (cuBLASLt, float8)."""
     import keras
 
