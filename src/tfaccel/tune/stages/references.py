@@ -102,7 +102,8 @@ def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
     if drift > stats.BUSY:
         text += (
             " (the machine is busy, or its clocks or the host's placement of the trials "
-            "move: figures this far apart are not told apart)"
+            "move, or the baseline's own kernels differ from one process to the next: a "
+            "gain that only this drift hides is measured again)"
         )
     tuner.decide("noise", text)
 
