@@ -3,9 +3,11 @@
 # (setsid nohup bash owed.sh &), after the TensorFlow set-up and with keras-io's
 # scripts in $EXAMPLES; each part leaves its files under $DEST and a line in
 # $DEST/summary.txt, so that a machine taken back part-way keeps what ended.
-#  wgan: the WGAN-GP script at the full ten minutes (the 8-minute run cut a trial, and
-#     its bf16 trials now run); put keras-io's examples/generative/wgan_gp.py in
-#     $EXAMPLES first (the device cannot download it);
+#  wgan: the WGAN-GP script at the full ten minutes; put keras-io's
+#     examples/generative/wgan_gp.py in $EXAMPLES first (the device cannot download it).
+#     On an H100 (2026-12-06) bfloat16 with XLA ran 1.71x Keras' defaults and was hidden
+#     by the baseline's drift between processes; tune now measures such a pair again:
+#     does bfloat16 hold on an H200?
 #  cache_test: the GPU test that a race's path to a trial's train step loads the
 #     trial's executable (tests/trial/test_xla_cache.py), under a minute;
 #  transformer: the transformer entry point, afresh: its ten minutes on 2026-12-05
@@ -146,7 +148,7 @@ compile_probe() {
     experiments/2026-12-05-xla-compile-cache/probe.py > "$DEST/compile-probe.jsonl" 2>&1)
 }
 # PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
-for part in ${PARTS:-cache_test transformer wgan lstm}; do
+for part in ${PARTS:-wgan lstm transformer}; do
   "$part"; echo "$part done" >> "$DEST/summary.txt"
 done
 touch "$DEST/all-done"
