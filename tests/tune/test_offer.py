@@ -294,7 +294,9 @@ def test_no_offer_is_said_in_the_text(tmp_path: Path) -> None:
     res = tune(tmp_path, FakeRace([], []), extra={"no_race": "its data is synthetic"})
     console = Console(width=200, record=True)
     tune_text(res, console)
-    assert "batch offer: none: its data is synthetic: no batch change" in console.export_text()
+    text = console.export_text()
+    assert "batch offer: none: its data is synthetic: no batch change" in text
+    assert text.count("batch offer: none:") == 1  # with the answers, not among the decisions too
 
 
 def test_the_noise_scale_caps_the_ladder() -> None:

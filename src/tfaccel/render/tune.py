@@ -154,7 +154,10 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
             Text(trial.status, style=_STATUS.get(trial.status, "")),
         )
     console.print(table)
+    answered = set(offer_lines(res, unit))  # said once, with the answers below
     for decision in res.decisions:  # wrapped under their own start, two columns in
+        if f"{decision.stage}: {decision.text}" in answered:
+            continue
         console.print(
             Padding(Text(f"{decision.stage}: {decision.text}", style="dim"), (0, 0, 0, 2))
         )
