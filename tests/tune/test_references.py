@@ -107,6 +107,35 @@ def test_a_script_failing_before_fit_stops_the_tune_after_the_baseline(tmp_path:
     )
 
 
+def test_a_baseline_that_fails_in_the_scripts_fit_names_it_and_whose_error_it_is(
+    tmp_path: Path,
+) -> None:
+    """A script whose fit fails under Keras' own math (fit(x) of 4 features into a
+    model of 3): the tune names the fit call and says the error is most likely the
+    script's own, rather than "the baseline failed" alone."""
+
+    class ShapeError(FakeTrials):
+        def __call__(self, w: str, s: Settings, steps: StepPlan, t: float) -> TrialResult:
+            self.calls.append(s)
+            return TrialResult(
+                settings_key(w, s, steps),
+                label_of(s),
+                s.to_dict(),
+                "error",
+                error="ValueError: Input 0 of layer 'dense' is incompatible with the layer",
+                extra={"measured": "model.fit at train.py:5"},
+            )
+
+    res = tuner(tmp_path, ShapeError()).run()
+    (why,) = said(res, "baseline")
+    assert why.startswith(
+        "the baseline failed in the script's model.fit at train.py:5 (error: ValueError: "
+    )
+    assert "and Keras' defaults too (error)" in why
+    assert "most likely the script's own: run the script without tfaccel" in why
+    assert why.endswith("; nothing to tune")
+
+
 def test_one_slow_window_does_not_set_the_noise() -> None:
     """The H200 ResNet-50 windows: spe=10 had one slow window (4,608 among ~5,300)."""
     from tfaccel.stats import spread as spread_of

@@ -48,10 +48,7 @@ def references(tuner: TunerCore) -> State | None:
     tuner._references_run = True
     _repeat_baseline(tuner, first)
     if not res.baseline.ok and not res.keras_defaults.ok:
-        tuner.decide(
-            "baseline",
-            f"the baseline failed ({res.baseline.status}: {res.baseline.error}); nothing to tune",
-        )
+        tuner.decide("baseline", _failed(res.baseline, res.keras_defaults))
         return None
     # Start from the baseline; Keras' defaults replace it only beyond the noise.
     best = res.baseline if res.baseline.ok else res.keras_defaults
@@ -106,6 +103,23 @@ def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
             "gain that only this drift hides is measured again)"
         )
     tuner.decide("noise", text)
+
+
+def _failed(baseline: TrialResult, defaults: TrialResult) -> str:
+    """Why there is nothing to tune: the baseline failed (and Keras' defaults, where they
+    are another trial), where in the script, and whose error it most likely is."""
+    where = baseline.extra.get("measured")  # "model.fit at train.py:14", a script's
+    at = f" in the script's {where}" if where else ""
+    text = f"the baseline failed{at} ({baseline.status}: {baseline.error})"
+    if defaults is not baseline:
+        text += f", and Keras' defaults too ({defaults.status})"
+    if where and baseline.status == "error":
+        text += (
+            "; the baseline trains as Keras does (float32, no XLA, the script's own "
+            "batch), so an error in its fit is most likely the script's own: run the "
+            "script without tfaccel to see"
+        )
+    return text + "; nothing to tune"
 
 
 def _ended_before_fit(tuner: TunerCore, baseline: TrialResult) -> bool:
