@@ -900,6 +900,25 @@ def test_a_trial_is_run_again_as_it_was_asked_for(tmp_path: Path) -> None:
     assert request_of(t, asked_32) == own.replace(batch_size=32)
 
 
+def test_a_figure_of_another_machine_is_never_swapped_for_this_ones_runs(
+    tmp_path: Path,
+) -> None:
+    """A resumed tune compares figures of one machine: a trial's runs merged here stand
+    for this machine's figure of it, never for another machine's."""
+    from tfaccel.tune.figures import as_one
+
+    t = tuner(tmp_path, FakeTrials())
+    t.journal.machine = "here"
+    ours = TrialResult("k", "l", {}, "ok", 1.0, windows=(1.0,))
+    merged = dataclasses.replace(ours, extra={"processes": 2})
+    t.merged["k"] = merged
+    t.journal.results["k"], t.journal.machine_of["k"] = ours, "here"
+    assert as_one(t, ours) is merged  # a stale copy of this machine's figure
+    theirs = dataclasses.replace(ours, samples_per_s=2.0)
+    t.journal.results["k"], t.journal.machine_of["k"] = theirs, "there"
+    assert as_one(t, theirs) is theirs
+
+
 def test_augmentation_inside_the_model_is_named_as_what_keeps_it_from_xla() -> None:
     """keras-io's image classifiers augment inside the model: Keras then compiles none
     of it with XLA (Keras' defaults, XLA with TF32, trained ResNet-50 3.1x as fast as

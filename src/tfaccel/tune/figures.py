@@ -66,6 +66,15 @@ def merge_runs(tuner: TunerCore, runs: list[TrialResult]) -> TrialResult:
     return merged
 
 
+def as_one(tuner: TunerCore, trial: TrialResult) -> TrialResult:
+    """`trial`'s runs on this machine as one figure (`merge_runs`), where it has more than
+    one; a figure of another machine as it is."""
+    j = tuner.journal
+    if j.machine is not None and j.machine_of_figure(trial) != j.machine:
+        return trial
+    return tuner.merged.get(trial.key, trial)
+
+
 def compare(
     tuner: TunerCore, new: TrialResult, best: TrialResult
 ) -> tuple[bool, float, float, TrialResult, TrialResult]:
@@ -85,7 +94,7 @@ def compare(
             new, best = pair
         elif j.here(new.key):
             best = _measured_here(tuner, best)
-    new, best = tuner.merged.get(new.key, new), tuner.merged.get(best.key, best)
+    new, best = as_one(tuner, new), as_one(tuner, best)
     win, gain, thr = beats(new, best, gain_floor(tuner.opt, tuner.result, new, best))
     if not win and _worth_again(tuner, new, best):
         floor = thr

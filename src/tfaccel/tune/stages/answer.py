@@ -10,7 +10,7 @@ from tfaccel.tune.core import (
     State,
     TunerCore,
 )
-from tfaccel.tune.figures import gain_floor, same_machine_figures
+from tfaccel.tune.figures import as_one, gain_floor, same_machine_figures
 from tfaccel.tune.result import (
     Confirmation,
 )
@@ -25,7 +25,7 @@ def settle(tuner: TunerCore, state: State) -> None:
         # figures of one machine where the journal has them; nothing measured again
         pair = tuner.journal.one_machine(state.best.key, defaults.key)
         best, against = pair if tuner.journal.machine and pair else (state.best, defaults)
-        best, against = (tuner.merged.get(trial.key, trial) for trial in (best, against))
+        best, against = as_one(tuner, best), as_one(tuner, against)
         win, gain, thr = beats(best, against, gain_floor(tuner.opt, res, best, against))
         if not win:
             tuner.decide(
@@ -41,7 +41,7 @@ def settle(tuner: TunerCore, state: State) -> None:
                 f"settled again after the late stages: {state.best.label}, {gain:+.1%} vs "
                 f"{against.label}, beyond the noise (threshold {thr:.0%})",
             )
-    res.best, res.best_settings = tuner.merged.get(state.best.key, state.best), state.best_s
+    res.best, res.best_settings = as_one(tuner, state.best), state.best_s
     same_machine_figures(tuner)
 
 
