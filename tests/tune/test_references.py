@@ -79,23 +79,24 @@ def test_a_scripts_own_batch_size_is_read_by_its_baseline(tmp_path: Path) -> Non
     assert (again.baseline.key, again.baseline.label) == (res.baseline.key, res.baseline.label)
 
 
+class Failing(FakeTrials):
+    """Every trial fails with `error`, the trial reporting `facts` (where in the script)."""
+
+    def __init__(self, error: str, facts: dict[str, object]) -> None:
+        super().__init__()
+        self.error, self.facts = error, facts
+
+    def __call__(self, w: str, s: Settings, steps: StepPlan, t: float) -> TrialResult:
+        self.calls.append(s)
+        key, label = settings_key(w, s, steps), label_of(s)
+        return TrialResult(key, label, s.to_dict(), "error", error=self.error, extra=self.facts)
+
+
 def test_a_script_failing_before_fit_stops_the_tune_after_the_baseline(tmp_path: Path) -> None:
     """The baseline changes nothing a script does before fit: a failure there is the
     script's own, and Keras' defaults would fail the same way."""
 
-    class Broken(FakeTrials):
-        def __call__(self, w: str, s: Settings, steps: StepPlan, t: float) -> TrialResult:
-            self.calls.append(s)
-            return TrialResult(
-                settings_key(w, s, steps),
-                label_of(s),
-                s.to_dict(),
-                "error",
-                error="trial process exited with code 1: TypeError: bad layer",
-                extra={"before_fit": True},
-            )
-
-    trials = Broken()
+    trials = Failing("trial process exited with code 1: TypeError: bad layer", {"before_fit": True})
     res = tuner(tmp_path, trials).run()
     assert len(trials.calls) == 1 and res.keras_defaults is None and res.best is None
     (why,) = said(res, "baseline")
@@ -114,19 +115,11 @@ def test_a_baseline_that_fails_in_the_scripts_fit_names_it_and_whose_error_it_is
     model of 3): the tune names the fit call and says the error is most likely the
     script's own, rather than "the baseline failed" alone."""
 
-    class ShapeError(FakeTrials):
-        def __call__(self, w: str, s: Settings, steps: StepPlan, t: float) -> TrialResult:
-            self.calls.append(s)
-            return TrialResult(
-                settings_key(w, s, steps),
-                label_of(s),
-                s.to_dict(),
-                "error",
-                error="ValueError: Input 0 of layer 'dense' is incompatible with the layer",
-                extra={"measured": "model.fit at train.py:5"},
-            )
-
-    res = tuner(tmp_path, ShapeError()).run()
+    shape_error = Failing(
+        "ValueError: Input 0 of layer 'dense' is incompatible with the layer",
+        {"measured": "model.fit at train.py:5"},
+    )
+    res = tuner(tmp_path, shape_error).run()
     (why,) = said(res, "baseline")
     assert why.startswith(
         "the baseline failed in the script's model.fit at train.py:5 (error: ValueError: "
