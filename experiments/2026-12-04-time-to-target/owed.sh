@@ -136,11 +136,12 @@ mnist_pairs() {
 rnn_eval() {
   bash "$ROOT/experiments/2026-12-05-cudnn-rnn-algo/eval_probe.sh" > "$DEST/rnn-eval.jsonl" 2> "$DEST/rnn-eval.err"
 }
-lstm_pairs_spe() {  # each pair at seed 1, as the 2026-12-06 pairs under persist_dynamic were
-  local i
+lstm_pairs_spe() {  # each pair at seed 1, as the 2026-12-06 pairs under persist_dynamic
+  local i order  # were; `run` first in the even pairs (an order effect is not the settings')
   for i in $(seq 1 "${REPEAT:-2}"); do
-    WALL="${WALL:-130}" REPEAT=1 bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
-      "$HERE/lstm-spe25.json" "$DEST/wall-lstm-spe25-$i"
+    order=""; (( i % 2 == 0 )) && order=run
+    ORDER="$order" WALL="${WALL:-130}" REPEAT=1 bash "$HERE/same_wall.sh" "$EXAMPLES" \
+      bidirectional_lstm_imdb.py "$HERE/lstm-spe25.json" "$DEST/wall-lstm-spe25-$i"
   done
 }
 compile_probe() {

@@ -4,7 +4,10 @@
 # Both runs of pair i are seeded alike (LEARNABLE_SEED=i, learnable_datasets): the
 # same initial weights and shuffle, so that the pair differs only in the settings.
 # DETERMINISTIC=1 turns on TensorFlow's op determinism in both (cuDNN's training is not
-# deterministic: otherwise each pair also differs by that noise).
+# deterministic: otherwise each pair also differs by that noise). Plain python runs
+# first; ORDER=run puts `tfaccel run` first, ORDER=alternate in the even pairs, so that
+# an order effect (a warmer GPU, the driver's kernel cache filled by the first) is not
+# taken for the settings'.
 #   bash same_wall.sh EXAMPLES_DIR SCRIPT.py SETTINGS.json DEST
 set -u
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"; HERE="$ROOT/experiments/2026-12-04-time-to-target"
@@ -25,6 +28,9 @@ for_wall() {  # log, command...
 [ "${DETERMINISTIC:-}" = 1 ] && export LEARNABLE_DETERMINISTIC=1
 for i in $(seq 1 "$REPEAT"); do
   export LEARNABLE_SEED="$i"
-  for_wall "$DEST/plain-$i.log" python3 "$SCRIPT"
-  for_wall "$DEST/run-$i.log" python3 -m tfaccel run --config "$SETTINGS" -- python "$SCRIPT"
+  plain=(for_wall "$DEST/plain-$i.log" python3 "$SCRIPT")
+  run=(for_wall "$DEST/run-$i.log" python3 -m tfaccel run --config "$SETTINGS" -- python "$SCRIPT")
+  if [ "${ORDER:-}" = run ] || { [ "${ORDER:-}" = alternate ] && (( i % 2 == 0 )); }; then
+    "${run[@]}"; "${plain[@]}"
+  else "${plain[@]}"; "${run[@]}"; fi
 done
