@@ -919,6 +919,24 @@ def test_a_figure_of_another_machine_is_never_swapped_for_this_ones_runs(
     assert as_one(t, theirs) is theirs
 
 
+def test_a_threshold_above_the_floor_says_what_raised_it() -> None:
+    """A decision's threshold above the one the noise line gave names its cause: the
+    trial's own windows, the best's, or the drift between processes."""
+    from tfaccel.tune.figures import threshold_text
+
+    opts = TuneOptions(batch_size=64, steps=STEPS)
+
+    def trial(label: str, *windows: float) -> TrialResult:
+        return TrialResult("k" + label, label, {}, "ok", windows[0], windows=windows)
+
+    calm, busy = trial("calm", 100.0, 100.0), trial("busy", 90.0, 110.0)
+    assert threshold_text(opts, calm, calm, 0.03) == "3%"
+    assert threshold_text(opts, busy, calm, 0.4) == "40%: its windows spread 20%"
+    assert threshold_text(opts, calm, busy, 0.4) == "40%: busy's windows spread 20%"
+    drift = "71%: twice the drift between processes"
+    assert threshold_text(opts, calm, calm, 0.71) == drift
+
+
 def test_augmentation_inside_the_model_is_named_as_what_keeps_it_from_xla() -> None:
     """keras-io's image classifiers augment inside the model: Keras then compiles none
     of it with XLA (Keras' defaults, XLA with TF32, trained ResNet-50 3.1x as fast as

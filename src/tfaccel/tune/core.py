@@ -136,11 +136,11 @@ def xla_refused(baseline: TrialResult | None) -> str | None:
     return why
 
 
-def short_of(gain: float, thr: float) -> str:
-    """Why a trial was not kept: slower beyond the noise, or within it."""
-    return (
-        f"slower beyond the noise ({thr:.0%})" if gain < -thr else f"within the noise ({thr:.0%})"
-    )
+def short_of(gain: float, thr: float, shown: str | None = None) -> str:
+    """Why a trial was not kept: slower beyond the noise, or within it (`shown`: the
+    threshold in words, `figures.threshold_text`)."""
+    shown = shown or f"{thr:.0%}"
+    return f"slower beyond the noise ({shown})" if gain < -thr else f"within the noise ({shown})"
 
 
 def verdict_of(
@@ -151,12 +151,13 @@ def verdict_of(
     thr: float,
     against: str,
     places: int = 0,
+    shown: str | None = None,
 ) -> str:
     """A trial of one knob's value (or of what `value` names), in a decision's words,
-    naming what it was compared with."""
+    naming what it was compared with (`shown`: the threshold in words)."""
     if not trial.ok:
         return f"{value}: {trial.status} ({trial.error})"
-    verdict = "kept" if win else f"(threshold {thr:.0%})"
+    verdict = "kept" if win else f"(threshold {shown or f'{thr:.0%}'})"
     return f"{value}: {gain:+.{places}%} {verdict}, against {against}"
 
 
@@ -423,7 +424,8 @@ class TunerCore:
                 self.decide("accuracy guard", f"{trial.label} rejected: {why}")
                 return None
         win, gain, thr, trial, best = self.compare(trial, state.best)
-        self.decide(stage, verdict_of(what, trial, win, gain, thr, best.label, places))
+        shown = figures.threshold_text(self.opt, trial, best, thr)
+        self.decide(stage, verdict_of(what, trial, win, gain, thr, best.label, places, shown))
         if win:
             self._improved(state, trial, settings)
         return Outcome(trial, win, gain, thr)

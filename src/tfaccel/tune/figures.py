@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from tfaccel import stats
 from tfaccel.optimize.settings import Settings
-from tfaccel.trial.runner import TrialResult, beats, settings_key
+from tfaccel.trial.runner import TrialResult, beats, settings_key, trial_noise
 from tfaccel.tune.result import TuneOptions, TuneResult
 
 if TYPE_CHECKING:
@@ -39,6 +39,20 @@ def gain_floor(opt: TuneOptions, result: TuneResult, *trials: TrialResult) -> fl
     floor, or twice the drift between processes (`drift_of`: each trial is a process,
     and on some machines their figures lie further apart than one's windows)."""
     return max(opt.noise_floor, 2 * drift_of(result, *trials))
+
+
+def threshold_text(opt: TuneOptions, new: TrialResult, best: TrialResult, thr: float) -> str:
+    """A comparison's threshold in words: its figure, and what raised it above the noise
+    floor where something did (a trial's windows, or the drift between processes), so
+    that a threshold above the one the noise line gave is not a riddle."""
+    shown = f"{thr:.0%}"
+    if thr <= opt.noise_floor:
+        return shown
+    noisy = max((new, best), key=trial_noise)
+    if 2 * trial_noise(noisy) >= thr:
+        whose = "its" if noisy is new else f"{noisy.label}'s"
+        return f"{shown}: {whose} windows spread {trial_noise(noisy):.0%}"
+    return f"{shown}: twice the drift between processes"
 
 
 def merge_runs(tuner: TunerCore, runs: list[TrialResult]) -> TrialResult:

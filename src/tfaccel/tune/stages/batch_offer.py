@@ -25,6 +25,7 @@ from tfaccel.tune.core import (
     short_of,
     stop_here,
 )
+from tfaccel.tune.figures import threshold_text
 from tfaccel.tune.result import (
     BatchOffer,
     Race,
@@ -312,7 +313,7 @@ def _ladder_step(
             why = " (does not fit)" if trial.status == "oom" else f" ({trial.error})"
             tuner.decide(stage, f"batch {to}: {trial.status}{why}")
         return ("skipped" if trial.status == "skipped" else "worse"), 0.0
-    win, gain, thr, trial, _ = tuner.compare(trial, state.best)
+    win, gain, thr, trial, best = tuner.compare(trial, state.best)
     if win:
         tuner.decide(stage, f"batch {to}: {gain:+.0%} over batch {batch}")
         tuner._improved(state, trial, settings)
@@ -322,5 +323,6 @@ def _ladder_step(
         then = "stop"
     else:
         then = f"stop (batch {batch * 2} would gain less)" if even else f"batch {batch * 2} instead"
-    tuner.decide(stage, f"batch {to}: {gain:+.0%} vs batch {batch}, {short_of(gain, thr)}: {then}")
+    noise = short_of(gain, thr, threshold_text(tuner.opt, trial, best, thr))
+    tuner.decide(stage, f"batch {to}: {gain:+.0%} vs batch {batch}, {noise}: {then}")
     return ("even" if even else "worse"), gain

@@ -14,6 +14,7 @@ from tfaccel.tune.core import (
     short_of,
     xla_refused,
 )
+from tfaccel.tune.figures import threshold_text
 from tfaccel.tune.guard import loss_close
 
 # TF32 over strict float32, both without XLA, on the H200: BERT-base 1.77x, GPT-2 1.64x,
@@ -60,7 +61,9 @@ def _precisions_at(tuner: TunerCore, state: State, xla: str, base: Settings) -> 
         if trial is state.best or not trial.ok:
             continue
         win, gain, thr, trial, best = tuner.compare(trial, state.best)
-        verdict = "kept" if win else short_of(gain, thr)
+        verdict = (
+            "kept" if win else short_of(gain, thr, threshold_text(tuner.opt, trial, best, thr))
+        )
         tuner.decide(
             "precision x XLA",
             f"{trial.label}: {trial.samples_per_s:,.0f}/s, {gain:+.0%} vs {best.label}: {verdict}",
