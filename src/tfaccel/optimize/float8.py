@@ -78,22 +78,14 @@ def quantize_float8(model: Any) -> list[str]:
             received="an unbuilt model",
         )
     names = {id(layer) for layer in todo}
-    owners = [model] if model.built else _built_models(model)  # Keras quantizes built ones
+    from tfaccel.workloads.flops import held_models
+
+    # Keras quantizes built models: an unbuilt one through the built models it holds
+    owners = [model] if model.built else [sub for sub in held_models(model) if sub.built]
     for owner in owners if todo else ():
         owner.quantize("float8", filters=lambda layer: id(layer) in names)
     return [
         layer.name
         for layer in model._flatten_layers()
         if getattr(layer, "quantization_mode", None) == "float8"
-    ]
-
-
-def _built_models(model: Any) -> list[Any]:
-    """The built models that an unbuilt `model` holds (a GAN's generator and critic)."""
-    import keras
-
-    return [
-        layer
-        for layer in model._flatten_layers(include_self=False, recursive=False)
-        if isinstance(layer, keras.Model) and layer.built
     ]

@@ -119,21 +119,25 @@ def forward_flops(model: Any, batch: int = 2) -> tuple[int | None, float | None]
     return total // batch, gemm / total
 
 
+def held_models(model: Any) -> list[Any]:
+    """The models that `model` holds as its own layers (a GAN's generator and critic)."""
+    import keras
+
+    return [
+        layer
+        for layer in model._flatten_layers(include_self=False, recursive=False)
+        if isinstance(layer, keras.Model)
+    ]
+
+
 def sub_models_gemm_share(model: Any) -> float | None:
     """The matrix products' share of the product FLOPs of the models that `model`
     holds, each traced as `forward_flops` does, for a model with no forward pass of
     its own (a GAN's, whose `train_step` runs its generator and discriminator); None
     where it holds none, or one's products are not known. Each sub-model's forward
     pass counts once: the share says which kind of product the model runs mostly."""
-    import keras
-
-    subs = [
-        layer
-        for layer in model._flatten_layers(include_self=False, recursive=False)
-        if isinstance(layer, keras.Model)
-    ]
     total = gemm = 0.0
-    for sub in subs:
+    for sub in held_models(model):
         try:
             flops, share = forward_flops(sub)
         except Exception:  # a sub-model without declared inputs: nothing to trace
