@@ -16,22 +16,14 @@ import sys
 import numpy as np
 
 import keras
+from lstm_model import build, learnable
 
 keras.utils.set_random_seed(0)
 rng = np.random.default_rng(0)
 BATCH, STEPS, HELD = 32, int(os.environ.get("STEPS", "400")), 4096
-x = np.minimum(rng.zipf(1.2, (BATCH * STEPS + HELD, 200)), 19999).astype("int32")
-teacher = rng.choice([-1.0, 1.0], 20000)
-score = teacher[x].sum(axis=1)
-y = (score > np.median(score)).astype("float32")
+x, y = learnable(rng, BATCH * STEPS + HELD)
 x_train, y_train, x_held, y_held = x[:-HELD], y[:-HELD], x[-HELD:], y[-HELD:]
-
-inputs = keras.Input(shape=(None,), dtype="int32")
-h = keras.layers.Embedding(20000, 128)(inputs)
-h = keras.layers.Bidirectional(keras.layers.LSTM(64, return_sequences=True))(h)
-h = keras.layers.Bidirectional(keras.layers.LSTM(64))(h)
-model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(h))
-model.compile("adam", "binary_crossentropy")
+model = build()
 mode, config, weights = sys.argv[1], sys.argv[2], sys.argv[3]
 out: dict = {"mode": mode, "config": config, "steps": STEPS}
 if mode == "train":

@@ -12,20 +12,13 @@ import time
 import numpy as np
 
 import keras
+from lstm_model import build, learnable
 
 keras.utils.set_random_seed(0)
 rng = np.random.default_rng(0)
 BATCH, STEPS, WINDOWS = int(os.environ.get("BATCH", "32")), 60, 3
-x = np.minimum(rng.zipf(1.2, (BATCH * STEPS * (WINDOWS + 1), 200)), 19999).astype("int32")
-teacher = rng.choice([-1.0, 1.0], 20000)
-y = (teacher[x].sum(axis=1) > np.median(teacher[x].sum(axis=1))).astype("float32")
-
-inputs = keras.Input(shape=(None,), dtype="int32")
-h = keras.layers.Embedding(20000, 128)(inputs)
-h = keras.layers.Bidirectional(keras.layers.LSTM(64, return_sequences=True))(h)
-h = keras.layers.Bidirectional(keras.layers.LSTM(64))(h)
-model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(h))
-model.compile("adam", "binary_crossentropy")
+x, y = learnable(rng, BATCH * STEPS * (WINDOWS + 1))
+model = build()
 
 times, losses = [], []
 
