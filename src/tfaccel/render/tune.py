@@ -154,9 +154,9 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
             Text(trial.status, style=_STATUS.get(trial.status, "")),
         )
     console.print(table)
-    answered = set(offer_lines(res, unit))  # said once, with the answers below
+    offer = offer_lines(res, unit)  # said once, with the answers below
     for decision in res.decisions:  # wrapped under their own start, two columns in
-        if f"{decision.stage}: {decision.text}" in answered:
+        if f"{decision.stage}: {decision.text}" in offer:
             continue
         console.print(
             Padding(Text(f"{decision.stage}: {decision.text}", style="dim"), (0, 0, 0, 2))
@@ -215,7 +215,7 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
         f"{res.wall_s:.0f} s, {res.compile_s_total:.0f} s of it compiling{setup}"
     )
     console.print(Text("\n".join(lines), style="bold"))
-    console.print(Text("\n".join(offer_lines(res, unit)), style="bold"))
+    console.print(Text("\n".join(offer), style="bold"))
 
 
 def offer_lines(res: TuneResult, unit: str = "samples") -> list[str]:
