@@ -10,6 +10,7 @@ that installed each TensorFlow from 2.16 to 2.21 and compiled with the flag set.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from importlib import metadata
 
 from packaging.version import InvalidVersion, Version
@@ -32,6 +33,9 @@ XLA_FLAG_SINCE: dict[str, tuple[str, str]] = {
     "--xla_gpu_experimental_enable_fusion_block_level_rewriter": ("2.19", _ABORTS),
     # its list of command types (DYNAMIC_SLICE_COPY_FUSION, ...) aborts 2.18 and 2.19
     "--xla_gpu_enable_command_buffer": ("2.20", _ABORTS),
+    # one type taken from the default list: known to every supported XLA (2.16.2 and
+    # 2.21.0 parse it; an unknown type aborts)
+    "--xla_gpu_enable_command_buffer=-CUBLASLT": (TF_SUPPORTED[0], _ABORTS),
     "--xla_gpu_experimental_all_fusions_with_triton": ("2.21", _ABORTS),
     # Measured on an H200: TF 2.16's XLA strength-reduces a GEMV inside its algebraic
     # simplifier, and its optimized HLO keeps the reduce with the pass disabled. Verified
@@ -56,6 +60,13 @@ def xla_flag_floor(flag: str, tf_version: str | None = None) -> str | None:
     except InvalidVersion:
         return None
     return since if older else None
+
+
+def xla_flags_floor(flags: Iterable[str], tf_version: str | None = None) -> str | None:
+    """The newest TensorFlow that one of `flags` (an XLA option's) needs
+    (`xla_flag_floor`), or None."""
+    floors = [floor for flag in flags if (floor := xla_flag_floor(flag, tf_version))]
+    return max(floors, key=lambda floor: Version(floor).release) if floors else None
 
 
 # (knob, value) -> (the first Keras whose internals tfaccel's implementation of it

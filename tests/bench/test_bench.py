@@ -472,7 +472,7 @@ def test_xla_options_are_checked_and_recorded(tmp_path: Path, monkeypatch) -> No
     )  # an option every supported TensorFlow knows
     assert result.exit_code == 0, result.output
     assert load_report(out).environment["xla_flags"] == (
-        f"--xla_gpu_autotune_level=2 {XLA_OPTIONS['cublaslt']}"
+        f"--xla_gpu_autotune_level=2 {' '.join(XLA_OPTIONS['cublaslt'])}"
     )
 
 

@@ -31,8 +31,11 @@ from tfaccel.trial.runner import compile_cache_env
         (XLA_OPTIONS["triton_fusions"], "2.22.0rc1", None),
     ],
 )
-def test_each_flag_has_its_floor(flag: str, version: str, floor: str | None) -> None:
-    assert _compat.xla_flag_floor(flag, version) == floor
+def test_each_flag_has_its_floor(
+    flag: str | tuple[str, ...], version: str, floor: str | None
+) -> None:
+    flags = (flag,) if isinstance(flag, str) else flag  # a flag, or an option's flags
+    assert _compat.xla_flags_floor(flags, version) == floor
 
 
 def test_an_option_this_tensorflow_lacks_is_refused_with_the_version_it_needs(
@@ -44,7 +47,7 @@ def test_an_option_this_tensorflow_lacks_is_refused_with_the_version_it_needs(
     ):
         xla_flags_with("", ("triton_fusions",))
     flags, added = xla_flags_with("", ("cublaslt",))  # known to 2.19: set
-    assert added == [XLA_OPTIONS["cublaslt"]] and flags == XLA_OPTIONS["cublaslt"]
+    assert added == list(XLA_OPTIONS["cublaslt"]) and flags == " ".join(XLA_OPTIONS["cublaslt"])
 
 
 def test_trials_share_autotuning_only_where_xla_knows_the_flag(

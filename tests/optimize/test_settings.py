@@ -117,9 +117,9 @@ def test_xla_options_are_a_sorted_unique_tuple_of_known_names() -> None:
 def test_xla_flags_keep_the_users_and_refuse_a_clash() -> None:
     from tfaccel.optimize.environment import xla_flags_with
 
-    flags, added = xla_flags_with("--xla_dump_to=/tmp/d", ("cublaslt",))
-    assert flags == "--xla_dump_to=/tmp/d --xla_gpu_enable_cublaslt=true"
-    assert added == ["--xla_gpu_enable_cublaslt=true"]
+    flags, added = xla_flags_with("--xla_dump_to=/tmp/d", ("cudnn_layer_norm",))
+    assert flags == "--xla_dump_to=/tmp/d --xla_gpu_enable_cudnn_layer_norm=true"
+    assert added == ["--xla_gpu_enable_cudnn_layer_norm=true"]
     # configure's own flag goes again; the user's own copy of it stays
     assert xla_flags_with(flags, (), added) == ("--xla_dump_to=/tmp/d", [])
     assert xla_flags_with(flags, ()) == (flags, [])
@@ -146,20 +146,43 @@ def test_float8_implies_the_cublas_gemm_option() -> None:
     assert both.xla_options == ("cublas_gemm", "cublaslt")
 
 
-def test_each_xla_option_is_one_flag(monkeypatch: pytest.MonkeyPatch) -> None:
-    """configure adds and removes its XLA_FLAGS token by token: one flag an option."""
+def test_each_xla_option_is_whole_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """configure adds and removes its XLA_FLAGS token by token: an option's flags are
+    each one token."""
     from tfaccel import _compat
     from tfaccel.optimize.environment import xla_flags_with
     from tfaccel.optimize.settings import XLA_OPTIONS
 
-    assert all(len(flag.split()) == 1 for flag in XLA_OPTIONS.values())
+    assert all(len(flag.split()) == 1 for flags in XLA_OPTIONS.values() for flag in flags)
     names = ("cudnn_gemm_fusions", "block_level_fusions", "triton_fusions")
     monkeypatch.setattr(_compat, "installed_version", lambda: "2.21.0")  # all three known
     flags, added = xla_flags_with("--xla_dump_to=/tmp/x", names)
     assert flags.split() == ["--xla_dump_to=/tmp/x", *added] and len(added) == 3
     # configure's own flags go when the options change; the user's stay
     again, _ = xla_flags_with(flags, ("cublaslt",), added)
-    assert again.split() == ["--xla_dump_to=/tmp/x", "--xla_gpu_enable_cublaslt=true"]
+    assert again.split() == ["--xla_dump_to=/tmp/x", *XLA_OPTIONS["cublaslt"]]
+
+
+def test_cublaslt_keeps_its_gemms_out_of_xlas_command_buffers() -> None:
+    """Captured into a CUDA graph, a cuBLASLt GEMM failed its workspace check (H100, TF
+    2.21): the option takes CUBLASLT out of the command buffers' default types, and out
+    of the `command_buffers` option's list where both are set, as one flag."""
+    from tfaccel.optimize.environment import merged_flags, xla_flags_with
+
+    flags, added = xla_flags_with("", ("cublaslt",))
+    assert added == ["--xla_gpu_enable_cublaslt=true", "--xla_gpu_enable_command_buffer=-CUBLASLT"]
+    assert flags == " ".join(added)
+    _, added = xla_flags_with("", ("command_buffers", "cublaslt"))
+    buffers = [flag for flag in added if flag.startswith("--xla_gpu_enable_command_buffer=")]
+    assert len(buffers) == 1
+    types = buffers[0].split("=", 1)[1].split(",")
+    assert "CUBLASLT" not in types and {"FUSION", "CUBLAS", "WHILE"} <= set(types)
+    assert merged_flags(["--f=-A", "--f=+B"]) == ["--f=-A,+B"]
+    assert merged_flags(["--f=+C", "--f=A,B"]) == ["--f=A,B,C"]
+    with pytest.raises(ValueError, match="one flag two ways"):
+        merged_flags(["--f=A", "--f=B"])
+    with pytest.raises(InputError, match="already sets --xla_gpu_enable_command_buffer"):
+        xla_flags_with("--xla_gpu_enable_command_buffer=FUSION", ("cublaslt",))
 
 
 def test_einsum_is_a_later_knob_that_keeps_old_journal_keys() -> None:

@@ -85,11 +85,11 @@ def xla_flags_with(
     option would override (the same flag, another value) is an error, not a guess."""
     gone = set(added)
     kept = [flag_text for flag_text in current.split() if flag_text not in gone]
-    wanted = [
-        XLA_OPTIONS[knob_option] for knob_option in options if XLA_OPTIONS[knob_option] not in kept
-    ]
+    wanted = merged_flags(
+        [flag for option in options for flag in XLA_OPTIONS[option] if flag not in kept]
+    )
     for option in options:
-        floor = _compat.xla_flag_floor(XLA_OPTIONS[option])
+        floor = _compat.xla_flags_floor(XLA_OPTIONS[option])
         if floor is not None:
             raise InputError(
                 f"xla_options {option!r} needs TensorFlow >= {floor}; this is "
@@ -112,6 +112,41 @@ def xla_flags_with(
     return " ".join(kept + wanted), wanted
 
 
+def merged_flags(flags: list[str]) -> list[str]:
+    """One flag a name: where two options set the same list-valued flag, one the
+    whole list (`command_buffers`) and one a `-TYPE`/`+TYPE` edit of XLA's default list
+    (`cublaslt`), the edit applied to the list (XLA would let the later one win)."""
+    out: list[str] = []
+    for flag in flags:
+        name, _, value = flag.partition("=")
+        same = next((i for i, have in enumerate(out) if have.partition("=")[0] == name), None)
+        if same is None:
+            out.append(flag)
+        else:
+            out[same] = f"{name}={_edited(out[same].partition('=')[2], value)}"
+    return out
+
+
+def _edited(first: str, second: str) -> str:
+    """Two values of one list-valued XLA flag as one: a list with edits of it applied,
+    or the edits together."""
+
+    def is_edit(value: str) -> bool:
+        return all(item[:1] in "+-" for item in value.split(","))
+
+    if is_edit(first) and is_edit(second):
+        return f"{first},{second}"
+    if not is_edit(first) and not is_edit(second):
+        raise ValueError(f"two XLA options set one flag two ways: {first!r}, {second!r}")
+    items, edits = (second, first) if is_edit(first) else (first, second)
+    kept = items.split(",")
+    for edit in edits.split(","):
+        kept = [item for item in kept if item != edit[1:]]
+        if edit.startswith("+"):
+            kept.append(edit[1:])
+    return ",".join(kept)
+
+
 def apply_xla_options(settings: Settings, initialized: bool) -> Applied:
     current = os.environ.get(ENV_XLA, "")
     options = settings.effective_xla_options
@@ -122,7 +157,8 @@ def apply_xla_options(settings: Settings, initialized: bool) -> Applied:
     else:
         status = set_env(ENV_XLA, flags or None, initialized, f"xla_options={list(options)}")
     _XLA_ADDED[:] = added
-    detail = " ".join(XLA_OPTIONS[option] for option in options) or "XLA's defaults"
+    every = merged_flags([flag for option in options for flag in XLA_OPTIONS[option]])
+    detail = " ".join(every) or "XLA's defaults"
     # the options a knob added (IMPLIED_XLA_OPTIONS) beyond those asked for, and why
     notes = [
         f"{', '.join(added)}: for {knob}"

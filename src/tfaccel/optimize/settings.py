@@ -51,40 +51,45 @@ ATTENTIONS: tuple[str, ...] = get_args(Attention)
 RNN_ALGORITHMS: tuple[str, ...] = get_args(RnnAlgorithm)
 # XLA's GPU compiler options, by name: the XLA_FLAGS each one adds (set before TensorFlow
 # starts; XLA reads them once per process).
-XLA_OPTIONS = {
-    # GEMMs through cuBLASLt, with the bias add and activation in the GEMM's epilogue.
-    "cublaslt": "--xla_gpu_enable_cublaslt=true",
+XLA_OPTIONS: dict[str, tuple[str, ...]] = {
+    # GEMMs through cuBLASLt, with the bias add and activation in the GEMM's epilogue;
+    # kept out of XLA's command buffers (CUDA graphs): captured into one, a cuBLASLt GEMM
+    # failed its workspace check on an H100 (TF 2.21: "Failed to capture gpu graph:
+    # ... cuda_blas_lt.cc:388 workspace_addr != nullptr"), and the trial with it.
+    "cublaslt": ("--xla_gpu_enable_cublaslt=true", "--xla_gpu_enable_command_buffer=-CUBLASLT"),
     # Layer norms (forward, and backward on compute capability 9.0) through cuDNN's
     # fused kernels, where XLA's CudnnNormRewriter recognises the pattern; otherwise a
     # layer norm is two dependent reductions and an elementwise pass, in separate
     # kernels. `tune` tries it on models of matrix products.
-    "cudnn_layer_norm": "--xla_gpu_enable_cudnn_layer_norm=true",
+    "cudnn_layer_norm": ("--xla_gpu_enable_cudnn_layer_norm=true",),
     # Keep vector x matrix products (batch-1 decoding) as GEMMs: XLA's
     # dot-strength-reduction pass otherwise turns each one under 10M elements into an
     # elementwise multiply, written out in full, and a reduction.
-    "gemv_as_gemm": "--xla_disable_hlo_passes=dot-strength-reduction",
+    "gemv_as_gemm": ("--xla_disable_hlo_passes=dot-strength-reduction",),
     # CUDA graphs for more of XLA's program than its default (fusions and library
     # calls inside while loops and conditionals too), so a loop of small kernels, as in
     # batch-1 decoding, is launched as a few graphs.
-    "command_buffers": "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,"
-    "CUDNN,COLLECTIVES,DYNAMIC_SLICE_FUSION,DYNAMIC_SLICE_COPY_FUSION,WHILE,CONDITIONAL",
+    "command_buffers": (
+        "--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,"
+        "COLLECTIVES,DYNAMIC_SLICE_FUSION,DYNAMIC_SLICE_COPY_FUSION,WHILE,CONDITIONAL",
+    ),
     # Matrix products through cuBLAS/cuBLASLt only, none as XLA's Triton GEMM fusions.
     # float8 needs it (and implies it): with Triton GEMMs on, XLA (TF 2.21) folds Keras'
     # float8 quantize-dequantize back into a bf16 product, so no FP8 GEMM is formed and
     # the quantization is pure cost.
-    "cublas_gemm": "--xla_gpu_enable_triton_gemm=false",
+    "cublas_gemm": ("--xla_gpu_enable_triton_gemm=false",),
     # XLA's newer emitters, off by default in TF 2.21; measured no faster on BERT-base
     # training (the measurements page), so `tune` does not try them.
     # GEMM fusions (a product with the elementwise work around it) through cuDNN's
     # graph API, as another candidate of XLA's GEMM autotuner.
-    "cudnn_gemm_fusions": "--xla_gpu_cudnn_gemm_fusion_level=2",
+    "cudnn_gemm_fusions": ("--xla_gpu_cudnn_gemm_fusion_level=2",),
     # Fusions without a product (elementwise, reductions: layer norms, softmax, bias
     # gradients, dropout) rewritten to Triton's block-level emitter where XLA's cost
     # model rates it faster than XLA's own.
-    "block_level_fusions": "--xla_gpu_experimental_enable_fusion_block_level_rewriter=true",
+    "block_level_fusions": ("--xla_gpu_experimental_enable_fusion_block_level_rewriter=true",),
     # Every such fusion timed with both emitters (by default only reductions and
     # transposes are).
-    "triton_fusions": "--xla_gpu_experimental_all_fusions_with_triton=true",
+    "triton_fusions": ("--xla_gpu_experimental_all_fusions_with_triton=true",),
 }
 # The XLA options a knob needs to do what it says: configure adds them.
 IMPLIED_XLA_OPTIONS = {"float8": ("cublas_gemm",)}

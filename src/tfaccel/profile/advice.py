@@ -367,7 +367,7 @@ def _gemv_action() -> str:
     from tfaccel.optimize.settings import XLA_OPTIONS
 
     action = "tfaccel.configure(xla_options=['gemv_as_gemm']) keeps them GEMMs"
-    floor = _compat.xla_flag_floor(XLA_OPTIONS["gemv_as_gemm"])
+    floor = _compat.xla_flags_floor(XLA_OPTIONS["gemv_as_gemm"])
     if floor is None:
         return action
     return f"{action} (it needs TensorFlow >= {floor}; this is {_compat.installed_version()})"
