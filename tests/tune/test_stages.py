@@ -5,6 +5,7 @@ knobs, and those that fell short together."""
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -808,38 +809,41 @@ class DriftingTrials(FakeTrials):
         return r
 
 
-@pytest.mark.parametrize(("second", "floor", "busy"), [(0.99, 0.03, False), (0.8, 0.444, True)])
+@pytest.mark.parametrize(("second", "floor", "busy"), [(0.99, 0.03, False), (0.75, 0.5, True)])
 def test_the_baseline_runs_twice_and_its_drift_sets_the_smallest_gain(
     tmp_path: Path, second: float, floor: float, busy: bool
 ) -> None:
     """Every trial is a process of its own: on an H100 one LSTM script's same settings
     ran 443, 483 and 553 samples/s in three trials whose windows spread 1-7 %. The
     baseline runs again after Keras' defaults, and gains count beyond twice the drift
-    between its two figures (steps_per_execution's +20 % here: kept on a quiet
-    machine, not where the figures drift 22 %)."""
+    between its figures (steps_per_execution's +20 % here: kept on a quiet machine,
+    not where the figures drift 25 %); two figures further apart than `stats.BUSY` have
+    it run a third time, which here lands where the first did."""
     trials = DriftingTrials(second)
     res = tuner(tmp_path, trials, precisions=("tf32",), repeat_baseline=True).run()
-    assert trials.calls[:3] == [
-        tuner_base(),
-        tuner_base().replace(xla="auto", precision="tf32"),
-        tuner_base(),
-    ]
-    assert res.drift_between_trials == pytest.approx(abs(1 - second) / ((1 + second) / 2))
-    noise = said(res, "noise")[0]
+    defaults = tuner_base().replace(xla="auto", precision="tf32")
+    runs = [tuner_base(), defaults, tuner_base(), *([tuner_base()] if busy else [])]
+    assert trials.calls[: len(runs)] == runs
     first = 1000 * 2**0.3  # the fake's float32 rate at batch 64
-    figures = f"{first:,.0f}, {first * second:,.0f} samples/s"
-    assert noise.startswith(f"the baseline again, in a process of its own: {figures}")
-    # the baseline's figure: the median of both runs' windows, in the table too
+    rates = [first, first * second, *([first] if busy else [])]
+    assert res.drift_between_trials == pytest.approx(
+        (max(rates) - min(rates)) / statistics.median(rates)
+    )
+    noise = said(res, "noise")[0]
+    figures = ", ".join(f"{rate:,.0f}" for rate in rates)
+    again = "in 3 processes" if busy else "again, in a process of its own"
+    assert noise.startswith(f"the baseline {again}: {figures} samples/s")
+    # the baseline's figure: the median of all runs' windows, in the table too
     assert res.baseline is not None and res.trials[0] is res.baseline
-    assert res.baseline.samples_per_s == pytest.approx(first * (1 + second) / 2)
+    assert res.baseline.samples_per_s == pytest.approx(statistics.median(rates))
     assert f"a gain counts beyond {floor:.0%}" in noise
-    assert ("the machine is busy" in noise) is busy
+    assert ("the machine is busy" in noise) is busy and "left out" not in noise
     spe = said(res, "steps_per_execution + input_cast") or said(res, "steps_per_execution")
     assert any("kept" in text for text in spe) is not busy
     # where every process drifts, measuring the gain's two trials again shows it: their
     # runs' windows spread as far as the baseline's
     again = said(res, "noise")[1:]
-    assert bool(again) is busy and all("within their noise (44%)" in text for text in again)
+    assert bool(again) is busy and all("within their noise (57%)" in text for text in again)
     # resumed, the repeat comes from the journal: not measured again
     again = DriftingTrials(second)
     j = Journal(tmp_path / "j.jsonl")
@@ -850,21 +854,22 @@ def test_the_baseline_runs_twice_and_its_drift_sets_the_smallest_gain(
 
 
 def test_a_gain_hidden_by_the_baselines_drift_alone_is_measured_again(tmp_path: Path) -> None:
-    """The WGAN-GP script on an H100: its baseline (float32, no XLA) ran 2,540 and 3,638
-    samples/s in two processes, every XLA trial within 5 % of the others; twice that
-    drift (71 %) hid bfloat16's +71 %. A gain beyond both trials' windows but within the
+    """A baseline (float32, no XLA: cuDNN's autotuning picks its convolutions in each
+    process) whose processes scatter, 1,231, 1,760 and 1,231 samples/s, while every
+    other trial's figures hold: twice that drift (86 %) would hide XLA's and
+    steps_per_execution's gains. A gain beyond both trials' windows but within the
     baseline's drift has each trial measured once more, in a process of its own, and is
     judged by their runs' windows; a resumed tune replays the repeats."""
     trials = DriftingTrials(1.43, only_baseline=True)
     res = tuner(tmp_path, trials, precisions=("tf32",), repeat_baseline=True).run()
-    assert res.drift_between_trials == pytest.approx(0.354, abs=0.001)
+    assert res.drift_between_trials == pytest.approx(0.43)
     spe = said(res, "steps_per_execution + input_cast") or said(res, "steps_per_execution")
     assert any("+20% kept" in text for text in spe), spe
     # XLA's +7 % over Keras' defaults, then steps_per_execution's +20 % over XLA
     xla, spe_again = said(res, "noise")[1:]
     assert xla.startswith("tf32 xla=jit batch=64 spe=1 against tf32 xla=auto batch=64 spe=1")
     assert spe_again.startswith("tf32 xla=jit batch=64 spe=25 against tf32 xla=jit")
-    assert "within twice the baseline's drift between processes (71%)" in spe_again
+    assert "within twice the baseline's drift between processes (86%)" in spe_again
     assert spe_again.endswith("over both runs +20%, beyond their noise (3%)")
     defaults = tuner_base().replace(xla="auto", precision="tf32")
     assert trials.calls.count(defaults) == 2  # Keras' defaults, once more
@@ -879,6 +884,61 @@ def test_a_gain_hidden_by_the_baselines_drift_alone_is_measured_again(tmp_path: 
     again_res = Tuner("w", H200, opts, j, trial_fn=resumed).run()
     assert resumed.calls == []
     assert again_res.best is not None and again_res.best.key == res.best.key
+
+
+class ColdFirst(FakeTrials):
+    """A machine whose first process runs the baseline `slow` times its later figure
+    (its kernels compiled and its convolutions autotuned cold), every later process
+    alike."""
+
+    def __init__(self, slow: float) -> None:
+        super().__init__()
+        self.slow = slow
+
+    def __call__(self, w: str, s: Settings, st: StepPlan, t: float) -> TrialResult:
+        r = super().__call__(w, s, st, t)
+        if len(self.calls) == 1:
+            rate = (r.samples_per_s or 0) * self.slow
+            r = dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+        return r
+
+
+def test_a_first_process_on_a_cold_machine_is_left_out_of_the_baselines_figure(
+    tmp_path: Path,
+) -> None:
+    """On H100s the WGAN-GP script's baseline ran 2,444-2,540 samples/s in a tune's first
+    process and 3,580-3,638 in the next, three tunes alike: twice that drift (75 %)
+    hid every gain under it. The baseline runs a third time; where the later two agree
+    and the first stands apart from both, the first is left out of its figure and of
+    the drift, and gains count beyond the noise floor without second runs."""
+    trials = ColdFirst(0.68)
+    res = tuner(tmp_path, trials, precisions=("tf32",), repeat_baseline=True).run()
+    assert trials.calls[:4] == [
+        tuner_base(),
+        tuner_base().replace(xla="auto", precision="tf32"),
+        tuner_base(),
+        tuner_base(),
+    ]
+    assert res.drift_between_trials == pytest.approx(0.0)
+    noise = said(res, "noise")
+    assert len(noise) == 1, noise  # no second runs of any other trial
+    assert noise[0].startswith("the baseline in 3 processes: 837, 1,231, 1,231")
+    assert "the first 32% below the later runs, which agree (0% apart)" in noise[0]
+    assert "left out of the figure" in noise[0] and "a gain counts beyond 3%" in noise[0]
+    later = 1000 * 2**0.3  # the fake's float32 rate at batch 64
+    assert res.baseline is not None and res.baseline.samples_per_s == pytest.approx(later)
+    assert res.baseline.extra["processes"] == 2
+    spe = said(res, "steps_per_execution + input_cast") or said(res, "steps_per_execution")
+    assert any("+20% kept" in text for text in spe), spe
+    # resumed: both repeats from the journal, the same figure, nothing measured
+    again = ColdFirst(0.68)
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    opts = TuneOptions(batch_size=64, steps=STEPS, precisions=("tf32",))
+    resumed = Tuner("w", H200, opts, j, trial_fn=again).run()
+    assert again.calls == [] and resumed.drift_between_trials == pytest.approx(0.0)
+    assert resumed.baseline is not None
+    assert resumed.baseline.samples_per_s == pytest.approx(later)
 
 
 def test_a_trial_is_run_again_as_it_was_asked_for(tmp_path: Path) -> None:

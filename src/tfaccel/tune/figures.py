@@ -55,20 +55,24 @@ def threshold_text(opt: TuneOptions, new: TrialResult, best: TrialResult, thr: f
     return f"{shown}: twice the drift between processes"
 
 
-def merge_runs(tuner: TunerCore, runs: list[TrialResult]) -> TrialResult:
+def merge_runs(
+    tuner: TunerCore, runs: list[TrialResult], counted: list[TrialResult] | None = None
+) -> TrialResult:
     """One trial's runs, each a process of its own, as one figure: the median of all
-    their windows, their spread (which holds the drift between them); in place of the
-    first run everywhere the tune reads it (the trials' list, the references, the
-    journal's figures in memory, not its file), so that the table, the comparisons and
-    the speedups agree."""
+    their windows (of those `counted`, where a first run on a cold machine is left out),
+    their spread (which holds the drift between them); in place of the first run
+    everywhere the tune reads it (the trials' list, the references, the journal's
+    figures in memory, not its file), so that the table, the comparisons and the
+    speedups agree."""
     res, first = tuner.result, runs[0]
-    windows = tuple(window for run in runs for window in run.windows)
+    counted = runs if counted is None else counted
+    windows = tuple(window for run in counted for window in run.windows)
     merged = dataclasses.replace(
         first,
         samples_per_s=stats.median(windows),
         windows=windows,
         spread=stats.spread(windows),
-        extra={**first.extra, "processes": len(runs)},
+        extra={**first.extra, "processes": len(counted)},
     )
     res.trials = [merged if trial is first else trial for trial in res.trials]
     for name in ("baseline", "keras_defaults", "best"):
