@@ -5,9 +5,10 @@
 # $DEST/summary.txt, so that a machine taken back part-way keeps what ended.
 #  wgan: the WGAN-GP script at the full ten minutes; put keras-io's
 #     examples/generative/wgan_gp.py in $EXAMPLES first (the device cannot download it).
-#     On an H100 (2026-12-06) bfloat16 with XLA ran 1.71x Keras' defaults and was hidden
-#     by the baseline's drift between processes; tune now measures such a pair again:
-#     does bfloat16 hold on an H200?
+#     On H100s (2026-12-06) bfloat16 with XLA ran 1.71x Keras' defaults, hidden by the
+#     baseline's drift at first, kept by the second runs later; the baseline's first
+#     process ran about 30 % slow in three tunes, and now runs a third time: does
+#     bfloat16 hold on an H200, and do the late knobs get judged?
 #  cache_test: the GPU test that a race's path to a trial's train step loads the
 #     trial's executable (tests/trial/test_xla_cache.py), under a minute;
 #  transformer: the transformer entry point, afresh: its ten minutes on 2026-12-05
