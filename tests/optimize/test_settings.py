@@ -163,11 +163,16 @@ def test_each_xla_option_is_whole_flags(monkeypatch: pytest.MonkeyPatch) -> None
     assert again.split() == ["--xla_dump_to=/tmp/x", *XLA_OPTIONS["cublaslt"]]
 
 
-def test_cublaslt_keeps_its_gemms_out_of_xlas_command_buffers() -> None:
+def test_cublaslt_keeps_its_gemms_out_of_xlas_command_buffers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Captured into a CUDA graph, a cuBLASLt GEMM failed its workspace check (H100, TF
     2.21): the option takes CUBLASLT out of the command buffers' default types, and out
     of the `command_buffers` option's list where both are set, as one flag."""
+    from tfaccel import _compat
     from tfaccel.optimize.environment import merged_flags, xla_flags_with
+
+    monkeypatch.setattr(_compat, "installed_version", lambda: "2.21.0")  # command_buffers
 
     flags, added = xla_flags_with("", ("cublaslt",))
     assert added == ["--xla_gpu_enable_cublaslt=true", "--xla_gpu_enable_command_buffer=-CUBLASLT"]
