@@ -54,6 +54,9 @@
 #     under lstm-spe25.json, the current rules' answer for it (float32,
 #     steps_per_execution 25, TensorFlow's RNN algorithm): does `run` then validate as
 #     plain does? (the LSTM's (c)), about 9 minutes for two;
+#  cold_probe: why a tune's first process ran the WGAN's baseline about 30 % slow on
+#     three H100s (../2026-12-06-cold-first-process/probe.py: ten baseline runs, each
+#     way with an empty driver cache of its own; about 3 minutes);
 #  compile_probe: why each XLA trial of the transformer compiles for 50-56 s
 #     (../2026-12-05-xla-compile-cache/probe.py: five trials, about six minutes).
 set -u
@@ -144,6 +147,10 @@ lstm_pairs_spe() {  # each pair at seed 1, as the 2026-12-06 pairs under persist
     ORDER="$order" WALL="${WALL:-130}" REPEAT=1 bash "$HERE/same_wall.sh" "$EXAMPLES" \
       bidirectional_lstm_imdb.py "$HERE/lstm-spe25.json" "$DEST/wall-lstm-spe25-$i"
   done
+}
+cold_probe() {  # why a tune's first process runs the WGAN's baseline cold (about 3 minutes)
+  (cd "$EXAMPLES" && PYTHONPATH="$ROOT/src:$HERE/learnable_datasets${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 "$ROOT/experiments/2026-12-06-cold-first-process/probe.py" > "$DEST/cold.jsonl" 2> "$DEST/cold.err")
 }
 compile_probe() {
   (cd "$ROOT" && PYTHONPATH="$ROOT/src:$HERE${PYTHONPATH:+:$PYTHONPATH}" python3 \
