@@ -14,8 +14,9 @@ If `default` shows the split and `threshold2` does not, TensorFlow's one-shot au
 in a cold process is the cause, and the threshold a same-training knob to measure.
 One JSON line per run. On the GPU machine, after the TensorFlow set-up, with keras-io's
 wgan_gp.py in $EXAMPLES:
-  cd $EXAMPLES && PYTHONPATH=$REPO/src:$REPO/experiments/2026-12-04-time-to-target/learnable_datasets \
-      python3 $REPO/experiments/2026-12-06-cold-first-process/probe.py > $OUT/cold.jsonl
+  PARTS=cold_probe bash experiments/2026-12-04-time-to-target/owed.sh   (or, in $EXAMPLES:
+  PYTHONPATH=$REPO/src:$REPO/experiments/2026-12-04-time-to-target/learnable_datasets \
+      python3 $REPO/experiments/2026-12-06-cold-first-process/probe.py > cold.jsonl)
 (about 3 minutes of runs of about 15 s each).
 """
 
