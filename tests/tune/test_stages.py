@@ -941,6 +941,24 @@ def test_a_first_process_on_a_cold_machine_is_left_out_of_the_baselines_figure(
     assert resumed.baseline.samples_per_s == pytest.approx(later)
 
 
+@pytest.mark.parametrize(
+    ("rates", "cold"),
+    [
+        ([2444, 3580, 3600], True),  # the WGAN's baseline on an H100, a third run agreeing
+        ([4000, 3580, 3600], False),  # within 20 % of the later runs: noise, not a cold start
+        ([443, 553, 483], False),  # an LSTM's processes on an H100: every one apart
+        ([2444, 3580], False),  # two runs cannot tell which one stands apart
+        ([5000, 3580, 3600], True),  # faster first, as far apart: left out alike
+    ],
+)
+def test_a_cold_first_run_is_one_that_stands_apart_from_two_agreeing_later_ones(
+    rates: list[float], cold: bool
+) -> None:
+    from tfaccel.tune.figures import cold_first
+
+    assert cold_first(rates) is cold
+
+
 def test_a_trial_is_run_again_as_it_was_asked_for(tmp_path: Path) -> None:
     """A trial labelled with the batch it read ("batch=32": the baseline of a script)
     was asked for the script's own (None): measured again (the noise rule's second run,

@@ -1,7 +1,8 @@
 """Which of two trials' figures is faster beyond the noise: figures of one machine (a
 journal's trial of another measured again here), the one noise rule (`gain_floor`:
-the noise floor, the trials' windows and the drift between processes), and a second run
-of each trial where only the baseline's drift hides a gain (`compare`)."""
+the noise floor, the trials' windows and the drift between processes, a first run on a
+cold machine left out of it: `cold_first`), and a second run of each trial where only
+the baseline's drift hides a gain (`compare`)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,20 @@ def gain_floor(opt: TuneOptions, result: TuneResult, *trials: TrialResult) -> fl
     floor, or twice the drift between processes (`drift_of`: each trial is a process,
     and on some machines their figures lie further apart than one's windows)."""
     return max(opt.noise_floor, 2 * drift_of(result, *trials))
+
+
+def cold_first(rates: list[float]) -> bool:
+    """Whether the first of three runs stands apart: the later two agree (within
+    `stats.BUSY`) and the first lies beyond BUSY from each. A tune's first process can
+    meet a cold machine (kernels the driver compiles and caches, autotuning): on H100s
+    three WGAN baselines ran 2,444-2,540 samples/s in the first process and 3,580-3,638
+    in the next, every XLA trial after them within 5 %."""
+    if len(rates) < 3:
+        return False
+    first, later = rates[0], rates[1:]
+    return (stats.spread(later) or 0.0) <= stats.BUSY and all(
+        abs(first - rate) > stats.BUSY * rate for rate in later
+    )
 
 
 def threshold_text(opt: TuneOptions, new: TrialResult, best: TrialResult, thr: float) -> str:

@@ -17,7 +17,7 @@ from tfaccel.tune.core import (
     State,
     TunerCore,
 )
-from tfaccel.tune.figures import gain_floor, merge_runs
+from tfaccel.tune.figures import cold_first, gain_floor, merge_runs
 from tfaccel.tune.guard import mean_loss_gap
 
 
@@ -69,7 +69,7 @@ def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
     figures lie further apart than any one trial's windows (a launch-bound LSTM script:
     the measurements page). Twice that drift is the smallest gain that counts
     (`tune.figures.gain_floor`); above `stats.BUSY` the baseline runs a third time, and
-    where the later two agree and the first stands apart from both (`_cold_first`),
+    where the later two agree and the first stands apart from both (`cold_first`),
     the first is left out; otherwise the tune says the machine is busy."""
     res = tuner.result
     base = res.baseline
@@ -84,7 +84,7 @@ def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
     if len(runs) == 2 and (stats.spread(_rates(runs)) or 0.0) > stats.BUSY:
         _repeated(tuner, first, here, 2, "baseline once more")
         runs = [base, *(run for run in tuner.journal.repeats[here] if run.ok)]
-    cold = _cold_first(_rates(runs))
+    cold = cold_first(_rates(runs))
     counted = runs[1:] if cold else runs
     res.drift_between_trials = drift = stats.spread(_rates(counted)) or 0.0
     merged = merge_runs(tuner, runs, counted=counted)
@@ -112,20 +112,6 @@ def _repeated(
         return False
     tuner.journal.append_repeat(tuner.workload, again)
     return True
-
-
-def _cold_first(rates: list[float]) -> bool:
-    """Whether the first of three runs stands apart: the later two agree (within
-    `stats.BUSY`) and the first lies beyond BUSY from each. A tune's first process can
-    meet a cold machine (kernels the driver compiles and caches, autotuning): on H100s
-    three WGAN baselines ran 2,444-2,540 samples/s in the first process and 3,580-3,638
-    in the next, every XLA trial after them within 5 %."""
-    if len(rates) < 3:
-        return False
-    first, later = rates[0], rates[1:]
-    return (stats.spread(later) or 0.0) <= stats.BUSY and all(
-        abs(first - rate) > stats.BUSY * rate for rate in later
-    )
 
 
 def _drift_text(
