@@ -228,8 +228,13 @@ def test_one_table_gives_labels_skip_names_choices_and_keras_patches() -> None:
         "mixed_bfloat16 xla=jit batch=512 spe=10 rnn=persist_dynamic cuda_malloc_async "
         "float8 einsum=flat xla_options=cublaslt"
     )
+    # None is the script's own: shown for the batch, left out for the validation's
+    assert label_of(Settings(batch_size=None, validation_batch_size=1024)) == (
+        "auto xla=auto batch=own spe=1 val_batch=1024"
+    )
     assert set(SKIPPABLE) == {
         "steps_per_execution",
+        "validation_batch_size",
         "input_cast",
         "device_arrays",
         "xla_options",

@@ -236,6 +236,20 @@ def test_the_same_training_trains_the_very_same_model(script_folder: Path, spe: 
     assert run == plain and len(plain["val_loss"]) == 2
 
 
+def test_a_larger_validation_batch_leaves_the_training_as_it_was(
+    script_folder: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`validation_batch_size` changes how the validation is evaluated, not what the
+    steps compute: the seeded script's training losses are plain `python`'s to the
+    last bit, its validation losses the same up to the order of a mean's sum."""
+    settings = {"precision": "float32", "xla": "off", "batch_size": 32}
+    plain, run = _plain_then_run(script_folder, SEEDED, {**settings, "validation_batch_size": 64})
+    assert run["loss"] == plain["loss"] and len(plain["val_loss"]) == 2
+    assert run["val_loss"] == pytest.approx(plain["val_loss"], rel=1e-5)
+    err = capfd.readouterr().err
+    assert "validation_batch_size=64 (evaluation only: the training is the same)" in err
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("spe", [1, 25])
 def test_on_a_gpu_the_same_training_trains_the_very_same_model_under_op_determinism(

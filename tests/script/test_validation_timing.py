@@ -179,3 +179,69 @@ def test_the_validation_arrays_are_read_once_for_their_shape_and_their_evaluatio
     assert epoch_shape(model, args, 40, 8, given) == EpochShape(40, 20, 1, 8)
     held = validation.split(model, args, None, 40, given)  # the training examples: any
     assert held.validation is given.examples
+
+
+def _trial_at(folder: Path, fit: str, settings: Settings) -> Any:
+    (folder / "train.py").write_text(SCRIPT.format(fit=fit))
+    script = parse_command(["python", str(folder / "train.py")])
+    result = run_trial(ScriptTrial(script), settings, PLAN)
+    assert result.ok, (result.error, result.traceback)
+    return result
+
+
+def test_a_trial_evaluates_the_validation_arrays_at_the_settings_batch(
+    script_folder: Path,
+) -> None:
+    """`validation_batch_size` evaluates a script's validation arrays at a larger batch
+    (the evaluation reads the weights and changes none): the trial times it there, and
+    the baseline says whether the fit allows it."""
+    fit = ", validation_data=(x[400:], y[400:])"
+    base = Settings(precision="float32", xla="off")
+    own = _trial_at(script_folder, fit, base)
+    assert own.extra["validation_timing"]["batch"] == 20
+    assert own.extra["validation_batch_blocker"] is None
+    large = _trial_at(script_folder, fit, base.replace(validation_batch_size=1000))
+    assert large.extra["validation_timing"]["batch"] == 1000
+    assert large.extra["validation_timing"]["samples_per_s"] > 0
+
+
+def test_where_the_validation_cannot_run_at_another_batch_it_says_why() -> None:
+    import keras
+
+    from tfaccel.script.validation import applied_batch, batch_blocker
+
+    x, y = np.zeros((64, 4), "float32"), np.zeros((64, 1), "float32")
+    free = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    assert batch_blocker(free, {"x": x}) == "the fit does not validate"
+    assert batch_blocker(free, {"x": x, "validation_split": 0.2}) is None
+    assert batch_blocker(free, {"x": x, "validation_data": (x, y)}) is None
+    own = {"x": x, "validation_data": (x, y), "validation_batch_size": 16}
+    assert batch_blocker(free, own) == "the script sets validation_batch_size=16"
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    assert batch_blocker(free, {"x": x, "validation_data": ds}) == (
+        "its validation_data (_BatchDataset) makes its own batches"
+    )
+    fixed = keras.Sequential([keras.Input((4,), batch_size=8), keras.layers.Dense(1)])
+    assert batch_blocker(fixed, {"x": x, "validation_split": 0.2}) == (
+        "its inputs have a fixed batch dimension (8)"
+    )
+    stateful = keras.Sequential(
+        [keras.Input((3, 4), batch_size=8), keras.layers.LSTM(2, stateful=True, name="mem")]
+    )
+    assert batch_blocker(stateful, {"x": x, "validation_split": 0.2}) == (
+        "a stateful layer (mem) carries its state from batch to batch"
+    )
+    # applied: fit's arguments changed, and said; blocked: left, and said why
+    args: dict[str, Any] = {"x": x, "validation_split": 0.2}
+    assert applied_batch(free, args, 512) == (
+        "validation_batch_size=512 (evaluation only: the training is the same)"
+    )
+    assert args["validation_batch_size"] == 512
+    assert applied_batch(free, {"x": x, "validation_data": ds}, 512) == (
+        "validation at the script's own batch (its validation_data (_BatchDataset) makes "
+        "its own batches)"
+    )
+    assert applied_batch(free, {"x": x}, 512) is None  # nothing to say of a fit without
+    assert applied_batch(free, {"x": x}, None) is None

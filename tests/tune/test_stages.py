@@ -1032,3 +1032,49 @@ def test_augmentation_inside_the_model_is_named_as_what_keeps_it_from_xla() -> N
     lstm = xla_refused(baseline({"LSTM": 2}))
     assert lstm is not None and "augment" not in lstm
     assert xla_refused(baseline({})) is None
+
+
+class ValidatingScript(FakeTrials):
+    """A script whose fit validates a third of its epoch at its batch of 32; evaluated
+    at a larger batch, its epochs run `faster` times as fast."""
+
+    def __init__(self, faster: float, blocker: str | None = None, share: float = 0.3) -> None:
+        timing = {"train": 20000, "validation": 25000, "every": 1, "batch": 32, "share": share}
+        super().__init__(extra={"validation_timing": timing, "validation_batch_blocker": blocker})
+        self.faster = faster
+
+    def __call__(self, w: str, s: Settings, st: StepPlan, t: float) -> TrialResult:
+        r = super().__call__(w, s, st, t)
+        if s.validation_batch_size:
+            rate = (r.samples_per_s or 0) * self.faster
+            r = dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate))
+        return r
+
+
+def test_a_scripts_validation_is_tried_at_a_larger_batch(tmp_path: Path) -> None:
+    """keras-io's bidirectional LSTM script validated 25,000 examples at its batch of 32
+    after each epoch, 32 % of the epoch on an H200: evaluation reads the weights and
+    changes none, so a larger validation batch is a same-training trial, kept where it
+    pays (here +30 %), at the validation's size or 1,024, whichever is smaller."""
+    trials = ValidatingScript(1.3)
+    res = tuner(tmp_path, trials, precisions=("tf32",)).run()
+    tried = [s for s in trials.calls if s.validation_batch_size]
+    assert tried and tried[0].validation_batch_size == 1024
+    assert any("+30% kept" in text for text in said(res, "validation_batch_size"))
+    assert res.best_settings is not None and res.best_settings.validation_batch_size == 1024
+
+
+@pytest.mark.parametrize(
+    ("blocker", "share", "why"),
+    [
+        ("a stateful layer (m) carries its state", 0.3, "not tried: a stateful layer (m)"),
+        (None, 0.01, "not tried: its validation is 1% of the epoch, under the noise"),
+    ],
+)
+def test_a_validation_batch_is_not_tried_where_it_cannot_pay(
+    tmp_path: Path, blocker: str | None, share: float, why: str
+) -> None:
+    trials = ValidatingScript(1.3, blocker, share)
+    res = tuner(tmp_path, trials, precisions=("tf32",)).run()
+    assert not any(s.validation_batch_size for s in trials.calls)
+    assert said(res, "validation_batch_size")[0].startswith(why)

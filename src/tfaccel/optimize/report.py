@@ -185,8 +185,12 @@ class ConfigureReport:
 
     def fit_kwargs(self) -> dict[str, Any]:
         """Arguments for `model.fit` with numpy inputs: the batch size (a dataset gets
-        it from `dataset()`)."""
-        return {"batch_size": self.settings.batch_size} if self.settings.batch_size else {}
+        it from `dataset()`) and the validation's (validation arrays), where set."""
+        sizes = {
+            "batch_size": self.settings.batch_size,
+            "validation_batch_size": self.settings.validation_batch_size,
+        }
+        return {name: size for name, size in sizes.items() if size}
 
     def rebatched(self, ds: Any, model: Any = None) -> Any:
         """`ds` at the tuned batch size, its batches unbatched first (workloads.inputs

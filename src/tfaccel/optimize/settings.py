@@ -142,6 +142,7 @@ class Knob:
     skippable: bool = False
     replaces_keras: bool = False
     tune: TuneTry | None = None
+    none: str | None = None  # how the label shows None (the script's own); None: not at all
 
 
 _XLA_16BIT_ATTENTION: tuple[Need, ...] = ("flash_attention", "xla", "16bit")
@@ -152,8 +153,11 @@ _XLA_16BIT_ATTENTION: tuple[Need, ...] = ("flash_attention", "xla", "16bit")
 KNOBS: tuple[Knob, ...] = (
     Knob("precision", PRECISIONS, shown="{}"),
     Knob("xla", XLA_MODES, shown="xla={}"),
-    Knob("batch_size", shown="batch={}"),
+    Knob("batch_size", shown="batch={}", none="own"),
     Knob("steps_per_execution", shown="spe={}", skippable=True),
+    # Evaluation reads the weights and changes none: a script's validation arrays
+    # evaluated at a larger batch leave its training as it was (tfaccel.script.validation).
+    Knob("validation_batch_size", shown="val_batch={}", skippable=True),
     Knob("memory", MEMORY_MODES),
     Knob("strategy", STRATEGIES),
     # On a small-batch LSTM cuDNN's persistent dynamic algorithm ran 1.4x the standard
@@ -278,9 +282,10 @@ def label_of(settings: Settings) -> str:
         value = getattr(settings, knob.name)
         if knob.shown is None or (knob.quiet is not None and value == knob.quiet):
             continue
+        if value is None and knob.none is None:
+            continue
         shown = ",".join(value) if isinstance(value, tuple) else value
-        shown = "own" if value is None else shown  # batch_size: the script's own
-        parts.append(knob.shown.format(shown))
+        parts.append(knob.shown.format(knob.none if value is None else shown))
     return " ".join(parts)
 
 
@@ -312,6 +317,11 @@ class Settings:
     steps_per_execution: int = _doc(1, "training steps per compiled call")
     batch_size: int | None = _doc(
         None, "recorded by tune; report.dataset re-batches to it, report.fit_kwargs() passes it"
+    )
+    validation_batch_size: int | None = _doc(
+        None,
+        "the batch a script's validation arrays are evaluated at (fit's "
+        "validation_batch_size; None: the script's own); evaluation changes no weight",
     )
     gradient_checkpointing: bool = _doc(False, "recompute activations to save memory")
     gradient_accumulation_steps: int = _doc(1, "batches whose gradients add up to one update")
@@ -403,7 +413,7 @@ class Settings:
                     expected="an integer >= 1",
                     received=f"{name}={value!r}",
                 )
-        for name in ("batch_size", "memory_limit_mib"):
+        for name in ("batch_size", "memory_limit_mib", "validation_batch_size"):
             value = getattr(self, name)
             if value is not None and (
                 not isinstance(value, int) or isinstance(value, bool) or value < 1

@@ -349,6 +349,8 @@ def _timing(call: _FitCall) -> dict[str, Any]:
             request.count_flops,
             STARTED,
         )
+    out["validation_batch_blocker"] = validation.batch_blocker(model, fit_args)
+    validation.applied_batch(model, fit_args, report.settings.validation_batch_size)
     out = validation.timed(call, plan, out)
     out["fit_data"] = data_form(fit_args.get("x"))
     if out["fit_data"] == "arrays":
@@ -428,6 +430,8 @@ def _run_fit(
     from tfaccel.trial.child import precision_problem
 
     notes += filter(None, [precision_problem(model, report.precision)])
+    said = validation.applied_batch(model, fit_args, report.settings.validation_batch_size)
+    notes += [said] if said else []
     if lr:
         notes.append(_scale_learning_rate(model, fit_args, lr, first=call == 1))
     with contextlib.ExitStack() as stack:

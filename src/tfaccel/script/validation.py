@@ -108,6 +108,65 @@ def epoch_shape(
     return EpochShape(int(per_epoch), int(size), every, val_batch)
 
 
+# The batch a script's validation arrays are evaluated at where tune tries a larger
+# one: evaluation keeps no activations for a backward pass, so a batch this size needs
+# the memory of a few hundred training examples, and Keras' default (the training batch,
+# 32 unless the script says) leaves a small model's evaluation launch-bound (keras-io's
+# bidirectional LSTM at 32: its validation was 32 % of the epoch on an H200).
+LARGE_VALIDATION_BATCH = 1024
+NO_VALIDATION = "the fit does not validate"
+
+
+def batch_blocker(model: Any, fit_args: dict[str, Any]) -> str | None:
+    """Why the fit's validation cannot be evaluated at another batch
+    (`Settings.validation_batch_size`); None where it can: validation arrays
+    (`validation_data` or `validation_split`), a model of no fixed batch."""
+    from tfaccel.script.fit_batch import is_array
+
+    given = fit_args.get("validation_data")
+    if given is None and _split_fraction(fit_args) <= 0:
+        return NO_VALIDATION
+    if fit_args.get("validation_batch_size"):
+        return f"the script sets validation_batch_size={fit_args['validation_batch_size']}"
+    packed = None if given is None else _packed(given)
+    first = packed[0] if isinstance(packed, tuple) else packed
+    if given is not None and not is_array(first):
+        return f"its validation_data ({type(first).__name__}) makes its own batches"
+    return _fixed_batch(model)
+
+
+def _fixed_batch(model: Any) -> str | None:
+    """Why the model runs at one batch size only (a stateful layer carries its state
+    from batch to batch; an input of a fixed batch dimension), else None."""
+    try:
+        layers = model._flatten_layers(include_self=False, recursive=True)
+        stateful = [layer.name for layer in layers if getattr(layer, "stateful", False)]
+    except Exception:  # a model without Keras' layer tracking
+        stateful = []
+    if stateful:
+        return f"a stateful layer ({stateful[0]}) carries its state from batch to batch"
+    try:
+        fixed = [t.shape[0] for t in model.inputs if t.shape[0] is not None]
+    except Exception:  # a subclassed model not built yet: no inputs of its own
+        fixed = []
+    return f"its inputs have a fixed batch dimension ({fixed[0]})" if fixed else None
+
+
+def applied_batch(model: Any, fit_args: dict[str, Any], size: int | None) -> str | None:
+    """fit's validation evaluated at `size` (`Settings.validation_batch_size`) where it
+    can be (`batch_blocker`), `fit_args` changed; what to say (None: nothing asked, or
+    a fit that does not validate)."""
+    if not size:
+        return None
+    why = batch_blocker(model, fit_args)
+    if why == NO_VALIDATION:
+        return None
+    if why:
+        return f"validation at the script's own batch ({why})"
+    fit_args["validation_batch_size"] = size
+    return f"validation_batch_size={size} (evaluation only: the training is the same)"
+
+
 def timed(call: Any, plan: Plan, payload: dict[str, Any]) -> dict[str, Any]:
     """The trial's payload with the validation of the script's fit `call`
     (`script.hook`'s: its arguments `a`, model, examples, their count and the batch

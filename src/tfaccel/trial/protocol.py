@@ -157,6 +157,7 @@ class Payload(TypedDict, total=False):
     train_window_samples_per_s: list[float]  # the windows' training alone
     validation_timing: dict[str, Any]  # the epoch's shape, the evaluation's rate, its share
     validation_untimed: str  # why a fit that validates had its validation left out
+    validation_batch_blocker: str | None  # why it cannot be evaluated at another batch
     # what the batch offer needs (`trial.race`, `trial.noise_scale`)
     examples: int | None
     no_race: str  # why no race can judge this model

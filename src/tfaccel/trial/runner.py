@@ -92,7 +92,7 @@ def beats(new: TrialResult, old: TrialResult | None, floor: float) -> tuple[bool
 
 # Settings fields added after journals were written: at their default they stay out of
 # a trial's key, so that a journal written before them still resumes.
-LATER_FIELDS = ("device_arrays", "rnn_algorithm")
+LATER_FIELDS = ("device_arrays", "rnn_algorithm", "validation_batch_size")
 
 
 def settings_key(

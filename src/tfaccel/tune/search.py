@@ -17,7 +17,9 @@ math up to the 16-bit accuracy guard. Its stages, in the order of their expected
 4. a script's numpy arrays kept in GPU memory (`tfaccel.optimize.device_arrays`: the
    same batches, each gathered there instead of sliced and copied from the host);
 5. steps_per_execution and 16-bit input transfers (GPU, 16-bit precision, float
-   inputs): one trial where both apply, each alone where that pair did not pay;
+   inputs): one trial where both apply, each alone where that pair did not pay; then a
+   script's validation arrays evaluated at a larger batch, where its validation is a
+   share of the epoch (evaluation changes no weight);
 6. where a batch offer could be raced under a time budget, the budget's end is kept
    for it (`stages.batch_offer.keep_time`): the late stages below run in what is left;
    then XLA's GEMM options (models of matrix products), then the late knobs, each as its
@@ -50,6 +52,7 @@ STAGES: tuple[tuple[str, Callable[[TunerCore, State], None]], ...] = (
     ("precision without XLA", precision.no_xla_precisions),
     ("device_arrays", steps.device_arrays),
     ("steps_per_execution + input_cast", steps.spe_and_cast),
+    ("validation_batch_size", steps.validation_batch),
     ("the batch offer's time", batch_offer.keep_time),
     ("xla_options", late.gemm_options),
     ("late knobs", late.late_knobs),
@@ -88,6 +91,7 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     references = (2 if hw.gpus else 1) + opt.repeat_baseline  # the baseline's repeat
     race = 1 + batches if batches else 0  # the same-training run, and each batch raced
     together = 1 if hw.gpus else 0  # the knobs that each fell short, together
+    validation = 1  # a script's validation at a larger batch (stage 5b), where it validates
     runs = [
         knob.tune
         for knob in LATE_KNOBS
@@ -96,7 +100,7 @@ def estimate_trials(hw: Hardware, opt: TuneOptions) -> int:
     late = sum(len(trying.values) for trying in runs if not trying.together)
     late += len({trying.together for trying in runs if trying.together})  # one trial a group
     confirm = 2 * opt.confirm
-    stages = (count - 1) + jit + spe + gpu_stage + late + together
+    stages = (count - 1) + jit + spe + gpu_stage + validation + late + together
     return references + stages + confirm + batches + race
 
 

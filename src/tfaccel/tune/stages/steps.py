@@ -32,6 +32,31 @@ def device_arrays(tuner: TunerCore, state: State) -> None:
     tuner._knob(state, "device_arrays", True)
 
 
+def validation_batch(tuner: TunerCore, state: State) -> None:
+    """Stage 5b: a script's validation arrays evaluated at a larger batch, where its
+    validation is a share of the epoch beyond the noise: evaluation changes no weight,
+    so the training stays the same (`script.validation.batch_blocker` says where it
+    cannot: a dataset's own batches, a stateful model, the script's own choice)."""
+    from tfaccel.script.validation import LARGE_VALIDATION_BATCH
+
+    base = tuner.result.baseline
+    timing = base.extra.get("validation_timing") if base is not None else None
+    if not timing:
+        return
+    stage = "validation_batch_size"
+    why = base.extra.get("validation_batch_blocker") if base is not None else None
+    size = min(LARGE_VALIDATION_BATCH, int(timing["validation"]))
+    share = timing.get("share")
+    if not why and size <= int(timing["batch"]):
+        why = f"the script evaluates at batch {timing['batch']} already"
+    if not why and share is not None and share < tuner.opt.noise_floor:
+        why = f"its validation is {share:.0%} of the epoch, under the noise"
+    if why:
+        tuner.decide(stage, f"not tried: {why}")
+        return
+    tuner._knob(state, stage, size)
+
+
 def spe_and_cast(tuner: TunerCore, state: State) -> None:
     """Stage 5: steps_per_execution, longest first, and 16-bit input transfers; in
     one trial where both apply (SPE_WITH_CAST), each alone where that pair failed or
