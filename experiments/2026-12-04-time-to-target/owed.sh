@@ -19,9 +19,10 @@
 #     the race's run of the best settings load their executables (trial.xla_cache): does
 #     the ladder and its race now fit the ten minutes? (A resumed tune counts the
 #     journal's 573 s, so RESUME is no help here);
-#  lstm: the LSTM script's tune; RESUME=1 on an H200 goes on from the committed journal
-#     (benchmarks/results/ttt-bidirectional-lstm-h200-rules/: batch 512 failed its race,
-#     batch 128 was left unraced by the budget), so only batch 128's race runs;
+#  lstm: the LSTM script's tune, afresh: it validates 25,000 examples at batch 32 after
+#     each epoch (32 % of the epoch on an H200), which tune now tries at batch 1,024
+#     (validation_batch_size: the same training); RESUME=1 on an H200 goes on from the
+#     committed journal instead (its time counts against the budget);
 #  gpu_tests: the GPU tests of 2026-12-05's additions (cuDNN's persistent RNN algorithms
 #     under Keras' LSTM; a WGAN's own train_step in bfloat16 under XLA; an LSTM's trial
 #     naming its layer Keras runs without XLA; `run` training a seeded LSTM to plain
@@ -157,7 +158,7 @@ compile_probe() {
     experiments/2026-12-05-xla-compile-cache/probe.py > "$DEST/compile-probe.jsonl" 2>&1)
 }
 # PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
-for part in ${PARTS:-wgan lstm transformer}; do
+for part in ${PARTS:-lstm wgan transformer}; do
   "$part"; echo "$part done" >> "$DEST/summary.txt"
 done
 touch "$DEST/all-done"
