@@ -217,6 +217,8 @@ def test_where_the_validation_cannot_run_at_another_batch_it_says_why() -> None:
     assert batch_blocker(free, {"x": x, "validation_data": (x, y)}) is None
     own = {"x": x, "validation_data": (x, y), "validation_batch_size": 16}
     assert batch_blocker(free, own) == "the script sets validation_batch_size=16"
+    steps = {"x": x, "validation_data": (x, y), "validation_steps": 2}
+    assert batch_blocker(free, steps) == "the script sets validation_steps=2 (batches)"
     import tensorflow as tf
 
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)

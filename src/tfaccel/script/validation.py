@@ -128,6 +128,8 @@ def batch_blocker(model: Any, fit_args: dict[str, Any]) -> str | None:
         return NO_VALIDATION
     if fit_args.get("validation_batch_size"):
         return f"the script sets validation_batch_size={fit_args['validation_batch_size']}"
+    if fit_args.get("validation_steps"):  # batches: another size validates other examples
+        return f"the script sets validation_steps={fit_args['validation_steps']} (batches)"
     packed = None if given is None else _packed(given)
     first = packed[0] if isinstance(packed, tuple) else packed
     if given is not None and not is_array(first):
