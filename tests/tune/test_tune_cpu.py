@@ -50,13 +50,14 @@ def test_tune_command_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     journal = (tmp_path / "tfaccel-tune.jsonl").read_text().splitlines()
     lines = [x for x in journal if not json.loads(x).get("repeat")]
     assert len(lines) == len(data["trials"])
-    # the baseline ran twice, a process each: how far they lie apart sets the noise
-    (repeat,) = [json.loads(x)["result"] for x in journal if json.loads(x).get("repeat")]
-    assert repeat["key"] == data["baseline"]["key"]
+    # the baseline ran twice, a process each: how far they lie apart sets the noise; a
+    # third time where the two lay more than 20 % apart (a busy 2-core machine can)
+    repeats = [json.loads(x)["result"] for x in journal if json.loads(x).get("repeat")]
+    assert len(repeats) in (1, 2)
+    assert all(repeat["key"] == data["baseline"]["key"] for repeat in repeats)
     assert data["drift_between_trials"] >= 0.0
-    assert any(
-        d["stage"] == "noise" and "the baseline again" in d["text"] for d in data["decisions"]
-    )
+    said = "the baseline again" if len(repeats) == 1 else "the baseline in 3 processes"
+    assert any(d["stage"] == "noise" and said in d["text"] for d in data["decisions"])
     # The baseline counted the model's FLOPs: the tiny CNN's dense layers are 8.6 % of
     # its products (its two convolutions the rest).
     from tfaccel.environment import machine_id
