@@ -26,6 +26,12 @@ def processes(trial: TrialResult) -> int:
     return int(trial.extra.get("processes", 1))
 
 
+def repeats_here(tuner: TunerCore, key: str) -> list[TrialResult]:
+    """The journal's good runs of trial `key` measured once more on this machine, each
+    in a process of its own (`Journal.append_repeat`)."""
+    return [run for run in tuner.journal.repeats.get((key, tuner.journal.machine), []) if run.ok]
+
+
 def drift_of(result: TuneResult, *trials: TrialResult) -> float:
     """The drift between processes that a comparison of `trials` allows for: none where
     each was measured in two processes or more (their windows, merged, hold their own
@@ -160,8 +166,7 @@ def _worth_again(tuner: TunerCore, new: TrialResult, best: TrialResult) -> bool:
     if not single:
         return False
     # a resumed tune replays the journal's repeats whatever the budget left
-    here = tuner.journal.machine
-    to_run = sum(not tuner.journal.repeats.get((trial.key, here)) for trial in single)
+    to_run = sum(not repeats_here(tuner, trial.key) for trial in single)
     return to_run == 0 or not tuner._over_budget((to_run - 1) * tuner.mean_trial_s)
 
 
@@ -170,13 +175,12 @@ def _with_repeat(tuner: TunerCore, trial: TrialResult) -> TrialResult:
     repeat of it, as a resumed tune replays it) as one figure (`merge_runs`)."""
     if processes(trial) > 1:
         return trial
-    here = (trial.key, tuner.journal.machine)
-    if not tuner.journal.repeats.get(here):
+    if not repeats_here(tuner, trial.key):
         again = tuner.measure(request_of(tuner, trial), "measured again")
         if not again.ok:
             return trial
         tuner.journal.append_repeat(tuner.workload, again)
-    return merge_runs(tuner, [trial, *(run for run in tuner.journal.repeats[here] if run.ok)])
+    return merge_runs(tuner, [trial, *repeats_here(tuner, trial.key)])
 
 
 def request_of(tuner: TunerCore, trial: TrialResult) -> Settings:

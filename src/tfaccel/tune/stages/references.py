@@ -17,7 +17,7 @@ from tfaccel.tune.core import (
     State,
     TunerCore,
 )
-from tfaccel.tune.figures import cold_first, gain_floor, merge_runs
+from tfaccel.tune.figures import cold_first, gain_floor, merge_runs, repeats_here
 from tfaccel.tune.guard import mean_loss_gap
 
 
@@ -77,13 +77,12 @@ def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
         return
     if not tuner.journal.here(base.key):
         return  # a journal's baseline of another machine: its drift is not this one's
-    here = (base.key, tuner.journal.machine)
-    if not _repeated(tuner, first, here, 1, "baseline again"):
+    if not _repeated(tuner, first, base.key, 1, "baseline again"):
         return
-    runs = [base, *(run for run in tuner.journal.repeats[here] if run.ok)]
+    runs = [base, *repeats_here(tuner, base.key)]
     if len(runs) == 2 and (stats.spread(_rates(runs)) or 0.0) > stats.BUSY:
-        _repeated(tuner, first, here, 2, "baseline once more")
-        runs = [base, *(run for run in tuner.journal.repeats[here] if run.ok)]
+        _repeated(tuner, first, base.key, 2, "baseline once more")
+        runs = [base, *repeats_here(tuner, base.key)]
     cold = cold_first(_rates(runs))
     counted = runs[1:] if cold else runs
     res.drift_between_trials = drift = stats.spread(_rates(counted)) or 0.0
@@ -95,13 +94,11 @@ def _rates(runs: list[TrialResult]) -> list[float]:
     return [run.samples_per_s or 0.0 for run in runs]
 
 
-def _repeated(
-    tuner: TunerCore, first: Settings, here: tuple[str, str | None], want: int, stage: str
-) -> bool:
-    """Whether the journal holds `want` good repeats of the baseline on this machine,
-    measuring the one missing (within the budget); a failed or skipped one is said."""
-    done = [run for run in tuner.journal.repeats.get(here, []) if run.ok]
-    if len(done) >= want:
+def _repeated(tuner: TunerCore, first: Settings, key: str, want: int, stage: str) -> bool:
+    """Whether the journal holds `want` good repeats of the baseline (`key`) on this
+    machine, measuring the one missing (within the budget); a failed or skipped one is
+    said."""
+    if len(repeats_here(tuner, key)) >= want:
         return True
     if tuner._over_budget():
         tuner.decide("noise", f"the {stage}: not measured (the time budget)")

@@ -40,11 +40,10 @@ def validation_batch(tuner: TunerCore, state: State) -> None:
     from tfaccel.script.validation import LARGE_VALIDATION_BATCH
 
     base = tuner.result.baseline
-    timing = base.extra.get("validation_timing") if base is not None else None
-    if not timing:
+    if base is None or not (timing := base.extra.get("validation_timing")):
         return
     stage = "validation_batch_size"
-    why = base.extra.get("validation_batch_blocker") if base is not None else None
+    why = base.extra.get("validation_batch_blocker")
     size = min(LARGE_VALIDATION_BATCH, int(timing["validation"]))
     share = timing.get("share")
     if not why and size <= int(timing["batch"]):
