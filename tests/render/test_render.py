@@ -111,6 +111,18 @@ def test_a_resumed_trials_note_is_not_cut_to_the_stage_column() -> None:
     assert max(len(x) for x in lines) <= 80
 
 
+def test_every_knobs_stage_name_is_whole_in_the_live_line() -> None:
+    """The stages that try one knob are named after it: "validation_batch_size"
+    showed as "validation_batch_siz"."""
+    from tfaccel.optimize.settings import KNOBS
+    from tfaccel.render.tune import trial_line
+    from tfaccel.trial.runner import TrialResult
+
+    r = TrialResult("k", "float32 xla=off batch=64", {}, "ok", samples_per_s=1.0, spread=0.01)
+    for knob in KNOBS:
+        assert trial_line(knob.name, r).plain.startswith(knob.name + " ")
+
+
 def test_bench_table_leaves_out_the_columns_no_row_fills() -> None:
     """On a CPU no benchmark has a peak to compare with: "% of peak" was a column of
     n/a that pushed the names onto three lines at 80 columns. Left out there (and the

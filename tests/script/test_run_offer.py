@@ -164,6 +164,28 @@ def test_an_offer_that_did_not_pass_is_refused_before_the_script_runs(here: Path
     assert not (here / "seen.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("learning_rate", "said"),
+    [
+        ({"rule": "linear", "scale": "four", "warmup_steps": 4, "note": ""}, "scale 'four'"),
+        ({"rule": "cubic", "scale": 4.0, "warmup_steps": -1, "note": ""}, "rule 'cubic'"),
+        ({"rule": "linear", "scale": 4.0, "warmup_steps": 4, "note": "", "lr": 1}, "key 'lr'"),
+    ],
+)
+def test_a_malformed_learning_rate_is_refused_before_the_script_runs(
+    here: Path, learning_rate: dict[str, Any], said: str
+) -> None:
+    path = _settings_file(here)
+    doc = json.loads(path.read_text())
+    doc["batch_offer"]["learning_rate"] = learning_rate
+    path.write_text(json.dumps(doc))
+    result = runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
+    assert result.exit_code == 2, result.output
+    out = unboxed(result.output)
+    assert "batch offer is malformed" in out and said in out and "warmup_steps: an" in out
+    assert "Traceback" not in out and not (here / "seen.json").exists()
+
+
 def test_an_older_files_speed_only_batch_is_not_applied(here: Path) -> None:
     _settings_file(here, answer=False)
     result = runner.invoke(app, ["run", "--", "python", "train.py"])

@@ -491,3 +491,40 @@ def test_a_race_reads_at_most_its_first_validation_examples() -> None:
         "the script's validation_split=0.3 (the last 6,000 examples); the race reads its "
         "first 5,000"
     )
+
+
+LR_CALLBACKS = """
+import numpy as np
+import keras
+
+rng = np.random.default_rng(5)
+x = rng.normal(size=(2048, 8)).astype("float32")
+y = (x @ rng.normal(size=(8,)) > 0).astype("float32")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1, activation="sigmoid")])
+model.compile(keras.optimizers.SGD(0.01), "binary_crossentropy")
+callbacks = [
+    keras.callbacks.ReduceLROnPlateau(patience=1),
+    keras.callbacks.ModelCheckpoint("must-not-exist.keras"),
+]
+model.fit(x, y, batch_size=32, epochs=2, validation_split=0.25, callbacks=callbacks)
+"""
+
+
+def test_the_scripts_learning_rate_callbacks_stay_in_charge_and_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ReduceLROnPlateau of the script's goes on from the scaled rate: the baseline
+    names it for the offer, the race keeps it (and not the checkpoint) and says so."""
+    monkeypatch.chdir(tmp_path)
+    baseline = _script_trial(tmp_path, LR_CALLBACKS)
+    assert baseline.extra["lr_setters"] == ["ReduceLROnPlateau"]
+    lr = change_for(4, "SGD", steps_per_epoch=12, setters=("ReduceLROnPlateau",))
+    s = Settings(precision="float32", xla="off", batch_size=128)
+    extra = {"race": {"seconds": 2.0, "lr": lr.to_dict()}}
+    r = run_trial(ScriptTrial(parse_command(["python", "train.py"])), s, SMALL, 300, extra=extra)
+    assert r.status == "ok", (r.error, r.traceback)
+    assert r.extra["lr_applied"] == (
+        "learning rate x4 (SGD: linear rule), warmed up over 12 steps: 0.01 -> 0.04 "
+        "(the script's ReduceLROnPlateau sets the rate as it always does)"
+    )
+    assert not (tmp_path / "must-not-exist.keras").exists()

@@ -235,6 +235,34 @@ def test_an_unknown_optimizer_gets_the_cautious_rule_and_a_schedule_stays() -> N
     assert change_for(4.0, "SGD", steps_per_epoch=3).warmup_steps == 10
 
 
+def test_the_offer_names_the_scripts_callbacks_that_set_the_rate() -> None:
+    """Read by the baseline (`lr_setters`), said with the rule, kept in the settings
+    file's learning_rate (which `tfaccel run --batch-offer` loads back)."""
+    from tfaccel.optimize.lr_scaling import LrChange
+
+    facts = {"optimizer": "Adam", "learning_rate": 0.001, "examples": 4096}
+    baseline = TrialResult("b", "l", {"batch_size": 32}, "ok", extra=facts)
+    same = TrialResult("s", "l", {"batch_size": 32}, "ok", samples_per_s=100.0)
+    plain = offer.lr_change(same, 128, 32, baseline).said()
+    assert (
+        plain
+        == "learning rate x2 (Adam: square-root rule (adaptive optimizer)), warmed up over 32 steps"
+    )
+    baseline.extra["lr_setters"] = ["ReduceLROnPlateau", "LearningRateScheduler"]
+    change = offer.lr_change(same, 128, 32, baseline)
+    assert change.said() == plain + (
+        " (the script's ReduceLROnPlateau, LearningRateScheduler sets the rate as it always does)"
+    )
+    assert LrChange(**json.loads(json.dumps(change.to_dict()))).said() == change.said()
+    made = offer.make(
+        same,
+        TrialResult("c", "l", {"batch_size": 128}, "ok", samples_per_s=300.0),
+        Settings(batch_size=128),
+        baseline,
+    )
+    assert "ReduceLROnPlateau" in made.summary
+
+
 def test_one_lucky_evaluation_counts_a_third() -> None:
     """A plateau at 1.2 with one evaluation at 1.14: on the curves smoothed over three
     evaluations the target is 1.18, which a candidate whose plateau is 1.18 reaches."""

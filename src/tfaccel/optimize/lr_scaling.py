@@ -16,6 +16,7 @@ charge: tfaccel does not rewrite it, and says so.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,6 +56,16 @@ class LrChange:
     warmup_steps: int
     optimizer: str | None  # the optimizer's class name, where known
     note: str  # in words, for the report and `tfaccel run`
+    # the script's callbacks that set the rate (class names), which stay in charge
+    setters: tuple[str, ...] = ()
+
+    def said(self, detail: str = "") -> str:
+        """The note (and `detail`: the rates applied), and the script's callbacks that
+        go on setting the rate."""
+        text = f"{self.note}: {detail}" if detail else self.note
+        if self.setters:
+            text += f" (the script's {', '.join(self.setters)} sets the rate as it always does)"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,7 +74,48 @@ class LrChange:
             "warmup_steps": self.warmup_steps,
             "optimizer": self.optimizer,
             "note": self.note,
+            "setters": list(self.setters),
         }
+
+
+RULES: tuple[Rule, ...] = ("linear", "sqrt", "none")
+# What a settings file's learning_rate object holds (LrChange.to_dict), for its error.
+EXPECTED = (
+    "learning_rate: {rule: linear, sqrt or none; scale: a number > 0; warmup_steps: an "
+    "integer >= 0; optimizer: a name or null; note: text; setters: a list of names}"
+)
+
+
+# A settings file's learning_rate object (LrChange.to_dict): each key's check.
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "rule": lambda v: v in RULES,
+    "scale": lambda v: _number(v) and v > 0,
+    "warmup_steps": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "optimizer": lambda v: v is None or isinstance(v, str),
+    "note": lambda v: isinstance(v, str),
+    "setters": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+}
+
+
+def from_dict(doc: Any) -> LrChange:
+    """An LrChange read back from a settings file (`LrChange.to_dict`), checked: a
+    ValueError that says what is wrong (`EXPECTED` is what is right). `optimizer` and
+    `setters` may be missing (`setters`: files of tfaccel before it)."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"learning_rate is {type(doc).__name__}, not an object")
+    full = {"optimizer": None, "setters": [], **doc}
+    wrong = [f"unknown key {key!r}" for key in sorted(set(full) - set(_CHECKS))]
+    wrong += [f"{key} {full.get(key)!r}" for key, ok in _CHECKS.items() if not ok(full.get(key))]
+    if wrong:
+        raise ValueError("learning_rate: " + ", ".join(wrong))
+    scale, warmup = float(full["scale"]), int(full["warmup_steps"])
+    return LrChange(
+        full["rule"], scale, warmup, full["optimizer"], full["note"], tuple(full["setters"])
+    )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def rule_for(optimizer: str | None) -> tuple[Rule, str]:
@@ -82,11 +134,13 @@ def change_for(
     optimizer: str | None,
     schedule: str | None = None,
     steps_per_epoch: int | None = None,
+    setters: tuple[str, ...] = (),
 ) -> LrChange:
     """The learning-rate change for a batch `factor` times the user's: the rule for
     `optimizer`, or none where a schedule of the user's (`schedule`, its class name)
     sets the rate. The warm-up lasts about one epoch at the new batch, within
-    [WARMUP_MIN_STEPS, WARMUP_MAX_STEPS]."""
+    [WARMUP_MIN_STEPS, WARMUP_MAX_STEPS]. `setters`: the script's callbacks that set
+    the rate (a ReduceLROnPlateau goes on from the scaled rate)."""
     if schedule:
         return LrChange(
             "none",
@@ -95,13 +149,14 @@ def change_for(
             optimizer,
             f"learning rate left to the script's {schedule} schedule (tfaccel does not "
             "rewrite a schedule)",
+            tuple(setters),
         )
     rule, why = rule_for(optimizer)
     scale = factor if rule == "linear" else math.sqrt(factor)
     epoch = steps_per_epoch or WARMUP_MAX_STEPS
     warmup = max(WARMUP_MIN_STEPS, min(WARMUP_MAX_STEPS, epoch))
     note = f"learning rate x{scale:.3g} ({why}), warmed up over {warmup} steps"
-    return LrChange(rule, round(scale, 6), warmup, optimizer, note)
+    return LrChange(rule, round(scale, 6), warmup, optimizer, note, tuple(setters))
 
 
 def value_of(variable: Any) -> float:
@@ -143,7 +198,7 @@ def apply(model: Any, change: LrChange) -> tuple[Any | None, str]:
     opt = getattr(model, "optimizer", None)
     inner: Any = getattr(opt, "inner_optimizer", opt)
     if inner is None or change.rule == "none" or change.scale == 1.0:
-        return None, change.note
+        return None, change.said()
     facts = optimizer_facts(model)
     if "learning_rate" not in facts:
         why = facts.get("lr_schedule", "unknown")
@@ -169,4 +224,4 @@ def apply(model: Any, change: LrChange) -> tuple[Any | None, str]:
                 return
             inner.learning_rate = base + (target - base) * (step + 1) / change.warmup_steps
 
-    return Warmup(), f"{change.note}: {base:.3g} -> {target:.3g}"
+    return Warmup(), change.said(f"{base:.3g} -> {target:.3g}")

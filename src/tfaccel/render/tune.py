@@ -30,7 +30,7 @@ _STATUS: dict[TrialStatus, str] = {
 
 # A trial's line: the stage, the settings, then the figures; at 80 columns, the figures
 # go on a line of their own where the settings leave no room for them.
-_STAGE_WIDTH = 20
+_STAGE_WIDTH = 21  # the longest stage: validation_batch_size
 _WIDTH = 80
 
 
@@ -225,7 +225,7 @@ def offer_lines(res: TuneResult, unit: str = "samples") -> list[str]:
         return [f"batch offer: none: {res.batch_note}"] if res.batch_note else []
     lines = [
         f"batch offer ({offer.verdict}): batch {offer.batch} (from {offer.from_batch}), "
-        f"{offer.lr.note}"
+        f"{offer.lr.said()}"
     ]
     lines.append(f"  {offer.samples_speedup:.2f}x the {unit}/s of the same-training answer")
     lines.append(f"  {offer.why}")

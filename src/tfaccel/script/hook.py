@@ -327,7 +327,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
     examples, batch, count = call.examples, call.batch, call.count
     from tfaccel.trial import noise_scale
     from tfaccel.trial.child import Plan, timed_fit
-    from tfaccel.trial.race import data_facts
+    from tfaccel.trial.race import data_facts, lr_setters
     from tfaccel.workloads.synthetic import rebatched
 
     plan = Plan.of(request.steps, report.settings.steps_per_execution)
@@ -357,6 +357,9 @@ def _timing(call: _FitCall) -> dict[str, Any]:
         out["device_arrays_blocker"] = device_arrays_blocker(report, fit_args, setting=False)
     out.update(facts)
     out.update(reading.payload(model, examples, batch))
+    setters = lr_setters(fit_args.get("callbacks"))
+    if setters:  # they stay in charge of the rate under a batch offer: the offer says so
+        out["lr_setters"] = list(setters)
     return out
 
 
@@ -514,17 +517,15 @@ def _scale_learning_rate(
     """The batch offer's learning rate, with its warm-up, on the first fit (a later fit
     trains on from the scaled rate); the script's callbacks that set the rate stay in
     charge, and are named."""
-    from tfaccel.optimize.lr_scaling import LrChange, apply
-    from tfaccel.trial.race import kept_callbacks
+    from tfaccel.optimize.lr_scaling import apply, from_dict
+    from tfaccel.trial.race import lr_setters
 
     if not first:
         return "learning rate as the first fit left it"
-    warmup, note = apply(model, LrChange(**lr))
+    setters = lr_setters(fit_args.get("callbacks"))
+    warmup, note = apply(model, dataclasses.replace(from_dict(lr), setters=setters))
     if warmup is not None:
         fit_args["callbacks"] = [*list(fit_args.get("callbacks") or []), warmup]
-    setters = [type(callback).__name__ for callback in kept_callbacks(fit_args.get("callbacks"))]
-    if setters:
-        note += f" (the script's {', '.join(setters)} sets the rate as it always does)"
     return note
 
 

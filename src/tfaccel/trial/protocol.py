@@ -164,6 +164,7 @@ class Payload(TypedDict, total=False):
     optimizer: str
     learning_rate: float | None
     lr_schedule: str | None
+    lr_setters: list[str]  # the script's callbacks that set the rate (they stay in charge)
     race: list[list[float | None]]  # [seconds, validation loss, training loss]
     race_steps: int
     validation: str

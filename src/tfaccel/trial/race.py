@@ -271,6 +271,11 @@ def kept_callbacks(callbacks: Any) -> list[Any]:
     return [callback for callback in found if type(callback).__name__ in KEPT_CALLBACKS]
 
 
+def lr_setters(callbacks: Any) -> tuple[str, ...]:
+    """The class names of `kept_callbacks`, as a batch offer names them."""
+    return tuple(type(callback).__name__ for callback in kept_callbacks(callbacks))
+
+
 def race_fit(
     fit: Callable[..., Any], model: Any, split: Split, race: dict[str, Any]
 ) -> dict[str, Any]:
@@ -281,14 +286,14 @@ def race_fit(
     (`tfaccel.optimize.lr_scaling.LrChange` as a dict) to apply, or None."""
     import keras
 
-    from tfaccel.optimize.lr_scaling import LrChange, apply, value_of
+    from tfaccel.optimize.lr_scaling import apply, from_dict, value_of
 
     seconds = float(race["seconds"])
     val = split.validation.take(VALIDATION_MAX).batch(EVAL_BATCH)
     extra: list[Any] = []
     note = None
     if race.get("lr"):
-        warmup, note = apply(model, LrChange(**race["lr"]))
+        warmup, note = apply(model, from_dict(race["lr"]))
         extra = [warmup] if warmup is not None else []
     with ShimWatch(model) as watch:
         clock = _RaceClock(keras, val, watch, seconds)

@@ -79,7 +79,10 @@ def lr_change(
     facts = facts or same.extra
     examples = facts.get("examples") or (baseline.extra.get("examples") if baseline else None)
     steps = int(examples) // batch if examples else None
-    return change_for(batch / from_batch, facts.get("optimizer"), facts.get("lr_schedule"), steps)
+    setters = tuple(facts.get("lr_setters") or ())
+    return change_for(
+        batch / from_batch, facts.get("optimizer"), facts.get("lr_schedule"), steps, setters
+    )
 
 
 def make(

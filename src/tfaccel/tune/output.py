@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfaccel.optimize import lr_scaling
 from tfaccel.optimize.settings import LATE_KNOBS, Settings, changed
 from tfaccel.results import SCHEMAS, to_jsonable, write_atomic
 from tfaccel.tune.result import BatchOffer, TuneResult
@@ -312,6 +313,14 @@ def _with_offer(path: Path, settings: Settings, offer: Any) -> Answer:
             expected="batch_size (an integer) and learning_rate (an object)",
             received=f"batch_size {size!r}, learning_rate {lr!r}",
         )
+    try:
+        lr = lr_scaling.from_dict(lr).to_dict()
+    except ValueError as exc:
+        raise ConfigFileError(
+            f"{path}'s batch offer is malformed",
+            expected=lr_scaling.EXPECTED,
+            received=str(exc),
+        ) from None
     own = offer.get("from_batch_size")
     notes = [f"batch offer applied: batch {size} (from {own}): {offer.get('why')}"]
     epochs = offer.get("epochs_to_target")

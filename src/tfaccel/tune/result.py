@@ -272,7 +272,7 @@ class BatchOffer:
     @property
     def summary(self) -> str:
         head = (
-            f"batch {self.batch} (from {self.from_batch}), {self.lr.note}: "
+            f"batch {self.batch} (from {self.from_batch}), {self.lr.said()}: "
             f"{self.samples_speedup:.2f}x the samples/s of the same-training answer"
         )
         return f"{head}; {self.verdict}: {self.why}" if self.why else head
