@@ -528,3 +528,31 @@ def test_the_scripts_learning_rate_callbacks_stay_in_charge_and_are_named(
         "(the script's ReduceLROnPlateau sets the rate as it always does)"
     )
     assert not (tmp_path / "must-not-exist.keras").exists()
+
+
+GENERATOR_STEPS = """
+import numpy as np
+import keras
+
+rng = np.random.default_rng(7)
+w = rng.normal(size=(8, 1))
+
+def batches():
+    while True:
+        x = rng.normal(size=(32, 8)).astype("float32")
+        yield x, (x @ w).astype("float32")
+
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+model.compile(keras.optimizers.SGD(0.01), "mse")
+model.fit(batches(), steps_per_epoch=100, epochs=2)
+"""
+
+
+def test_a_fit_of_steps_per_epoch_reports_its_epochs_examples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An endless generator: its data has no size, its epoch has: 100 steps of 32 (a
+    batch offer's warm-up lasts about an epoch)."""
+    monkeypatch.chdir(tmp_path)
+    baseline = _script_trial(tmp_path, GENERATOR_STEPS)
+    assert baseline.extra["epoch_examples"] == 3200 and "examples" not in baseline.extra

@@ -263,6 +263,17 @@ def test_the_offer_names_the_scripts_callbacks_that_set_the_rate() -> None:
     assert "ReduceLROnPlateau" in made.summary
 
 
+def test_the_warm_up_lasts_an_epoch_of_the_fits_own_steps() -> None:
+    """A generator's fit of steps_per_epoch=100 at batch 32: an epoch is 3,200
+    examples, 25 steps at batch 128 (without it: 500, longer than such a training)."""
+    facts = {"optimizer": "SGD", "learning_rate": 0.01}
+    baseline = TrialResult("b", "l", {"batch_size": 32}, "ok", extra=facts)
+    same = TrialResult("s", "l", {"batch_size": 32}, "ok", samples_per_s=100.0)
+    assert offer.lr_change(same, 128, 32, baseline).warmup_steps == 500
+    baseline.extra["epoch_examples"] = 3200
+    assert offer.lr_change(same, 128, 32, baseline).warmup_steps == 25
+
+
 def test_one_lucky_evaluation_counts_a_third() -> None:
     """A plateau at 1.2 with one evaluation at 1.14: on the curves smoothed over three
     evaluations the target is 1.18, which a candidate whose plateau is 1.18 reaches."""

@@ -360,6 +360,8 @@ def _timing(call: _FitCall) -> dict[str, Any]:
     setters = lr_setters(fit_args.get("callbacks"))
     if setters:  # they stay in charge of the rate under a batch offer: the offer says so
         out["lr_setters"] = list(setters)
+    if fit_args.get("steps_per_epoch"):  # an epoch of so many batches (of a generator)
+        out["epoch_examples"] = int(fit_args["steps_per_epoch"]) * batch
     return out
 
 

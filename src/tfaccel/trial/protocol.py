@@ -160,6 +160,7 @@ class Payload(TypedDict, total=False):
     validation_batch_blocker: str | None  # why it cannot be evaluated at another batch
     # what the batch offer needs (`trial.race`, `trial.noise_scale`)
     examples: int | None
+    epoch_examples: int  # a fit of steps_per_epoch batches: the examples of its epoch
     no_race: str  # why no race can judge this model
     optimizer: str
     learning_rate: float | None

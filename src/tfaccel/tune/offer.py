@@ -78,7 +78,8 @@ def lr_change(
     facts = baseline.extra if baseline is not None and baseline.extra.get("optimizer") else None
     facts = facts or same.extra
     examples = facts.get("examples") or (baseline.extra.get("examples") if baseline else None)
-    steps = int(examples) // batch if examples else None
+    epoch = facts.get("epoch_examples") or examples  # the warm-up: about an epoch's steps
+    steps = int(epoch) // batch if epoch else None
     setters = tuple(facts.get("lr_setters") or ())
     return change_for(
         batch / from_batch, facts.get("optimizer"), facts.get("lr_schedule"), steps, setters
