@@ -49,16 +49,18 @@ def gain_floor(opt: TuneOptions, result: TuneResult, *trials: TrialResult) -> fl
 
 
 def cold_first(rates: list[float]) -> bool:
-    """Whether the first of three runs stands apart: the later two agree (within
-    `stats.BUSY`) and the first lies beyond BUSY from each. A tune's first process can
-    meet a cold machine (kernels the driver compiles and caches, autotuning): a GAN's
-    float32 baseline ran about 30 % slower there than in the next process, while its
-    XLA trials agreed (the measurements page)."""
+    """Whether the first of three runs ran cold: the later two agree (within
+    `stats.BUSY`) and the first lies more than BUSY below each. A tune's first process
+    can meet a cold machine (kernels the driver compiles and caches, autotuning): a
+    GAN's float32 baseline ran about 30 % slower there than in the next process, while
+    its XLA trials agreed (the measurements page). A first run as far *above* has no
+    such cause, and leaving it out would lower the baseline and raise every speed-up
+    over it: it counts, as drift."""
     if len(rates) < 3:
         return False
     first, later = rates[0], rates[1:]
     return (stats.spread(later) or 0.0) <= stats.BUSY and all(
-        abs(first - rate) > stats.BUSY * rate for rate in later
+        rate - first > stats.BUSY * rate for rate in later
     )
 
 

@@ -122,9 +122,8 @@ def _drift_text(
     text = f"the baseline {again}: {figures} samples/s, "
     if cold:
         later = stats.median(rates[1:]) or 1.0
-        side = "below" if rates[0] < later else "above"
         text += (
-            f"the first {abs(1 - rates[0] / later):.0%} {side} the later runs, which agree "
+            f"the first {1 - rates[0] / later:.0%} below the later runs, which agree "
             f"({drift:.0%} apart): a first process on a cold machine (kernels compiled, "
             "autotuning), left out of the figure"
         )
