@@ -211,6 +211,12 @@ def test_the_data_caps_the_ladder() -> None:
     largest, why = offer.largest_batch(32, 4096, 1024)
     assert largest == 64 and why is not None and "1,024 examples" in why
     assert offer.largest_batch(64, 4096, 100)[0] == 64  # never below the user's own
+    # 480 examples at 16: the cap, 30, leaves no room for the ladder's first rung (32)
+    assert offer.largest_batch(16, 4096, 480) == (
+        16,
+        "no batch above the script's 16: twice it is past 30, and the data's 480 examples "
+        "would make an epoch of fewer than 16 steps beyond it",
+    )
 
 
 @pytest.mark.parametrize(

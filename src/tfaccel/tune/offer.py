@@ -62,6 +62,8 @@ def largest_batch(
     cap, reason = min(caps, key=lambda cap_reason: cap_reason[0])
     if reason and cap <= own:
         return own, f"no batch above the script's {own}: {reason}"
+    if reason and cap < 2 * own:  # the ladder's first rung, twice the user's, is past it
+        return own, f"no batch above the script's {own}: twice it is past {cap}, and {reason}"
     return max(cap, own), (f"batches up to {cap}: {reason}" if reason else None)
 
 
