@@ -136,29 +136,13 @@ def xla_refused(baseline: TrialResult | None) -> str | None:
     return why
 
 
-def short_of(gain: float, thr: float, shown: str | None = None) -> str:
-    """Why a trial was not kept: slower beyond the noise, or within it (`shown`: the
-    threshold in words, `figures.threshold_text`)."""
-    shown = shown or f"{thr:.0%}"
-    return f"slower beyond the noise ({shown})" if gain < -thr else f"within the noise ({shown})"
-
-
-def verdict_of(
-    value: Any,
-    trial: TrialResult,
-    win: bool,
-    gain: float,
-    thr: float,
-    against: str,
-    places: int = 0,
-    shown: str | None = None,
-) -> str:
+def verdict_of(value: Any, c: figures.Comparison, places: int = 0) -> str:
     """A trial of one knob's value (or of what `value` names), in a decision's words,
-    naming what it was compared with (`shown`: the threshold in words)."""
-    if not trial.ok:
-        return f"{value}: {trial.status} ({trial.error})"
-    verdict = "kept" if win else f"(threshold {shown or f'{thr:.0%}'})"
-    return f"{value}: {gain:+.{places}%} {verdict}, against {against}"
+    naming what it was compared with."""
+    if not c.new.ok:
+        return f"{value}: {c.new.status} ({c.new.error})"
+    verdict = "kept" if c.win else f"(threshold {c.shown})"
+    return f"{value}: {c.gain:+.{places}%} {verdict}, against {c.best.label}"
 
 
 class TunerCore:
@@ -262,12 +246,9 @@ class TunerCore:
         self.journal.append(self.workload, trial)
         self.result.trials.append(trial)
 
-    def compare(
-        self, new: TrialResult, best: TrialResult
-    ) -> tuple[bool, float, float, TrialResult, TrialResult]:
+    def compare(self, new: TrialResult, best: TrialResult) -> figures.Comparison:
         """`beats(new, best)` by the one noise rule, between figures of one machine
-        (`tfaccel.tune.figures.compare`): (win, gain, threshold, new, best) with the
-        figures compared."""
+        (`tfaccel.tune.figures.compare`)."""
         return figures.compare(self, new, best)
 
     def _guard_reference(
@@ -423,12 +404,11 @@ class TunerCore:
             if not ok:
                 self.decide("accuracy guard", f"{trial.label} rejected: {why}")
                 return None
-        win, gain, thr, trial, best = self.compare(trial, state.best)
-        shown = figures.threshold_text(self.opt, trial, best, thr)
-        self.decide(stage, verdict_of(what, trial, win, gain, thr, best.label, places, shown))
-        if win:
-            self._improved(state, trial, settings)
-        return Outcome(trial, win, gain, thr)
+        c = self.compare(trial, state.best)
+        self.decide(stage, verdict_of(what, c, places))
+        if c.win:
+            self._improved(state, c.new, settings)
+        return Outcome(c.new, c.win, c.gain, c.thr)
 
     def _knob(
         self, state: State, knob: str, value: Any, guard: bool = False, stage: str = ""

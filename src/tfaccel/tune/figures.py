@@ -7,7 +7,7 @@ the baseline's drift hides a gain (`compare`)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tfaccel import stats
 from tfaccel.optimize.settings import Settings
@@ -116,9 +116,26 @@ def as_one(tuner: TunerCore, trial: TrialResult) -> TrialResult:
     return tuner.merged.get(trial.key, trial)
 
 
-def compare(
-    tuner: TunerCore, new: TrialResult, best: TrialResult
-) -> tuple[bool, float, float, TrialResult, TrialResult]:
+class Comparison(NamedTuple):
+    """What `compare` found: whether `new` beats `best` beyond the noise, by what gain,
+    against which threshold (also in words: `threshold_text`), with the figures
+    compared (merged runs, this machine's)."""
+
+    win: bool
+    gain: float
+    thr: float
+    new: TrialResult
+    best: TrialResult
+    shown: str
+
+    @property
+    def short_of(self) -> str:
+        """Why `new` was not kept: slower beyond the noise, or within it."""
+        where = "slower beyond" if self.gain < -self.thr else "within"
+        return f"{where} the noise ({self.shown})"
+
+
+def compare(tuner: TunerCore, new: TrialResult, best: TrialResult) -> Comparison:
     """`beats(new, best)`, between figures of one machine where the journal has them.
 
     A tune resumed on another machine (another host, or this one after a reboot:
@@ -126,7 +143,6 @@ def compare(
     as they were, but a trial measured here is compared with a figure of here: the
     reference is measured again first when it has none. Where only the baseline's drift
     between processes hides the gain, each trial runs once more (`_worth_again`).
-    Returns (win, gain, threshold, new, best) with the figures compared.
     """
     j = tuner.journal
     if j.machine is not None and new.ok and best is not None and best.ok:
@@ -148,7 +164,7 @@ def compare(
             f"was measured again in a process of its own: over both runs {gain:+.0%}, "
             f"{'beyond' if win else 'within'} their noise ({thr:.0%})",
         )
-    return win, gain, thr, new, best
+    return Comparison(win, gain, thr, new, best, threshold_text(tuner.opt, new, best, thr))
 
 
 def _worth_again(tuner: TunerCore, new: TrialResult, best: TrialResult) -> bool:

@@ -22,10 +22,8 @@ from tfaccel.tune.core import (
     TunerCore,
     budget_left_s,
     overrun_s,
-    short_of,
     stop_here,
 )
-from tfaccel.tune.figures import threshold_text
 from tfaccel.tune.result import (
     BatchOffer,
     Race,
@@ -313,16 +311,15 @@ def _ladder_step(
             why = " (does not fit)" if trial.status == "oom" else f" ({trial.error})"
             tuner.decide(stage, f"batch {to}: {trial.status}{why}")
         return ("skipped" if trial.status == "skipped" else "worse"), 0.0
-    win, gain, thr, trial, best = tuner.compare(trial, state.best)
-    if win:
-        tuner.decide(stage, f"batch {to}: {gain:+.0%} over batch {batch}")
-        tuner._improved(state, trial, settings)
-        return "kept", gain
-    even = gain >= -thr
+    c = tuner.compare(trial, state.best)
+    if c.win:
+        tuner.decide(stage, f"batch {to}: {c.gain:+.0%} over batch {batch}")
+        tuner._improved(state, c.new, settings)
+        return "kept", c.gain
+    even = c.gain >= -c.thr
     if to == 2 * batch:
         then = "stop"
     else:
         then = f"stop (batch {batch * 2} would gain less)" if even else f"batch {batch * 2} instead"
-    noise = short_of(gain, thr, threshold_text(tuner.opt, trial, best, thr))
-    tuner.decide(stage, f"batch {to}: {gain:+.0%} vs batch {batch}, {noise}: {then}")
-    return ("even" if even else "worse"), gain
+    tuner.decide(stage, f"batch {to}: {c.gain:+.0%} vs batch {batch}, {c.short_of}: {then}")
+    return ("even" if even else "worse"), c.gain

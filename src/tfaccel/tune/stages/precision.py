@@ -11,10 +11,8 @@ from tfaccel.trial.runner import TrialResult, label_of
 from tfaccel.tune.core import (
     State,
     TunerCore,
-    short_of,
     xla_refused,
 )
-from tfaccel.tune.figures import threshold_text
 from tfaccel.tune.guard import loss_close
 
 # TF32 over strict float32, both without XLA, on the H200: BERT-base 1.77x, GPT-2 1.64x,
@@ -60,16 +58,15 @@ def _precisions_at(tuner: TunerCore, state: State, xla: str, base: Settings) -> 
             continue
         if trial is state.best or not trial.ok:
             continue
-        win, gain, thr, trial, best = tuner.compare(trial, state.best)
-        verdict = (
-            "kept" if win else short_of(gain, thr, threshold_text(tuner.opt, trial, best, thr))
-        )
+        c = tuner.compare(trial, state.best)
+        verdict = "kept" if c.win else c.short_of
         tuner.decide(
             "precision x XLA",
-            f"{trial.label}: {trial.samples_per_s:,.0f}/s, {gain:+.0%} vs {best.label}: {verdict}",
+            f"{c.new.label}: {c.new.samples_per_s:,.0f}/s, {c.gain:+.0%} vs {c.best.label}: "
+            f"{verdict}",
         )
-        if win:
-            tuner._improved(state, trial, settings)
+        if c.win:
+            tuner._improved(state, c.new, settings)
 
 
 def _trial_at(tuner: TunerCore, state: State, settings: Settings) -> TrialResult:

@@ -55,9 +55,10 @@ def references(tuner: TunerCore) -> State | None:
     state = State(best, Settings(**best.settings), defaults_s, _guard_tolerance(tuner))
     tuner._improved(state, best, state.best_s)
     if best is res.baseline:
-        win, gain, thr, _, best = tuner.compare(res.keras_defaults, best)
-        if win:
-            tuner.decide("keras defaults", f"{gain:+.0%} over the baseline (threshold {thr:.0%})")
+        c = tuner.compare(res.keras_defaults, best)
+        if c.win:
+            gain = f"{c.gain:+.0%} over the baseline (threshold {c.thr:.0%})"
+            tuner.decide("keras defaults", gain)
             tuner._improved(state, res.keras_defaults, defaults_s)
     _note_precisions(tuner)
     return state
