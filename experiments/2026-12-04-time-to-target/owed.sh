@@ -158,7 +158,7 @@ compile_probe() {
     experiments/2026-12-05-xla-compile-cache/probe.py > "$DEST/compile-probe.jsonl" 2>&1)
 }
 # PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
-for part in ${PARTS:-lstm wgan transformer}; do
+for part in ${PARTS:-wgan lstm transformer}; do
   "$part"; echo "$part done" >> "$DEST/summary.txt"
 done
 touch "$DEST/all-done"
