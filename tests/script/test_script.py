@@ -336,6 +336,7 @@ def test_another_keras_backend_is_refused(
         (["python", "missing.py"], "The script missing.py does not exist"),
         (["python", "-c", "print(1)"], "No script to run"),
         (["python", "broken.py"], "broken.py is not valid Python"),
+        (["python", "-m", "no_such_trainer.main"], "No module named no_such_trainer"),
     ],
 )
 def test_a_bad_command_exits_2_before_any_trial(
@@ -346,6 +347,19 @@ def test_a_bad_command_exits_2_before_any_trial(
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not (here / "tfaccel-tune.jsonl").exists()
+
+
+def test_a_module_of_the_current_folder_or_the_environment_is_found_without_import(
+    here: Path,
+) -> None:
+    """`python -m` looks in the current folder first: a package there is found (its
+    __init__ not run: it would raise), as is one of the environment."""
+    (here / "trainer").mkdir()
+    _write(here / "trainer", "__init__.py", "raise RuntimeError('imported')\n")
+    _write(here / "trainer", "main.py", NUMPY_SCRIPT)
+    script = parse_command(["python", "-m", "trainer.main", "--epochs", "1"])
+    assert script.path is None and script.args == ("trainer.main", "--epochs", "1")
+    assert parse_command(["python", "-m", "json.tool"]).path is None
 
 
 def _with_own_site(

@@ -4,8 +4,8 @@
 process, with tfaccel's hook (`script.hook`) applying the trial's settings inside it and
 timing its first `model.fit`; `tfaccel run --config tfaccel.json -- python train.py`
 runs it once with the tuned settings. The command is checked before anything runs:
-the interpreter, the script file, its syntax, and a Keras backend other than
-TensorFlow's chosen in the environment or in the script's own lines.
+the interpreter, the script file (or the `-m` module), its syntax, and a Keras backend
+other than TensorFlow's chosen in the environment or in the script's own lines.
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ def parse_command(args: Sequence[str]) -> Script:
     if rest[0] == "-m":
         if len(rest) < 2:
             raise InputError("-m needs a module", expected=USAGE, received=shlex.join(args))
+        _check_module(rest[1], args)
     else:
         path = Path(rest[0])
         if not path.is_file():
@@ -104,6 +105,22 @@ def parse_command(args: Sequence[str]) -> Script:
             )
     # This interpreter: it has tfaccel and TensorFlow.
     return Script((sys.executable, *args[1:]), tuple(args), path, tuple(rest[1:]))
+
+
+def _check_module(name: str, args: Sequence[str]) -> None:
+    """Refuse `python -m NAME` where Python would find no top-level package or module
+    of that name (from the current folder, as `-m` looks first, or the environment),
+    without importing anything."""
+    from importlib.machinery import PathFinder
+
+    top = name.split(".")[0]
+    if top in sys.builtin_module_names or PathFinder.find_spec(top, [os.getcwd(), *sys.path]):
+        return
+    raise InputError(
+        f"No module named {top}",
+        expected="python -m MODULE, a module or package in the current folder or the environment",
+        received=shlex.join(args),
+    )
 
 
 @dataclass(frozen=True)
