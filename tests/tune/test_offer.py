@@ -900,3 +900,28 @@ def test_the_time_the_races_leave_runs_the_late_stages_and_the_offer_stays_as_ra
     assert res.best is not None and raced_against < (res.best.samples_per_s or 0.0)
     expected = raced_against / (res.keras_defaults.samples_per_s or 1.0) * 1.5
     assert to_target_over_defaults(res) == pytest.approx(expected) and expected > same
+
+
+@pytest.mark.parametrize(("first", "scale"), [(13.5, "log"), (0.5, "linear")])
+def test_a_race_whose_first_reading_dwarfs_the_rest_is_drawn_on_a_log_scale(
+    first: float, scale: str
+) -> None:
+    """A first reading (the initial weights') of 13.5 beside losses of 0.05-0.2 drew
+    both runs as one flat line at the bottom of a linear axis."""
+    from types import SimpleNamespace
+
+    from tfaccel.render import pyplot
+    from tfaccel.render.tune import race_axes
+
+    same = [[0.0, first], [2.0, 0.2], [4.0, 0.1], [6.0, 0.08]]
+    candidate = [[0.0, first], [2.0, 0.15], [4.0, 0.07], [6.0, 0.06]]
+    race = offer.race_of(6.0, "the script's validation_data", same, candidate)
+    shown = SimpleNamespace(
+        race=race, from_batch=32, batch=128, verdict="passed", lr=change_for(4.0, "Adam")
+    )
+    fig = pyplot().figure()
+    ax = fig.add_subplot()
+    race_axes(ax, shown)
+    assert ax.get_yscale() == scale
+    assert ax.get_ylabel().endswith("(log scale)") is (scale == "log")
+    pyplot().close(fig)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 import time
@@ -340,11 +341,26 @@ def race_axes(ax: Any, offer: Any) -> None:
         + "\n(dotted: the target, the same-training run's best; a star where each reached it)",
         fontsize=8,
     )
-    ax.set_ylabel("validation loss", fontsize=9)
+    log = _log_scale(race)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel("validation loss" + (" (log scale)" if log else ""), fontsize=9)
     sooner = race.to_target_speedup
     verdict = offer.verdict + (f", {sooner:.2f}x sooner to the target" if sooner else "")
     ax.set_title(f"batch {offer.batch}'s race, {race.seconds:.0f} s each: {verdict}", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
+
+
+# A race's losses spanning more than this ratio are drawn on a log scale: the first
+# reading (the initial weights') can be tens of times the rest, which a linear axis
+# flattens into one line at the bottom, where the two runs differ.
+LOG_RATIO = 10.0
+
+
+def _log_scale(race: Any) -> bool:
+    """Whether the race's losses, all positive, span more than LOG_RATIO."""
+    values = [p[1] for p in (*race.same, *race.candidate) if math.isfinite(p[1])]
+    return bool(values) and min(values) > 0 and max(values) / min(values) > LOG_RATIO
 
 
 def _lr_short(offer: Any) -> str:
