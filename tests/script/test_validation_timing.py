@@ -223,7 +223,7 @@ def test_where_the_validation_cannot_run_at_another_batch_it_says_why() -> None:
 
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
     assert batch_blocker(free, {"x": x, "validation_data": ds}) == (
-        "its validation_data (_BatchDataset) makes its own batches"
+        "its validation_data (a tf.data.Dataset) makes its own batches"
     )
     fixed = keras.Sequential([keras.Input((4,), batch_size=8), keras.layers.Dense(1)])
     assert batch_blocker(fixed, {"x": x, "validation_split": 0.2}) == (
@@ -242,7 +242,7 @@ def test_where_the_validation_cannot_run_at_another_batch_it_says_why() -> None:
     )
     assert args["validation_batch_size"] == 512
     assert applied_batch(free, {"x": x, "validation_data": ds}, 512) == (
-        "validation at the script's own batch (its validation_data (_BatchDataset) makes "
+        "validation at the script's own batch (its validation_data (a tf.data.Dataset) makes "
         "its own batches)"
     )
     assert applied_batch(free, {"x": x}, 512) is None  # nothing to say of a fit without

@@ -121,7 +121,7 @@ def batch_blocker(model: Any, fit_args: dict[str, Any]) -> str | None:
     """Why the fit's validation cannot be evaluated at another batch
     (`Settings.validation_batch_size`); None where it can: validation arrays
     (`validation_data` or `validation_split`), a model of no fixed batch."""
-    from tfaccel.script.fit_batch import is_array
+    from tfaccel.script.fit_batch import is_array, is_dataset
 
     given = fit_args.get("validation_data")
     if given is None and _split_fraction(fit_args) <= 0:
@@ -133,7 +133,8 @@ def batch_blocker(model: Any, fit_args: dict[str, Any]) -> str | None:
     packed = None if given is None else _packed(given)
     first = packed[0] if isinstance(packed, tuple) else packed
     if given is not None and not is_array(first):
-        return f"its validation_data ({type(first).__name__}) makes its own batches"
+        what = "a tf.data.Dataset" if is_dataset(first) else type(first).__name__
+        return f"its validation_data ({what}) makes its own batches"
     return _fixed_batch(model)
 
 
