@@ -925,3 +925,12 @@ def test_a_race_whose_first_reading_dwarfs_the_rest_is_drawn_on_a_log_scale(
     assert ax.get_yscale() == scale
     assert ax.get_ylabel().endswith("(log scale)") is (scale == "log")
     pyplot().close(fig)
+
+
+def test_a_race_request_without_setters_keeps_its_journal_key() -> None:
+    """A race's journal key is of its learning-rate dict: one of no callbacks is written
+    as before `setters` existed, so a resumed tune finds the races of older journals."""
+    plain = change_for(4.0, "Adam", steps_per_epoch=30).to_dict()
+    assert set(plain) == {"rule", "scale", "warmup_steps", "optimizer", "note"}
+    named = change_for(4.0, "Adam", steps_per_epoch=30, setters=("ReduceLROnPlateau",))
+    assert named.to_dict()["setters"] == ["ReduceLROnPlateau"]

@@ -68,14 +68,17 @@ class LrChange:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """As a settings file and a race's request hold it; `setters` only where there
+        are some (a race's journal key is of this dict: older journals' races stay
+        found)."""
+        doc: dict[str, Any] = {
             "rule": self.rule,
             "scale": self.scale,
             "warmup_steps": self.warmup_steps,
             "optimizer": self.optimizer,
             "note": self.note,
-            "setters": list(self.setters),
         }
+        return {**doc, "setters": list(self.setters)} if self.setters else doc
 
 
 RULES: tuple[Rule, ...] = ("linear", "sqrt", "none")
