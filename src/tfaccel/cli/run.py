@@ -36,8 +36,8 @@ def run(
     """Run a training script as it is, with tfaccel.json's settings applied inside it.
 
     The same-training answer only (the script's own batch size), unless --batch-offer.
-    What was applied, and what could not be (with the reason), is said on stderr; the
-    script's own output and exit code are its own.
+    What was applied, and what could not be (with the reason), is said on stderr.
+    The script's own output and exit code are its own.
     """
     if not config.exists():
         raise InputError(
