@@ -4,6 +4,7 @@ real TensorFlow on the CPU)."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,9 @@ def test_a_trial_counts_the_validation_in_its_samples_per_second(script_folder: 
         assert folded == pytest.approx(with_validation(alone, timing["samples_per_s"], 5.0))
     # five validation examples per training example: most of an epoch is its validation
     assert 0.5 < timing["share"] < 1.0
-    assert result.samples_per_s < min(train)
+    # each window slower than its training alone (above), so their medians too (not
+    # every training window: on a loaded machine one of them ran 6x below the rest)
+    assert result.samples_per_s < statistics.median(train)
 
 
 def test_a_fit_without_validation_is_timed_as_before(script_folder: Path) -> None:
