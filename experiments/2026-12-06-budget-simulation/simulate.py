@@ -1,9 +1,9 @@
 """A tune under a time budget, replayed on a simulated clock from a GPU journal: each
 trial the journal holds takes its recorded wall time and returns its recorded figures
 (as if measured now, not resumed); a trial it lacks takes the wall time and rate given
-on the command line (a ladder rung) or the mean of the journal's trials at the best
-rate less 5 % (a same-training trial that would not be kept); each race run takes
-RACE_WALL seconds and returns curves in which the candidate reaches the loss sooner.
+on the command line (a ladder rung) or the mean of the journal's trials at its best
+same-training rate less 5 % (a trial that would not be kept); each race run takes
+--race-wall seconds and returns curves in which the candidate reaches the loss sooner.
 So it shows where the budget goes under today's rules, and whether a ladder and its
 race fit, without a GPU:
   PYTHONPATH=src python3 experiments/2026-12-06-budget-simulation/simulate.py \\
@@ -58,7 +58,8 @@ def main() -> None:
     rungs = {int(b): (float(r), float(w)) for b, r, w in (x.split(":") for x in a.rung)}
     known = list(recorded.results.values())
     mean_wall = sum(t.wall_s for t in known) / len(known)
-    best_rate = max(t.samples_per_s or 0.0 for t in known)
+    own = known[0].settings.get("batch_size")  # the baseline's: same-training trials
+    best_rate = max(t.samples_per_s or 0.0 for t in known if t.settings.get("batch_size") == own)
     clock, log = Clock(), []
     seen: set[str] = set()
 
