@@ -313,6 +313,10 @@ def test_both_answers_in_the_text_the_json_the_settings_file_and_the_plot(
     assert "  tfaccel run --batch-offer -- python fit.py --epochs 3 applies it" in (
         offer_lines(res)
     )
+    res.workload = "mymodels:build"  # an entry point: tune does not know its script
+    assert "  tfaccel run --batch-offer -- python YOUR_TRAINING_SCRIPT.py applies it" in (
+        offer_lines(res)
+    )
     doc = json.loads(result_json(res))
     assert doc["same_training_speedup_over_keras_defaults"] == res.speedup(res.keras_defaults)
     offer_doc = doc["batch_offer"]

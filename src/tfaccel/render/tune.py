@@ -239,9 +239,10 @@ def offer_lines(res: TuneResult, unit: str = "samples") -> list[str]:
 
 def _command(workload: str) -> str:
     """The script's command, as its workload name holds it ("script: python train.py
-    --epochs 3 (fit call 2)"); an entry point's offer is applied from a script too."""
+    --epochs 3 (fit call 2)"); an entry point's offer is applied to the script that
+    trains its model, which tune does not know."""
     if not workload.startswith("script: "):
-        return "python train.py"
+        return "python YOUR_TRAINING_SCRIPT.py"
     return re.sub(r" \(fit call \d+\)$", "", workload.removeprefix("script: "))
 
 
