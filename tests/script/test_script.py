@@ -792,12 +792,13 @@ def test_the_scripts_own_compile_choices_are_said_where_replaced(
     ) in err
 
 
+# An epoch of 1,536 steps: a race of 1 s evaluates many times inside one epoch.
 CLASS_WEIGHTED = """
 import numpy as np
 import keras
 
 rng = np.random.default_rng(2)
-x = rng.normal(size=(2048, 8)).astype("float32")
+x = rng.normal(size=(65536, 8)).astype("float32")
 y = (x @ rng.normal(size=(8,)) > 0).astype("int32")
 model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1, activation="sigmoid")])
 model.compile("sgd", "binary_crossentropy")
@@ -808,7 +809,10 @@ model.fit(x, y, batch_size=32, epochs=1, validation_split=0.25, class_weight=WEI
 @pytest.mark.parametrize("race", [False, True])
 def test_a_trial_and_a_race_train_with_the_scripts_class_weight(here: Path, race: bool) -> None:
     """Both classes weighted 0: every loss the trial reads (the race's training loss)
-    is 0, as the script's own fit would log; weighted 1, it is not."""
+    is 0, as the script's own fit would log; weighted 1, it is not. The race evaluates
+    many times inside its one epoch: each evaluation's validation loss was averaged
+    into the training losses logged after it (0.44 here) until the metrics were kept
+    across it."""
     extra = {"race": {"seconds": 1.0, "lr": None}} if race else None
     for weights, zero in (("{0: 0.0, 1: 0.0}", True), ("{0: 1.0, 1: 1.0}", False)):
         _write(here, "train.py", CLASS_WEIGHTED.replace("WEIGHTS", weights))

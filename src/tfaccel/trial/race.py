@@ -16,9 +16,10 @@ data that is never trained on. A model with a `train_step` of its own and no
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from tfaccel.trial.shared import logged_loss, loss_key
@@ -311,6 +312,23 @@ def race_fit(
     }
 
 
+@contextlib.contextmanager
+def _metrics_kept(model: Any) -> Iterator[None]:
+    """The model's metrics (Keras' loss tracker among them) as they were before the
+    block: `evaluate` resets them and leaves its own means there, which the training
+    steps after it, until the epoch ends, would average into the training loss they
+    log (a race evaluating inside an epoch read its validation loss into its training
+    curve)."""
+    import numpy as np
+
+    kept = [(v, np.array(v)) for metric in model.metrics for v in metric.variables]
+    try:
+        yield
+    finally:
+        for variable, value in kept:
+            variable.assign(value)
+
+
 class _RaceClock:
     """A Keras callback (built on first use: Keras is imported in the child only) that
     evaluates at the start and every `seconds / POINTS` seconds of training, the clock
@@ -353,10 +371,11 @@ class _RaceClock:
             def _point(self, elapsed: float) -> None:
                 began = time.perf_counter()
                 watch.phase = "test"  # the test step is traced in the first evaluation
-                result = self.model.evaluate(val, verbose=0, return_dict=True)
+                with _metrics_kept(self.model):
+                    result = self.model.evaluate(val, verbose=0, return_dict=True)
+                    loss = watch.loss(result, "test")  # reads the tracker evaluate left
                 watch.phase = "train"
                 self.paused += time.perf_counter() - began
-                loss = watch.loss(result, "test")
                 self.curve.append([round(elapsed, 3), loss, self.train_loss])
 
         return RaceClock()
