@@ -57,8 +57,9 @@ def references(tuner: TunerCore) -> State | None:
     if best is res.baseline:
         c = tuner.compare(res.keras_defaults, best)
         if c.win:
-            gain = f"{c.gain:+.0%} over the baseline (threshold {c.thr:.0%})"
-            tuner.decide("keras defaults", gain)
+            tuner.decide(
+                "keras defaults", f"{c.gain:+.0%} over the baseline (threshold {c.thr:.0%})"
+            )
             tuner._improved(state, res.keras_defaults, defaults_s)
     _note_precisions(tuner)
     return state
