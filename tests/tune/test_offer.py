@@ -584,6 +584,7 @@ def clocked_tune(
     trial_s: float,
     race_run_s: float,
     fake: Any = None,
+    race: Any = None,
 ) -> tuple[Any, list[str], FakeClock]:
     """A tune under a time budget whose trials and race runs take the seconds given
     (a FakeClock); its result, the stages of the trials it ran, and the clock."""
@@ -599,7 +600,7 @@ def clocked_tune(
         opts,
         j,
         trial_fn=clock.taking(trial_s, fake or FakeTrials(extra={"no_race": None, **ADAM})),
-        race_fn=clock.taking(race_run_s, FakeRace(HALF_AT_20, HALF_AT_10)),
+        race_fn=clock.taking(race_run_s, race or FakeRace(HALF_AT_20, HALF_AT_10)),
         clock=clock,
         on_trial=lambda stage, r, s: stages.append(stage) if r is None else None,
     ).run()
@@ -699,6 +700,25 @@ def test_the_ladder_leaves_time_for_the_race_of_what_it_found(tmp_path: Path) ->
         "same-training run and the candidate)",
     ]
     assert clock.now <= 805.0
+
+
+def test_race_runs_measured_longer_than_reckoned_reckon_the_next(tmp_path: Path) -> None:
+    """Trials of 40 s reckon a race run at 60 + 1.25 x 40 = 110 s; these take 180 s
+    (their evaluations, say). After the first race (batch 512 lost), batch 256's run is
+    reckoned at the 180 s measured, which the 140 s left do not hold: it is not started,
+    the offer is unproven (said), and the tune ends inside its budget. A budget that
+    holds it races it."""
+    race = RaceByBatch(curve(12.0, 0.4), {512: curve(60.0, 0.55), 256: FAST})
+    res, _, clock = clocked_tune(tmp_path / "short", 1180.0, 60.0, 40.0, 180.0, race=race)
+    assert [s.batch_size for s, _ in race.calls] == [64, 512]
+    assert clock.now <= 1180.0
+    o = res.batch_offer
+    assert o is not None and o.batch == 256 and o.verdict == "unproven"
+    assert "not raced: the time budget was reached" in o.why
+    race = RaceByBatch(curve(12.0, 0.4), {512: curve(60.0, 0.55), 256: FAST})
+    res, _, clock = clocked_tune(tmp_path / "long", 1220.0, 60.0, 40.0, 180.0, race=race)
+    assert [s.batch_size for s, _ in race.calls] == [64, 512, 256] and clock.now <= 1220.0
+    assert res.batch_offer is not None and res.batch_offer.verdict == "passed"
 
 
 def test_a_budget_with_no_room_for_a_rung_and_its_race_says_so(tmp_path: Path) -> None:

@@ -34,10 +34,11 @@ from tfaccel.tune.result import (
 RACE_RUNS_KEPT = 3
 # ... and the ladder itself keeps room for the fewest that can pass one batch.
 RACE_RUNS_LADDER = 2
-# A race run takes its --race seconds and about this many trials' time besides: it
-# starts the script, builds and compiles as a trial does, and evaluates off its clock
-# (the race runs measured beside their trials: the measurements page). Reckoning more
-# skips rungs whose race would have fitted the budget.
+# Before any race run is measured, one is reckoned at its --race seconds and about
+# this many trials' time besides: it starts the script, builds and compiles as a trial
+# does, and evaluates off its clock (the race runs measured beside their trials: the
+# measurements page). Reckoning more skips rungs whose race would have fitted the
+# budget. After one, the race runs measured in the tune are the reckoning.
 RACE_RUN_TRIALS = 1.25
 
 
@@ -140,9 +141,12 @@ def _can_race_in_budget(tuner: TunerCore) -> bool:
 
 
 def _race_run_s(tuner: TunerCore) -> float:
-    """What a race run is expected to take: `race_s` and RACE_RUN_TRIALS of a trial's
-    mean time."""
-    return tuner.opt.race_s + RACE_RUN_TRIALS * tuner.mean_trial_s
+    """What a race run is expected to take: `race_s` and the mean time the race runs
+    measured (or resumed) in this tune took besides; before any, RACE_RUN_TRIALS of a
+    trial's mean time."""
+    spent = tuner._race_overheads
+    besides = sum(spent) / len(spent) if spent else RACE_RUN_TRIALS * tuner.mean_trial_s
+    return tuner.opt.race_s + besides
 
 
 def _ladder_room(tuner: TunerCore, state: State) -> tuple[int, int, str | None]:
@@ -260,13 +264,15 @@ def _race_run(tuner: TunerCore, settings: Settings, lr: LrChange | None) -> Tria
     key = settings_key(tuner.workload, settings, tuner.opt.steps, extra)
     done = tuner.journal.results.get(key)
     if done is not None:
+        _count_race_run(tuner, done, done.wall_s)
         return done
-    if tuner._over_budget(tuner.opt.race_s):
+    if tuner._over_budget(_race_run_s(tuner) - tuner.mean_trial_s):
         tuner._skipped += 1
         return None
     if tuner.on_trial:
         tuner.on_trial("race", None, settings)
     timeout = max(tuner.opt.timeout_s, 3 * tuner.opt.race_s)
+    started = tuner.clock()
     try:
         trial = tuner.race_fn(tuner.workload, settings, tuner.opt.steps, timeout, extra)
     except KeyboardInterrupt:
@@ -275,9 +281,16 @@ def _race_run(tuner: TunerCore, settings: Settings, lr: LrChange | None) -> Tria
         return None
     trial = dataclasses.replace(trial, key=key)
     tuner.journal.append(tuner.workload, trial)
+    _count_race_run(tuner, trial, tuner.clock() - started)
     if tuner.on_trial:
         tuner.on_trial("race", trial, settings)
     return trial
+
+
+def _count_race_run(tuner: TunerCore, run: TrialResult, wall_s: float) -> None:
+    """Keep what a finished race run took besides its race seconds (`_race_run_s`)."""
+    if run.ok and wall_s > 0:
+        tuner._race_overheads.append(max(0.0, wall_s - tuner.opt.race_s))
 
 
 def _batch_ladder(tuner: TunerCore, state: State, largest: int, stage: str = "batch size") -> None:
