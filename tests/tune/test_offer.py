@@ -721,6 +721,39 @@ def test_race_runs_measured_longer_than_reckoned_reckon_the_next(tmp_path: Path)
     assert res.batch_offer is not None and res.batch_offer.verdict == "passed"
 
 
+def test_a_race_starts_only_where_both_its_runs_fit(tmp_path: Path) -> None:
+    """Ladder trials that take 150 s where the rest take 40 (compiling at a larger
+    batch) leave 170 s, where a race is reckoned at two runs of 60 + 1.25 x mean: the
+    same-training run is not started, as the candidate's would not fit after it (it
+    once ran alone, a minute and more spent on a race that could not be judged)."""
+
+    class SlowLadder(FakeTrials):
+        def __call__(self, w: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
+            if s.batch_size != 64:
+                clock.now += 110.0
+            return super().__call__(w, s, steps, timeout)
+
+    race = RaceByBatch(curve(12.0, 0.4), {512: curve(60.0, 0.55), 256: FAST})
+    clock = FakeClock()
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    fake = SlowLadder(extra={"no_race": None, **ADAM})
+    opts = options(time_budget_s=1180.0, race_s=60.0)
+    res = Tuner(
+        "w",
+        H200,
+        opts,
+        j,
+        trial_fn=clock.taking(40.0, fake),
+        race_fn=clock.taking(100.0, race),
+        clock=clock,
+    ).run()
+    assert race.calls == [] and clock.now <= 1180.0
+    o = res.batch_offer
+    assert o is not None and o.batch == 512 and o.verdict == "unproven"
+    assert o.why.startswith("not raced: the time budget was reached")
+
+
 def test_a_budget_with_no_room_for_a_rung_and_its_race_says_so(tmp_path: Path) -> None:
     """The same model under a budget that leaves room for the same-training stages and a
     race, but not for a rung before it: no ladder trial runs, and the note says why."""

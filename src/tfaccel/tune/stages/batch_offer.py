@@ -5,6 +5,7 @@ races to the same validation loss, by bisection over the ladder's rungs."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from tfaccel.optimize.lr_scaling import LrChange
 from tfaccel.optimize.settings import Settings
@@ -229,7 +230,9 @@ def _raced(tuner: TunerCore, found: BatchOffer) -> BatchOffer:
     assert res.best_settings is not None
     if not tuner.opt.race_s:
         return dataclasses.replace(found, why="not raced (race_s is 0)")
-    same = _race_run(tuner, res.best_settings, None)
+    # the same-training run starts only where the candidate's run fits after it
+    after = 0 if _race_key(tuner, found.settings, found.lr)[0] in tuner.journal.results else 1
+    same = _race_run(tuner, res.best_settings, None, after)
     candidate = _race_run(tuner, found.settings, found.lr) if same is not None else None
     if same is None or candidate is None:
         budget = "the time budget was reached (run the same command again to race it)"
@@ -256,17 +259,26 @@ def _epochs(tuner: TunerCore, race: Race, candidate: TrialResult) -> float | Non
     return race.candidate_s * candidate.samples_per_s / count
 
 
-def _race_run(tuner: TunerCore, settings: Settings, lr: LrChange | None) -> TrialResult | None:
-    """One run of a race, from the journal or measured (and journaled); None where
-    the time budget leaves too little for it."""
+def _race_key(
+    tuner: TunerCore, settings: Settings, lr: LrChange | None
+) -> tuple[str, dict[str, Any]]:
+    """A race run's journal key, and the extras its trial is asked for."""
     change = lr.to_dict() if lr is not None and lr.rule != "none" else None
     extra = {"race": {"seconds": tuner.opt.race_s, "lr": change}}
-    key = settings_key(tuner.workload, settings, tuner.opt.steps, extra)
+    return settings_key(tuner.workload, settings, tuner.opt.steps, extra), extra
+
+
+def _race_run(
+    tuner: TunerCore, settings: Settings, lr: LrChange | None, after: int = 0
+) -> TrialResult | None:
+    """One run of a race, from the journal or measured (and journaled); None where
+    the time budget leaves too little for it and the `after` race runs to follow."""
+    key, extra = _race_key(tuner, settings, lr)
     done = tuner.journal.results.get(key)
     if done is not None:
         _count_race_run(tuner, done, done.wall_s)
         return done
-    if tuner._over_budget(_race_run_s(tuner) - tuner.mean_trial_s):
+    if tuner._over_budget((1 + after) * _race_run_s(tuner) - tuner.mean_trial_s):
         tuner._skipped += 1
         return None
     if tuner.on_trial:
