@@ -10,7 +10,8 @@
 #     process ran about 30 % slow in three tunes, and now runs a third time: does
 #     bfloat16 hold on an H200, and do the late knobs get judged?
 #  cache_test: the GPU test that a race's path to a trial's train step loads the
-#     trial's executable (tests/trial/test_xla_cache.py), under a minute;
+#     trial's executable (tests/trial/test_xla_cache.py), under a minute (passed on an
+#     H100 on 2026-12-06);
 #  transformer: the transformer entry point, afresh: its ten minutes on 2026-12-05
 #     (benchmarks/results/ttt-transformer-entry-h200-rules/) held the same-training
 #     stages only (trials of 62-88 s, XLA compiling for about a minute each, the
@@ -21,8 +22,10 @@
 #     journal's 573 s, so RESUME is no help here);
 #  lstm: the LSTM script's tune, afresh: it validates 25,000 examples at batch 32 after
 #     each epoch (32 % of the epoch on an H200), which tune now tries at batch 1,024
-#     (validation_batch_size: the same training); RESUME=1 on an H200 goes on from the
-#     committed journal instead (its time counts against the budget);
+#     (validation_batch_size: the same training); on an H100 (2026-12-06) that was
+#     +25 % over Keras' defaults and its batch 128 passed its race (1.83x sooner):
+#     owed on an H200. RESUME=1 on an H200 goes on from the committed journal instead
+#     (its time counts against the budget, and that journal lacks the trial);
 #  gpu_tests: the GPU tests of 2026-12-05's additions (cuDNN's persistent RNN algorithms
 #     under Keras' LSTM; a WGAN's own train_step in bfloat16 under XLA; an LSTM's trial
 #     naming its layer Keras runs without XLA; `run` training a seeded LSTM to plain
