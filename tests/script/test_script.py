@@ -206,6 +206,7 @@ def test_a_script_that_never_fits_says_so(here: Path) -> None:
     assert "has no .fit( call of its own" in check_script(script).notes[0]
     r = run_trial(ScriptTrial(script), Settings(batch_size=8), SMALL)
     assert r.status == "error" and r.error and "without calling keras.Model.fit" in r.error
+    assert "tfaccel tune MODULE:FUNCTION" in r.error  # what to do instead
     assert r.extra["before_fit"]  # the search stops after the baseline (test_search.py)
 
 

@@ -33,9 +33,10 @@ def hooked_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 NO_FIT = (
-    "the script ended without calling keras.Model.fit: tfaccel times the first fit call "
-    "(a script that trains with a loop of its own, or with Keras 2's tf_keras, cannot be "
-    "tuned this way)"
+    "the script ended without calling keras.Model.fit, the call tfaccel times: a script "
+    "that trains with a loop of its own, or with Keras 2's tf_keras, cannot be tuned this "
+    "way; tune a function that returns its model and data instead (tfaccel tune "
+    "MODULE:FUNCTION, docs/entry-points.md), or set tfaccel.configure() in the script"
 )
 
 
