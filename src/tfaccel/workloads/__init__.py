@@ -101,7 +101,10 @@ def _import_callable(spec: str) -> Callable[[], Any]:
             expected="'module:function' (e.g. 'train:build') or a built-in workload: "
             + ", ".join(BUILTIN),
             received=repr(spec),
-            hint=f"did you mean {close[0]}?" if close else None,
+            hint=f"did you mean {close[0]}?"
+            if close
+            else "tune, plan and profile take a training script as a command: "
+            "python SCRIPT.py [ARGS...]",
         )
     module_name, _, attr = spec.partition(":")
     if str(Path.cwd()) not in sys.path:
