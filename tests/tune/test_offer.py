@@ -721,6 +721,22 @@ def test_race_runs_measured_longer_than_reckoned_reckon_the_next(tmp_path: Path)
     assert res.batch_offer is not None and res.batch_offer.verdict == "passed"
 
 
+def test_a_race_run_read_again_counts_once_in_the_reckoning(tmp_path: Path) -> None:
+    """The same-training run is read from the journal again for each later race of a
+    bisection: its time counts once, beside the candidates' (100 s besides its race
+    and 20 s besides theirs: 60 s on average, not 73)."""
+    from tfaccel.tune.stages import batch_offer
+
+    t = tuner(tmp_path, FakeTrials(), race_s=60.0)
+
+    def run(key: str) -> TrialResult:
+        return TrialResult(key, key, {}, "ok", samples_per_s=1.0)
+
+    for key, wall in (("same", 160.0), ("512", 80.0), ("same", 160.0)):
+        batch_offer._count_race_run(t, run(key), wall)
+    assert batch_offer._race_run_s(t) == pytest.approx(60.0 + 60.0)
+
+
 def test_a_race_starts_only_where_both_its_runs_fit(tmp_path: Path) -> None:
     """Ladder trials that take 150 s where the rest take 40 (compiling at a larger
     batch) leave 170 s, where a race is reckoned at two runs of 60 + 1.25 x mean: the

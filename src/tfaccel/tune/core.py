@@ -171,8 +171,8 @@ class TunerCore:
         self.clock = clock
         self._start: float | None = None
         self._ran: list[float] = []  # wall seconds of the trials run or resumed
-        # seconds each race run took besides its --race seconds, run or resumed
-        self._race_overheads: list[float] = []
+        # seconds each race run took besides its --race seconds, run or resumed, by key
+        self._race_overheads: dict[str, float] = {}
         self._skipped = 0
         # The end of a time budget kept for the batch offer's ladder and race while the
         # late same-training stages run (`stages.batch_offer.keep_time`), and the trials

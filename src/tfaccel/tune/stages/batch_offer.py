@@ -145,7 +145,7 @@ def _race_run_s(tuner: TunerCore) -> float:
     """What a race run is expected to take: `race_s` and the mean time the race runs
     measured (or resumed) in this tune took besides; before any, RACE_RUN_TRIALS of a
     trial's mean time."""
-    spent = tuner._race_overheads
+    spent = tuner._race_overheads.values()
     besides = sum(spent) / len(spent) if spent else RACE_RUN_TRIALS * tuner.mean_trial_s
     return tuner.opt.race_s + besides
 
@@ -300,9 +300,10 @@ def _race_run(
 
 
 def _count_race_run(tuner: TunerCore, run: TrialResult, wall_s: float) -> None:
-    """Keep what a finished race run took besides its race seconds (`_race_run_s`)."""
+    """Keep what a finished race run took besides its race seconds (`_race_run_s`),
+    once a run (the same-training run is read again for each later race)."""
     if run.ok and wall_s > 0:
-        tuner._race_overheads.append(max(0.0, wall_s - tuner.opt.race_s))
+        tuner._race_overheads[run.key] = max(0.0, wall_s - tuner.opt.race_s)
 
 
 def _batch_ladder(tuner: TunerCore, state: State, largest: int, stage: str = "batch size") -> None:
