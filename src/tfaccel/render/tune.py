@@ -182,7 +182,7 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
         # (resumed, the journal's trials come at 0 s: no time to tell)
         lines.append(f"  the best so far passed 1.5x Keras defaults {reached:.0f} s into the tune")
     refs = (
-        ("your baseline", "baseline", res.baseline),
+        ("the baseline", "baseline", res.baseline),
         ("Keras defaults", "keras_defaults", res.keras_defaults),
     )
     for name, field_name, other in refs:
