@@ -144,7 +144,10 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     from tfaccel.tune.result import Hardware
 
     script = tmp_path / "train.py"
-    script.write_text("import keras\nmodel.fit(x, y, batch_size=128, epochs=2)\n")
+    script.write_text(
+        "import keras\nmodel.compile(loss='mse', steps_per_execution=8)\n"
+        "model.fit(x, y, batch_size=128, epochs=2)\n"
+    )
     tgt = tune_lib.prepare(["python", str(script)])
     seen: list[int | None] = []
 
@@ -164,6 +167,9 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     assert seen[:2] == [None, None] and seen[2:] and set(seen[2:]) == {128}
     assert res.best_settings is not None
     assert res.best_settings.batch_size == 128
+    # what was read of the script before the trials heads the report's decisions
+    assert res.decisions[0].stage == "script"
+    assert res.decisions[0].text.startswith("train.py compiles with steps_per_execution=8")
 
 
 @pytest.mark.parametrize("missing", ["keras", "tensorflow"])

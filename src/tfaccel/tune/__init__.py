@@ -16,7 +16,7 @@ from typing import Any
 from tfaccel.errors import InputError
 from tfaccel.results import check_writable
 from tfaccel.trial.runner import TrialResult, TrialTarget, run_trial
-from tfaccel.tune.result import Hardware, TuneOptions, TuneResult
+from tfaccel.tune.result import Decision, Hardware, TuneOptions, TuneResult
 
 __all__ = [
     "Outputs",
@@ -220,6 +220,9 @@ def run(
             options = dataclasses.replace(options, xla_cache_dir=cache)
         tuner = Tuner(tgt.subject, hw, options, journal, on_trial=on_trial, runner=tgt.runner)
         result = tuner.run()
+        # what was read of the script before the trials (which fit is timed, what each
+        # trial replaces) heads the decisions: the report and its JSON say it too
+        result.decisions[:0] = [Decision("script", note) for note in tgt.notes]
     finally:
         journal.release()
     if found(result):
