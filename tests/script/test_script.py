@@ -793,6 +793,38 @@ def test_the_scripts_own_compile_choices_are_said_where_replaced(
     ) in err
 
 
+OWN_CHOICES = """
+import os
+import numpy as np
+import keras
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+model.compile("adam", "mse", steps_per_execution=8)
+seen = f"{model.steps_per_execution} {model.layers[0].compute_dtype}"
+open(os.environ["SEEN"], "a").write(seen + "\\n")
+model.fit(np.random.rand(8192, 8), np.random.rand(8192, 2), batch_size=32, verbose=0)
+"""
+
+
+def test_the_script_as_written_keeps_its_own_compile_and_policy(here: Path) -> None:
+    """tune's "as written" reference (`as_written` in the request): the script's own
+    steps_per_execution and dtype policy stay; every other trial replaces them."""
+    script = parse_command(["python", str(_write(here, "train.py", OWN_CHOICES))])
+    assert check_script(script).own == ("steps_per_execution=8", "its dtype policy")
+    seen = here / "seen.txt"
+    env = {"SEEN": str(seen)}
+    plain = Settings(precision="float32", xla="off")
+    written = run_trial(
+        ScriptTrial(script), plain, SMALL, extra={"as_written": True}, env_overrides=env
+    )
+    assert written.ok, (written.error, written.traceback)
+    replaced = run_trial(ScriptTrial(script), plain, SMALL, env_overrides=env)
+    assert replaced.ok, (replaced.error, replaced.traceback)
+    assert seen.read_text().split("\n")[:2] == ["8 float16", "1 float32"]
+    assert written.key != replaced.key  # the journal keeps both
+
+
 # An epoch of 1,536 steps: a race of 1 s evaluates many times inside one epoch.
 CLASS_WEIGHTED = """
 import numpy as np

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from tests.fakes import BROKEN, user_module
@@ -111,6 +112,7 @@ def test_tune_keeps_an_earlier_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         (["tune", "tiny", "--batch", "64", "--max-batch", "32"], "--max-batch is below --batch"),
         (["tune", "tiny", "--time-budget", "0"], "'--time-budget': '0' is not a duration above 0"),
         (["tune", "tiny", "--confirm", "-1"], "Invalid value for '--confirm'"),
+        (["tune", "tiny", "--race", "-1"], "'--race': '-1' is not a duration above 0"),
         (["tune", "tiny", "--precisions", "fp8"], "Unknown precision in --precisions"),
         (["tune", "tiny", "--precisions", "bfloat16"], "bfloat16 (weights in bf16) is for"),
         (["tune", "tiny", "--skip", "float8,float9"], "Unknown knob in --skip"),
@@ -135,6 +137,16 @@ def test_max_batch_alone_caps_the_start() -> None:
     assert (started.batch_size, started.max_batch) == (16, 16)
 
 
+def test_race_0_races_nothing() -> None:
+    """`--race 0` (documented: no race, no time kept for one) is taken, not refused as
+    a duration below 1 s; a duration stays a duration."""
+    from tfaccel.cli.tune import _options, _race_duration
+
+    for value, seconds in (("0", 0.0), ("0s", 0.0), ("90", 90.0), ("2m", 120.0)):
+        race = _race_duration(value)
+        assert _options(None, 64, StepPlan(), "600s", None, None, None, 0, race).race_s == seconds
+
+
 def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) -> None:
     """`tfaccel.tune.run([...])` decides the batch size as the command line does: the
     script's own, read by its baseline trial (here the fake runner says 128, as the
@@ -151,8 +163,11 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     tgt = tune_lib.prepare(["python", str(script)])
     seen: list[int | None] = []
 
-    def runner(subject: Any, s: Any, p: StepPlan, t: float, **_: Any) -> TrialResult:
+    extras: list[Any] = []
+
+    def runner(subject: Any, s: Any, p: StepPlan, t: float, **kw: Any) -> TrialResult:
         seen.append(s.batch_size)
+        extras.append(kw.get("extra"))
         key = settings_key(subject.name, s, p)
         own = {"own_batch": 128} if s.batch_size is None else {}
         return TrialResult(
@@ -170,6 +185,19 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     # what was read of the script before the trials heads the report's decisions
     assert res.decisions[0].stage == "script"
     assert res.decisions[0].text.startswith("train.py compiles with steps_per_execution=8")
+    # ... and the script as written is measured beside the baseline: a reference (its
+    # own steps_per_execution kept), in the trials, the text and the JSON, never the answer
+    written = res.as_written
+    assert written is not None and written.label == "your script as written (steps_per_execution=8)"
+    assert written in res.trials and res.best is not written
+    assert extras.count({"as_written": True}) == 1
+    from tfaccel.render.tune import tune_text
+    from tfaccel.tune.output import result_json
+
+    console = Console(record=True, width=200)
+    tune_text(res, console)
+    assert "1.00x your script as written (steps_per_execution=8) (100/s)" in (console.export_text())
+    assert json.loads(result_json(res))["speedup_over_as_written"] == 1.0
 
 
 @pytest.mark.parametrize("missing", ["keras", "tensorflow"])

@@ -36,6 +36,15 @@ from tfaccel.tune.output import result_json
 from tfaccel.tune.result import TuneOptions, TuneResult
 from tfaccel.tune.search import estimate_trials
 
+NO_RACE = "0"
+
+
+def _race_duration(value: str | None) -> str | None:
+    """--race: a duration (`duration`), or 0 for no race."""
+    if value is not None and value.strip().lower() in ("0", "0s"):
+        return NO_RACE
+    return duration()(value)
+
 
 @handle_errors
 def tune(
@@ -126,10 +135,10 @@ def tune(
     race: str = typer.Option(
         "60s",
         "--race",
-        callback=duration(),
+        callback=_race_duration,
         help="Training time of each run of the batch offer's race: 60 (seconds), 2m. A larger "
         "batch is offered only where it reaches the same-training run's validation loss "
-        "sooner in it.",
+        "sooner in it; 0: no race (an offer stays unproven, and no time is kept for it).",
     ),
     confirm: int = typer.Option(
         0,
@@ -242,7 +251,7 @@ def _options(
         skip=name_list(skip, "--skip", "knob", list(SKIPPABLE)) if skip else (),
         time_budget_s=seconds_of(time_budget),
         confirm=confirm,
-        race_s=seconds_of(race) or 60.0,
+        race_s=0.0 if race == NO_RACE else seconds_of(race) or 60.0,
     )
 
 

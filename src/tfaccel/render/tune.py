@@ -184,6 +184,7 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
     refs = (
         ("the baseline", "baseline", res.baseline),
         ("Keras defaults", "keras_defaults", res.keras_defaults),
+        (res.as_written and res.as_written.label, "as_written", res.as_written),
     )
     for name, field_name, other in refs:
         speedup = res.speedup(other)
@@ -196,9 +197,8 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
                     if field_name == "baseline" or res.confirmations
                     else ": --confirm 1 measures both here, back to back"
                 )
-            lines.append(
-                f"  {speedup:.2f}x {name} ({other.samples_per_s:,.0f}/s, {other.label}{where})"
-            )
+            label = "" if other is res.as_written else f", {other.label}"  # said in its name
+            lines.append(f"  {speedup:.2f}x {name} ({other.samples_per_s:,.0f}/s{label}{where})")
     for i, confirmation in enumerate(res.confirmations, 1):
         defaults, best_trial = confirmation.keras_defaults, confirmation.best
         if confirmation.speedup is None:

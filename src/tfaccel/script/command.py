@@ -132,6 +132,9 @@ class ScriptFacts:
     `.batch(48)`, an option given on the command line, a size computed at run time)."""
 
     notes: tuple[str, ...] = ()
+    # what the script chooses itself that each trial replaces ("steps_per_execution=8",
+    # "its dtype policy"): tune measures the script as written beside the baseline
+    own: tuple[str, ...] = ()
 
 
 def check_script(script: Script) -> ScriptFacts:
@@ -151,12 +154,11 @@ def check_script(script: Script) -> ScriptFacts:
     _refuse_other_backend(script.path, tree)
     _refuse_keras_2(script.path, tree)
     fits = _fit_lines(tree)
+    policy, compiled = _policy_notes(script.path, tree), _compile_notes(script.path, tree)
+    own = [compiled[1]] if compiled[1] else []
+    own += ["its dtype policy"] if policy else []
     return ScriptFacts(
-        tuple(
-            _fit_notes(script.path, fits, script.fit)
-            + _policy_notes(script.path, tree)
-            + _compile_notes(script.path, tree)
-        )
+        tuple(_fit_notes(script.path, fits, script.fit) + policy + compiled[0]), tuple(own)
     )
 
 
@@ -275,7 +277,8 @@ def _policy_notes(path: Path, tree: ast.AST) -> list[str]:
         return []
     return [
         f"{path.name} sets its own dtype policy (line {lines[0]}): each trial's precision "
-        "applies instead, as the tuned one does in tfaccel run"
+        "applies instead, as the tuned one does in tfaccel run; the script as written is "
+        "measured beside them"
     ]
 
 
@@ -283,18 +286,20 @@ def _policy_notes(path: Path, tree: ast.AST) -> list[str]:
 TRIAL_COMPILE_ARGS = ("jit_compile", "steps_per_execution")
 
 
-def _compile_notes(path: Path, tree: ast.AST) -> list[str]:
+def _compile_notes(path: Path, tree: ast.AST) -> tuple[list[str], str | None]:
     """A script that chooses XLA or steps_per_execution in its own `compile`: each trial
     sets its own (the baseline and Keras' defaults included), as `run` applies the
-    tuned ones; said before the trials, so that no figure is read as the script's."""
+    tuned ones; said before the trials, so that no figure is read as the script's. The
+    note, and the arguments as written."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "compile":
             own = [kw for kw in node.keywords if kw.arg in TRIAL_COMPILE_ARGS]
             if own:
                 given = ", ".join(f"{kw.arg}={ast.unparse(kw.value)}" for kw in own)
-                return [
+                note = (
                     f"{path.name} compiles with {given} (line {node.lineno}): each trial "
                     "sets its own, the baseline and Keras' defaults theirs, as tfaccel run "
-                    "applies the tuned ones"
-                ]
-    return []
+                    "applies the tuned ones; the script as written is measured beside them"
+                )
+                return [note], given
+    return [], None

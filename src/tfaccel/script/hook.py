@@ -134,7 +134,8 @@ def _on_keras(request: TrialRequest) -> None:
             say(line)
     else:  # trials start from the same weights, so the accuracy guard compares losses
         keras.utils.set_random_seed(request.seed)
-    _keep_policy(report.precision)
+    if not request.as_written:  # tune's "as written" reference keeps the script's own
+        _keep_policy(report.precision)
     _patch(keras, report, request)
 
 
@@ -183,7 +184,7 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
         report.quantize(self)
         if report.settings.gradient_accumulation_steps > 1:
             bound["optimizer"] = report.optimizer(bound.get("optimizer", "rmsprop"))
-        applied = report.compile_kwargs()
+        applied = {} if request.as_written else report.compile_kwargs()
         _say_replaced(bound, applied)
         return compile_(self, **{**bound, **applied})
 
@@ -330,7 +331,10 @@ def _timing(call: _FitCall) -> dict[str, Any]:
     from tfaccel.trial.race import data_facts, lr_setters
     from tfaccel.workloads.synthetic import rebatched
 
-    plan = Plan.of(request.steps, report.settings.steps_per_execution)
+    spe = report.settings.steps_per_execution
+    if request.as_written:  # the script's own, as its compile chose it
+        spe = int(getattr(model, "steps_per_execution", 1) or 1)
+    plan = Plan.of(request.steps, spe)
     # the baseline's facts decide the offer: only it evaluates a batch for them
     batches = rebatched(examples, batch) if request.count_flops else None
     facts = data_facts(model, count, has_data=True, batches=batches)

@@ -54,6 +54,7 @@ class ScriptTrial:
     the request's settings."""
 
     script: Script
+    own: tuple[str, ...] = ()  # what the script chooses itself (`ScriptFacts.own`)
 
     @property
     def name(self) -> str:

@@ -65,7 +65,8 @@ class TrialRequest:
     also counts the model's FLOPs and estimates its gradient noise scale; `engine`: the
     options of tfaccel's own data-parallel step (ENGINE_KEYS); `xla_cache` (run): the
     folder of the programs the tune's trials compiled, to load where the script's are
-    the same (`trial.xla_cache`)."""
+    the same (`trial.xla_cache`); `as_written` (tune): the script's own compile arguments
+    and dtype policy kept, on the settings' other knobs (tune's "as written" reference)."""
 
     mode: Mode
     settings: dict[str, Any]
@@ -79,6 +80,7 @@ class TrialRequest:
     count_flops: bool = False
     engine: dict[str, Any] = field(default_factory=dict)
     xla_cache: str | None = None
+    as_written: bool = False
 
     @classmethod
     def of(cls, mode: Mode, extra: dict[str, Any] | None = None, **fields: Any) -> TrialRequest:

@@ -111,7 +111,8 @@ def prepare(target: str | Sequence[str], fit: int = 1) -> Target:
     script = dataclasses.replace(parse_command(target), fit=fit)
     facts = check_script(script)
     fingerprint = _file_fingerprint(script.path)
-    return Target(ScriptTrial(script), fingerprint, facts.notes, batch_in_trial=True)
+    subject = ScriptTrial(script, facts.own)
+    return Target(subject, fingerprint, facts.notes, batch_in_trial=True)
 
 
 def start_batch(options: TuneOptions, target: Target) -> tuple[TuneOptions, str | None]:

@@ -216,8 +216,12 @@ class TunerCore:
     def precisions(self) -> list[str]:
         return search_precisions(self.hw, self.opt)
 
-    def trial(self, settings: Settings, stage: str) -> TrialResult:
-        key = settings_key(self.workload, settings, self.opt.steps)
+    def trial(
+        self, settings: Settings, stage: str, extra: dict[str, Any] | None = None
+    ) -> TrialResult:
+        """A trial of `settings` (with the request's `extra`: the "as written"
+        reference), from the journal or measured, unless the budget says not to."""
+        key = settings_key(self.workload, settings, self.opt.steps, extra)
         done = self.journal.results.get(key)
         if done is not None and done.status == "timeout" and done.wall_s < self.opt.timeout_s:
             done = None  # killed at a shorter --timeout than this tune's: run it again
@@ -241,7 +245,7 @@ class TunerCore:
                 self._kept += 1
                 why = f"{KEPT} {self.reserve_for}"
             return not_run(self, settings, why)
-        return self.measure(settings, stage, record=self._record)
+        return self.measure(settings, stage, record=self._record, extra=extra)
 
     def _record(self, trial: TrialResult) -> None:
         """A new trial, journaled (before it is reported) and listed."""
@@ -270,6 +274,7 @@ class TunerCore:
         settings: Settings,
         stage: str,
         record: Callable[[TrialResult], None] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> TrialResult:
         """A fresh run of `settings`, whatever the journal holds. `record` keeps it
         before it is reported; without it, nothing is journaled (a confirmation compares
@@ -279,7 +284,7 @@ class TunerCore:
         started = self.clock()
         timeout = self._timeout()
         try:
-            trial = self._settled_trial(settings, timeout)
+            trial = self._settled_trial(settings, timeout, extra)
         except KeyboardInterrupt:
             if not stop_here(self):
                 raise
@@ -297,14 +302,25 @@ class TunerCore:
             self.on_trial(stage, trial, settings)
         return trial
 
-    def _settled_trial(self, settings: Settings, timeout: float) -> TrialResult:
+    def _settled_trial(
+        self, settings: Settings, timeout: float, extra: dict[str, Any] | None = None
+    ) -> TrialResult:
         """A trial; measured once more with twice the warm-up where its windows still
-        rose (no decision on a warm-up that had not ended), kept under the plan's key;
-        a spread that says the machine was busy is said."""
-        trial = self.trial_fn(self.workload, settings, self.opt.steps, timeout)
+        rose (no decision on a warm-up that had not ended), kept under the plan's key
+        (with `extra`'s); a spread that says the machine was busy is said."""
+
+        def run(plan: StepPlan) -> TrialResult:
+            if extra is None:
+                return self.trial_fn(self.workload, settings, plan, timeout)
+            return self.race_fn(self.workload, settings, plan, timeout, extra)
+
+        trial = run(self.opt.steps)
+        if extra is not None:
+            key = settings_key(self.workload, settings, self.opt.steps, extra)
+            trial = dataclasses.replace(trial, key=key)
         if trial.ok and stats.rising(trial.windows):
             longer = dataclasses.replace(self.opt.steps, warmup=2 * self.opt.steps.warmup)
-            again = self.trial_fn(self.workload, settings, longer, timeout)
+            again = run(longer)
             self.decide(
                 "noise",
                 f"{trial.label}: its windows still rose ({trial.samples_per_s:,.0f}/s median): "

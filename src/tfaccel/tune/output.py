@@ -38,6 +38,11 @@ def settings_document(
             "spread": best.spread if best else None,
             "speedup_over_baseline": result.speedup(result.baseline),
             "same_training_speedup_over_keras_defaults": result.speedup(result.keras_defaults),
+            **(
+                {"speedup_over_as_written": result.speedup(result.as_written)}
+                if result.as_written is not None
+                else {}
+            ),
             "confirmed_speedup_over_keras_defaults": result.confirmed_speedup,
             "drift_between_trials": result.drift_between_trials,
             "speedups_across_machines": result.other_machine,
@@ -120,6 +125,7 @@ def result_json(result: TuneResult) -> str:
     doc["speedup_over_baseline"] = result.speedup(result.baseline)
     doc["speedup_over_keras_defaults"] = result.speedup(result.keras_defaults)
     doc["same_training_speedup_over_keras_defaults"] = result.speedup(result.keras_defaults)
+    doc["speedup_over_as_written"] = result.speedup(result.as_written)
     doc["batch_offer"] = offer_document(result.batch_offer)
     doc["races"] = [offer_document(raced) for raced in result.races]
     doc["to_target_speedup_over_keras_defaults"] = to_target_over_defaults(result)

@@ -145,6 +145,9 @@ class TuneResult:
     decisions: list[Decision] = field(default_factory=list)
     baseline: TrialResult | None = None
     keras_defaults: TrialResult | None = None
+    # A script that chooses its own compile arguments or dtype policy, measured as
+    # written (on Keras' defaults' other settings): a reference, never an answer.
+    as_written: TrialResult | None = None
     best: TrialResult | None = None
     best_settings: Settings | None = None
     resumed: int = 0  # trials this tune took from the journal instead of measuring

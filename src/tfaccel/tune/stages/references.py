@@ -47,6 +47,7 @@ def references(tuner: TunerCore) -> State | None:
         )
     tuner._references_run = True
     _repeat_baseline(tuner, first)
+    _as_written(tuner, defaults_s)
     if not res.baseline.ok and not res.keras_defaults.ok:
         tuner.decide("baseline", _failed(res.baseline, res.keras_defaults))
         return None
@@ -63,6 +64,26 @@ def references(tuner: TunerCore) -> State | None:
             tuner._improved(state, res.keras_defaults, defaults_s)
     _note_precisions(tuner)
     return state
+
+
+def _as_written(tuner: TunerCore, defaults_s: Settings) -> None:
+    """A script that chooses its own compile arguments or dtype policy (read from its
+    source: `ScriptFacts.own`), measured as written beside the baseline and Keras'
+    defaults, which replace them: Keras' defaults' settings with the script's own
+    choices kept (`TrialRequest.as_written`). A reference, never an answer: `run`
+    applies the tuned settings."""
+    own = getattr(tuner.subject, "own", ())
+    if not own:
+        return
+    trial = tuner.trial(defaults_s, "as written", extra={"as_written": True})
+    label = f"your script as written ({'; '.join(own)})"
+    named = dataclasses.replace(trial, label=label)
+    res = tuner.result
+    res.trials = [named if t is trial else t for t in res.trials]
+    res.as_written = named
+    if trial.ok:
+        rate = f"{trial.samples_per_s:,.0f}/s"
+        tuner.decide("as written", f"the script's own {', '.join(own)} kept: {rate}")
 
 
 def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
