@@ -35,6 +35,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tfaccel import _compat
 from tfaccel.script import file_caches, validation
 from tfaccel.script.fit_batch import (
     data_form,
@@ -331,10 +332,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
     from tfaccel.trial.race import data_facts, lr_setters
     from tfaccel.workloads.synthetic import rebatched
 
-    spe = report.settings.steps_per_execution
-    if request.as_written:  # the script's own, as its compile chose it
-        spe = int(getattr(model, "steps_per_execution", 1) or 1)
-    plan = Plan.of(request.steps, spe)
+    plan = Plan.of(request.steps, _timed_spe(model, report, request))
     # the baseline's facts decide the offer: only it evaluates a batch for them
     batches = rebatched(examples, batch) if request.count_flops else None
     facts = data_facts(model, count, has_data=True, batches=batches)
@@ -367,6 +365,18 @@ def _timing(call: _FitCall) -> dict[str, Any]:
     if fit_args.get("steps_per_epoch"):  # an epoch of so many batches (of a generator)
         out["epoch_examples"] = int(fit_args["steps_per_epoch"]) * batch
     return out
+
+
+def _timed_spe(model: Any, report: ConfigureReport, request: TrialRequest) -> int:
+    """The steps each execution of the timed fit runs: the settings', or, as written,
+    the script's own compile's (which Keras 3.6 cannot time: it trains other batches)."""
+    if not request.as_written:
+        return report.settings.steps_per_execution
+    spe = int(getattr(model, "steps_per_execution", 1) or 1)
+    why = _compat.keras_needs(f"the script's steps_per_execution={spe}", *_compat.KERAS_SPE)
+    if spe > 1 and why:
+        raise ValueError(why)
+    return spe
 
 
 def _racing(call: _FitCall) -> dict[str, Any]:
