@@ -154,12 +154,12 @@ def check_script(script: Script) -> ScriptFacts:
     _refuse_other_backend(script.path, tree)
     _refuse_keras_2(script.path, tree)
     fits = _fit_lines(tree)
-    policy, compiled = _policy_notes(script.path, tree), _compile_notes(script.path, tree)
-    own = [compiled[1]] if compiled[1] else []
+    policy = _policy_notes(script.path, tree)
+    compile_notes, compile_args = _compile_notes(script.path, tree)
+    own = [compile_args] if compile_args else []
     own += ["its dtype policy"] if policy else []
-    return ScriptFacts(
-        tuple(_fit_notes(script.path, fits, script.fit) + policy + compiled[0]), tuple(own)
-    )
+    notes = _fit_notes(script.path, fits, script.fit) + policy + compile_notes
+    return ScriptFacts(tuple(notes), tuple(own))
 
 
 def _refuse_other_backend(path: Path, tree: ast.AST) -> None:

@@ -373,9 +373,10 @@ def _timed_spe(model: Any, report: ConfigureReport, request: TrialRequest) -> in
     if not request.as_written:
         return report.settings.steps_per_execution
     spe = int(getattr(model, "steps_per_execution", 1) or 1)
-    why = _compat.keras_needs(f"the script's steps_per_execution={spe}", *_compat.KERAS_SPE)
-    if spe > 1 and why:
-        raise ValueError(why)
+    if spe > 1:
+        why = _compat.keras_needs(f"the script's steps_per_execution={spe}", *_compat.KERAS_SPE)
+        if why:
+            raise ValueError(why)
     return spe
 
 
