@@ -152,6 +152,7 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     script's own, read by its baseline trial (here the fake runner says 128, as the
     hook says the batches its fit gets), not Keras' 32."""
     from tfaccel import tune as tune_lib
+    from tfaccel.render.tune import trial_line
     from tfaccel.trial.runner import TrialResult, label_of, settings_key
     from tfaccel.tune.result import Hardware
 
@@ -177,7 +178,13 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     target = dataclasses.replace(tgt, fingerprint=None, runner=runner)
     out = tune_lib.Outputs(tmp_path / "t.json", tmp_path / "t.png", tmp_path / "t.jsonl")
     options = tune_lib.TuneOptions(steps=StepPlan(1, 1, 1), max_batch=128)
-    res = tune_lib.run(target, options, out, hw=Hardware(0, None))
+    lines: list[str] = []
+
+    def live(stage: str, r: TrialResult | None, s: Any) -> None:
+        if r is not None:
+            lines.append(trial_line(stage, r).plain)
+
+    res = tune_lib.run(target, options, out, hw=Hardware(0, None), on_trial=live)
     # the baseline and its repeat (the drift between trials) ask for the script's own
     assert seen[:2] == [None, None] and seen[2:] and set(seen[2:]) == {128}
     assert res.best_settings is not None
@@ -191,6 +198,9 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     assert written is not None and written.label == "your script as written (steps_per_execution=8)"
     assert written in res.trials and res.best is not written
     assert extras.count({"as_written": True}) == 1
+    # its live line names what it kept, not Keras' defaults' settings it started from
+    (live_line,) = [x for x in lines if x.startswith("as written")]
+    assert "your script as written (steps_per_execution=8)" in live_line
     from tfaccel.render.tune import tune_text
     from tfaccel.tune.output import result_json
 

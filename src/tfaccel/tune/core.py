@@ -217,12 +217,19 @@ class TunerCore:
         return search_precisions(self.hw, self.opt)
 
     def trial(
-        self, settings: Settings, stage: str, extra: dict[str, Any] | None = None
+        self,
+        settings: Settings,
+        stage: str,
+        extra: dict[str, Any] | None = None,
+        label: str | None = None,
     ) -> TrialResult:
         """A trial of `settings` (with the request's `extra`: the "as written"
-        reference), from the journal or measured, unless the budget says not to."""
+        reference, whose `label` says what it kept), from the journal or measured,
+        unless the budget says not to."""
         key = settings_key(self.workload, settings, self.opt.steps, extra)
         done = self.journal.results.get(key)
+        if done is not None and label is not None:
+            done = dataclasses.replace(done, label=label)
         if done is not None and done.status == "timeout" and done.wall_s < self.opt.timeout_s:
             done = None  # killed at a shorter --timeout than this tune's: run it again
         if done is not None:
@@ -245,7 +252,7 @@ class TunerCore:
                 self._kept += 1
                 why = f"{KEPT} {self.reserve_for}"
             return not_run(self, settings, why)
-        return self.measure(settings, stage, record=self._record, extra=extra)
+        return self.measure(settings, stage, record=self._record, extra=extra, label=label)
 
     def _record(self, trial: TrialResult) -> None:
         """A new trial, journaled (before it is reported) and listed."""
@@ -275,10 +282,11 @@ class TunerCore:
         stage: str,
         record: Callable[[TrialResult], None] | None = None,
         extra: dict[str, Any] | None = None,
+        label: str | None = None,
     ) -> TrialResult:
-        """A fresh run of `settings`, whatever the journal holds. `record` keeps it
-        before it is reported; without it, nothing is journaled (a confirmation compares
-        runs of one session and is run again on resume)."""
+        """A fresh run of `settings`, whatever the journal holds, named `label` where
+        given. `record` keeps it before it is reported; without it, nothing is journaled
+        (a confirmation compares runs of one session and is run again on resume)."""
         if self.on_trial:
             self.on_trial(stage, None, settings)
         started = self.clock()
@@ -294,6 +302,8 @@ class TunerCore:
             # "the script's own": the trial says which, and is labelled with it
             own = settings.replace(batch_size=int(trial.extra["own_batch"]))
             trial = dataclasses.replace(trial, settings=own.to_dict(), label=label_of(own))
+        if label is not None:
+            trial = dataclasses.replace(trial, label=label)
         if trial.status == "timeout" and timeout < self.opt.timeout_s:
             trial = dataclasses.replace(trial, error=f"{trial.error}: stopped at the time budget")
         if record is not None:

@@ -75,12 +75,9 @@ def _as_written(tuner: TunerCore, defaults_s: Settings) -> None:
     own = getattr(tuner.subject, "own", ())
     if not own:
         return
-    trial = tuner.trial(defaults_s, "as written", extra={"as_written": True})
     label = f"your script as written ({'; '.join(own)})"
-    named = dataclasses.replace(trial, label=label)
-    res = tuner.result
-    res.trials = [named if t is trial else t for t in res.trials]
-    res.as_written = named
+    trial = tuner.trial(defaults_s, "as written", extra={"as_written": True}, label=label)
+    tuner.result.as_written = trial
     if trial.ok:
         rate = f"{trial.samples_per_s:,.0f}/s"
         tuner.decide("as written", f"the script's own {', '.join(own)} kept: {rate}")
