@@ -18,6 +18,7 @@ from rich.text import Text
 from tfaccel.render import pyplot
 from tfaccel.results import save_figure
 from tfaccel.trial.runner import TrialResult, TrialStatus
+from tfaccel.tune.offer import SMOOTH, smoothed
 from tfaccel.tune.result import TuneResult
 
 _STATUS: dict[TrialStatus, str] = {
@@ -330,8 +331,9 @@ def race_axes(ax: Any, offer: Any) -> None:
         (race.candidate, race.candidate_s, "#ff7f0e", f"batch {offer.batch}, {_lr_short(offer)}"),
     )
     for points, reached, color, label in runs:
-        if points:
-            ax.plot(*zip(*points, strict=True), marker="o", ms=3, color=color, label=label)
+        if points:  # the line is what the race judges; the dots, each evaluation
+            ax.plot(*zip(*points, strict=True), "o", ms=3, color=color, alpha=0.35)
+            ax.plot(*zip(*smoothed(points), strict=True), color=color, label=label)
         if reached is not None and race.target is not None:
             ax.plot([reached], [race.target], marker="*", ms=12, color=color)
     if race.target is not None:
@@ -339,7 +341,9 @@ def race_axes(ax: Any, offer: Any) -> None:
     said = f"seconds of training (evaluation left out); validation: {race.validation}"
     ax.set_xlabel(
         "\n".join(textwrap.wrap(said, 130))
-        + "\n(dotted: the target, the same-training run's best; a star where each reached it)",
+        + f"\n(lines: the mean of up to {SMOOTH} evaluations, as the race reads them; dots: "
+        "each evaluation;\ndotted: the target, the same-training run's best; a star where "
+        "each reached it)",
         fontsize=8,
     )
     log = _log_scale(race)

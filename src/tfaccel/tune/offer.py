@@ -214,7 +214,7 @@ def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
         why = (
             f"more samples per second, but it did not reach the validation loss "
             f"{race.target:.4g} of the same-training run in the {race.seconds:.0f} s race"
-        )
+        ) + _closest(race)
     elif _ended_worse(race) and not overfits(race):
         verdict = "failed"
         why = (
@@ -253,6 +253,23 @@ def judged(offer: BatchOffer, race: Race, interval_s: float) -> BatchOffer:
                 f"{race.same_s:.0f} s, race of {race.seconds:.0f} s)"
             )
     return dataclasses.replace(offer, verdict=verdict, why=why + _near_zero(race), race=race)
+
+
+def _closest(race: Race) -> str:
+    """Where a candidate that never reached the target came closest (both read as the
+    target is, smoothed), and whether it then overfit: a batch that gets near the
+    target sooner and then overfits is told from one that stalls above it."""
+    finite = [(value, t) for t, value in smoothed(race.candidate) if math.isfinite(value)]
+    if not finite or race.target is None or race.target <= 0:
+        return ""
+    best, at = min(finite)
+    said = (
+        f" (its best, {best:.4g} at {at:.0f} s, {best / race.target - 1:.0%} above it; "
+        f"each reading the mean of up to {SMOOTH} evaluations, as the target's)"
+    )
+    if _ended_worse(race) and _training_still_falls(race):
+        said += "; then its validation loss rose while its training loss fell: it overfits"
+    return said
 
 
 def _near_zero(race: Race) -> str:
