@@ -3,9 +3,10 @@
 # (setsid nohup bash owed.sh &), after the TensorFlow set-up and with keras-io's
 # scripts in $EXAMPLES; each part leaves its files under $DEST and a line in
 # $DEST/summary.txt, so that a machine taken back part-way keeps what ended. By default
-# `lstm wgan transformer`: on H100s the LSTM's fresh tune (1.25x, its batch 128 passed:
-# 2.29x) and the WGAN's (1.71x) are the two rows that would lift both geomeans past
-# their targets were they to hold on the H200 (docs/measurements.md).
+# `lstm wgan transformer`: on H100s the LSTM's fresh tunes (1.25x, its batch 128 passed:
+# 2.29x; then 1.49x, both races lost) and the WGAN's (1.71x, then 1.93x) are the two rows
+# that would lift both geomeans to their targets were they to hold on the H200
+# (docs/measurements.md).
 #  wgan: the WGAN-GP script at the full ten minutes; put keras-io's
 #     examples/generative/wgan_gp.py in $EXAMPLES first (the device cannot download it).
 #     On H100s (2026-12-06) bfloat16 with XLA ran 1.71x Keras' defaults, hidden by the
