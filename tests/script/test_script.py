@@ -925,3 +925,48 @@ def test_a_trial_of_an_lstm_on_cudnn_names_it_and_runs_without_xla(here: Path) -
     assert r.ok, (r.error, r.traceback)
     assert r.extra["no_xla_layers"] == {"LSTM": 1}
     assert r.extra["jit_compile"] is False
+
+
+EAGER = """
+import numpy as np
+import keras
+import tensorflow as tf
+
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+EAGER_LINE
+model.fit(np.random.rand(2048, 8), np.random.rand(2048, 2), batch_size=32, verbose=0)
+print("after fit", tf.config.functions_run_eagerly(), model.run_eagerly)
+"""
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('model.compile("adam", "mse", run_eagerly=True)', "compile(run_eagerly=True)"),
+        (
+            'tf.config.run_functions_eagerly(True)\nmodel.compile("adam", "mse")',
+            "tf.config.run_functions_eagerly(True)",
+        ),
+    ],
+)
+def test_a_script_that_runs_eagerly_is_timed_so_and_in_graph_mode_on_request(
+    here: Path, capfd: pytest.CaptureFixture[str], line: str, said: str
+) -> None:
+    """A trial says what makes the steps eager (tune then skips XLA and measures graph
+    mode beside the baseline); the graph-mode request runs them in a graph, the script's
+    own switch left out and said; `run` keeps the script's choice, and says so."""
+    script = parse_command(
+        ["python", str(_write(here, "train.py", EAGER.replace("EAGER_LINE", line)))]
+    )
+    plain = Settings(precision="float32", xla="off")
+    eager = run_trial(ScriptTrial(script), plain, SMALL)
+    assert eager.ok, (eager.error, eager.traceback)
+    assert eager.extra["eager"] == said
+    graph = run_trial(ScriptTrial(script), plain, SMALL, extra={"graph": True})
+    assert graph.ok, (graph.error, graph.traceback)
+    assert graph.extra["eager"] is None and graph.key != eager.key
+    capfd.readouterr()
+    assert run_script(script, plain) == 0
+    out, err = capfd.readouterr()
+    assert "after fit" in out  # the script went on, its choice kept
+    assert f"its steps run eagerly, as the script's {said} says" in err

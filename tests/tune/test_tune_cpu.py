@@ -317,3 +317,57 @@ def test_tune_counts_only_the_gpus_its_trials_see(monkeypatch: pytest.MonkeyPatc
     assert hardware_of(two).gpus == 1  # so the 1-GPU knobs (device prefetch) are tried
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert hardware_of(two).gpus == 2
+
+
+def test_a_script_that_runs_eagerly_is_measured_in_graph_mode_beside_it(tmp_path: Path) -> None:
+    """Its baseline says its steps run eagerly (`run_eagerly=True`): the baseline runs
+    once more in graph mode, a reference said with its gain in the decisions, the text
+    and the JSON, never the answer; the XLA trials are not run (Keras turns XLA off
+    under eager steps)."""
+    from tfaccel import tune as tune_lib
+    from tfaccel.render.tune import tune_text
+    from tfaccel.trial.runner import TrialResult, label_of, settings_key
+    from tfaccel.tune.output import result_json
+    from tfaccel.tune.result import Hardware
+
+    script = tmp_path / "train.py"
+    script.write_text("import keras\nmodel.fit(x, y)\n")
+    tgt = tune_lib.prepare(["python", str(script)])
+    asked: list[tuple[str, Any]] = []
+
+    def runner(subject: Any, s: Any, p: StepPlan, t: float, **kw: Any) -> TrialResult:
+        extra = kw.get("extra")
+        asked.append((s.xla, extra))
+        graph = bool(extra and extra.get("graph"))
+        facts = {"own_batch": 64, "eager": None if graph else "compile(run_eagerly=True)"}
+        rate = 400.0 if graph else 100.0
+        return TrialResult(
+            settings_key(subject.name, s, p, extra), label_of(s), s.to_dict(), "ok", rate,
+            0.0, (rate, rate), extra=facts,
+        )  # fmt: skip
+
+    target = dataclasses.replace(tgt, fingerprint=None, runner=runner)
+    out = tune_lib.Outputs(tmp_path / "t.json", tmp_path / "t.png", tmp_path / "t.jsonl")
+    options = tune_lib.TuneOptions(steps=StepPlan(1, 1, 1), max_batch=64)
+    res = tune_lib.run(target, options, out, hw=Hardware(1, "9.0"))
+    assert [extra for _, extra in asked].count({"graph": True}) == 1
+    assert all(xla != "jit" for xla, _ in asked)  # no XLA trial: Keras would not run one
+    assert res.graph_mode is not None and res.graph_mode_gain == 4.0
+    assert res.best is not res.graph_mode and res.best_settings is not None
+    said = {d.stage: d.text for d in res.decisions}
+    assert said["graph mode"].startswith(
+        "the script's compile(run_eagerly=True) runs each step as Python, without tf.function"
+    )
+    assert "in graph mode the baseline ran 4.0x (400/s): remove it where" in said["graph mode"]
+    xla = [d.text for d in res.decisions if d.stage == "precision x XLA"]
+    assert (
+        "under XLA: not tried: Keras runs this model without XLA: the script's "
+        "compile(run_eagerly=True) runs its steps as Python, and Keras turns jit_compile off "
+        "under it"
+    ) in xla
+    console = Console(record=True, width=200)
+    tune_text(res, console)
+    assert "your script runs its steps eagerly: in graph mode its baseline ran 4.0x" in (
+        console.export_text()
+    )
+    assert json.loads(result_json(res))["graph_mode_speedup_over_baseline"] == 4.0

@@ -200,6 +200,11 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
                 )
             label = "" if other is res.as_written else f", {other.label}"  # said in its name
             lines.append(f"  {speedup:.2f}x {name} ({other.samples_per_s:,.0f}/s{label}{where})")
+    if res.graph_mode_gain is not None:
+        lines.append(
+            f"  your script runs its steps eagerly: in graph mode its baseline ran "
+            f"{res.graph_mode_gain:.1f}x (graph mode, above)"
+        )
     for i, confirmation in enumerate(res.confirmations, 1):
         defaults, best_trial = confirmation.keras_defaults, confirmation.best
         if confirmation.speedup is None:

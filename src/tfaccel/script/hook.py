@@ -137,6 +137,8 @@ def _on_keras(request: TrialRequest) -> None:
         keras.utils.set_random_seed(request.seed)
     if not request.as_written:  # tune's "as written" reference keeps the script's own
         _keep_policy(report.precision)
+    if request.graph:
+        _keep_graph()
     _patch(keras, report, request)
 
 
@@ -160,6 +162,24 @@ def _keep_policy(precision: str) -> None:
         for attr in POLICY_SETTERS:
             if getattr(module, attr, None) is original:
                 setattr(module, attr, keep)
+
+
+def _keep_graph() -> None:
+    """tune's graph reference (`TrialRequest.graph`): the script's
+    `tf.config.run_functions_eagerly(True)` left out, and said (its compile's
+    `run_eagerly=True` is replaced in `_patch`)."""
+    import tensorflow as tf
+
+    original = tf.config.run_functions_eagerly
+    original(False)
+
+    def keep(run_eagerly: bool) -> None:
+        if run_eagerly:
+            say(f"{_caller()}: the script's run_functions_eagerly(True) left out: graph mode")
+        else:
+            original(False)
+
+    tf.config.run_functions_eagerly = keep
 
 
 def _caller() -> str:
@@ -186,6 +206,8 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
         if report.settings.gradient_accumulation_steps > 1:
             bound["optimizer"] = report.optimizer(bound.get("optimizer", "rmsprop"))
         applied = {} if request.as_written else report.compile_kwargs()
+        if request.graph:
+            applied["run_eagerly"] = False
         _say_replaced(bound, applied)
         return compile_(self, **{**bound, **applied})
 
@@ -447,9 +469,16 @@ def _run_fit(
         )
     else:
         notes.append(f"the batches the script's {type(x).__name__} makes (the same training)")
-    from tfaccel.trial.child import precision_problem
+    from tfaccel.trial.child import precision_problem, runs_eagerly
 
     notes += filter(None, [precision_problem(model, report.precision)])
+    eager = runs_eagerly(model)
+    if eager:
+        notes.append(
+            f"its steps run eagerly, as the script's {eager} says: as Python, without "
+            "tf.function or XLA, whatever the settings say (tfaccel tune measures graph "
+            "mode beside it)"
+        )
     said = validation.applied_batch(model, fit_args, report.settings.validation_batch_size)
     notes += [said] if said else []
     if lr:

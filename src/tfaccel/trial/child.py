@@ -216,6 +216,7 @@ def timed_fit(
         "window": plan.window,
         "device": "GPU" if report.gpus else "CPU",
         "jit_compile": bool(getattr(model, "jit_compile", False)),
+        "eager": runs_eagerly(model),
         **checkpointing(report),
     }
 
@@ -355,6 +356,20 @@ def unapplied_precision(model: Any, precision: str) -> str | None:
         "with: a model from keras.models.load_model, or a clone of it, keeps the saved "
         "one; a model built in code after the policy is set takes it)"
     )
+
+
+def runs_eagerly(model: Any) -> str | None:
+    """What makes `model` run each step as Python, outside tf.function, in the
+    script's words (compiled with `run_eagerly=True`, or under
+    `tf.config.run_functions_eagerly(True)`), or None: Keras then traces no graph and
+    turns XLA off."""
+    import tensorflow as tf
+
+    if getattr(model, "run_eagerly", False):
+        return "compile(run_eagerly=True)"
+    if tf.config.functions_run_eagerly():
+        return "tf.config.run_functions_eagerly(True)"
+    return None
 
 
 def _layer_counts(model: Any) -> dict[str, Any]:

@@ -66,7 +66,9 @@ class TrialRequest:
     options of tfaccel's own data-parallel step (ENGINE_KEYS); `xla_cache` (run): the
     folder of the programs the tune's trials compiled, to load where the script's are
     the same (`trial.xla_cache`); `as_written` (tune): the script's own compile arguments
-    and dtype policy kept, on the settings' other knobs (tune's "as written" reference)."""
+    and dtype policy kept, on the settings' other knobs (tune's "as written" reference);
+    `graph` (tune): a script that runs its steps eagerly run in graph mode instead
+    (tune's graph reference: `run_eagerly=False`)."""
 
     mode: Mode
     settings: dict[str, Any]
@@ -81,6 +83,7 @@ class TrialRequest:
     engine: dict[str, Any] = field(default_factory=dict)
     xla_cache: str | None = None
     as_written: bool = False
+    graph: bool = False
 
     @classmethod
     def of(cls, mode: Mode, extra: dict[str, Any] | None = None, **fields: Any) -> TrialRequest:
@@ -140,6 +143,7 @@ class Payload(TypedDict, total=False):
     setup_s: float  # process start to the first step (import, build, data)
     steps: int
     jit_compile: bool
+    eager: str | None  # what ran each step as Python: `trial.child.runs_eagerly`
     checkpointing: str
     # the model (the baseline counts FLOPs)
     forward_flops_per_sample: float

@@ -117,7 +117,14 @@ def gemm_model(baseline: TrialResult | None) -> bool:
 def xla_refused(baseline: TrialResult | None) -> str | None:
     """Why Keras runs this model without XLA whatever its `jit_compile` says (the
     layers the baseline found marked `supports_jit = False`: `trial.child.no_xla_layers`),
-    or None. An XLA trial of such a model would time it without XLA under another name."""
+    or None; or the script's steps run eagerly (`trial.child.runs_eagerly`). An XLA
+    trial of such a model would time it without XLA under another name."""
+    eager = baseline.extra.get("eager") if baseline else None
+    if eager:
+        return (
+            f"Keras runs this model without XLA: the script's {eager} runs its steps as "
+            "Python, and Keras turns jit_compile off under it"
+        )
     layers = baseline.extra.get("no_xla_layers") if baseline else None
     if not layers:
         return None

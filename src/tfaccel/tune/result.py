@@ -148,6 +148,8 @@ class TuneResult:
     # A script that chooses its own compile arguments or dtype policy, measured as
     # written (on Keras' defaults' other settings): a reference, never an answer.
     as_written: TrialResult | None = None
+    # a script whose steps run eagerly: its baseline in graph mode (a reference)
+    graph_mode: TrialResult | None = None
     best: TrialResult | None = None
     best_settings: Settings | None = None
     resumed: int = 0  # trials this tune took from the journal instead of measuring
@@ -210,6 +212,15 @@ class TuneResult:
         if self.best is None or over is None or not over.ok or not self.best.samples_per_s:
             return None
         return self.best.samples_per_s / (over.samples_per_s or math.nan)
+
+    @property
+    def graph_mode_gain(self) -> float | None:
+        """How many times the baseline's samples/s the script's steps ran in graph mode
+        (`graph_mode`), where they run eagerly as written and both ran."""
+        graph, base = self.graph_mode, self.baseline
+        if graph is None or base is None or not (graph.ok and base.ok):
+            return None
+        return (graph.samples_per_s or 0.0) / (base.samples_per_s or math.nan)
 
     @property
     def largest_fitting_batch(self) -> int | None:

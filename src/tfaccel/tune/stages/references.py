@@ -19,6 +19,7 @@ from tfaccel.tune.core import (
 )
 from tfaccel.tune.figures import cold_first, gain_floor, merge_runs, repeats_here
 from tfaccel.tune.guard import mean_loss_gap
+from tfaccel.tune.result import TuneResult
 
 
 def references(tuner: TunerCore) -> State | None:
@@ -48,6 +49,7 @@ def references(tuner: TunerCore) -> State | None:
     tuner._references_run = True
     _repeat_baseline(tuner, first)
     _as_written(tuner, defaults_s)
+    _graph_mode(tuner, first)
     if not res.baseline.ok and not res.keras_defaults.ok:
         tuner.decide("baseline", _failed(res.baseline, res.keras_defaults))
         return None
@@ -81,6 +83,42 @@ def _as_written(tuner: TunerCore, defaults_s: Settings) -> None:
     if trial.ok:
         rate = f"{trial.samples_per_s:,.0f}/s"
         tuner.decide("as written", f"the script's own {', '.join(own)} kept: {rate}")
+
+
+def _graph_mode(tuner: TunerCore, first: Settings) -> None:
+    """A script whose steps run eagerly (the baseline says what makes them:
+    `trial.child.runs_eagerly`) runs them as Python, without tf.function, and Keras
+    turns XLA off: every trial times that. The baseline is measured once more in graph
+    mode (`TrialRequest.graph`), and what it gains is said. A reference, never applied:
+    in graph mode a train_step's Python (printing, counters, NumPy) runs once, when
+    traced, so removing it is the user's change to make."""
+    eager = tuner.result.baseline.extra.get("eager") if tuner.result.baseline else None
+    if not eager or getattr(tuner.subject, "own", None) is None:  # a script's own choice
+        return
+    label = "the baseline in graph mode (run_eagerly=False)"
+    res = tuner.result
+    res.graph_mode = tuner.trial(first, "graph mode", extra={"graph": True}, label=label)
+    tuner.decide("graph mode", graph_note(eager, res))
+
+
+def graph_note(eager: str, res: TuneResult) -> str:
+    """What the graph-mode reference found, in words."""
+    said = (
+        f"the script's {eager} runs each step as Python, without tf.function, and Keras "
+        "turns XLA off: every trial times its steps so (tfaccel run keeps it too)"
+    )
+    graph, gain = res.graph_mode, res.graph_mode_gain
+    if graph is None:
+        return said
+    if gain is not None:
+        return (
+            f"{said}; in graph mode the baseline ran {gain:.1f}x ({graph.samples_per_s:,.0f}"
+            f"/s): remove it where the code allows (a train_step's Python, such as printing, "
+            "counters or NumPy, runs once in graph mode, when traced) and tune again"
+        )
+    if graph.status in ("error", "oom", "timeout"):
+        return f"{said}; in graph mode the baseline failed ({graph.error}): it needs them eager"
+    return f"{said}; graph mode was not measured ({graph.error or graph.status})"
 
 
 def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
