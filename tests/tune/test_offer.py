@@ -187,6 +187,7 @@ def test_no_race_leaves_the_offer_unproven(tmp_path: Path) -> None:
     race = FakeRace(curve(10, 0.5), curve(10, 0.5))
     res = tune(tmp_path, race, race_s=0.0)
     assert res.batch_offer is not None and res.batch_offer.verdict == "unproven"
+    assert res.batch_offer.why.startswith("not raced: the race is off (--race 0)")
     assert not race.calls
 
 

@@ -229,7 +229,8 @@ def _raced(tuner: TunerCore, found: BatchOffer) -> BatchOffer:
     res = tuner.result
     assert res.best_settings is not None
     if not tuner.opt.race_s:
-        return dataclasses.replace(found, why="not raced (race_s is 0)")
+        off = "not raced: the race is off (--race 0): without one, no batch change is proven"
+        return dataclasses.replace(found, why=off)
     # the same-training run starts only where the candidate's run fits after it
     after = 0 if _race_key(tuner, found.settings, found.lr)[0] in tuner.journal.results else 1
     same = _race_run(tuner, res.best_settings, None, after)
