@@ -12,10 +12,11 @@ import pytest
 
 from tfaccel.optimize.lr_scaling import change_for, rule_for
 from tfaccel.optimize.settings import Settings
+from tfaccel.render import pyplot
 from tfaccel.trial.runner import StepPlan, TrialResult, label_of, settings_key
 from tfaccel.tune import offer
 from tfaccel.tune.journal import Journal
-from tfaccel.tune.result import Hardware, TuneOptions
+from tfaccel.tune.result import Hardware, Race, TuneOptions
 from tfaccel.tune.search import Tuner
 
 from .fakes import STEPS, FakeClock, FakeTrials, options, said, tuner
@@ -977,26 +978,32 @@ def test_the_time_the_races_leave_runs_the_late_stages_and_the_offer_stays_as_ra
     assert to_target_over_defaults(res) == pytest.approx(expected) and expected > same
 
 
+def _drawn(race: Race, verdict: str) -> tuple[Any, Any]:
+    """A figure and its axes with `race` drawn as tune's plot draws a batch 128's
+    (from 32) race."""
+    from types import SimpleNamespace
+
+    from tfaccel.render.tune import race_axes
+
+    shown = SimpleNamespace(
+        race=race, from_batch=32, batch=128, verdict=verdict, lr=change_for(4.0, "Adam")
+    )
+    fig = pyplot().figure()
+    ax = fig.add_subplot()
+    race_axes(ax, shown)
+    return fig, ax
+
+
 @pytest.mark.parametrize(("first", "scale"), [(13.5, "log"), (0.5, "linear")])
 def test_a_race_whose_first_reading_dwarfs_the_rest_is_drawn_on_a_log_scale(
     first: float, scale: str
 ) -> None:
     """A first reading (the initial weights') of 13.5 beside losses of 0.05-0.2 drew
     both runs as one flat line at the bottom of a linear axis."""
-    from types import SimpleNamespace
-
-    from tfaccel.render import pyplot
-    from tfaccel.render.tune import race_axes
-
     same = [[0.0, first], [2.0, 0.2], [4.0, 0.1], [6.0, 0.08]]
     candidate = [[0.0, first], [2.0, 0.15], [4.0, 0.07], [6.0, 0.06]]
     race = offer.race_of(6.0, "the script's validation_data", same, candidate)
-    shown = SimpleNamespace(
-        race=race, from_batch=32, batch=128, verdict="passed", lr=change_for(4.0, "Adam")
-    )
-    fig = pyplot().figure()
-    ax = fig.add_subplot()
-    race_axes(ax, shown)
+    fig, ax = _drawn(race, "passed")
     assert ax.get_yscale() == scale
     assert ax.get_ylabel().endswith("(log scale)") is (scale == "log")
     pyplot().close(fig)
@@ -1046,18 +1053,8 @@ def test_a_races_plot_draws_the_curves_the_race_judges() -> None:
     """The LSTM's batch 128 (above) drawn: each run's line is its mean of three, which
     the verdict reads, so the failed candidate's line stays above the dotted target
     where one of its dots dips under it; the dots are the evaluations."""
-    from types import SimpleNamespace
-
-    from tfaccel.render import pyplot
-    from tfaccel.render.tune import race_axes
-
     race = offer.race_of(60.0, "the script's validation_data", LSTM_SAME, LSTM_128)
-    shown = SimpleNamespace(
-        race=race, from_batch=32, batch=128, verdict="failed", lr=change_for(4.0, "Adam")
-    )
-    fig = pyplot().figure()
-    ax = fig.add_subplot()
-    race_axes(ax, shown)
+    fig, ax = _drawn(race, "failed")
     candidate = [line for line in ax.get_lines() if line.get_label().startswith("batch 128")]
     (line,) = candidate
     (dots,) = [x for x in ax.get_lines() if x.get_color() == line.get_color() and x is not line]
