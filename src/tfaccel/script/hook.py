@@ -168,8 +168,9 @@ def _keep_graph() -> None:
     """tune's graph reference (`TrialRequest.graph`): the script's
     `tf.config.run_functions_eagerly(True)` left out, and said (its compile's
     `run_eagerly=True` is replaced in `_patch`)."""
-    import tensorflow as tf
+    from tfaccel._tf import import_tensorflow
 
+    tf = import_tensorflow()
     original = tf.config.run_functions_eagerly
     original(False)
 

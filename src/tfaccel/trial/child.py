@@ -363,8 +363,7 @@ def runs_eagerly(model: Any) -> str | None:
     script's words (compiled with `run_eagerly=True`, or under
     `tf.config.run_functions_eagerly(True)`), or None: Keras then traces no graph and
     turns XLA off."""
-    import tensorflow as tf
-
+    tf = import_tensorflow()
     if getattr(model, "run_eagerly", False):
         return "compile(run_eagerly=True)"
     if tf.config.functions_run_eagerly():
