@@ -299,7 +299,7 @@ class TunerCore:
         started = self.clock()
         timeout = self._timeout()
         try:
-            trial = self._settled_trial(settings, timeout, extra)
+            trial = self._settled_trial(settings, timeout, extra, label)
         except KeyboardInterrupt:
             if not stop_here(self):
                 raise
@@ -320,11 +320,16 @@ class TunerCore:
         return trial
 
     def _settled_trial(
-        self, settings: Settings, timeout: float, extra: dict[str, Any] | None = None
+        self,
+        settings: Settings,
+        timeout: float,
+        extra: dict[str, Any] | None = None,
+        label: str | None = None,
     ) -> TrialResult:
         """A trial; measured once more with twice the warm-up where its windows still
         rose (no decision on a warm-up that had not ended), kept under the plan's key
-        (with `extra`'s); a spread that says the machine was busy is said."""
+        (with `extra`'s) and named `label` where given; a spread that says the machine
+        was busy is said."""
 
         def run(plan: StepPlan) -> TrialResult:
             if extra is None:
@@ -335,6 +340,8 @@ class TunerCore:
         if extra is not None:
             key = settings_key(self.workload, settings, self.opt.steps, extra)
             trial = dataclasses.replace(trial, key=key)
+        if label is not None:  # the noise notes below name it so
+            trial = dataclasses.replace(trial, label=label)
         if trial.ok and stats.rising(trial.windows):
             longer = dataclasses.replace(self.opt.steps, warmup=2 * self.opt.steps.warmup)
             again = run(longer)
@@ -343,7 +350,9 @@ class TunerCore:
                 f"{trial.label}: its windows still rose ({trial.samples_per_s:,.0f}/s median): "
                 f"measured again with a warm-up of {longer.warmup} steps",
             )
-            trial = dataclasses.replace(again, key=trial.key) if again.ok else trial
+            trial = (
+                dataclasses.replace(again, key=trial.key, label=trial.label) if again.ok else trial
+            )
         if trial.ok and trial_noise(trial) > stats.BUSY:
             self.decide(
                 "noise",
