@@ -377,3 +377,12 @@ def test_a_script_that_runs_eagerly_is_measured_in_graph_mode_beside_it(tmp_path
         console.export_text()
     )
     assert json.loads(result_json(res))["graph_mode_speedup_over_baseline"] == 4.0
+    # in the plot a grey bar, said to be a reference, not a faster answer passed over
+    from tfaccel.render.tune import tune_figure
+
+    ax = tune_figure(res).axes[0]
+    labels = [tick.get_text() for tick in ax.get_yticklabels()]
+    bar = ax.patches[labels.index("the baseline in graph mode (run_eagerly=False)")]
+    assert bar.get_facecolor()[:3] == pytest.approx((0.6, 0.6, 0.6))
+    assert " a reference: not applied" in [t.get_text() for t in ax.texts]
+    assert "grey: a reference (your script as written, or in graph mode)" in ax.get_xlabel()

@@ -298,7 +298,10 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
     ax.set_xlabel(
         f"{unit}/s: median and range over timed windows\n(green: the same-training answer; "
         "orange: the batch offer;\na faster bar within the noise is not chosen; red: failed "
-        'or out of memory;\n"lost its race": a batch that did not train sooner)',
+        'or out of memory;\n"lost its race": a batch that did not train sooner'
+        + ";\ngrey: a reference (your script as written, or in graph mode), never applied"
+        * any(_reference(res, trial) for trial in res.trials)
+        + ")",
         fontsize=9,
     )
     ax.set_title(f"tfaccel tune: {res.workload}", loc="left")  # the legend sits at the right
@@ -308,6 +311,8 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
             ax.text(0, i, f" {trial.status}", va="center", fontsize=8, color="#d62728")
         elif trial.key in lost:  # a faster batch that did not reach the same model sooner
             ax.text(value + highs[i], i, " lost its race", va="center", fontsize=8)
+        elif _reference(res, trial):  # measured to compare with, never applied
+            ax.text(value + highs[i], i, " a reference: not applied", va="center", fontsize=8)
     _mark_defaults(
         ax, res, max((value + high for value, high in zip(values, highs, strict=True)), default=0.0)
     )
@@ -317,12 +322,21 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
 
 
 def _color(res: TuneResult, trial: TrialResult) -> str:
-    """Green: the same-training answer; orange: the batch offer; red: failed."""
+    """Green: the same-training answer; orange: the batch offer; red: failed; grey: a
+    reference of the script's own choices."""
     if res.best is not None and trial.key == res.best.key:
         return "#2ca02c"
     if res.batch_offer is not None and trial.key == res.batch_offer.trial.key:
         return "#ff7f0e"
-    return "#1f77b4" if trial.ok else "#d62728"
+    if not trial.ok:
+        return "#d62728"
+    return "#999999" if _reference(res, trial) else "#1f77b4"
+
+
+def _reference(res: TuneResult, trial: TrialResult) -> bool:
+    """Is `trial` the script as written or its graph mode: measured beside the search
+    to compare with, never an answer?"""
+    return any(ref is not None and trial.key == ref.key for ref in (res.as_written, res.graph_mode))
 
 
 def race_axes(ax: Any, offer: Any) -> None:
