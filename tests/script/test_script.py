@@ -947,6 +947,10 @@ print("after fit", tf.config.functions_run_eagerly(), model.run_eagerly)
             'tf.config.run_functions_eagerly(True)\nmodel.compile("adam", "mse")',
             "tf.config.run_functions_eagerly(True)",
         ),
+        (  # the deprecated name, which calls the other inside TensorFlow
+            'tf.config.experimental_run_functions_eagerly(True)\nmodel.compile("adam", "mse")',
+            "tf.config.run_functions_eagerly(True)",
+        ),
     ],
 )
 def test_a_script_that_runs_eagerly_is_timed_so_and_in_graph_mode_on_request(

@@ -386,3 +386,22 @@ def test_a_script_that_runs_eagerly_is_measured_in_graph_mode_beside_it(tmp_path
     assert bar.get_facecolor()[:3] == pytest.approx((0.6, 0.6, 0.6))
     assert " a reference: not applied" in [t.get_text() for t in ax.texts]
     assert "grey: a reference (your script as written, or in graph mode)" in ax.get_xlabel()
+
+
+def test_a_graph_mode_that_stayed_eager_is_said_and_gives_no_gain() -> None:
+    """Where the script's switch was made in a way the hook does not leave out, the
+    graph-mode trial runs eagerly too: no gain is said of it, and why."""
+    from tfaccel.trial.runner import TrialResult
+    from tfaccel.tune.result import Hardware, TuneResult
+    from tfaccel.tune.stages.references import graph_note
+
+    eager = {"eager": "tf.config.run_functions_eagerly(True)"}
+    base = TrialResult("b", "base", {}, "ok", 100.0, 0.0, (100.0,), extra=eager)
+    graph = TrialResult("g", "graph", {}, "ok", 101.0, 0.0, (101.0,), extra=eager)
+    res = TuneResult("w", Hardware(1, "9.0"), baseline=base, graph_mode=graph)
+    assert res.graph_mode_gain is None
+    assert graph_note(eager["eager"], res).endswith(
+        "its steps stayed eager when asked for graph mode, so it was not measured"
+    )
+    res.graph_mode = dataclasses.replace(graph, samples_per_s=300.0, extra={"eager": None})
+    assert res.graph_mode_gain == 3.0

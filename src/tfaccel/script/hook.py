@@ -164,10 +164,16 @@ def _keep_policy(precision: str) -> None:
                 setattr(module, attr, keep)
 
 
+# TensorFlow's switches of eager steps (the second, deprecated, calls the first inside
+# TensorFlow, past a patch of `tf.config`'s name).
+EAGER_SWITCHES = ("run_functions_eagerly", "experimental_run_functions_eagerly")
+
+
 def _keep_graph() -> None:
     """tune's graph reference (`TrialRequest.graph`): the script's
     `tf.config.run_functions_eagerly(True)` left out, and said (its compile's
-    `run_eagerly=True` is replaced in `_patch`)."""
+    `run_eagerly=True` is replaced in `_patch`). A switch made another way shows in the
+    trial's `eager`, which tune then says."""
     from tfaccel._tf import import_tensorflow
 
     tf = import_tensorflow()
@@ -180,7 +186,9 @@ def _keep_graph() -> None:
         else:
             original(False)
 
-    tf.config.run_functions_eagerly = keep
+    for name in EAGER_SWITCHES:
+        if hasattr(tf.config, name):
+            setattr(tf.config, name, keep)
 
 
 def _caller() -> str:

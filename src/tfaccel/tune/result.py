@@ -220,6 +220,8 @@ class TuneResult:
         graph, base = self.graph_mode, self.baseline
         if graph is None or base is None or not (graph.ok and base.ok):
             return None
+        if graph.extra.get("eager"):  # the script's switch was not left out
+            return None
         return (graph.samples_per_s or 0.0) / (base.samples_per_s or math.nan)
 
     @property

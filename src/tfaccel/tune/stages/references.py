@@ -110,6 +110,8 @@ def graph_note(eager: str, res: TuneResult) -> str:
     graph, gain = res.graph_mode, res.graph_mode_gain
     if graph is None:
         return said
+    if graph.ok and graph.extra.get("eager"):  # switched on in a way not left out
+        return f"{said}; its steps stayed eager when asked for graph mode, so it was not measured"
     if gain is not None:
         return (
             f"{said}; in graph mode the baseline ran {gain:.1f}x ({graph.samples_per_s:,.0f}"
