@@ -96,6 +96,19 @@ def test_run_keeps_the_scripts_batch_size_without_the_opt_in(
     assert "measured at batch" not in err  # tuned at the batch it trains at
 
 
+def test_run_says_a_debugging_switch_the_script_turns_on(here: Path) -> None:
+    """Numeric checks left on: run keeps them (the script's own) and says so, with the
+    line, before the script starts."""
+    source = SCRIPT.replace("import keras\n", "import keras\nimport tensorflow as tf\n")
+    (here / "train.py").write_text(source + "tf.debugging.enable_check_numerics()\n")
+    _settings_file(here)
+    result = runner.invoke(app, ["run", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    said = unboxed(result.output)
+    assert "train.py calls tf.debugging.enable_check_numerics() (line 17)" in said
+    assert "remove it where you no longer debug" in said
+
+
 def test_the_same_training_keeps_the_batch_the_script_trains_at_now(
     here: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

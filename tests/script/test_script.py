@@ -974,3 +974,27 @@ def test_a_script_that_runs_eagerly_is_timed_so_and_in_graph_mode_on_request(
     out, err = capfd.readouterr()
     assert "after fit" in out  # the script went on, its choice kept
     assert f"its steps run eagerly, as the script's {said} says" in err
+
+
+def test_a_scripts_debugging_switches_are_said_before_the_trials(here: Path) -> None:
+    """tf.data's debug mode and numeric checks, left from debugging, slow every step
+    of every trial and of `run`: tfaccel keeps them (they are the user's) and says so,
+    naming the line; a script without them is told nothing of them."""
+    source = (
+        "import tensorflow as tf\nimport keras\n"
+        "tf.data.experimental.enable_debug_mode()\n"
+        "tf.debugging.enable_check_numerics()\nmodel.fit(x, y)\n"
+    )
+    script = parse_command(["python", str(_write(here, "train.py", source))])
+    notes = check_script(script).notes
+    assert (
+        "train.py calls tf.data.experimental.enable_debug_mode() (line 3): tf.data then runs "
+        "its functions eagerly, one element at a time, in every trial and under tfaccel run; "
+        "a debugging setting that slows each step: remove it where you no longer debug"
+    ) in notes
+    assert any(
+        n.startswith("train.py calls tf.debugging.enable_check_numerics() (line 4)") for n in notes
+    )
+    assert check_script(script).debug == tuple(n for n in notes if "debugging setting" in n)
+    _write(here, "train.py", "import keras\nmodel.fit(x, y)\n")
+    assert not check_script(script).debug

@@ -48,9 +48,9 @@ def run(
         )
     answer = for_this_machine(read_answer(config, batch_offer), _gpus())
     script = parse_command(command or [])
-    check_script(script)
+    facts = check_script(script)
     err = stderr_console()
-    for note in answer.notes:
+    for note in (*answer.notes, *facts.debug):
         err.print(Text(f"tfaccel: {note}", style="dim"), soft_wrap=True)
     raise typer.Exit(
         run_script(script, answer.settings, answer.lr, answer.from_batch, answer.xla_cache)

@@ -135,6 +135,8 @@ class ScriptFacts:
     # what the script chooses itself that each trial replaces ("steps_per_execution=8",
     # "its dtype policy"): tune measures the script as written beside the baseline
     own: tuple[str, ...] = ()
+    # the debugging switches it turns on, said (among `notes`) by tune and by run
+    debug: tuple[str, ...] = ()
 
 
 def check_script(script: Script) -> ScriptFacts:
@@ -158,8 +160,32 @@ def check_script(script: Script) -> ScriptFacts:
     compile_notes, compile_args = _compile_notes(script.path, tree)
     own = [compile_args] if compile_args else []
     own += ["its dtype policy"] if policy else []
-    notes = _fit_notes(script.path, fits, script.fit) + policy + compile_notes
-    return ScriptFacts(tuple(notes), tuple(own))
+    debug = _debug_notes(script.path, tree)
+    notes = _fit_notes(script.path, fits, script.fit) + policy + compile_notes + debug
+    return ScriptFacts(tuple(notes), tuple(own), tuple(debug))
+
+
+# TensorFlow's debugging switches that slow every step, by the name the script calls,
+# with what each does: tfaccel leaves them as the script sets them, and says so.
+DEBUG_SWITCHES = {
+    "enable_debug_mode": "tf.data then runs its functions eagerly, one element at a time",
+    "enable_check_numerics": "every op's output is then checked for NaN and Inf",
+}
+
+
+def _debug_notes(path: Path, tree: ast.AST) -> list[str]:
+    """A script that turns on one of TensorFlow's debugging switches (DEBUG_SWITCHES),
+    often left from debugging: every trial and `run` keep it, and the note says so."""
+    notes = []
+    for node in ast.walk(tree):
+        name = getattr(getattr(node, "func", None), "attr", None)
+        if isinstance(node, ast.Call) and name in DEBUG_SWITCHES:
+            notes.append(
+                f"{path.name} calls {ast.unparse(node.func)}() (line {node.lineno}): "
+                f"{DEBUG_SWITCHES[name]}, in every trial and under tfaccel run; a debugging "
+                "setting that slows each step: remove it where you no longer debug"
+            )
+    return sorted(notes)
 
 
 def _refuse_other_backend(path: Path, tree: ast.AST) -> None:
