@@ -306,11 +306,11 @@ class TunerCore:
             return not_run(self, settings, INTERRUPTED)
         self._ran.append(self.clock() - started)
         if settings.batch_size is None and trial.extra.get("own_batch"):
-            # "the script's own": the trial says which, and is labelled with it
+            # "the script's own": the trial says which, and is labelled with it (a named
+            # reference keeps its name, given in `_settled_trial`)
             own = settings.replace(batch_size=int(trial.extra["own_batch"]))
-            trial = dataclasses.replace(trial, settings=own.to_dict(), label=label_of(own))
-        if label is not None:
-            trial = dataclasses.replace(trial, label=label)
+            named = label or label_of(own)
+            trial = dataclasses.replace(trial, settings=own.to_dict(), label=named)
         if trial.status == "timeout" and timeout < self.opt.timeout_s:
             trial = dataclasses.replace(trial, error=f"{trial.error}: stopped at the time budget")
         if record is not None:
