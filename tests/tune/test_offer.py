@@ -70,7 +70,8 @@ def tune(tmp_path: Path, race: Any, extra: dict[str, Any] | None = None, **opts:
 def test_a_larger_batch_that_reaches_the_loss_sooner_passes(tmp_path: Path) -> None:
     """The candidate falls twice as fast: on the curves smoothed over three evaluations
     it reaches the same-training run's best loss (0.5, at 30 s of 60) at 20 s, beyond
-    the margin: offered as passed."""
+    the margin: offered as passed. Of the ladder's two rungs (256, 512) the smaller
+    is raced first, then the larger, which passes too and is the offer."""
     res = tune(tmp_path, race := FakeRace(same=HALF_AT_20, candidate=HALF_AT_10))
     o = res.batch_offer
     assert o is not None and o.verdict == "passed", o
@@ -79,10 +80,12 @@ def test_a_larger_batch_that_reaches_the_loss_sooner_passes(tmp_path: Path) -> N
     assert (o.race.same_s, o.race.candidate_s) == (30.0, 20.0)
     assert o.race.to_target_speedup == 1.5
     assert "1.50x sooner" in o.why
-    # the race ran the same-training answer and the candidate, the candidate with the
-    # square-root rule of Adam for 8x the batch
-    (same_s, same_x), (cand_s, cand_x) = race.calls
+    # the race ran the same-training answer once and each candidate, with the
+    # square-root rule of Adam for 4x and 8x the batch
+    (same_s, same_x), (low_s, low_x), (cand_s, cand_x) = race.calls
     assert same_s == res.best_settings and same_x["race"]["lr"] is None
+    assert low_s == res.best_settings.replace(batch_size=256)
+    assert low_x["race"]["lr"]["scale"] == pytest.approx(2.0)
     assert cand_s == res.best_settings.replace(batch_size=512)
     assert cand_x["race"]["lr"]["rule"] == "sqrt"
     assert cand_x["race"]["lr"]["scale"] == pytest.approx(8**0.5)
@@ -135,27 +138,28 @@ class RaceByBatch(FakeRace):
         return super().__call__(w, s, p, t, extra)
 
 
-def test_when_the_largest_batch_loses_its_race_a_smaller_one_is_raced(tmp_path: Path) -> None:
-    """The ladder kept 256 then 512: 512 stalls above the target (past the critical
-    batch), 256 gets there sooner; the same-training run is raced once."""
+def test_a_smaller_batch_that_passes_stands_where_the_larger_loses(tmp_path: Path) -> None:
+    """The ladder kept 256 then 512: the smaller is raced first (the likelier to
+    pass, where a budget holds one race only) and gets there sooner; 512 stalls above
+    the target (past the critical batch); the same-training run is raced once."""
     race = RaceByBatch(curve(12.0, 0.4), {512: curve(60.0, 0.55), 256: FAST})
     res = tune(tmp_path, race)
     o = res.batch_offer
     assert o is not None and o.verdict == "passed" and o.batch == 256, o
-    assert [s.batch_size for s, _ in race.calls] == [64, 512, 256]
-    assert race.calls[2][1]["race"]["lr"]["scale"] == pytest.approx(4**0.5)  # 4x the batch
+    assert [s.batch_size for s, _ in race.calls] == [64, 256, 512]
+    assert race.calls[1][1]["race"]["lr"]["scale"] == pytest.approx(4**0.5)  # 4x the batch
     lines = [d.text for d in res.decisions if d.stage == "batch offer"]
-    assert any(t.startswith("batch 512 (from 64)") and "; failed: " in t for t in lines)
-    assert lines[-1].startswith("batch 256 (from 64)") and "; passed: " in lines[-1]
+    assert lines[-2].startswith("batch 256 (from 64)") and "; passed: " in lines[-2]
+    assert lines[-1].startswith("batch 512 (from 64)") and "; failed: " in lines[-1]
     # both races are kept, as data and as a panel each beside the trials' bars
     import json
 
     from tfaccel.render.tune import tune_figure
     from tfaccel.tune.output import result_json
 
-    assert [(o.batch, o.verdict) for o in res.races] == [(512, "failed"), (256, "passed")]
+    assert [(o.batch, o.verdict) for o in res.races] == [(256, "passed"), (512, "failed")]
     races = json.loads(result_json(res))["races"]
-    assert [r["batch_size"] for r in races] == [512, 256] and races[0]["race"]["candidate"]
+    assert [r["batch_size"] for r in races] == [256, 512] and races[1]["race"]["candidate"]
     fig = tune_figure(res)
     titles = [ax.get_title() for ax in fig.get_axes()]
     assert any(t.startswith("batch 512's race, 60 s each: failed") for t in titles), titles
@@ -166,20 +170,22 @@ def test_when_the_largest_batch_loses_its_race_a_smaller_one_is_raced(tmp_path: 
     assert any(t.startswith("batch 256's race, 60 s each: passed") for t in titles), titles
 
 
-def test_when_every_batch_loses_the_smallest_ones_failure_stands(tmp_path: Path) -> None:
+def test_where_the_smaller_batch_loses_the_larger_is_not_raced(tmp_path: Path) -> None:
+    """A batch past the critical one loses where a smaller one wins, so a failed 256
+    ends the races: its failure stands, and 512's race is not run."""
     race = RaceByBatch(curve(12.0, 0.4), {512: curve(60.0, 0.55), 256: curve(60.0, 0.5)})
     res = tune(tmp_path, race)
     o = res.batch_offer
     assert o is not None and o.verdict == "failed" and o.batch == 256
-    assert [s.batch_size for s, _ in race.calls] == [64, 512, 256]
+    assert [s.batch_size for s, _ in race.calls] == [64, 256]
 
 
 def test_races_resume_from_the_journal(tmp_path: Path) -> None:
     race = FakeRace(HALF_AT_20, HALF_AT_10)
     first = tune(tmp_path, race)
-    assert len(race.calls) == 2
+    assert len(race.calls) == 3  # the same-training run, batch 256, batch 512
     again = tune(tmp_path, race)
-    assert len(race.calls) == 2  # both runs from the journal
+    assert len(race.calls) == 3  # every run from the journal
     assert again.batch_offer is not None and again.batch_offer.verdict == "passed"
     assert first.batch_offer is not None and again.batch_offer.race == first.batch_offer.race
 
@@ -563,9 +569,10 @@ def test_the_batch_offer_comes_after_every_same_training_stage(tmp_path: Path) -
         "batch 1024: oom (does not fit)",
         "batch 512: +23% over batch 256",
     ]
+    # not raced (the race is off), the offer is the rung the races would try first
     assert res.batch_offer is not None and res.batch_offer.verdict == "unproven"
-    assert res.batch_offer.summary.startswith("batch 512 (from 64)")
-    assert "1.87x the samples/s" in res.batch_offer.summary
+    assert res.batch_offer.summary.startswith("batch 256 (from 64)")
+    assert "1.52x the samples/s" in res.batch_offer.summary
 
 
 def test_no_batch_past_the_data(tmp_path: Path) -> None:
@@ -617,24 +624,20 @@ def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None
     the late knobs run, and the ladder finds no time."""
 
     def run(folder: str, race_s: float, budget_s: float) -> tuple[Any, list[str]]:
-        # 7 same-training trials before the late stages, then 3 ladder trials and 2
+        # 7 same-training trials before the late stages, then 3 ladder trials and 3
         # race runs (kept: 3 x 100 s + 3 x (60 + 1.25 x 100) s); a race run: setting
         # up, and the race's 60 s
         res, stages, _ = clocked_tune(tmp_path / folder, budget_s, race_s, 100.0, 160.0)
         return res, stages
 
     res, stages = run("kept", 60.0, 1650.0)
-    assert stages[7:12] == ["batch offer", "batch offer", "batch offer", "race", "race"]
+    assert stages[7:13] == ["batch offer"] * 3 + ["race"] * 3  # 256, then 512: both pass
     assert res.batch_offer is not None and res.batch_offer.verdict == "passed"
     kept = said(res, "time budget")
     assert kept[0].startswith("7 trial(s) not run: the budget's last 855 s were kept for")
-    # the ladder and races took 620 s of the 855 kept: the late stages run in what is left
+    # the ladder and races took 780 s of the 855 kept: the late stages run in what is left
     assert kept[1].startswith("after the batch offer, the budget still holds trials")
-    assert stages[12:] == [
-        "xla_options",
-        "xla_options",
-        "allocator + prefetch",
-    ]  # the 330 s left hold three of the seven
+    assert stages[13:] == ["xla_options"]  # the 170 s left hold one of the seven
     assert not any(t.error and "time kept" in t.error for t in res.trials)
     res, stages = run("none", 0.0, 1370.0)
     assert "batch offer" not in stages and stages[7:] == [
@@ -707,21 +710,23 @@ def test_the_ladder_leaves_time_for_the_race_of_what_it_found(tmp_path: Path) ->
 
 def test_race_runs_measured_longer_than_reckoned_reckon_the_next(tmp_path: Path) -> None:
     """Trials of 40 s reckon a race run at 60 + 1.25 x 40 = 110 s; these take 180 s
-    (their evaluations, say). After the first race (batch 512 lost), batch 256's run is
-    reckoned at the 180 s measured, which the 140 s left do not hold: it is not started,
-    the offer is unproven (said), and the tune ends inside its budget. A budget that
-    holds it races it."""
-    race = RaceByBatch(curve(12.0, 0.4), {512: curve(60.0, 0.55), 256: FAST})
+    (their evaluations, say). After the first race (batch 256 passed), batch 512's run is
+    reckoned at the 180 s measured, which the 140 s left do not hold: it is not started
+    (said), 256's pass stands, and the tune ends inside its budget. A budget that holds
+    it races it."""
+    race = RaceByBatch(curve(12.0, 0.4), {512: FAST, 256: FAST})
     res, _, clock = clocked_tune(tmp_path / "short", 1180.0, 60.0, 40.0, 180.0, race=race)
-    assert [s.batch_size for s, _ in race.calls] == [64, 512]
+    assert [s.batch_size for s, _ in race.calls] == [64, 256]
     assert clock.now <= 1180.0
     o = res.batch_offer
-    assert o is not None and o.batch == 256 and o.verdict == "unproven"
-    assert "not raced: the time budget was reached" in o.why
-    race = RaceByBatch(curve(12.0, 0.4), {512: curve(60.0, 0.55), 256: FAST})
+    assert o is not None and o.batch == 256 and o.verdict == "passed"
+    assert said(res, "batch offer")[-1].startswith("batch 512 (from 64)")
+    assert "not raced: the time budget was reached" in said(res, "batch offer")[-1]
+    race = RaceByBatch(curve(12.0, 0.4), {512: FAST, 256: FAST})
     res, _, clock = clocked_tune(tmp_path / "long", 1220.0, 60.0, 40.0, 180.0, race=race)
-    assert [s.batch_size for s, _ in race.calls] == [64, 512, 256] and clock.now <= 1220.0
-    assert res.batch_offer is not None and res.batch_offer.verdict == "passed"
+    assert [s.batch_size for s, _ in race.calls] == [64, 256, 512] and clock.now <= 1220.0
+    o = res.batch_offer
+    assert o is not None and o.batch == 512 and o.verdict == "passed"
 
 
 def test_a_race_run_read_again_counts_once_in_the_reckoning(tmp_path: Path) -> None:
@@ -769,7 +774,7 @@ def test_a_race_starts_only_where_both_its_runs_fit(tmp_path: Path) -> None:
     ).run()
     assert race.calls == [] and clock.now <= 1180.0
     o = res.batch_offer
-    assert o is not None and o.batch == 512 and o.verdict == "unproven"
+    assert o is not None and o.batch == 256 and o.verdict == "unproven"
     assert o.why.startswith("not raced: the time budget was reached")
 
 

@@ -173,12 +173,14 @@ def release_time(tuner: TunerCore) -> None:
 
 
 def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> BatchOffer:
-    """The ladder's faster batches raced by bisection: the middle rung first (the upper
+    """The ladder's faster batches raced by bisection: the middle rung first (the lower
     of two), then the half above it where it passes and the half below where it fails
     (a batch past the critical one loses where a smaller one wins), so that three rungs
     take two races, not three, and a budget that ends early has raced the rung the
-    likeliest to pass before the largest. The same-training run is raced once and read
-    from the journal after. The largest batch that passed stands; without one, the last
+    likeliest to pass before the largest (the lower of two rungs too: a transformer
+    whose trials compile for a minute raced its 16x rung first, which overfit, and its
+    4x rung was left unraced at the budget). The same-training run is raced once and
+    read from the journal after. The largest batch that passed stands; without one, the last
     verdict: the smallest raced rung's failure, or an unproven race (the budget, an
     error), after which nothing more is raced."""
     res = tuner.result
@@ -187,7 +189,7 @@ def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> 
     passed: BatchOffer | None = None
     judged: BatchOffer | None = None
     while low <= high:
-        middle = (low + high + 1) // 2
+        middle = (low + high) // 2
         trial, settings = rungs[middle]
         judged = _raced(tuner, offer.make(res.best, trial, settings, res.baseline))
         if judged.race is not None:
