@@ -976,14 +976,51 @@ def test_a_script_that_runs_eagerly_is_timed_so_and_in_graph_mode_on_request(
     assert f"its steps run eagerly, as the script's {said} says" in err
 
 
-def test_a_scripts_debugging_switches_are_said_before_the_trials(here: Path) -> None:
+def test_a_script_under_op_determinism_is_timed_without_xla_and_said(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Keras compiles no model with XLA under TensorFlow's op determinism, whatever
+    jit_compile says: a trial says what turned it on (tune then runs no XLA trial, whose
+    label would name what did not run), and `run` under settings with XLA says it was
+    not applied; the script's determinism is kept. Without it, nothing is said."""
+    line = (
+        "keras.utils.set_random_seed(1); tf.config.experimental.enable_op_determinism()\n"
+        "model.compile('adam', 'mse')"
+    )
+    script = parse_command(
+        ["python", str(_write(here, "train.py", EAGER.replace("EAGER_LINE", line)))]
+    )
+    xla = Settings(precision="float32", xla="jit")
+    trial = run_trial(ScriptTrial(script), xla, SMALL)
+    assert trial.ok, (trial.error, trial.traceback)
+    from tfaccel import _compat
+
+    refuses = _compat.keras_needs("", "3.7.0", "") is None  # 3.6 compiles it with XLA
+    assert trial.extra["jit_compile"] is not refuses  # what Keras did with the trial's True
+    turned = "the script's tf.config.experimental.enable_op_determinism()"
+    assert trial.extra["determinism"] == (turned if refuses else None)
+    capfd.readouterr()
+    assert run_script(script, xla) == 0
+    err = " ".join(capfd.readouterr().err.split())
+    said = f"XLA not applied: TensorFlow's op determinism is on ({turned}), and Keras compiles"
+    assert (said in err) is refuses
+    plain = parse_command(
+        ["python", str(_write(here, "plain.py", EAGER.replace("EAGER_LINE", line.split("\n")[1])))]
+    )
+    trial = run_trial(ScriptTrial(plain), xla, SMALL)
+    assert trial.ok and trial.extra["determinism"] is None, (trial.error, trial.traceback)
+
+
+def test_a_scripts_global_switches_are_said_before_the_trials(here: Path) -> None:
     """tf.data's debug mode and numeric checks, left from debugging, slow every step
-    of every trial and of `run`: tfaccel keeps them (they are the user's) and says so,
-    naming the line; a script without them is told nothing of them."""
+    of every trial and of `run`; op determinism turns XLA off: tfaccel keeps them (they
+    are the user's) and says so, naming the line; a script without them is told
+    nothing of them."""
     source = (
         "import tensorflow as tf\nimport keras\n"
         "tf.data.experimental.enable_debug_mode()\n"
-        "tf.debugging.enable_check_numerics()\nmodel.fit(x, y)\n"
+        "tf.debugging.enable_check_numerics()\n"
+        "tf.config.experimental.enable_op_determinism()\nmodel.fit(x, y)\n"
     )
     script = parse_command(["python", str(_write(here, "train.py", source))])
     notes = check_script(script).notes
@@ -995,6 +1032,14 @@ def test_a_scripts_debugging_switches_are_said_before_the_trials(here: Path) -> 
     assert any(
         n.startswith("train.py calls tf.debugging.enable_check_numerics() (line 4)") for n in notes
     )
-    assert check_script(script).debug == tuple(n for n in notes if "debugging setting" in n)
+    assert (
+        "train.py calls tf.config.experimental.enable_op_determinism() (line 5): ops then "
+        "run deterministically (on a GPU, cuDNN's deterministic algorithms, often slower) "
+        "and Keras compiles no model with XLA, in every trial and under tfaccel run; kept "
+        "for the reproducibility it gives"
+    ) in " ".join(notes)
+    switches = check_script(script).switches
+    assert switches == tuple(n for n in notes if n.startswith("train.py calls tf."))
+    assert len(switches) == 3
     _write(here, "train.py", "import keras\nmodel.fit(x, y)\n")
-    assert not check_script(script).debug
+    assert not check_script(script).switches

@@ -137,8 +137,13 @@ class XlaDefaults(FakeTrials):
 
 
 class NoXlaModel(FakeTrials):
-    """A model Keras runs without XLA (two bidirectional LSTMs on cuDNN): whatever
-    jit_compile says, its trials run as without XLA and report so."""
+    """A model Keras runs without XLA (two bidirectional LSTMs on cuDNN, or what `why`
+    says: op determinism): whatever jit_compile says, its trials run as without XLA and
+    report so."""
+
+    def __init__(self, why: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.why = why or {"no_xla_layers": {"LSTM": 4}}
 
     def __call__(self, workload: str, s: Settings, steps: StepPlan, timeout: float) -> TrialResult:
         r = super().__call__(workload, s, steps, timeout)
@@ -146,7 +151,7 @@ class NoXlaModel(FakeTrials):
             return r
         xla_gain = {"off": 1.0, "auto": 1.4, "jit": 1.5, "autoclustering": 1.0}[s.xla]
         rate = r.samples_per_s / xla_gain  # type: ignore[operator]
-        extra = {**r.extra, "jit_compile": False, "no_xla_layers": {"LSTM": 4}}
+        extra = {**r.extra, "jit_compile": False, **self.why}
         return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate), extra=extra)
 
 

@@ -790,6 +790,21 @@ def test_a_model_keras_runs_without_xla_gets_no_trial_under_xla(tmp_path: Path) 
     assert any(s.xla == "jit" for s in xla.calls)
 
 
+def test_a_script_under_op_determinism_gets_no_trial_under_xla(tmp_path: Path) -> None:
+    """Keras compiles no model with XLA while TensorFlow's op determinism is on (a
+    script's `enable_op_determinism()`, on a CPU: its "xla=jit" trial ran at the
+    baseline's rate, compiling nothing): no XLA trial is run, and the decision says
+    what turned determinism on."""
+    turned = "the script's tf.config.experimental.enable_op_determinism()"
+    trials = NoXlaModel({"determinism": turned, "no_xla_layers": {}})
+    res = tuner(tmp_path, trials, precisions=("tf32",)).run()
+    assert not any(s.xla == "jit" for s in same(trials.calls))
+    assert said(res, "precision x XLA")[1] == (
+        "under XLA: not tried: Keras runs this model without XLA: TensorFlow's op "
+        f"determinism is on ({turned}), and Keras compiles no model with XLA under it"
+    )
+
+
 class DriftingTrials(FakeTrials):
     """A machine whose figures drift between processes: each settings' second run
     comes out `second` times its first (the windows of each spread 1 %); only the

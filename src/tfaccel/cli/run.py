@@ -50,7 +50,7 @@ def run(
     script = parse_command(command or [])
     facts = check_script(script)
     err = stderr_console()
-    for note in (*answer.notes, *facts.debug):
+    for note in (*answer.notes, *facts.switches):
         err.print(Text(f"tfaccel: {note}", style="dim"), soft_wrap=True)
     raise typer.Exit(
         run_script(script, answer.settings, answer.lr, answer.from_batch, answer.xla_cache)

@@ -135,8 +135,9 @@ class ScriptFacts:
     # what the script chooses itself that each trial replaces ("steps_per_execution=8",
     # "its dtype policy"): tune measures the script as written beside the baseline
     own: tuple[str, ...] = ()
-    # the debugging switches it turns on, said (among `notes`) by tune and by run
-    debug: tuple[str, ...] = ()
+    # TensorFlow's global switches it turns on (SWITCHES), said (among `notes`) by tune
+    # and by run
+    switches: tuple[str, ...] = ()
 
 
 def check_script(script: Script) -> ScriptFacts:
@@ -160,30 +161,43 @@ def check_script(script: Script) -> ScriptFacts:
     compile_notes, compile_args = _compile_notes(script.path, tree)
     own = [compile_args] if compile_args else []
     own += ["its dtype policy"] if policy else []
-    debug = _debug_notes(script.path, tree)
-    notes = _fit_notes(script.path, fits, script.fit) + policy + compile_notes + debug
-    return ScriptFacts(tuple(notes), tuple(own), tuple(debug))
+    switches = _switch_notes(script.path, tree)
+    notes = _fit_notes(script.path, fits, script.fit) + policy + compile_notes + switches
+    return ScriptFacts(tuple(notes), tuple(own), tuple(switches))
 
 
-# TensorFlow's debugging switches that slow every step, by the name the script calls,
-# with what each does: tfaccel leaves them as the script sets them, and says so.
-DEBUG_SWITCHES = {
-    "enable_debug_mode": "tf.data then runs its functions eagerly, one element at a time",
-    "enable_check_numerics": "every op's output is then checked for NaN and Inf",
+DEBUGGING = "a debugging setting that slows each step: remove it where you no longer debug"
+
+# TensorFlow's global switches that change every step, by the name the script calls:
+# what each does, and what to do about it. tfaccel leaves them as the script sets them
+# (they are the script's), and says so.
+SWITCHES = {
+    "enable_debug_mode": (
+        "tf.data then runs its functions eagerly, one element at a time",
+        DEBUGGING,
+    ),
+    "enable_check_numerics": ("every op's output is then checked for NaN and Inf", DEBUGGING),
+    "enable_op_determinism": (
+        "ops then run deterministically (on a GPU, cuDNN's deterministic algorithms, often "
+        "slower) and Keras compiles no model with XLA",
+        "kept for the reproducibility it gives; without it where you need none, XLA and "
+        "the faster algorithms are open to the trials",
+    ),
 }
 
 
-def _debug_notes(path: Path, tree: ast.AST) -> list[str]:
-    """A script that turns on one of TensorFlow's debugging switches (DEBUG_SWITCHES),
-    often left from debugging: every trial and `run` keep it, and the note says so."""
+def _switch_notes(path: Path, tree: ast.AST) -> list[str]:
+    """A script that turns on one of TensorFlow's global switches (SWITCHES), a
+    debugging one often left over: every trial and `run` keep it, and the note says
+    so."""
     notes = []
     for node in ast.walk(tree):
         name = getattr(getattr(node, "func", None), "attr", None)
-        if isinstance(node, ast.Call) and name in DEBUG_SWITCHES:
+        if isinstance(node, ast.Call) and name in SWITCHES:
+            does, advice = SWITCHES[name]
             notes.append(
                 f"{path.name} calls {ast.unparse(node.func)}() (line {node.lineno}): "
-                f"{DEBUG_SWITCHES[name]}, in every trial and under tfaccel run; a debugging "
-                "setting that slows each step: remove it where you no longer debug"
+                f"{does}, in every trial and under tfaccel run; {advice}"
             )
     return sorted(notes)
 

@@ -15,6 +15,7 @@ import collections
 import dataclasses
 import inspect
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfaccel import stats
 from tfaccel._child import emit, end_process, failure
-from tfaccel._tf import import_tensorflow
+from tfaccel._tf import import_tensorflow, tf_internal
 from tfaccel.optimize.settings import LAYER_KNOBS
 from tfaccel.trial import noise_scale, xla_cache
 from tfaccel.trial.protocol import MARK, TrialRequest
@@ -217,6 +218,7 @@ def timed_fit(
         "device": "GPU" if report.gpus else "CPU",
         "jit_compile": bool(getattr(model, "jit_compile", False)),
         "eager": runs_eagerly(model),
+        "determinism": op_determinism(model),
         **checkpointing(report),
     }
 
@@ -369,6 +371,25 @@ def runs_eagerly(model: Any) -> str | None:
     if tf.config.functions_run_eagerly():
         return "tf.config.run_functions_eagerly(True)"
     return None
+
+
+def op_determinism(model: Any) -> str | None:
+    """What turned on TensorFlow's op determinism, in words for a sentence, where Keras
+    then compiles `model` without XLA (its `model_supports_jit`, since Keras 3.7:
+    "not all ops are supported by XLA with determinism enabled"), or None."""
+    import_tensorflow()
+    if not tf_internal("python.framework.config").is_op_determinism_enabled():
+        return None
+    try:
+        from keras.src.trainers.trainer import model_supports_jit
+
+        if model_supports_jit(model):
+            return None  # a Keras that compiles it with XLA all the same
+    except (ImportError, AttributeError):
+        pass
+    if os.environ.get("TF_DETERMINISTIC_OPS", "").lower() in ("1", "true"):
+        return "TF_DETERMINISTIC_OPS in the environment"
+    return "the script's tf.config.experimental.enable_op_determinism()"
 
 
 def _layer_counts(model: Any) -> dict[str, Any]:

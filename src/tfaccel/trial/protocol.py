@@ -144,6 +144,7 @@ class Payload(TypedDict, total=False):
     steps: int
     jit_compile: bool
     eager: str | None  # what ran each step as Python: `trial.child.runs_eagerly`
+    determinism: str | None  # what turned op determinism on: `trial.child.op_determinism`
     checkpointing: str
     # the model (the baseline counts FLOPs)
     forward_flops_per_sample: float

@@ -117,7 +117,8 @@ def gemm_model(baseline: TrialResult | None) -> bool:
 def xla_refused(baseline: TrialResult | None) -> str | None:
     """Why Keras runs this model without XLA whatever its `jit_compile` says (the
     layers the baseline found marked `supports_jit = False`: `trial.child.no_xla_layers`),
-    or None; or the script's steps run eagerly (`trial.child.runs_eagerly`). An XLA
+    or None; or the script's steps run eagerly (`trial.child.runs_eagerly`), or it
+    turns on op determinism (`trial.child.op_determinism`). An XLA
     trial of such a model would time it without XLA under another name."""
     eager = baseline.extra.get("eager") if baseline else None
     if eager:
@@ -126,6 +127,12 @@ def xla_refused(baseline: TrialResult | None) -> str | None:
             "Python, and Keras turns jit_compile off under it"
         )
     layers = baseline.extra.get("no_xla_layers") if baseline else None
+    determinism = baseline.extra.get("determinism") if baseline else None
+    if not layers and determinism:
+        return (
+            f"Keras runs this model without XLA: TensorFlow's op determinism is on "
+            f"({determinism}), and Keras compiles no model with XLA under it"
+        )
     if not layers:
         return None
     held = ", ".join(f"{count} {name}" for name, count in layers.items())
