@@ -80,7 +80,7 @@ def test_accuracy_guard_compares_within_the_same_xla_mode(tmp_path: Path) -> Non
             if s.precision == "mixed_bfloat16":
                 losses = tuple(x * 1.04 for x in losses)
             return dataclasses.replace(
-                r, losses=losses, extra={**r.extra, "jit_compile": s.xla == "auto"}
+                r, losses=losses, extra={**r.extra, "jit_compile": jit}
             )
 
     res = tuner(tmp_path, XlaShiftsLoss()).run()

@@ -805,6 +805,28 @@ def test_a_script_under_op_determinism_gets_no_trial_under_xla(tmp_path: Path) -
     )
 
 
+def test_an_xla_trial_keras_ran_without_xla_is_no_xla_figure(tmp_path: Path) -> None:
+    """A trial asked for XLA whose jit_compile Keras resolved to False for a reason no
+    fact of the baseline names: it fails with that reason, and its figure (here the
+    fastest) never stands under the XLA label."""
+
+    class Unnamed(FakeTrials):
+        def __call__(self, w: str, s: Settings, p: StepPlan, t: float) -> TrialResult:
+            r = super().__call__(w, s, p, t)
+            rate = (r.samples_per_s or 0.0) * (2.0 if s.xla == "jit" else 1.0)
+            extra = {**r.extra, "jit_compile": False, "no_xla_layers": {}}
+            return dataclasses.replace(r, samples_per_s=rate, windows=(rate, rate), extra=extra)
+
+    res = tuner(tmp_path, Unnamed(), precisions=("tf32",)).run()
+    jit = [t for t in res.trials if t.settings.get("xla") == "jit"]
+    assert jit and all(t.status == "error" for t in jit)
+    assert jit[0].error == (
+        "Keras ran it without XLA (its jit_compile=True resolved to False), so its figure "
+        "is not XLA's"
+    )
+    assert res.best_settings is not None and res.best_settings.xla != "jit"
+
+
 class DriftingTrials(FakeTrials):
     """A machine whose figures drift between processes: each settings' second run
     comes out `second` times its first (the windows of each spread 1 %); only the

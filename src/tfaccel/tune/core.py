@@ -150,6 +150,20 @@ def xla_refused(baseline: TrialResult | None) -> str | None:
     return why
 
 
+def without_xla_refused(settings: Settings, trial: TrialResult) -> TrialResult:
+    """A trial that asked for XLA and that Keras ran without it (its `jit_compile`
+    resolved to False: a layer or switch that `xla_refused` does not know yet), as a
+    failure: its figure would stand under a label that names what did not run."""
+    if settings.xla != "jit" or not trial.ok or trial.extra.get("jit_compile") is not False:
+        return trial
+    return dataclasses.replace(
+        trial,
+        status="error",
+        error="Keras ran it without XLA (its jit_compile=True resolved to False), so its "
+        "figure is not XLA's",
+    )
+
+
 def verdict_of(value: Any, c: figures.Comparison, places: int = 0) -> str:
     """A trial of one knob's value (or of what `value` names), in a decision's words,
     naming what it was compared with."""
@@ -312,6 +326,7 @@ class TunerCore:
                 raise
             return not_run(self, settings, INTERRUPTED)
         self._ran.append(self.clock() - started)
+        trial = without_xla_refused(settings, trial)
         if settings.batch_size is None and trial.extra.get("own_batch"):
             # "the script's own": the trial says which, and is labelled with it (a named
             # reference keeps its name, given in `_settled_trial`)
