@@ -79,9 +79,7 @@ def test_accuracy_guard_compares_within_the_same_xla_mode(tmp_path: Path) -> Non
             losses = (1.85, 1.85) if jit else (1.5, 1.5)
             if s.precision == "mixed_bfloat16":
                 losses = tuple(x * 1.04 for x in losses)
-            return dataclasses.replace(
-                r, losses=losses, extra={**r.extra, "jit_compile": jit}
-            )
+            return dataclasses.replace(r, losses=losses, extra={**r.extra, "jit_compile": jit})
 
     res = tuner(tmp_path, XlaShiftsLoss()).run()
     assert not [d for d in res.decisions if "rejected" in d.text], res.decisions
