@@ -30,8 +30,8 @@ from tfaccel.tune.result import (
     Race,
 )
 
-# Race runs a time budget keeps room for: the same-training run, the ladder's largest
-# batch, and the next one below it, raced where the largest loses.
+# Race runs a time budget keeps room for: the same-training run, the rung the
+# bisection races first, and the next one it picks (`_race_rungs`).
 RACE_RUNS_KEPT = 3
 # ... and the ladder itself keeps room for the fewest that can pass one batch.
 RACE_RUNS_LADDER = 2
