@@ -72,6 +72,8 @@
 #  cold_probe: why a tune's first process ran the WGAN's baseline about 30 % slow on
 #     three H100s (../2026-12-06-cold-first-process/probe.py: ten baseline runs, each
 #     way with an empty driver cache of its own; about 3 minutes);
+#  determinism_probe: what TensorFlow's op determinism costs a convnet on the GPU, and
+#     that Keras compiles it without XLA then (about two minutes);
 #  compile_probe: why each XLA trial of the transformer compiles for 50-56 s
 #     (../2026-12-05-xla-compile-cache/probe.py: five trials, about six minutes).
 set -u
@@ -174,6 +176,9 @@ lstm_pairs_spe() {  # each pair at seed 1, as the 2026-12-06 pairs under persist
 cold_probe() {  # why a tune's first process runs the WGAN's baseline cold (about 3 minutes)
   (cd "$EXAMPLES" && PYTHONPATH="$ROOT/src:$HERE/learnable_datasets${PYTHONPATH:+:$PYTHONPATH}" \
     python3 "$ROOT/experiments/2026-12-06-cold-first-process/probe.py" > "$DEST/cold.jsonl" 2> "$DEST/cold.err")
+}
+determinism_probe() {  # what op determinism costs a convnet (../2026-12-06-determinism/)
+  (cd "$ROOT" && python3 experiments/2026-12-06-determinism/probe.py > "$DEST/determinism.jsonl" 2>&1)
 }
 compile_probe() {
   (cd "$ROOT" && PYTHONPATH="$ROOT/src:$HERE${PYTHONPATH:+:$PYTHONPATH}" python3 \
