@@ -63,5 +63,5 @@ if __name__ == "__main__":
                 [sys.executable, __file__, str(int(det)), str(int(jit))],
                 capture_output=True, text=True, env=os.environ,
             )
-            line = out.stdout.strip().splitlines()[-1:] or [json.dumps({"error": out.stderr[-500:]})]
-            print(line[0], flush=True)
+            lines = out.stdout.strip().splitlines()
+            print(lines[-1] if lines else json.dumps({"error": out.stderr[-500:]}), flush=True)
