@@ -210,6 +210,54 @@ def test_the_python_api_starts_a_script_at_its_own_batch_size(tmp_path: Path) ->
     assert json.loads(result_json(res))["speedup_over_as_written"] == 1.0
 
 
+@pytest.mark.parametrize(
+    ("compile_args", "gpus", "measured"),
+    [
+        ("jit_compile=False", 0, False),  # keras-io's reproducibility recipe, on a CPU
+        ("jit_compile='auto', steps_per_execution=1", 0, False),
+        ("jit_compile=True", 0, True),  # XLA on a CPU: not the baseline
+        ("jit_compile=False, steps_per_execution=spe", 0, True),  # a value not read
+        ("jit_compile=False", 1, True),  # on a GPU Keras' defaults are TF32
+    ],
+)
+def test_a_script_as_written_that_is_the_baseline_is_measured_once(
+    tmp_path: Path, compile_args: str, gpus: int, measured: bool
+) -> None:
+    """On a machine without a GPU, a script whose own compile arguments resolve to the
+    baseline's settings (jit_compile False or 'auto': no XLA there) is the baseline:
+    its "as written" trial would measure the same configuration a third time, and its
+    noise had read as "1.22x your script as written" on the 2-core CPU. It is measured
+    once and said; any other choice of its own is measured as written."""
+    from tfaccel import tune as tune_lib
+    from tfaccel.trial.runner import TrialResult, label_of, settings_key
+    from tfaccel.tune.result import Hardware
+
+    script = tmp_path / "train.py"
+    script.write_text(f"import keras\nmodel.compile(loss='mse', {compile_args})\nmodel.fit(x, y)\n")
+    tgt = tune_lib.prepare(["python", str(script)])
+    extras: list[Any] = []
+
+    def runner(subject: Any, s: Any, p: StepPlan, t: float, **kw: Any) -> TrialResult:
+        extras.append(kw.get("extra"))
+        own = {"own_batch": 32} if s.batch_size is None else {}
+        key = settings_key(subject.name, s, p, kw.get("extra"))
+        return TrialResult(key, label_of(s), s.to_dict(), "ok", 100.0, 0.0, (100.0,), extra=own)
+
+    target = dataclasses.replace(tgt, fingerprint=None, runner=runner)
+    out = tune_lib.Outputs(tmp_path / "t.json", tmp_path / "t.png", tmp_path / "t.jsonl")
+    options = tune_lib.TuneOptions(steps=StepPlan(1, 1, 1), max_batch=32)
+    hw = Hardware(gpus, "9.0" if gpus else None)
+    res = tune_lib.run(target, options, out, hw=hw)
+    assert (extras.count({"as_written": True}) == 1) is measured
+    assert (res.as_written is not None) is measured
+    said = [d.text for d in res.decisions if d.stage == "as written"]
+    if not measured:
+        assert said == [
+            f"the script's own {compile_args} is the baseline's setting on a machine without "
+            "a GPU (no XLA there, float32): measured once, as the baseline"
+        ]
+
+
 @pytest.mark.parametrize("missing", ["keras", "tensorflow"])
 def test_a_python_without_keras_or_tensorflow_is_refused_before_any_trial(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str

@@ -339,7 +339,8 @@ def _compile_notes(path: Path, tree: ast.AST) -> tuple[list[str], str | None]:
                 note = (
                     f"{path.name} compiles with {given} (line {node.lineno}): each trial "
                     "sets its own, the baseline and Keras' defaults theirs, as tfaccel run "
-                    "applies the tuned ones; the script as written is measured beside them"
+                    "applies the tuned ones; the script as written is measured beside them "
+                    "where it is not the baseline itself"
                 )
                 return [note], given
     return [], None

@@ -77,12 +77,43 @@ def _as_written(tuner: TunerCore, defaults_s: Settings) -> None:
     own = getattr(tuner.subject, "own", ())
     if not own:
         return
+    if _as_the_baseline(tuner, own):
+        tuner.decide(
+            "as written",
+            f"the script's own {', '.join(own)} is the baseline's setting on a machine "
+            "without a GPU (no XLA there, float32): measured once, as the baseline",
+        )
+        return
     label = f"your script as written ({'; '.join(own)})"
     trial = tuner.trial(defaults_s, "as written", extra={"as_written": True}, label=label)
     tuner.result.as_written = trial
     if trial.ok:
         rate = f"{trial.samples_per_s:,.0f}/s"
         tuner.decide("as written", f"the script's own {', '.join(own)} kept: {rate}")
+
+
+# The script's own compile arguments, as written in its source, that leave a machine
+# without a GPU at the baseline's settings (Keras' jit_compile "auto" compiles nothing
+# there).
+AS_THE_BASELINE = {
+    "jit_compile": ("False", "None", "'auto'", '"auto"'),
+    "steps_per_execution": ("1",),
+}
+
+
+def _as_the_baseline(tuner: TunerCore, own: tuple[str, ...]) -> bool:
+    """Is the script as written the baseline itself: no GPU, and each of its own
+    choices (`ScriptFacts.own`: "jit_compile=False, steps_per_execution=1") one that
+    resolves to the baseline's setting there? (A dtype policy of its own, or a value
+    read from a variable, is not.) Measured again, it would only measure the noise."""
+    if tuner.hw.gpus:
+        return False
+    for choice in own:
+        for given in choice.split(", "):
+            name, _, value = given.partition("=")
+            if value not in AS_THE_BASELINE.get(name, ()):
+                return False
+    return True
 
 
 def _graph_mode(tuner: TunerCore, first: Settings) -> None:
