@@ -324,6 +324,23 @@ def _policy_notes(path: Path, tree: ast.AST) -> list[str]:
 
 # compile's arguments that each trial sets (`optimize.report.compile_kwargs`)
 TRIAL_COMPILE_ARGS = ("jit_compile", "steps_per_execution")
+# between the arguments `ScriptFacts.own` names: written by `_compile_notes`, read back
+# by `own_compile_args`
+ARGS_SEPARATOR = ", "
+
+
+def own_compile_args(own: tuple[str, ...]) -> dict[str, str] | None:
+    """The script's own compile arguments that `own` (`ScriptFacts.own`) names, each as
+    its source writes it ({"jit_compile": "False"}); None where `own` names more than
+    them (its dtype policy) or an argument does not read back (a value with a comma)."""
+    args = {}
+    for choice in own:
+        for given in choice.split(ARGS_SEPARATOR):
+            name, sep, value = given.partition("=")
+            if not sep or name not in TRIAL_COMPILE_ARGS:
+                return None
+            args[name] = value
+    return args
 
 
 def _compile_notes(path: Path, tree: ast.AST) -> tuple[list[str], str | None]:
@@ -335,7 +352,7 @@ def _compile_notes(path: Path, tree: ast.AST) -> tuple[list[str], str | None]:
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "compile":
             own = [kw for kw in node.keywords if kw.arg in TRIAL_COMPILE_ARGS]
             if own:
-                given = ", ".join(f"{kw.arg}={ast.unparse(kw.value)}" for kw in own)
+                given = ARGS_SEPARATOR.join(f"{kw.arg}={ast.unparse(kw.value)}" for kw in own)
                 note = (
                     f"{path.name} compiles with {given} (line {node.lineno}): each trial "
                     "sets its own, the baseline and Keras' defaults theirs, as tfaccel run "

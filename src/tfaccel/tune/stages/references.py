@@ -10,6 +10,7 @@ from tfaccel import stats
 from tfaccel.optimize.settings import (
     Settings,
 )
+from tfaccel.script.command import own_compile_args
 from tfaccel.trial.runner import (
     TrialResult,
 )
@@ -106,14 +107,8 @@ def _as_the_baseline(tuner: TunerCore, own: tuple[str, ...]) -> bool:
     choices (`ScriptFacts.own`: "jit_compile=False, steps_per_execution=1") one that
     resolves to the baseline's setting there? (A dtype policy of its own, or a value
     read from a variable, is not.) Measured again, it would only measure the noise."""
-    if tuner.hw.gpus:
-        return False
-    for choice in own:
-        for given in choice.split(", "):
-            name, _, value = given.partition("=")
-            if value not in AS_THE_BASELINE.get(name, ()):
-                return False
-    return True
+    args = None if tuner.hw.gpus else own_compile_args(own)
+    return args is not None and all(value in AS_THE_BASELINE[name] for name, value in args.items())
 
 
 def _graph_mode(tuner: TunerCore, first: Settings) -> None:
