@@ -1011,6 +1011,41 @@ def test_a_script_under_op_determinism_is_timed_without_xla_and_said(
     assert trial.ok and trial.extra["determinism"] is None, (trial.error, trial.traceback)
 
 
+OPAQUE = """
+class Opaque(keras.layers.Layer):
+    def __init__(self):
+        super().__init__()
+        self.supports_jit = False  # as Keras marks its cuDNN LSTM and GRU, lookups
+
+    def call(self, x):
+        return x
+
+
+model = keras.Sequential([keras.Input((8,)), Opaque(), keras.layers.Dense(2)])
+model.compile("adam", "mse")"""
+
+
+def test_run_says_xla_was_not_applied_where_a_layer_keeps_keras_from_it(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Settings with XLA on a model holding a layer Keras compiles no model with XLA
+    for (Keras warns and compiles it without): `run` says XLA was not applied and
+    which layers kept it off, not only "xla jit" among what it applied; a model
+    without one is told nothing of it."""
+    script = parse_command(
+        ["python", str(_write(here, "train.py", EAGER.replace("EAGER_LINE", OPAQUE)))]
+    )
+    xla = Settings(precision="float32", xla="jit")
+    capfd.readouterr()
+    assert run_script(script, xla) == 0
+    err = " ".join(capfd.readouterr().err.split())
+    assert "XLA not applied: Keras compiles no model with XLA that holds these layers: " in err
+    assert "1 Opaque" in err
+    plain = EAGER.replace("EAGER_LINE", 'model.compile("adam", "mse")')
+    assert run_script(parse_command(["python", str(_write(here, "plain.py", plain))]), xla) == 0
+    assert "XLA not applied" not in capfd.readouterr().err
+
+
 def test_a_scripts_global_switches_are_said_before_the_trials(here: Path) -> None:
     """tf.data's debug mode and numeric checks, left from debugging, slow every step
     of every trial and of `run`; op determinism turns XLA off: tfaccel keeps them (they

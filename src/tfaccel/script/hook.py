@@ -478,7 +478,7 @@ def _run_fit(
         )
     else:
         notes.append(f"the batches the script's {type(x).__name__} makes (the same training)")
-    from tfaccel.trial.child import op_determinism, precision_problem, runs_eagerly
+    from tfaccel.trial.child import precision_problem, runs_eagerly, xla_withheld
 
     notes += filter(None, [precision_problem(model, report.precision)])
     eager = runs_eagerly(model)
@@ -488,12 +488,9 @@ def _run_fit(
             "tf.function or XLA, whatever the settings say (tfaccel tune measures graph "
             "mode beside it)"
         )
-    determinism = op_determinism(model) if report.settings.xla != "off" else None
-    if determinism:
-        notes.append(
-            f"XLA not applied: TensorFlow's op determinism is on ({determinism}), and "
-            "Keras compiles no model with XLA under it"
-        )
+    xla = report.settings.xla
+    withheld = xla_withheld(model, xla == "jit") if xla != "off" and not eager else None
+    notes += [f"XLA not applied: {withheld}"] if withheld else []
     said = validation.applied_batch(model, fit_args, report.settings.validation_batch_size)
     notes += [said] if said else []
     if lr:

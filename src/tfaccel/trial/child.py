@@ -392,6 +392,30 @@ def op_determinism(model: Any) -> str | None:
     return "the script's tf.config.experimental.enable_op_determinism()"
 
 
+def xla_withheld(model: Any, jit: bool = True) -> str | None:
+    """Why Keras compiled `model` without the XLA that settings asked for, in words for
+    a sentence, or None: op determinism (`op_determinism`), whatever XLA setting asked;
+    where compile's `jit_compile=True` did (`jit`), layers Keras compiles no model with
+    XLA for (`no_xla_layers`: the cuDNN LSTM and GRU, lookups), else what Keras' own
+    `model_supports_jit` said (an Apple GPU)."""
+    determinism = op_determinism(model)
+    if determinism:
+        return (
+            f"TensorFlow's op determinism is on ({determinism}), and Keras compiles no "
+            "model with XLA under it"
+        )
+    if not jit or getattr(model, "jit_compile", None) is not False:
+        return None
+    try:
+        layers = no_xla_layers(list(model._flatten_layers(include_self=False, recursive=True)))
+    except Exception:
+        layers = {}
+    if layers:
+        held = ", ".join(f"{count} {name}" for name, count in layers.items())
+        return f"Keras compiles no model with XLA that holds these layers: {held}"
+    return "Keras compiled the model without it (its jit_compile is False)"
+
+
 def _layer_counts(model: Any) -> dict[str, Any]:
     """For each knob whose late trial needs its layers (LAYER_KNOBS), how many the
     model holds, nested ones (a MultiHeadAttention's dropout and projections, KerasHub's
