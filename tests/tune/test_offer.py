@@ -549,7 +549,10 @@ def test_a_ladder_the_budget_left_no_time_for_is_said_so(tmp_path: Path) -> None
     slow = clock.taking(100.0, FakeTrials(extra=fake.extra))
     res = Tuner("w", H200, budget, j, trial_fn=slow, clock=clock).run()
     assert everything.batch_offer is not None and res.batch_offer is None
-    assert res.batch_note == "not tried: the time budget was reached"
+    assert res.batch_note == (  # 50 s left, a trial of 100 s
+        "not tried: the time budget leaves too little for a ladder trial (about 50 s more: "
+        "a longer --time-budget)"
+    )
 
 
 def test_the_batch_offer_comes_after_every_same_training_stage(tmp_path: Path) -> None:
@@ -648,7 +651,10 @@ def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None
         "float8",
         "attention",
     ]  # the last late knob's trial (einsum) is past the budget
-    assert res.batch_offer is None and res.batch_note == "not tried: the time budget was reached"
+    assert res.batch_offer is None and res.batch_note == (
+        "not tried: the time budget leaves too little for a ladder trial (about 30 s more: "
+        "a longer --time-budget)"
+    )
 
 
 class LateWin(FakeTrials):
@@ -778,30 +784,45 @@ def test_a_race_starts_only_where_both_its_runs_fit(tmp_path: Path) -> None:
     assert o.why.startswith("not raced: the time budget was reached")
 
 
-def test_a_budget_with_no_room_for_a_rung_and_its_race_says_so(tmp_path: Path) -> None:
-    """The same model under a budget that leaves room for the same-training stages and a
-    race, but not for a rung before it: no ladder trial runs, and the note says why."""
+def _tune_of_a_minute_a_trial(tmp_path: Path, budget_s: float) -> tuple[Any, FakeTrials]:
+    tmp_path.mkdir()
     j = Journal(tmp_path / "j.jsonl")
     j.load("w")
     clock = FakeClock()
-    opts = options(time_budget_s=710.0, race_s=60.0)
+    opts = options(time_budget_s=budget_s, race_s=60.0)
     fake = FakeTrials(extra={"no_race": None, **ADAM})
     res = Tuner(
         "w", H200, opts, j, trial_fn=clock.taking(60.0, fake), clock=clock, race_fn=FakeRace([], [])
     ).run()
+    return res, fake
+
+
+def test_a_budget_with_no_room_for_a_rung_and_its_race_says_so(tmp_path: Path) -> None:
+    """Trials of a minute and races of 60 s: a rung and its race are reckoned at 60 + 2
+    x (60 + 1.25 x 60) = 330 s. After 420 s of same-training trials, a budget of 710 s
+    leaves 290: keeping them for the offer would only put the late stages off (it once
+    kept them, then the ladder found them short), so none is kept, said; the late
+    trials run; no ladder trial runs, and the note says about how much more it needed.
+    A budget of 760 s leaves 340: kept, and the ladder's rung runs."""
+    res, fake = _tune_of_a_minute_a_trial(tmp_path / "short", 710.0)
     assert all(s.batch_size == 64 for s in fake.calls)
+    assert len(fake.calls) == 11  # the seven same-training trials and four late ones
     assert res.batch_offer is None
-    # the late stages' trials gave way to the offer's time: the 290 s the budget had
-    # left (it wanted 585: three rungs and three race runs)
-    assert said(res, "time budget")[0].startswith(
-        "7 trial(s) not run: the budget's last 290 s were kept for the batch offer's"
+    assert said(res, "time budget")[0] == (
+        "none kept for the batch offer: the 290 s left cannot hold a ladder trial and its "
+        "race (about 330 s); the late stages have them"
     )
-    # 420 s of same-training trials, a rung of 60 s and 270 s kept: 40 s short
+    # 50 s left where 330 s are wanted
     assert res.batch_note == (
         "not tried: the time budget leaves too little for a ladder trial and its race "
-        "(about 40 s more: a longer --time-budget, or a shorter --race)"
+        "(about 280 s more: a longer --time-budget, or a shorter --race)"
     )
-    assert not any("skipped" in line for line in said(res, "batch offer"))  # the note says it
+    res, fake = _tune_of_a_minute_a_trial(tmp_path / "long", 760.0)
+    assert [s.batch_size for s in fake.calls].count(256) == 1
+    assert said(res, "time budget")[0].startswith(
+        "7 trial(s) not run: the budget's last 340 s were kept for the batch offer's"
+    )
+    assert res.batch_offer is not None and res.batch_offer.batch == 256
 
 
 def test_a_resumed_tune_reckons_its_budget_with_the_journaled_trials_times(

@@ -76,9 +76,12 @@ def batch_offer(tuner: TunerCore, state: State) -> None:
     short_s = _ladder_before_its_race(tuner, ladder, largest)
     if not ladder.rungs:
         if short_s is not None:
+            race = _can_race_in_budget(tuner)
             res.batch_note = (
-                "not tried: the time budget leaves too little for a ladder trial and its race "
-                f"(about {short_s:.0f} s more: a longer --time-budget, or a shorter --race)"
+                "not tried: the time budget leaves too little for a ladder trial"
+                + (" and its race" if race else "")
+                + f" (about {short_s:.0f} s more: a longer --time-budget"
+                + (", or a shorter --race)" if race else ")")
             )
         elif tuner._skipped > skipped:
             res.batch_note = "not tried: the time budget was reached"
@@ -93,9 +96,9 @@ def _ladder_before_its_race(tuner: TunerCore, ladder: State, largest: int) -> fl
     same-training run and one candidate, `RACE_RUNS_LADDER`): a rung that ran faster
     but could not be raced proves nothing, while a smaller rung raced can pass. A
     model that compiles for a minute per trial stops its ladder early and races what
-    it found (said). Where the kept time left no rung at all: about how many seconds
-    more the budget needed for one rung and its race."""
-    kept = tuner._kept
+    it found (said). Where the budget (or the time kept in it) left no rung at all:
+    about how many seconds more it needed for one rung and its race."""
+    kept, skipped = tuner._kept, tuner._skipped
     tuner.reserve_s = RACE_RUNS_LADDER * _race_run_s(tuner) if _can_race_in_budget(tuner) else 0.0
     tuner.reserve_for = "the batch offer's race"
     try:
@@ -103,10 +106,10 @@ def _ladder_before_its_race(tuner: TunerCore, ladder: State, largest: int) -> fl
         short_s = overrun_s(tuner)  # with the time kept, as the skipped rung was judged
     finally:
         reserve, tuner.reserve_s, tuner.reserve_for = tuner.reserve_s, 0.0, FOR_OFFER
+    if not ladder.rungs and (tuner._kept > kept or tuner._skipped > skipped):
+        return short_s
     if tuner._kept == kept:
         return None
-    if not ladder.rungs:
-        return short_s
     tuner.decide(
         "batch offer",
         f"the ladder stopped at batch {tuner._batch(ladder)}: the budget's last "
@@ -121,7 +124,9 @@ def keep_time(tuner: TunerCore, state: State) -> None:
     passed race can train to the same loss several times sooner, and a budget that
     runs out first leaves the offer unproven. Kept: a trial for each batch the ladder
     may try, and RACE_RUNS_KEPT race runs (`_race_run_s`); `release_time` gives it
-    back before the answer is settled.
+    back before the answer is settled. Where what is left cannot hold the least an
+    offer needs (a rung and RACE_RUNS_LADDER race runs), nothing is kept: the late
+    stages have the time, and the offer says what it lacked.
     The stages before (precision, XLA, steps_per_execution, the inputs) always run
     first."""
     if not _can_race_in_budget(tuner) or _no_race(tuner):
@@ -130,10 +135,20 @@ def keep_time(tuner: TunerCore, state: State) -> None:
     rungs = 0
     while own * 2 ** (2 * rungs + 1) <= largest:  # the ladder's 4x steps (a 2x last)
         rungs += 1
-    if rungs:
-        wanted = rungs * tuner.mean_trial_s + RACE_RUNS_KEPT * _race_run_s(tuner)
-        left = budget_left_s(tuner) or 0.0
-        tuner.reserve_s = max(0.0, min(wanted, left))  # what is left, where it wants more
+    if not rungs:
+        return
+    race_s = _race_run_s(tuner)
+    least = tuner.mean_trial_s + RACE_RUNS_LADDER * race_s
+    left = max(0.0, budget_left_s(tuner) or 0.0)
+    if left < least:
+        tuner.decide(
+            "time budget",
+            f"none kept for the batch offer: the {left:.0f} s left cannot hold a ladder trial "
+            f"and its race (about {least:.0f} s); the late stages have them",
+        )
+        return
+    wanted = rungs * tuner.mean_trial_s + RACE_RUNS_KEPT * race_s
+    tuner.reserve_s = min(wanted, left)  # what is left, where it wants more
 
 
 def _can_race_in_budget(tuner: TunerCore) -> bool:
