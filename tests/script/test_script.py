@@ -927,6 +927,20 @@ def test_a_trial_of_an_lstm_on_cudnn_names_it_and_runs_without_xla(here: Path) -
     assert r.extra["jit_compile"] is False
 
 
+@pytest.mark.gpu
+def test_run_of_an_lstm_on_cudnn_says_xla_was_not_applied(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`run` under settings with XLA, on a GPU, of a model holding an LSTM (cuDNN's):
+    Keras compiles it without XLA, and `run` says so, naming the layer."""
+    script = parse_command(["python", str(_write(here, "train.py", LSTM_SCRIPT))])
+    capfd.readouterr()
+    assert run_script(script, Settings(precision="tf32", xla="jit")) == 0
+    err = " ".join(capfd.readouterr().err.split())
+    said = "XLA not applied: Keras compiles no model with XLA that holds these layers: 1 LSTM"
+    assert said in err
+
+
 EAGER = """
 import numpy as np
 import keras
