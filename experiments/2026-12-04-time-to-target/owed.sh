@@ -9,8 +9,8 @@
 # (docs/measurements.md).
 #  On an H100 (2026-12-06, fifth) the transformer's ladder and race fitted ten minutes
 #  (1.68x; batch 1,024 raced and failed) and the MNIST convnet's tune read 1.97x and
-#  3.51x: four of the five on H100s; `autoencoder_tune` would make the fifth, were an
-#  H100 lent again. On an H200, all five are owed under today's rules:
+#  3.51x: four of the five on H100s; `autoencoder_tune` made the fifth at the next
+#  stop (1.54x; the five 1.71x and 1.92x). On an H200, all five are owed under today's rules:
 #  PARTS="lstm wgan transformer mnist autoencoder_tune" (about 55 minutes: two sessions).
 #  autoencoder_tune, mnist: the tunes of keras-io's autoencoder and MNIST convnet
 #     scripts (ten minutes each), put in $EXAMPLES first;
