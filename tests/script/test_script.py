@@ -1023,6 +1023,10 @@ def test_a_script_under_op_determinism_is_timed_without_xla_and_said(
     )
     trial = run_trial(ScriptTrial(plain), xla, SMALL)
     assert trial.ok and trial.extra["determinism"] is None, (trial.error, trial.traceback)
+    # tune's reference without it: the script's call left out, XLA compiled
+    free = run_trial(ScriptTrial(script), xla, SMALL, extra={"nondeterministic": True})
+    assert free.ok, (free.error, free.traceback)
+    assert free.extra["determinism"] is None and free.extra["jit_compile"] is True
 
 
 OPAQUE = """

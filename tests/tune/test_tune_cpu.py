@@ -433,7 +433,88 @@ def test_a_script_that_runs_eagerly_is_measured_in_graph_mode_beside_it(tmp_path
     bar = ax.patches[labels.index("the baseline in graph mode (run_eagerly=False)")]
     assert bar.get_facecolor()[:3] == pytest.approx((0.6, 0.6, 0.6))
     assert " a reference: not applied" in [t.get_text() for t in ax.texts]
-    assert "grey: a reference (your script as written, or in graph mode)" in ax.get_xlabel()
+    assert "grey: a reference (your script as written, in graph mode, or without op" in (
+        ax.get_xlabel()
+    )
+
+
+def test_a_script_under_op_determinism_is_told_what_it_costs(tmp_path: Path) -> None:
+    """Its baseline says the script turns on op determinism (Keras then withholds XLA):
+    Keras' defaults run once more with the script's call left out, a reference said with
+    its gain in the decisions, the text and the JSON, drawn grey, never the answer."""
+    from tfaccel import tune as tune_lib
+    from tfaccel.render.tune import tune_figure, tune_text
+    from tfaccel.trial.runner import TrialResult, label_of, settings_key
+    from tfaccel.tune.output import result_json
+    from tfaccel.tune.result import Hardware
+    from tfaccel.tune.stages.references import determinism_note
+
+    script = tmp_path / "train.py"
+    script.write_text("import keras\nmodel.fit(x, y)\n")
+    tgt = tune_lib.prepare(["python", str(script)])
+    turned = "the script's tf.config.experimental.enable_op_determinism()"
+    asked: list[Any] = []
+
+    def runner(subject: Any, s: Any, p: StepPlan, t: float, **kw: Any) -> TrialResult:
+        extra = kw.get("extra")
+        asked.append(extra)
+        free = bool(extra and extra.get("nondeterministic"))
+        facts = {"own_batch": 64, "determinism": None if free else turned}
+        rate = 170.0 if free else 100.0
+        return TrialResult(
+            settings_key(subject.name, s, p, extra), label_of(s), s.to_dict(), "ok", rate,
+            0.0, (rate, rate), extra=facts,
+        )  # fmt: skip
+
+    target = dataclasses.replace(tgt, fingerprint=None, runner=runner)
+    out = tune_lib.Outputs(tmp_path / "t.json", tmp_path / "t.png", tmp_path / "t.jsonl")
+    options = tune_lib.TuneOptions(steps=StepPlan(1, 1, 1), max_batch=64)
+    res = tune_lib.run(target, options, out, hw=Hardware(1, "9.0"))
+    assert asked.count({"nondeterministic": True}) == 1
+    assert res.without_determinism_gain == pytest.approx(1.7)
+    assert res.best is not res.without_determinism and res.best is not None
+    assert res.best.samples_per_s == 100.0
+    said = {d.stage: d.text for d in res.decisions}
+    assert said["determinism"] == (
+        f"TensorFlow's op determinism is on ({turned}): Keras compiles no model with XLA "
+        "under it, and cuDNN takes its deterministic algorithms; kept in every trial and "
+        "under tfaccel run; without it Keras' defaults ran 1.70x (170/s): where you need no "
+        "bit-for-bit reproducibility, remove it and tune again"
+    )
+    console = Console(record=True, width=200)
+    tune_text(res, console)
+    assert "your script turns on op determinism: without it Keras' defaults ran 1.70x" in (
+        console.export_text()
+    )
+    doc = json.loads(result_json(res))
+    assert doc["without_determinism_speedup_over_keras_defaults"] == pytest.approx(1.7)
+    ax = tune_figure(res).axes[0]
+    labels = [tick.get_text() for tick in ax.get_yticklabels()]
+    bar = ax.patches[labels.index("Keras' defaults without op determinism")]
+    assert bar.get_facecolor()[:3] == pytest.approx((0.6, 0.6, 0.6))
+    # a gain within the noise is said to be within it
+    res.without_determinism = dataclasses.replace(res.without_determinism, samples_per_s=102.0)
+    assert determinism_note(turned, res, 0.05).endswith(
+        "without it Keras' defaults ran 1.02x (102/s), within the noise (5%): it costs this "
+        "model nothing measurable here"
+    )
+
+
+def test_a_determinism_left_on_is_said_and_gives_no_gain() -> None:
+    """Determinism turned on where the hook does not leave it out (TF_DETERMINISTIC_OPS):
+    the reference ran under it too, so no gain is said of it, and why."""
+    from tfaccel.trial.runner import TrialResult
+    from tfaccel.tune.result import Hardware, TuneResult
+    from tfaccel.tune.stages.references import determinism_note
+
+    env = {"determinism": "TF_DETERMINISTIC_OPS in the environment"}
+    defaults = TrialResult("d", "defaults", {}, "ok", 100.0, 0.0, (100.0,), extra=env)
+    free = TrialResult("f", "free", {}, "ok", 101.0, 0.0, (101.0,), extra=env)
+    res = TuneResult("w", Hardware(1, "9.0"), keras_defaults=defaults, without_determinism=free)
+    assert res.without_determinism_gain is None
+    assert determinism_note(env["determinism"], res).endswith(
+        "it stayed on when left out (TF_DETERMINISTIC_OPS in the environment): not measured"
+    )
 
 
 def test_a_graph_mode_that_stayed_eager_is_said_and_gives_no_gain() -> None:

@@ -205,6 +205,11 @@ def tune_text(res: TuneResult, console: Console, unit: str = "samples") -> None:
             f"  your script runs its steps eagerly: in graph mode its baseline ran "
             f"{res.graph_mode_gain:.1f}x (graph mode, above)"
         )
+    if res.without_determinism_gain is not None:
+        lines.append(
+            f"  your script turns on op determinism: without it Keras' defaults ran "
+            f"{res.without_determinism_gain:.2f}x (above)"
+        )
     for i, confirmation in enumerate(res.confirmations, 1):
         defaults, best_trial = confirmation.keras_defaults, confirmation.best
         if confirmation.speedup is None:
@@ -299,9 +304,8 @@ def tune_figure(res: TuneResult, unit: str = "samples") -> Any:
         f"{unit}/s: median and range over timed windows\n(green: the same-training answer; "
         "orange: the batch offer;\na faster bar within the noise is not chosen; red: failed "
         'or out of memory;\n"lost its race": a batch that did not train sooner'
-        + ";\ngrey: a reference (your script as written, or in graph mode), never applied"
-        * any(_reference(res, trial) for trial in res.trials)
-        + ")",
+        + ";\ngrey: a reference (your script as written, in graph mode, or without op "
+        "determinism), never applied" * any(_reference(res, trial) for trial in res.trials) + ")",
         fontsize=9,
     )
     ax.set_title(f"tfaccel tune: {res.workload}", loc="left")  # the legend sits at the right
@@ -334,9 +338,10 @@ def _color(res: TuneResult, trial: TrialResult) -> str:
 
 
 def _reference(res: TuneResult, trial: TrialResult) -> bool:
-    """Is `trial` the script as written or its graph mode: measured beside the search
-    to compare with, never an answer?"""
-    return any(ref is not None and trial.key == ref.key for ref in (res.as_written, res.graph_mode))
+    """Is `trial` the script as written, its graph mode or Keras' defaults without its
+    op determinism: measured beside the search to compare with, never an answer?"""
+    refs = (res.as_written, res.graph_mode, res.without_determinism)
+    return any(ref is not None and trial.key == ref.key for ref in refs)
 
 
 def race_axes(ax: Any, offer: Any) -> None:

@@ -139,6 +139,8 @@ def _on_keras(request: TrialRequest) -> None:
         _keep_policy(report.precision)
     if request.graph:
         _keep_graph()
+    if request.nondeterministic:
+        _keep_nondeterministic()
     _patch(keras, report, request)
 
 
@@ -189,6 +191,21 @@ def _keep_graph() -> None:
     for name in EAGER_SWITCHES:
         if hasattr(tf.config, name):
             setattr(tf.config, name, keep)
+
+
+def _keep_nondeterministic() -> None:
+    """tune's determinism reference (`TrialRequest.nondeterministic`): the script's
+    `tf.config.experimental.enable_op_determinism()` left out, and said. Determinism
+    turned on another way (`TF_DETERMINISTIC_OPS`) stays on, and the trial's
+    `determinism` says so."""
+    from tfaccel._tf import import_tensorflow
+
+    tf = import_tensorflow()
+
+    def keep() -> None:
+        say(f"{_caller()}: the script's enable_op_determinism() left out")
+
+    tf.config.experimental.enable_op_determinism = keep
 
 
 def _caller() -> str:

@@ -68,7 +68,8 @@ class TrialRequest:
     the same (`trial.xla_cache`); `as_written` (tune): the script's own compile arguments
     and dtype policy kept, on the settings' other knobs (tune's "as written" reference);
     `graph` (tune): a script that runs its steps eagerly run in graph mode instead
-    (tune's graph reference: `run_eagerly=False`)."""
+    (tune's graph reference: `run_eagerly=False`); `nondeterministic` (tune): the
+    script's `enable_op_determinism()` left out (tune's determinism reference)."""
 
     mode: Mode
     settings: dict[str, Any]
@@ -84,6 +85,7 @@ class TrialRequest:
     xla_cache: str | None = None
     as_written: bool = False
     graph: bool = False
+    nondeterministic: bool = False
 
     @classmethod
     def of(cls, mode: Mode, extra: dict[str, Any] | None = None, **fields: Any) -> TrialRequest:

@@ -127,6 +127,7 @@ def result_json(result: TuneResult) -> str:
     doc["same_training_speedup_over_keras_defaults"] = result.speedup(result.keras_defaults)
     doc["speedup_over_as_written"] = result.speedup(result.as_written)
     doc["graph_mode_speedup_over_baseline"] = result.graph_mode_gain
+    doc["without_determinism_speedup_over_keras_defaults"] = result.without_determinism_gain
     doc["batch_offer"] = offer_document(result.batch_offer)
     doc["races"] = [offer_document(raced) for raced in result.races]
     doc["to_target_speedup_over_keras_defaults"] = to_target_over_defaults(result)

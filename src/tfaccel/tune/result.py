@@ -150,6 +150,8 @@ class TuneResult:
     as_written: TrialResult | None = None
     # a script whose steps run eagerly: its baseline in graph mode (a reference)
     graph_mode: TrialResult | None = None
+    # a script under op determinism: Keras' defaults without it (a reference)
+    without_determinism: TrialResult | None = None
     best: TrialResult | None = None
     best_settings: Settings | None = None
     resumed: int = 0  # trials this tune took from the journal instead of measuring
@@ -223,6 +225,17 @@ class TuneResult:
         if graph.extra.get("eager"):  # the script's switch was not left out
             return None
         return (graph.samples_per_s or 0.0) / (base.samples_per_s or math.nan)
+
+    @property
+    def without_determinism_gain(self) -> float | None:
+        """How many times Keras' defaults' samples/s they ran without the script's op
+        determinism (`without_determinism`), where both ran and it was left out."""
+        free, defaults = self.without_determinism, self.keras_defaults
+        if free is None or defaults is None or not (free.ok and defaults.ok):
+            return None
+        if free.extra.get("determinism"):  # turned on in a way not left out
+            return None
+        return (free.samples_per_s or 0.0) / (defaults.samples_per_s or math.nan)
 
     @property
     def largest_fitting_batch(self) -> int | None:

@@ -13,6 +13,7 @@ from tfaccel.optimize.settings import (
 from tfaccel.script.command import own_compile_args
 from tfaccel.trial.runner import (
     TrialResult,
+    beats,
 )
 from tfaccel.tune.core import (
     State,
@@ -51,6 +52,7 @@ def references(tuner: TunerCore) -> State | None:
     _repeat_baseline(tuner, first)
     _as_written(tuner, defaults_s)
     _graph_mode(tuner, first)
+    _without_determinism(tuner, defaults_s)
     if not res.baseline.ok and not res.keras_defaults.ok:
         tuner.decide("baseline", _failed(res.baseline, res.keras_defaults))
         return None
@@ -147,6 +149,56 @@ def graph_note(eager: str, res: TuneResult) -> str:
     if graph.status in ("error", "oom", "timeout"):
         return f"{said}; in graph mode the baseline failed ({graph.error}): it needs them eager"
     return f"{said}; graph mode was not measured ({graph.error or graph.status})"
+
+
+def _without_determinism(tuner: TunerCore, defaults_s: Settings) -> None:
+    """A script under TensorFlow's op determinism (the baseline says what turned it on:
+    `trial.child.op_determinism`) runs every trial without XLA, which Keras withholds
+    under it, and on cuDNN's deterministic algorithms. Kept: its reproducibility is the
+    user's to want. Keras' defaults are measured once more without it
+    (`TrialRequest.nondeterministic`), and what it costs is said. A reference, never
+    applied."""
+    res = tuner.result
+    turned = res.baseline.extra.get("determinism") if res.baseline else None
+    if not turned or getattr(tuner.subject, "own", None) is None:  # a script's own choice
+        return
+    label = "Keras' defaults without op determinism"
+    extra = {"nondeterministic": True}
+    free = res.without_determinism = tuner.trial(
+        defaults_s, "determinism", extra=extra, label=label
+    )
+    noise = None
+    if res.without_determinism_gain is not None and res.keras_defaults is not None:
+        defaults = res.keras_defaults
+        win, _, thr = beats(free, defaults, gain_floor(tuner.opt, res, free, defaults))
+        noise = None if win else thr
+    tuner.decide("determinism", determinism_note(turned, res, noise))
+
+
+def determinism_note(turned: str, res: TuneResult, noise: float | None = None) -> str:
+    """What the determinism reference found, in words; `noise`: the threshold its gain
+    fell within (the one noise rule), where it did."""
+    said = (
+        f"TensorFlow's op determinism is on ({turned}): Keras compiles no model with XLA "
+        "under it, and cuDNN takes its deterministic algorithms; kept in every trial and "
+        "under tfaccel run"
+    )
+    free, gain = res.without_determinism, res.without_determinism_gain
+    if free is None:
+        return said
+    if free.ok and free.extra.get("determinism"):
+        return f"{said}; it stayed on when left out ({free.extra['determinism']}): not measured"
+    if gain is not None and noise is not None:
+        return (
+            f"{said}; without it Keras' defaults ran {gain:.2f}x ({free.samples_per_s:,.0f}/s), "
+            f"within the noise ({noise:.0%}): it costs this model nothing measurable here"
+        )
+    if gain is not None:
+        return (
+            f"{said}; without it Keras' defaults ran {gain:.2f}x ({free.samples_per_s:,.0f}/s): "
+            "where you need no bit-for-bit reproducibility, remove it and tune again"
+        )
+    return f"{said}; without it, not measured ({free.error or free.status})"
 
 
 def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
