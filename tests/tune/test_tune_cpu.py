@@ -500,37 +500,41 @@ def test_a_script_under_op_determinism_is_told_what_it_costs(tmp_path: Path) -> 
     )
 
 
-def test_a_determinism_left_on_is_said_and_gives_no_gain() -> None:
-    """Determinism turned on where the hook does not leave it out (TF_DETERMINISTIC_OPS):
-    the reference ran under it too, so no gain is said of it, and why."""
+@pytest.mark.parametrize(
+    ("fact", "stayed", "reference", "said"),
+    [
+        (  # the graph mode: a switch made in a way the hook does not leave out
+            "eager",
+            "tf.config.run_functions_eagerly(True)",
+            "graph_mode",
+            "its steps stayed eager when asked for graph mode, so it was not measured",
+        ),
+        (  # op determinism from the environment, which the hook does not turn off
+            "determinism",
+            "TF_DETERMINISTIC_OPS in the environment",
+            "without_determinism",
+            "it stayed on when left out (TF_DETERMINISTIC_OPS in the environment): not measured",
+        ),
+    ],
+)
+def test_a_reference_whose_switch_stayed_on_is_said_and_gives_no_gain(
+    fact: str, stayed: str, reference: str, said: str
+) -> None:
+    """Where the script's switch stayed on in its reference run (graph mode, or
+    without op determinism), the reference ran as the trials did: no gain is said of
+    it, and why."""
     from tfaccel.trial.runner import TrialResult
     from tfaccel.tune.result import Hardware, TuneResult
-    from tfaccel.tune.stages.references import determinism_note
+    from tfaccel.tune.stages.references import determinism_note, graph_note
 
-    env = {"determinism": "TF_DETERMINISTIC_OPS in the environment"}
-    defaults = TrialResult("d", "defaults", {}, "ok", 100.0, 0.0, (100.0,), extra=env)
-    free = TrialResult("f", "free", {}, "ok", 101.0, 0.0, (101.0,), extra=env)
-    res = TuneResult("w", Hardware(1, "9.0"), keras_defaults=defaults, without_determinism=free)
-    assert res.without_determinism_gain is None
-    assert determinism_note(env["determinism"], res).endswith(
-        "it stayed on when left out (TF_DETERMINISTIC_OPS in the environment): not measured"
-    )
-
-
-def test_a_graph_mode_that_stayed_eager_is_said_and_gives_no_gain() -> None:
-    """Where the script's switch was made in a way the hook does not leave out, the
-    graph-mode trial runs eagerly too: no gain is said of it, and why."""
-    from tfaccel.trial.runner import TrialResult
-    from tfaccel.tune.result import Hardware, TuneResult
-    from tfaccel.tune.stages.references import graph_note
-
-    eager = {"eager": "tf.config.run_functions_eagerly(True)"}
-    base = TrialResult("b", "base", {}, "ok", 100.0, 0.0, (100.0,), extra=eager)
-    graph = TrialResult("g", "graph", {}, "ok", 101.0, 0.0, (101.0,), extra=eager)
-    res = TuneResult("w", Hardware(1, "9.0"), baseline=base, graph_mode=graph)
-    assert res.graph_mode_gain is None
-    assert graph_note(eager["eager"], res).endswith(
-        "its steps stayed eager when asked for graph mode, so it was not measured"
-    )
-    res.graph_mode = dataclasses.replace(graph, samples_per_s=300.0, extra={"eager": None})
-    assert res.graph_mode_gain == 3.0
+    on = {fact: stayed}
+    base = TrialResult("b", "base", {}, "ok", 100.0, 0.0, (100.0,), extra=on)
+    ref = TrialResult("g", "ref", {}, "ok", 101.0, 0.0, (101.0,), extra=on)
+    res = TuneResult("w", Hardware(1, "9.0"), baseline=base, keras_defaults=base)
+    setattr(res, reference, ref)
+    gain = f"{reference}_gain"
+    assert getattr(res, gain) is None
+    note = graph_note if fact == "eager" else determinism_note
+    assert note(stayed, res).endswith(said)
+    setattr(res, reference, dataclasses.replace(ref, samples_per_s=300.0, extra={fact: None}))
+    assert getattr(res, gain) == 3.0
