@@ -167,17 +167,16 @@ def _without_determinism(tuner: TunerCore, defaults_s: Settings) -> None:
     free = res.without_determinism = tuner.trial(
         defaults_s, "determinism", extra=extra, label=label
     )
-    noise = None
+    threshold = 0.0
     if res.without_determinism_gain is not None and res.keras_defaults is not None:
         defaults = res.keras_defaults
-        win, _, thr = beats(free, defaults, gain_floor(tuner.opt, res, free, defaults))
-        noise = None if win else thr
-    tuner.decide("determinism", determinism_note(turned, res, noise))
+        threshold = beats(free, defaults, gain_floor(tuner.opt, res, free, defaults))[2]
+    tuner.decide("determinism", determinism_note(turned, res, threshold))
 
 
-def determinism_note(turned: str, res: TuneResult, noise: float | None = None) -> str:
-    """What the determinism reference found, in words; `noise`: the threshold its gain
-    fell within (the one noise rule), where it did."""
+def determinism_note(turned: str, res: TuneResult, threshold: float = 0.0) -> str:
+    """What the determinism reference found, in words; `threshold`: the smallest gain
+    that counts between its figure and Keras' defaults' (the one noise rule)."""
     said = (
         f"TensorFlow's op determinism is on ({turned}): Keras compiles no model with XLA "
         "under it, and cuDNN takes its deterministic algorithms; kept in every trial and "
@@ -188,17 +187,15 @@ def determinism_note(turned: str, res: TuneResult, noise: float | None = None) -
         return said
     if free.ok and free.extra.get("determinism"):
         return f"{said}; it stayed on when left out ({free.extra['determinism']}): not measured"
-    if gain is not None and noise is not None:
-        return (
-            f"{said}; without it Keras' defaults ran {gain:.2f}x ({free.samples_per_s:,.0f}/s), "
-            f"within the noise ({noise:.0%}): it costs this model nothing measurable here"
-        )
-    if gain is not None:
-        return (
-            f"{said}; without it Keras' defaults ran {gain:.2f}x ({free.samples_per_s:,.0f}/s): "
-            "where you need no bit-for-bit reproducibility, remove it and tune again"
-        )
-    return f"{said}; without it, not measured ({free.error or free.status})"
+    if gain is None:
+        return f"{said}; without it, not measured ({free.error or free.status})"
+    ran = f"{said}; without it Keras' defaults ran {gain:.2f}x ({free.samples_per_s:,.0f}/s)"
+    if gain - 1 > threshold:
+        return f"{ran}: where you need no bit-for-bit reproducibility, remove it and tune again"
+    where = "within" if gain - 1 >= -threshold else "slower beyond"
+    return (
+        f"{ran}, {where} the noise ({threshold:.0%}): it costs this model nothing measurable here"
+    )
 
 
 def _repeat_baseline(tuner: TunerCore, first: Settings) -> None:
