@@ -522,11 +522,28 @@ def test_run_says_how_many_epochs_the_offer_needed(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     answer = read_answer(path, batch_offer=True)
     assert answer.settings.batch_size == 512
-    assert any("after about 5.2 epochs of the data" in n for n in answer.notes)
+    assert any("after about 5.2 epochs: a script that trains" in n for n in answer.notes)
     doc["batch_offer"]["epochs_to_target"] = 3941.13  # a toy model's race: whole epochs
     path.write_text(json.dumps(doc))
     notes = read_answer(path, batch_offer=True).notes
-    assert any("after about 3,941 epochs of the data" in n for n in notes)
+    assert any("after about 3,941 epochs: a script that trains" in n for n in notes)
+
+
+def test_the_epochs_to_target_are_the_scripts_own(tmp_path: Path) -> None:
+    """The candidate reached the target (its curve smoothed over three evaluations)
+    after 20 s at 1,000 samples/s: 20,000 examples. Of an endless dataset (`.repeat()`)
+    fed with steps_per_epoch=300 at batch 64, an epoch is 19,200 examples: about 1.04
+    epochs (no count of the data: none was given before); of 5,000 examples without
+    steps_per_epoch, 4."""
+    from tfaccel.tune.stages.batch_offer import _epochs
+
+    t = tuner(tmp_path, FakeTrials())
+    race = offer.race_of(60.0, "", HALF_AT_20, HALF_AT_10)
+    candidate = TrialResult("c", "l", {"batch_size": 256}, "ok", samples_per_s=1000.0)
+    assert race.candidate_s == 20.0
+    for facts, epochs in (({"epoch_examples": 19200}, 20000 / 19200), ({"examples": 5000}, 4.0)):
+        t.result.baseline = TrialResult("b", "l", {}, "ok", 1.0, extra=facts)
+        assert _epochs(t, race, candidate) == pytest.approx(epochs)
 
 
 def test_a_ladder_the_budget_left_no_time_for_is_said_so(tmp_path: Path) -> None:

@@ -335,7 +335,7 @@ def _with_offer(path: Path, settings: Settings, offer: Any) -> Answer:
     if isinstance(epochs, (int, float)) and epochs > 0:
         notes.append(
             f"in its race, batch {size} reached that validation loss after about "
-            f"{epochs:,.{0 if epochs >= 100 else 1}f} epochs of the data: a script that trains "
+            f"{epochs:,.{0 if epochs >= 100 else 1}f} epochs: a script that trains "
             "fewer epochs ends before it (more epochs, or stop on the validation loss)"
         )
     other = offer.get("other_settings") or {}

@@ -270,8 +270,10 @@ def _raced(tuner: TunerCore, found: BatchOffer) -> BatchOffer:
 
 
 def _epochs(tuner: TunerCore, race: Race, candidate: TrialResult) -> float | None:
-    """Epochs of the data the candidate trained before it reached the target."""
-    count = tuner._examples()
+    """Epochs the candidate trained before it reached the target, as the script counts
+    them: of its fit's `steps_per_epoch` batches where it sets them (an endless
+    dataset's epoch, as the warm-up's: `offer.lr_change`), else of the data."""
+    count = tuner._baseline_fact("epoch_examples") or tuner._examples()
     if race.candidate_s is None or not count or not candidate.samples_per_s:
         return None
     return race.candidate_s * candidate.samples_per_s / count
