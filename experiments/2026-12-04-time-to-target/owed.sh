@@ -73,7 +73,10 @@
 #     three H100s (../2026-12-06-cold-first-process/probe.py: ten baseline runs, each
 #     way with an empty driver cache of its own; about 3 minutes);
 #  determinism_probe: what TensorFlow's op determinism costs a convnet on the GPU, and
-#     that Keras compiles it without XLA then (about two minutes);
+#     that Keras compiles it without XLA then (about two minutes; on an H100 -8 %, and
+#     -41 % with XLA withheld);
+#  determinism_tune: tune's reference without the script's op determinism, on a GPU
+#     (../2026-12-05-script-shakedown/determinism.py, three minutes, no race);
 #  compile_probe: why each XLA trial of the transformer compiles for 50-56 s
 #     (../2026-12-05-xla-compile-cache/probe.py: five trials, about six minutes).
 set -u
@@ -179,6 +182,13 @@ cold_probe() {  # why a tune's first process runs the WGAN's baseline cold (abou
 }
 determinism_probe() {  # what op determinism costs a convnet (../2026-12-06-determinism/)
   (cd "$ROOT" && python3 experiments/2026-12-06-determinism/probe.py > "$DEST/determinism.jsonl" 2>&1)
+}
+determinism_tune() {  # tune's determinism reference on a GPU (about three minutes)
+  local d="$DEST/determinism-tune"; mkdir -p "$d"
+  (cd "$d" && PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" python3 -m tfaccel tune \
+    --time-budget 3m --race 0 --format json --output "$d/tfaccel.json" --journal "$d/tune.jsonl" \
+    -- python "$ROOT/experiments/2026-12-05-script-shakedown/determinism.py" \
+    > "$d/tune.json" 2> "$d/tune.err")
 }
 compile_probe() {
   (cd "$ROOT" && PYTHONPATH="$ROOT/src:$HERE${PYTHONPATH:+:$PYTHONPATH}" python3 \
