@@ -27,7 +27,12 @@ from tfaccel._child import emit, end_process, failure
 from tfaccel._tf import import_tensorflow, tf_internal
 from tfaccel.optimize.settings import LAYER_KNOBS
 from tfaccel.trial import noise_scale, xla_cache
-from tfaccel.trial.protocol import MARK, TrialRequest
+from tfaccel.trial.protocol import (
+    MARK,
+    TrialRequest,
+    determinism_withholds_xla,
+    layers_in_words,
+)
 from tfaccel.trial.race import ShimWatch, data_facts
 from tfaccel.trial.shared import checkpointing, gpu_peak, logged_loss, synthetic_batches
 from tfaccel.workloads.synthetic import rebatched
@@ -400,10 +405,7 @@ def xla_withheld(model: Any, jit: bool = True) -> str | None:
     `model_supports_jit` said (an Apple GPU)."""
     determinism = op_determinism(model)
     if determinism:
-        return (
-            f"TensorFlow's op determinism is on ({determinism}), and Keras compiles no "
-            "model with XLA under it"
-        )
+        return determinism_withholds_xla(determinism)
     if not jit or getattr(model, "jit_compile", None) is not False:
         return None
     try:
@@ -411,8 +413,9 @@ def xla_withheld(model: Any, jit: bool = True) -> str | None:
     except Exception:
         layers = {}
     if layers:
-        held = ", ".join(f"{count} {name}" for name, count in layers.items())
-        return f"Keras compiles no model with XLA that holds these layers: {held}"
+        return (
+            f"Keras compiles no model with XLA that holds these layers: {layers_in_words(layers)}"
+        )
     return "Keras compiled the model without it (its jit_compile is False)"
 
 

@@ -212,3 +212,17 @@ def undeclared(payload: dict[str, Any], layer_knobs: tuple[str, ...]) -> set[str
     """The keys of a payload that this module does not declare (a child's bug)."""
     layers = {f"{knob}_layers" for knob in layer_knobs}
     return set(payload) - set(Payload.__annotations__) - layers
+
+
+def layers_in_words(layers: dict[str, int]) -> str:
+    """A payload's `no_xla_layers` in words: "4 LSTM, 1 StringLookup"."""
+    return ", ".join(f"{count} {name}" for name, count in layers.items())
+
+
+def determinism_withholds_xla(turned: str) -> str:
+    """Why Keras compiles no model with XLA where a payload's `determinism` says what
+    turned TensorFlow's op determinism on, in words."""
+    return (
+        f"TensorFlow's op determinism is on ({turned}), and Keras compiles no model with "
+        "XLA under it"
+    )

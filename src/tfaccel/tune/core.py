@@ -18,6 +18,7 @@ from tfaccel.optimize.settings import (
     Settings,
 )
 from tfaccel.stats import noise_threshold
+from tfaccel.trial.protocol import determinism_withholds_xla, layers_in_words
 from tfaccel.trial.runner import (
     StepPlan,
     TrialResult,
@@ -129,16 +130,13 @@ def xla_refused(baseline: TrialResult | None) -> str | None:
     layers = baseline.extra.get("no_xla_layers") if baseline else None
     determinism = baseline.extra.get("determinism") if baseline else None
     if not layers and determinism:
-        return (
-            f"Keras runs this model without XLA: TensorFlow's op determinism is on "
-            f"({determinism}), and Keras compiles no model with XLA under it"
-        )
+        return f"Keras runs this model without XLA: {determinism_withholds_xla(determinism)}"
     if not layers:
         return None
-    held = ", ".join(f"{count} {name}" for name, count in layers.items())
     why = (
         f"Keras runs this model without XLA: it holds layers that Keras compiles no model "
-        f"with XLA for ({held}), so jit_compile=True and 'auto' fall back to False"
+        f"with XLA for ({layers_in_words(layers)}), so jit_compile=True and 'auto' fall "
+        "back to False"
     )
     augmenting = [name for name in layers if name.startswith("Random")]
     if augmenting:  # keras.layers' random augmentation: RandomFlip, RandomRotation, ...
