@@ -112,6 +112,29 @@ def test_a_script_feeding_fit_numpy_arrays_gets_no_tf_data_trials(tmp_path: Path
     assert any(s.input_cast == "compute" for s in pipeline.calls)
 
 
+def test_a_loop_of_train_on_batch_calls_gets_no_steps_per_execution_or_data_trials(
+    tmp_path: Path,
+) -> None:
+    """A script's own loop hands each batch to train_on_batch, one step a call
+    (`script.loop`): neither steps_per_execution nor a tf.data setting could act on it,
+    so none is tried, each said; nor is a batch change, for want of a race."""
+    from tfaccel.script.loop import LOOP_FACTS
+
+    loop = FakeTrials(extra=dict(LOOP_FACTS))
+    res = tuner(tmp_path, loop).run()
+    assert all(s.steps_per_execution == 1 and s.input_cast == "off" for s in loop.calls)
+    assert all(s.prefetch == "auto" and not s.device_arrays for s in loop.calls)
+    assert said(res, "steps_per_execution") == [f"not tried: {LOOP_FACTS['spe_blocker']}"]
+    why = (
+        "not tried: the script hands each batch to train_on_batch itself (tf.data "
+        "settings act on a tf.data.Dataset)"
+    )
+    assert said(res, "input_cast") == [why]
+    assert said(res, "prefetch") == [why]
+    assert res.batch_note and res.batch_note.startswith(LOOP_FACTS["no_race"])
+    assert all(s.batch_size in (None, loop.calls[0].batch_size) for s in loop.calls)
+
+
 def test_a_scripts_arrays_are_tried_in_gpu_memory_before_steps_per_execution(
     tmp_path: Path,
 ) -> None:

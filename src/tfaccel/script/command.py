@@ -156,13 +156,12 @@ def check_script(script: Script) -> ScriptFacts:
         ) from exc
     _refuse_other_backend(script.path, tree)
     _refuse_keras_2(script.path, tree)
-    fits = _fit_lines(tree)
     policy = _policy_notes(script.path, tree)
     compile_notes, compile_args = _compile_notes(script.path, tree)
     own = [compile_args] if compile_args else []
     own += ["its dtype policy"] if policy else []
     switches = _switch_notes(script.path, tree)
-    notes = _fit_notes(script.path, fits, script.fit) + policy + compile_notes + switches
+    notes = _fit_notes(script.path, tree, script.fit) + policy + compile_notes + switches
     return ScriptFacts(tuple(notes), tuple(own), tuple(switches))
 
 
@@ -272,23 +271,31 @@ def _backend_set(node: ast.AST) -> str | None:
     return None
 
 
-def _fit_lines(tree: ast.AST) -> list[int]:
-    """The lines of the source's `.fit(` calls."""
+def _call_lines(tree: ast.AST, method: str = "fit") -> list[int]:
+    """The lines of the source's `.fit(` calls (or another `method`'s)."""
     return sorted(
         node.lineno
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "fit"
+        and node.func.attr == method
     )
 
 
-def _fit_notes(path: Path, lines: list[int], timed: int = 1) -> list[str]:
+def _fit_notes(path: Path, tree: ast.AST, timed: int = 1) -> list[str]:
+    lines = _call_lines(tree)
     if timed > 1:
         where = f" (its source calls fit at lines {', '.join(map(str, lines))})" if lines else ""
         return [
             f"each trial times fit call {timed} that {path.name} makes{where}; the calls "
             "before it train one step each"
+        ]
+    loop = _call_lines(tree, "train_on_batch")
+    if not lines and loop:
+        return [
+            f"{path.name} trains with train_on_batch (line {loop[0]}) and has no .fit( call: "
+            "each trial times the train_on_batch calls of the first model that makes them, "
+            "as the script's loop makes them (its other work between them counted)"
         ]
     if not lines:
         return [

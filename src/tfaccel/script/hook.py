@@ -46,6 +46,7 @@ from tfaccel.script.fit_batch import (
     own_batch_of,
     same_examples_per_epoch,
 )
+from tfaccel.script.loop import TimedLoop, say_loop
 from tfaccel.script.watch import when_imported
 from tfaccel.trial import xla_cache
 from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
@@ -221,7 +222,9 @@ def _caller() -> str:
 def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
     compile_ = keras.Model.compile
     fit = keras.Model.fit
+    train_on_batch = keras.Model.train_on_batch
     calls = {"fit": 0}
+    loop = TimedLoop(report, request, STARTED, _caller) if request.mode == "tune" else None
 
     def compile_with_settings(self: Any, *args: Any, **kwargs: Any) -> Any:
         bound = inspect.signature(compile_).bind(self, *args, **kwargs).arguments
@@ -245,12 +248,22 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
             if calls["fit"] < timed:
                 return one_step_fit(fit, self, args, kwargs)
             where += f" (call {timed})" if timed > 1 else ""
+            if loop is not None:
+                loop.stop()
             _measured_fit(fit, self, report, request, where, args, kwargs)
             _end()
         return _run_fit(fit, self, report, where, calls["fit"], args, kwargs, request)
 
+    def train_on_batch_with_settings(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if loop is None or calls["fit"] or request.fit > 1:
+            if request.mode == "run":
+                say_loop(self, _caller, say)
+            return train_on_batch(self, *args, **kwargs)
+        return loop.call(train_on_batch, self, args, kwargs)
+
     keras.Model.compile = compile_with_settings
     keras.Model.fit = fit_with_settings
+    keras.Model.train_on_batch = train_on_batch_with_settings
 
 
 def _say_replaced(given: dict[str, Any], applied: dict[str, Any]) -> None:

@@ -193,12 +193,29 @@ def timed_fit(
     count_flops: bool = False,
     started: float = STARTED,
 ) -> dict[str, Any]:
-    """`fit(ds, ...)` for `plan`'s steps with a clock callback; the trial's payload:
-    throughput per timed window, the time to `fit` and to the first step apart (tracing
-    and XLA compilation), the losses, peak memory and the model's layer counts."""
+    """`fit(ds, ...)` for `plan`'s steps with a clock callback; the trial's payload
+    (`marks_payload`)."""
     _check_precision(model, report)  # a model built before fit: before its time is spent
     with ShimWatch(model) as watch:  # the losses the accuracy guard compares
         marks, plan = _fit_marks(fit, dataset, plan, batch, lambda logs: watch.loss(logs, "train"))
+    return marks_payload(model, report, marks, plan, batch, count_flops, started)
+
+
+Mark = tuple[int, float, float, float]  # last step of an execution, time, loss, seconds since start
+
+
+def marks_payload(
+    model: Any,
+    report: ConfigureReport,
+    marks: list[Mark],
+    plan: Plan,
+    batch: int,
+    count_flops: bool = False,
+    started: float = STARTED,
+) -> dict[str, Any]:
+    """A trial's payload from its steps' `marks` (`Marks`): throughput per timed
+    window, the time to the training and to the first step apart (tracing and XLA
+    compilation), the losses, peak memory and the model's layer counts."""
     _check_precision(model, report)  # one built inside fit (subclassed)
     # marks[i] ends step marks[i][0] (the last step of its execution).
     first_end = marks[0][1]
@@ -228,6 +245,35 @@ def timed_fit(
     }
 
 
+class Marks:
+    """The end of each execution of a trial's steps, as they end: its marks, and the
+    plan, its window shortened where the warm-up was slow and its windows cut where
+    they settled early (Plan.settled_after)."""
+
+    def __init__(self, plan: Plan, batch: int, start: float | None = None) -> None:
+        self.plan, self.batch = plan, batch
+        self.start = time.perf_counter() if start is None else start
+        self.marks: list[Mark] = []
+        self.ends: dict[int, float] = {}
+
+    def mark(self, step: int, loss: float) -> bool:
+        """Step `step` (the last of its execution) ended with `loss`: True where the
+        plan's steps are all done."""
+        now = time.perf_counter()
+        self.marks.append((step, now, loss, now - self.start))
+        self.ends[step] = now
+        plan = self.plan
+        if step == plan.warmup - 1 and plan.window_s:
+            step_s = warmup_step_s([mark[:3] for mark in self.marks])
+            if step_s:
+                window = shrink_window(plan.window, plan.spe, step_s, plan.window_s)
+                self.plan = dataclasses.replace(plan, window=window)
+        settled = self.plan.settled_after(step, self.ends, self.batch)
+        if settled is not None:
+            self.plan = dataclasses.replace(self.plan, windows=settled)
+        return step + 1 >= self.plan.total
+
+
 def _fit_marks(
     fit: Any,
     dataset: Any,
@@ -235,33 +281,16 @@ def _fit_marks(
     batch: int,
     read: Callable[[Any], float] = logged_loss,
     phase: str = "train",
-) -> tuple[list[tuple[int, float, float, float]], Plan]:
-    """Run `fit` (`phase` "test": `evaluate`) and mark each execution's end: (its last
-    step, time, loss as `read` finds it in the logs, seconds since it started); the
-    plan, its window shortened where the warm-up was slow and its windows cut where they
-    settled early (Plan.settled_after)."""
+) -> tuple[list[Mark], Plan]:
+    """Run `fit` (`phase` "test": `evaluate`) and mark each execution's end (`Marks`):
+    the marks, with the loss as `read` finds it in the logs, and the plan."""
     import keras
 
-    marks: list[tuple[int, float, float, float]] = []
-    ends: dict[int, float] = {}
-    state = {"plan": plan}
-    start = time.perf_counter()
+    marks = Marks(plan, batch)
 
     def batch_end(self: Any, batch_index: int, logs: Any = None) -> None:
-        loss = read(logs)  # (Keras made the logs floats: the step ended)
-        now = time.perf_counter()
-        marks.append((batch_index, now, loss, now - start))
-        ends[batch_index] = now
-        plan = state["plan"]
-        if batch_index == plan.warmup - 1 and plan.window_s:
-            step_s = warmup_step_s([mark[:3] for mark in marks])
-            if step_s:
-                window = shrink_window(plan.window, plan.spe, step_s, plan.window_s)
-                state["plan"] = dataclasses.replace(plan, window=window)
-        settled = state["plan"].settled_after(batch_index, ends, batch)
-        if settled is not None:
-            state["plan"] = dataclasses.replace(state["plan"], windows=settled)
-        if batch_index + 1 >= state["plan"].total:
+        # (Keras made the logs floats: the step ended)
+        if marks.mark(batch_index, read(logs)):
             setattr(self.model, "stop_training" if phase == "train" else "stop_evaluating", True)
 
     clock = type("Clock", (keras.callbacks.Callback,), {f"on_{phase}_batch_end": batch_end})()
@@ -269,9 +298,9 @@ def _fit_marks(
         fit(dataset, epochs=1, steps_per_epoch=plan.total, verbose=0, callbacks=[clock])
     else:
         fit(dataset, steps=plan.total, verbose=0, callbacks=[clock])
-    if not marks:
+    if not marks.marks:
         raise RuntimeError(f"no {'training' if phase == 'train' else 'evaluation'} step completed")
-    return marks, state["plan"]
+    return marks.marks, marks.plan
 
 
 def timed_evaluate(model: Any, dataset: Any, plan: Plan, batch: int) -> list[float]:

@@ -525,8 +525,13 @@ class TunerCore:
     def _arrays(self) -> str | None:
         """Why tf.data settings are left out: a script that gives fit numpy arrays,
         which `tfaccel run` passes to fit as they are."""
-        base = self.result.baseline
-        if base is None or base.extra.get("fit_data") != "arrays":
+        data = self._baseline_fact("fit_data")
+        if data == "train_on_batch":
+            return (
+                "the script hands each batch to train_on_batch itself (tf.data settings "
+                "act on a tf.data.Dataset)"
+            )
+        if data != "arrays":
             return None
         return (
             "the script gives fit numpy arrays, which tfaccel run passes as they are "

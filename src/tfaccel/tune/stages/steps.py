@@ -62,6 +62,7 @@ def spe_and_cast(tuner: TunerCore, state: State) -> None:
     ran slower beyond the noise."""
     cast = _cast_applies(tuner, state)
     old = _compat.keras_needs("timing steps_per_execution", *_compat.KERAS_TUNE_SPE)
+    old = old or tuner._baseline_fact("spe_blocker")
     longest = max(tuner.opt.spe_choices)
     pair = set(SPE_WITH_CAST).isdisjoint(tuner.opt.skip)
     if cast and pair and not old and longest > 1 and _spe_with_cast(tuner, state, longest):
@@ -89,8 +90,9 @@ def _spe_with_cast(tuner: TunerCore, state: State, spe: int) -> bool:
 
 def _steps_per_execution(tuner: TunerCore, state: State) -> None:
     old = _compat.keras_needs("timing steps_per_execution", *_compat.KERAS_TUNE_SPE)
-    if old:
-        tuner.decide("steps_per_execution", f"not tried: {old}")
+    why = old or tuner._baseline_fact("spe_blocker")
+    if why:
+        tuner.decide("steps_per_execution", f"not tried: {why}")
         return
     # The longest execution first: it saves the most host time per step. A shorter
     # one is tried only where a longer one failed or ran slower beyond the noise; a

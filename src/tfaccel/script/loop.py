@@ -1,0 +1,166 @@
+"""A script that trains with a loop of its own `model.train_on_batch` calls, as older GAN
+tutorials and hand-written loops do, instead of `fit`.
+
+In a trial, the calls of the first model that trains so are timed as the script's loop
+makes them (`trial.child.Marks`, one step a call): each window holds whatever else the
+loop does between them (its other models' steps, `predict`, its host work), as the
+user's training does. The payload then goes to the parent and the process ends. The
+settings reach those calls through `compile` (precision, XLA, the allocator); nothing
+else of fit's search applies, and the payload says why (`LOOP_FACTS`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
+
+if TYPE_CHECKING:
+    from tfaccel.optimize.report import ConfigureReport
+    from tfaccel.trial.child import Marks
+
+# What a trial of such a loop says for the search: its form of data, and why neither a
+# longer execution nor a batch change (with its race) is tried.
+LOOP_FACTS = {
+    "fit_data": "train_on_batch",
+    "spe_blocker": "the script's train_on_batch runs one step a call, whatever "
+    "steps_per_execution says",
+    "no_race": "the script trains with a loop of its own train_on_batch calls, which "
+    "chooses its own batches: tfaccel cannot run it at another batch size",
+}
+
+
+class TimedLoop:
+    """The timing of a script's train_on_batch calls in one trial: the first model that
+    calls it is timed, every call of another passes through."""
+
+    def __init__(
+        self,
+        report: ConfigureReport,
+        request: TrialRequest,
+        started: float,
+        caller: Callable[[], str],
+    ) -> None:
+        self.report, self.request, self.started = report, request, started
+        self.caller = caller  # file:line of the script's call (read once: it is slow)
+        self.model: Any = None
+        self.where = ""
+        self.marks: Marks | None = None
+        self.calls = 0
+
+    def call(self, train_on_batch: Any, model: Any, args: Any, kwargs: Any) -> Any:
+        """`train_on_batch(model, *args, **kwargs)`, timed where it is the timed model's;
+        at the plan's last step the payload goes to the parent and the process ends."""
+        if self.model is None:
+            self.model, self.where = model, self.caller()
+            print(FIT_STARTED, flush=True)  # a process that dies from here on died in the loop
+            atexit.register(self._ended_early)
+        if model is not self.model:
+            return train_on_batch(model, *args, **kwargs)
+        start = time.perf_counter()
+        try:
+            out = train_on_batch(model, *args, **kwargs)
+            if self._mark(start, args, kwargs, out):
+                self._end(self._payload())
+        except Exception as exc:
+            from tfaccel._child import failure
+
+            self._end(failure(exc))
+        return out
+
+    def stop(self) -> None:
+        """The script's fit came first to the end of a trial: this loop's timing is
+        dropped (the fit is timed instead)."""
+        atexit.unregister(self._ended_early)
+
+    def _mark(self, start: float, args: Any, kwargs: Any, out: Any) -> bool:
+        from tfaccel.trial.child import Marks, Plan
+
+        if self.marks is None:
+            plan = Plan.of(self.request.steps, spe=1)
+            self.marks = Marks(plan, batch_rows(args, kwargs), start=start)
+        self.calls += 1
+        return self.marks.mark(self.calls - 1, loss_of(out))
+
+    def _payload(self) -> dict[str, Any]:
+        from tfaccel.trial.child import marks_payload
+
+        assert self.marks is not None
+        marks = self.marks
+        out = marks_payload(
+            self.model,
+            self.report,
+            marks.marks,
+            marks.plan,
+            marks.batch,
+            self.request.count_flops,
+            self.started,
+        )
+        out.update(LOOP_FACTS)
+        if self.report.settings.batch_size is None:
+            out["own_batch"] = marks.batch
+        return out
+
+    def _end(self, payload: dict[str, Any]) -> None:
+        from tfaccel._child import emit, end_process
+
+        payload["measured"] = f"model.train_on_batch at {self.where}"
+        atexit.unregister(self._ended_early)
+        emit(MARK, payload)
+        end_process()
+
+    def _ended_early(self) -> None:
+        """The script's loop ended before the trial's calls were done: said, with how
+        many it made and how many a trial needs."""
+        from tfaccel._child import emit
+
+        need = self.marks.plan.total if self.marks else "more"
+        emit(
+            MARK,
+            {
+                "status": "error",
+                "error": f"the script's loop made {self.calls} train_on_batch calls of its "
+                f"first model, and a trial times {need} (--warmup, then --windows of "
+                "--window steps): fewer steps per trial, or a longer loop",
+                "measured": f"model.train_on_batch at {self.where}",
+            },
+        )
+
+
+_SPOKEN: set[int] = set()  # the models whose loop `run` has spoken of
+
+
+def say_loop(model: Any, caller: Callable[[], str], say: Callable[[str], None]) -> None:
+    """What `run` does to a script's own loop of train_on_batch calls, said once a
+    model: the settings reach it through compile, and each call runs one step."""
+    if id(model) in _SPOKEN:
+        return
+    _SPOKEN.add(id(model))
+    spe = int(getattr(model, "steps_per_execution", 1) or 1)
+    runs = f" (steps_per_execution {spe} runs one step a call there)" if spe > 1 else ""
+    say(
+        f"model.train_on_batch at {caller()} ({type(model).__name__}): the settings apply "
+        f"through its compile{runs}; the batches are the script's own"
+    )
+
+
+def batch_rows(args: Any, kwargs: Any) -> int:
+    """How many examples a train_on_batch call trains on: its inputs' first dimension."""
+    from tfaccel._tf import import_tensorflow
+
+    x = args[0] if args else kwargs.get("x")
+    first = import_tensorflow().nest.flatten(x)[0]
+    return int(first.shape[0])
+
+
+def loss_of(out: Any) -> float:
+    """The loss a train_on_batch call returns: alone, first of a list (the metrics
+    after it), or under "loss" in a dict (return_dict=True)."""
+    if isinstance(out, dict):
+        out = out.get("loss", next(iter(out.values()), float("nan")))
+    elif isinstance(out, (list, tuple)):
+        out = out[0] if out else float("nan")
+    return float(out)

@@ -1,0 +1,103 @@
+"""A script that trains with a loop of its own train_on_batch calls (`script.loop`):
+timed as its loop makes them, said by `run` (real scripts, real TensorFlow on the CPU)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from tfaccel.optimize.settings import Settings
+from tfaccel.script.command import check_script, parse_command
+from tfaccel.script.loop import LOOP_FACTS, loss_of
+from tfaccel.script.run import ScriptTrial, run_script
+from tfaccel.trial.runner import StepPlan, run_trial
+
+SMALL = StepPlan(warmup=2, windows=2, window=3)
+
+# The style of older GAN tutorials: a discriminator trained on real and generated rows
+# (2 x 16 a call), then the generator through the combined model, `predict` between.
+GAN_LOOP = """
+import sys
+import numpy as np
+import keras
+
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+rng = np.random.default_rng(0)
+real = rng.normal(loc=(2.0, -1.0), size=(512, 2)).astype("float32")
+gen = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"),
+                        keras.layers.Dense(2)])
+disc = keras.Sequential([keras.Input((2,)), keras.layers.Dense(8, activation="relu"),
+                         keras.layers.Dense(1, activation="sigmoid")])
+disc.compile(keras.optimizers.Adam(1e-3), "binary_crossentropy", metrics=["accuracy"])
+disc.trainable = False
+z = keras.Input((4,))
+gan = keras.Model(z, disc(gen(z)))
+gan.compile(keras.optimizers.Adam(1e-3), "binary_crossentropy")
+for step in range(steps):
+    noise = rng.normal(size=(16, 4)).astype("float32")
+    fake = gen.predict(noise, verbose=0)
+    disc.trainable = True
+    disc.train_on_batch(np.concatenate([real[:16], fake]),
+                        np.concatenate([np.ones((16, 1)), np.zeros((16, 1))]))
+    disc.trainable = False
+    gan.train_on_batch(noise, np.ones((16, 1)))
+open("after_loop.txt", "w").write("the script went on after its loop")
+"""
+
+
+@pytest.fixture
+def here(script_folder: Path) -> Path:
+    (script_folder / "gan.py").write_text(GAN_LOOP)
+    return script_folder
+
+
+def test_a_train_on_batch_loop_is_timed_as_the_script_makes_it(here: Path) -> None:
+    script = parse_command(["python", "gan.py"])
+    (note,) = check_script(script).notes
+    assert note.startswith("gan.py trains with train_on_batch (line 22) and has no .fit( call")
+    r = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert r.extra["measured"] == "model.train_on_batch at gan.py:22"  # the first model's
+    assert r.extra["own_batch"] == 32  # its rows: real and generated
+    assert {key: r.extra[key] for key in LOOP_FACTS} == LOOP_FACTS
+    assert len(r.windows) == 2 and all(rate > 0 for rate in r.windows)
+    assert len(r.losses) == 2 + 2 * 3 and all(math.isfinite(loss) for loss in r.losses)
+    assert not (here / "after_loop.txt").exists()  # the trial ended in the loop
+
+
+def test_a_loop_shorter_than_a_trial_says_how_many_calls_it_made(here: Path) -> None:
+    script = parse_command(["python", "gan.py", "3"])
+    r = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
+    assert r.status == "error" and r.error, r
+    assert r.error.startswith(
+        "the script's loop made 3 train_on_batch calls of its first model, and a trial "
+        "times 8 (--warmup, then --windows of --window steps)"
+    )
+    assert not r.extra.get("before_fit")  # it ended in its loop, not before it
+
+
+def test_run_says_the_loop_once_a_model(here: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    script = parse_command(["python", "gan.py", "5"])
+    settings = Settings(precision="float32", xla="off", steps_per_execution=25)
+    assert run_script(script, settings) == 0
+    said = [line for line in capfd.readouterr().err.splitlines() if "train_on_batch" in line]
+    assert said == [
+        "tfaccel: model.train_on_batch at gan.py:22 (Sequential): the settings apply through "
+        "its compile (steps_per_execution 25 runs one step a call there); the batches are "
+        "the script's own",
+        "tfaccel: model.train_on_batch at gan.py:25 (Functional): the settings apply through "
+        "its compile (steps_per_execution 25 runs one step a call there); the batches are "
+        "the script's own",
+    ]
+    assert (here / "after_loop.txt").exists()  # run runs the script to its end
+
+
+def test_the_loss_is_read_from_each_form_train_on_batch_returns() -> None:
+    assert loss_of(0.5) == 0.5
+    assert loss_of([0.25, 0.9]) == 0.25  # the loss, then the metrics
+    assert loss_of({"accuracy": 0.9, "loss": 0.75}) == 0.75  # return_dict=True
+    assert math.isnan(loss_of([]))
