@@ -101,3 +101,15 @@ def test_the_loss_is_read_from_each_form_train_on_batch_returns() -> None:
     assert loss_of([0.25, 0.9]) == 0.25  # the loss, then the metrics
     assert loss_of({"accuracy": 0.9, "loss": 0.75}) == 0.75  # return_dict=True
     assert math.isnan(loss_of([]))
+
+
+@pytest.mark.gpu
+def test_a_train_on_batch_loop_trains_in_bfloat16_with_xla_on_a_gpu(here: Path) -> None:
+    """The settings reach a loop's calls through compile: a bfloat16 trial with XLA
+    times the loop compiled so, its losses finite."""
+    script = parse_command(["python", "gan.py"])
+    r = run_trial(ScriptTrial(script), Settings(precision="mixed_bfloat16", xla="jit"), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert r.device == "GPU" and r.precision == "mixed_bfloat16"
+    assert r.extra["jit_compile"] is True
+    assert all(math.isfinite(loss) for loss in r.losses)
