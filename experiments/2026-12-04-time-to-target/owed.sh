@@ -141,9 +141,9 @@ lstm_pair_persist() {  # seeded pairs with the resumed tune's best trial's setti
   WALL="${WALL:-130}" REPEAT="${REPEAT:-1}" bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
     "$HERE/lstm-persist-dynamic.json" "$DEST/wall-lstm-persist"
 }
-wgan() {
+wgan() {  # BUDGET: minutes (10 unless the device time left holds fewer)
   EXAMPLES="$EXAMPLES" DEST="$DEST/wgan" TARGETS=wgan_gp RUNS=none \
-    RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
+    RACE=60s BUDGET="${BUDGET:-10}" bash "$HERE/run_gpu.sh"
 }
 run_start() {  # how much sooner `run` starts training with the tune's compiled programs
   local d="$DEST/run-start"; mkdir -p "$d"
