@@ -146,6 +146,49 @@ def test_one_trace_a_script_of_the_fit_call_chosen(
     assert result.exit_code == 5 and "as the script's fit call 3" in result.output
 
 
+# A loop of its own: the first model's calls (16 rows each) are the steps, the second
+# model's call and 20 ms of host work between them.
+LOOP = """
+import sys, time
+import numpy as np, keras
+first = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+second = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+first.compile("sgd", "mse")
+second.compile("sgd", "mse")
+for step in range(int(sys.argv[1])):
+    first.train_on_batch(np.zeros((16, 8), "float32"), np.zeros((16, 4), "float32"))
+    second.train_on_batch(np.zeros((8, 8), "float32"), np.zeros((8, 4), "float32"))
+    time.sleep(0.02)
+open("after.txt", "w").write("ran")
+"""
+
+
+def test_a_loop_of_train_on_batch_calls_is_profiled_from_call_to_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A step runs from one call of the first model to its next, so that it holds what
+    the loop does between them, as its training does; --stop ends the script after the
+    window, and a loop that ends inside the window still leaves its trace."""
+    import json
+
+    (tmp_path / "train.py").write_text(LOOP)
+    monkeypatch.chdir(tmp_path)
+    args = ["profile", "--start", "2", "--steps", "4", "--format", "json"]
+    result = CliRunner().invoke(app, [*args, "--stop", "--", "python", "train.py", "20"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)["report"]
+    assert report["samples_per_step"] == 16  # the first model's rows, one step a call
+    assert report["step_ms_avg"] >= 20  # the loop's other work between its calls
+    assert not (tmp_path / "after.txt").exists()
+    assert "steps 2-5 captured; the script ends here (--stop)" in capfd.readouterr().err
+    short = tmp_path / "short"
+    result = CliRunner().invoke(
+        app, [*args, "--logdir", str(short), "--", "python", "train.py", "4"]
+    )
+    assert result.exit_code == 0, result.output
+    assert list(short.rglob("*.xplane.pb")) and (tmp_path / "after.txt").exists()
+
+
 def test_a_bad_run_meta_file_is_ignored(tmp_path: Path) -> None:
     from tfaccel.profile.load import _read_meta
 

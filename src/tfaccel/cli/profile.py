@@ -169,8 +169,8 @@ def capture(
     if not new:  # never analyse an earlier capture as if it were this one
         raise WorkloadError(
             "The command finished without writing a profile",
-            expected=f"a Keras fit() that runs past step {start + steps}"
-            + (f" as the script's fit call {fit}" if fit else ""),
+            expected="a Keras fit() (or a loop of train_on_batch calls) that runs past step "
+            f"{start + steps}" + (f" as the script's fit call {fit}" if fit else ""),
             received=f"exit code {code}" + (f"; the capture failed: {why}" if why else ""),
             hint="lower --start, or use tfaccel.profile.trace() in the script"
             if code == 0 and not why

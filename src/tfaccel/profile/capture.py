@@ -85,6 +85,11 @@ class StepAnnotations(keras.callbacks.Callback):
         self._ctx: Any = None
         self._step = 0
 
+    @property
+    def step(self) -> int:
+        """The step that begins next (or has begun and not ended)."""
+        return self._step
+
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         tf = import_tensorflow()
         self._ctx = tf.profiler.experimental.Trace("train", step_num=self._step, _r=1)
@@ -121,6 +126,7 @@ class ProfileCallback(StepAnnotations):
         self.start_step = start_step
         self.steps = steps
         self.batch_size = batch_size
+        self.steps_per_step: int | None = None  # the model's steps_per_execution where None
         self.captured = False
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
@@ -141,8 +147,9 @@ class ProfileCallback(StepAnnotations):
         stop()
         self.captured = True
         if self.batch_size:
-            # One annotated step is one execution: steps_per_execution batches.
-            spe = int(getattr(self.model, "steps_per_execution", 1) or 1)
+            # One annotated step is one execution: steps_per_execution batches (one a
+            # call of train_on_batch, whatever it says: `steps_per_step`).
+            spe = self.steps_per_step or int(getattr(self.model, "steps_per_execution", 1) or 1)
             write_run_meta(self.logdir, {"samples_per_step": self.batch_size * spe})
 
 

@@ -7,6 +7,7 @@ failure to hook is said and ignored."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 from typing import Any
@@ -37,12 +38,7 @@ def _patch() -> None:
             state["calls"] += 1
             if state["captured"] or chosen not in (0, state["calls"]):
                 return fit(self, *args, **kwargs)
-            callback = guarded_callback()(
-                os.environ[ENV],
-                int(os.environ.get(PROFILE_START_ENV, "10")),
-                int(os.environ.get(PROFILE_STEPS_ENV, "10")),
-                batch_size=batch_size_of(args, kwargs),
-            )
+            callback = _window_callback(batch_size_of(args, kwargs))
             kwargs["callbacks"] = [*list(kwargs.get("callbacks") or []), callback]
             try:
                 return fit(self, *args, **kwargs)
@@ -50,8 +46,59 @@ def _patch() -> None:
                 state["captured"] = bool(callback.captured)
 
         keras.Model.fit = fit_with_profile
+        if not chosen:  # a script's own loop of train_on_batch calls, where it has no fit
+            keras.Model.train_on_batch = _loop_with_profile(keras.Model.train_on_batch, state)
     except Exception as exc:
         say(f"could not hook keras.Model.fit: {exc}", "tfaccel profile")
+
+
+def _loop_with_profile(train_on_batch: Any, state: dict[str, Any]) -> Any:
+    """train_on_batch with the window's steps counted in the calls of the first model
+    that makes them (`script.loop`'s choice): a step from one of its calls to the next,
+    so that each holds what the loop does between them too (its other models' steps,
+    its host work), as its training does. A loop that ends inside the window ends the
+    trace."""
+    loop: dict[str, Any] = {"model": None, "callback": None}
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if state["captured"] or state["calls"] or loop["model"] not in (None, self):
+            return train_on_batch(self, *args, **kwargs)
+        callback = loop["callback"]
+        if callback is None:
+            from tfaccel.script.loop import batch_rows
+
+            callback = loop["callback"] = _window_callback(batch_rows(args, kwargs), steps=1)
+            callback.set_model(self)
+            loop["model"] = self
+            atexit.register(_end_loop, callback)
+        else:  # the step before ends as this call starts
+            callback.on_train_batch_end(callback.step)
+            state["captured"] = bool(callback.captured)
+        if not state["captured"]:
+            callback.on_train_batch_begin(callback.step)
+        return train_on_batch(self, *args, **kwargs)
+
+    return call
+
+
+def _end_loop(callback: Any) -> None:
+    """At the script's end: its loop's last step ends, and a trace still open with it."""
+    if not callback.captured:
+        callback.on_train_batch_end(callback.step)
+        callback.on_train_end()
+
+
+def _window_callback(batch_size: int | None, steps: int | None = None) -> Any:
+    """The guarded ProfileCallback of the window the environment names; `steps`: the
+    steps one annotated step holds, where not the model's steps_per_execution."""
+    callback = guarded_callback()(
+        os.environ[ENV],
+        int(os.environ.get(PROFILE_START_ENV, "10")),
+        int(os.environ.get(PROFILE_STEPS_ENV, "10")),
+        batch_size=batch_size,
+    )
+    callback.steps_per_step = steps
+    return callback
 
 
 def guarded_callback() -> type:
