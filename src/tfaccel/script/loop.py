@@ -122,8 +122,9 @@ class TimedLoop:
             MARK,
             {
                 "status": "error",
-                "error": f"the script's loop made {self.calls} train_on_batch calls of its "
-                f"first model, and a trial times {need} (--warmup, then --windows of "
+                "error": f"the script's loop made {self.calls} train_on_batch "
+                f"call{'' if self.calls == 1 else 's'} of its first model, and a trial "
+                f"times {need} (--warmup, then --windows of "
                 "--window steps): fewer steps per trial, or a longer loop",
                 "measured": f"model.train_on_batch at {self.where}",
             },
