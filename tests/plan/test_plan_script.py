@@ -88,3 +88,35 @@ def test_a_script_that_cannot_be_planned_exits_2_with_why(
     result = runner.invoke(app, ["plan", "--spec", "H200", *args])
     assert result.exit_code == 2, result.output
     assert message in unboxed(result.output)
+
+
+# A loop of its own: the first model trained with train_on_batch (16 rows a call), then
+# a second one; after the loop, a file.
+LOOP = """
+import numpy as np
+import keras
+
+first = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+second = keras.Sequential([keras.Input((8,)), keras.layers.Dense(64), keras.layers.Dense(4)])
+first.compile("sgd", "mse")
+second.compile("adam", "mse")
+for step in range(5):
+    first.train_on_batch(np.zeros((16, 8), "float32"), np.zeros((16, 4), "float32"))
+    second.train_on_batch(np.zeros((8, 8), "float32"), np.zeros((8, 4), "float32"))
+open("after-loop.txt", "w").write("ran")
+"""
+
+
+def test_a_loop_of_train_on_batch_calls_is_planned_from_its_first_model(here: Path) -> None:
+    """Without a fit, the model of the first train_on_batch call is planned at that
+    call's batch, on its data; nothing after it runs."""
+    (here / "loop.py").write_text(LOOP)
+    result = runner.invoke(app, ["plan", "--spec", "H200", "-f", "json", "--", "python", "loop.py"])
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.stdout)["fit"]
+    assert fit["estimate"]["workload"] == (
+        "script: python loop.py: its loop's first train_on_batch model"
+    )
+    assert fit["estimate"]["parameters"] == 8 * 4 + 4 and fit["estimate"]["optimizer"] == "SGD"
+    assert fit["batch"] == 16 and fit["batch_from"] == "the script's"
+    assert not (here / "after-loop.txt").exists()

@@ -60,9 +60,10 @@ def estimate_script_in_child(
     if out.payload is None and not out.timed_out and out.returncode == 0:
         raise InputError(
             f"{shown} ended before its model.fit call {script.fit}",
-            expected="a script whose model.fit call trains the model to plan (one that trains "
-            "with a loop of its own, or with Keras 2's tf_keras, has none; --fit N counts "
-            "the calls as the script makes them)",
+            expected="a script whose model.fit call trains the model to plan, or without one "
+            "its first train_on_batch call (one that trains with a GradientTape loop of its "
+            "own, or with Keras 2's tf_keras, has neither; --fit N counts the fit calls as "
+            "the script makes them)",
             received=f"{shown}: exit 0, no model.fit call {script.fit}",
         )
     what = f"{shown}, run up to its model.fit call {script.fit},"

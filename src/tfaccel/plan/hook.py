@@ -8,6 +8,7 @@ the call's own data (`plan.memory.estimate_memory`), says the result to the pare
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from typing import Any
@@ -35,24 +36,62 @@ def _patch(request: dict[str, Any]) -> None:
             calls["n"] += 1
             if calls["n"] < int(request.get("fit") or 1):
                 return one_step_fit(fit, self, args, kwargs)
-            _answer(_estimate(fit, self, args, kwargs, request))
+            _answer(_estimate(lambda: fit_examples(fit, self, args, kwargs), self, request))
 
         keras.Model.fit = fit_planned
+        if int(request.get("fit") or 1) == 1:  # a script's own loop, where it has no fit
+            train_on_batch = keras.Model.train_on_batch
+
+            def loop_planned(self: Any, *args: Any, **kwargs: Any) -> Any:
+                if calls["n"]:
+                    return train_on_batch(self, *args, **kwargs)
+                _answer(_estimate_loop(train_on_batch, self, args, kwargs, request))
+
+            keras.Model.train_on_batch = loop_planned
     except Exception as exc:
         say(f"could not hook keras.Model.fit: {exc}", "tfaccel plan")
 
 
-def _estimate(fit: Any, model: Any, args: Any, kwargs: Any, request: dict[str, Any]) -> Any:
-    """The estimate of `model` trained as this fit call trains it, as plan's child
-    payload (with the batch size the call trains at), or the failure in its words."""
+def _estimate_loop(
+    train_on_batch: Any, model: Any, args: Any, kwargs: Any, request: dict[str, Any]
+) -> Any:
+    """The estimate of the first model a script's own loop trains with train_on_batch
+    (`script.loop`), on that call's batch, repeated."""
+    import keras
+
+    from tfaccel.script.loop import batch_rows
+    from tfaccel.workloads.inputs import user_data
+
+    def data() -> tuple[Any, int, int | None]:
+        bound = inspect.signature(train_on_batch).bind(model, *args, **kwargs)
+        given = bound.arguments
+        packed = keras.utils.pack_x_y_sample_weight(
+            given.get("x"), given.get("y"), given.get("sample_weight")
+        )
+        return user_data(packed, model).examples.repeat(), batch_rows(args, kwargs), None
+
+    name = f"{request.get('name') or 'script'}: its loop's first train_on_batch model"
+    return _estimate(data, model, request, "the data its first train_on_batch call gets", name)
+
+
+def _estimate(
+    data: Any,
+    model: Any,
+    request: dict[str, Any],
+    source: str = "the data its fit call gets",
+    name: str | None = None,
+) -> Any:
+    """The estimate of `model` trained on `data()` (its examples, the batch size it
+    trains at, how many there are), as plan's child payload (with that batch size), or
+    the failure in its words."""
     from tfaccel.plan.child import failed, to_dict
     from tfaccel.plan.memory import estimate_memory
     from tfaccel.workloads import Workload
 
     try:
-        examples, batch, count = fit_examples(fit, model, args, kwargs)
+        examples, batch, count = data()
         workload = Workload(
-            request.get("name") or "script",
+            name or request.get("name") or "script",
             model,
             loss=getattr(model, "loss", None),
             optimizer=getattr(model, "optimizer", None) or "adam",
@@ -65,7 +104,7 @@ def _estimate(fit: Any, model: Any, args: Any, kwargs: Any, request: dict[str, A
     except Exception as exc:
         expected = (
             "a Keras model whose training step traces (its forward pass, its compiled loss, "
-            "their gradients) on the data its fit call gets"
+            f"their gradients) on {source}"
         )
         return failed(exc, "Tracing the script's model", expected)
 
