@@ -177,6 +177,18 @@ def test_an_offer_that_did_not_pass_is_refused_before_the_script_runs(here: Path
     assert not (here / "seen.json").exists()
 
 
+def test_a_file_without_an_offer_says_why_the_tune_offered_none(here: Path) -> None:
+    path = _settings_file(here)
+    doc = json.loads(path.read_text())
+    why = "no larger batch ran faster beyond the noise"
+    path.write_text(json.dumps({**doc, "batch_offer": None, "batch_note": why}))
+    result = runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
+    assert result.exit_code == 2
+    out = unboxed(result.output)
+    assert "holds no batch offer to apply" in out and f"batch_offer: null ({why})" in out
+    assert not (here / "seen.json").exists()
+
+
 @pytest.mark.parametrize(
     ("learning_rate", "said"),
     [

@@ -210,7 +210,8 @@ def read_answer(path: Path, batch_offer: bool = False) -> Answer:
     asked = batch_offer or (isinstance(doc, dict) and doc.get("apply_batch_offer") is True)
     if isinstance(doc, dict) and "schema" in doc and doc.get("answer") != SAME_TRAINING:
         return _older(path, settings, asked)
-    answer = _with_offer(path, settings, doc.get("batch_offer")) if asked else None
+    offer, note = doc.get("batch_offer"), doc.get("batch_note")
+    answer = _with_offer(path, settings, offer, note) if asked else None
     return with_compiled(path, doc, _withheld_said(answer or _same_training(settings)))
 
 
@@ -296,15 +297,16 @@ def _older(path: Path, settings: Settings, asked: bool) -> Answer:
     return Answer(settings.replace(batch_size=None), None, (note,))
 
 
-def _with_offer(path: Path, settings: Settings, offer: Any) -> Answer:
+def _with_offer(path: Path, settings: Settings, offer: Any, note: Any = None) -> Answer:
     from tfaccel.errors import ConfigFileError
     from tfaccel.optimize.settings import said, settings_from_dict
 
     if not isinstance(offer, dict):
+        why = f" ({note})" if isinstance(note, str) and note else ""
         raise ConfigFileError(
             f"{path} holds no batch offer to apply",
             expected="a settings file whose tune offered a larger batch (see its batch_note)",
-            received="batch_offer: null",
+            received=f"batch_offer: null{why}",
             hint="tfaccel run without --batch-offer applies the same-training answer",
         )
     if offer.get("verdict") != "passed":
