@@ -65,9 +65,7 @@ def _loop_with_profile(train_on_batch: Any, state: dict[str, Any]) -> Any:
             return train_on_batch(self, *args, **kwargs)
         callback = loop["callback"]
         if callback is None:
-            from tfaccel.script.loop import batch_rows
-
-            callback = loop["callback"] = _window_callback(batch_rows(args, kwargs), steps=1)
+            callback = loop["callback"] = _window_callback(_rows(args, kwargs), steps=1)
             callback.set_model(self)
             loop["model"] = self
             atexit.register(_end_loop, callback)
@@ -79,6 +77,17 @@ def _loop_with_profile(train_on_batch: Any, state: dict[str, Any]) -> Any:
         return train_on_batch(self, *args, **kwargs)
 
     return call
+
+
+def _rows(args: Any, kwargs: Any) -> int | None:
+    """A train_on_batch call's rows, or None where its inputs do not say (the capture
+    never breaks the user's training)."""
+    from tfaccel.script.loop import batch_rows
+
+    try:
+        return batch_rows(args, kwargs)
+    except Exception:
+        return None
 
 
 def _end_loop(callback: Any) -> None:

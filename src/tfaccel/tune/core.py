@@ -524,7 +524,8 @@ class TunerCore:
 
     def _arrays(self) -> str | None:
         """Why tf.data settings are left out: a script that gives fit numpy arrays,
-        which `tfaccel run` passes to fit as they are."""
+        which `tfaccel run` passes to fit as they are, or hands its batches to
+        train_on_batch itself (`script.loop`)."""
         data = self._baseline_fact("fit_data")
         if data == "train_on_batch":
             return (
