@@ -115,3 +115,24 @@ def test_a_train_on_batch_loop_trains_in_bfloat16_with_xla_on_a_gpu(here: Path) 
     assert r.device == "GPU" and r.precision == "mixed_bfloat16"
     assert r.extra["jit_compile"] is True
     assert all(math.isfinite(loss) for loss in r.losses)
+
+
+def test_run_says_what_of_the_settings_a_loops_model_does_not_train_with(
+    script_folder: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """As for a fit: a model whose steps the script runs eagerly trains without XLA,
+    whatever the settings say, and `run` says so in the loop's line."""
+    (script_folder / "eager.py").write_text(
+        "import numpy as np, keras\n"
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+        'model.compile("sgd", "mse", run_eagerly=True)\n'
+        "for _ in range(3):\n"
+        '    model.train_on_batch(np.zeros((8, 4), "float32"), np.zeros((8, 1), "float32"))\n'
+    )
+    script = parse_command(["python", "eager.py"])
+    assert run_script(script, Settings(precision="float32", xla="jit")) == 0
+    (said,) = [line for line in capfd.readouterr().err.splitlines() if "train_on_batch" in line]
+    assert said.startswith(
+        "tfaccel: model.train_on_batch at eager.py:5 (Sequential): the settings apply "
+        "through its compile; the batches are the script's own; its steps run eagerly"
+    )

@@ -257,7 +257,7 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
     def train_on_batch_with_settings(self: Any, *args: Any, **kwargs: Any) -> Any:
         if loop is None or calls["fit"] or request.fit > 1:
             if request.mode == "run":
-                say_loop(self, _caller, say)
+                say_loop(self, _caller, say, report)
             return train_on_batch(self, *args, **kwargs)
         return loop.call(train_on_batch, self, args, kwargs)
 
@@ -508,19 +508,9 @@ def _run_fit(
         )
     else:
         notes.append(f"the batches the script's {type(x).__name__} makes (the same training)")
-    from tfaccel.trial.child import precision_problem, runs_eagerly, xla_withheld
+    from tfaccel.trial.child import unapplied_notes
 
-    notes += filter(None, [precision_problem(model, report.precision)])
-    eager = runs_eagerly(model)
-    if eager:
-        notes.append(
-            f"its steps run eagerly, as the script's {eager} says: as Python, without "
-            "tf.function or XLA, whatever the settings say (tfaccel tune measures graph "
-            "mode beside it)"
-        )
-    xla = report.settings.xla
-    withheld = xla_withheld(model, xla == "jit") if xla != "off" and not eager else None
-    notes += [f"XLA not applied: {withheld}"] if withheld else []
+    notes += unapplied_notes(model, report)
     said = validation.applied_batch(model, fit_args, report.settings.validation_batch_size)
     notes += [said] if said else []
     if lr:

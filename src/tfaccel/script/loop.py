@@ -134,18 +134,25 @@ class TimedLoop:
 _SPOKEN: set[int] = set()  # the models whose loop `run` has spoken of
 
 
-def say_loop(model: Any, caller: Callable[[], str], say: Callable[[str], None]) -> None:
+def say_loop(
+    model: Any, caller: Callable[[], str], say: Callable[[str], None], report: ConfigureReport
+) -> None:
     """What `run` does to a script's own loop of train_on_batch calls, said once a
-    model: the settings reach it through compile, and each call runs one step."""
+    model: the settings reach it through compile, each call runs one step, and what
+    of the settings it does not train with (`trial.child.unapplied_notes`)."""
+    from tfaccel.trial.child import unapplied_notes
+
     if id(model) in _SPOKEN:
         return
     _SPOKEN.add(id(model))
     spe = int(getattr(model, "steps_per_execution", 1) or 1)
     runs = f" (steps_per_execution {spe} runs one step a call there)" if spe > 1 else ""
-    say(
-        f"model.train_on_batch at {caller()} ({type(model).__name__}): the settings apply "
-        f"through its compile{runs}; the batches are the script's own"
-    )
+    notes = [
+        f"the settings apply through its compile{runs}",
+        "the batches are the script's own",
+        *unapplied_notes(model, report),
+    ]
+    say(f"model.train_on_batch at {caller()} ({type(model).__name__}): {'; '.join(notes)}")
 
 
 def batch_rows(args: Any, kwargs: Any) -> int:

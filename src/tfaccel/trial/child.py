@@ -426,6 +426,22 @@ def op_determinism(model: Any) -> str | None:
     return "the script's tf.config.experimental.enable_op_determinism()"
 
 
+def unapplied_notes(model: Any, report: ConfigureReport) -> list[str]:
+    """What `run` says of settings the model does not train with: a precision that did
+    not reach it, steps the script runs eagerly, XLA that Keras withheld."""
+    notes = list(filter(None, [precision_problem(model, report.precision)]))
+    eager = runs_eagerly(model)
+    if eager:
+        notes.append(
+            f"its steps run eagerly, as the script's {eager} says: as Python, without "
+            "tf.function or XLA, whatever the settings say (tfaccel tune measures graph "
+            "mode beside it)"
+        )
+    xla = report.settings.xla
+    withheld = xla_withheld(model, xla == "jit") if xla != "off" and not eager else None
+    return notes + ([f"XLA not applied: {withheld}"] if withheld else [])
+
+
 def xla_withheld(model: Any, jit: bool = True) -> str | None:
     """Why Keras compiled `model` without the XLA that settings asked for, in words for
     a sentence, or None: op determinism (`op_determinism`), whatever XLA setting asked;
