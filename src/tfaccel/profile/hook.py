@@ -58,16 +58,16 @@ def _loop_with_profile(train_on_batch: Any, state: dict[str, Any]) -> Any:
     so that each holds what the loop does between them too (its other models' steps,
     its host work), as its training does. A loop that ends inside the window ends the
     trace."""
-    loop: dict[str, Any] = {"model": None, "callback": None}
+    loop: dict[str, Any] = {"callback": None}  # its model: the first that calls
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if state["captured"] or state["calls"] or loop["model"] not in (None, self):
-            return train_on_batch(self, *args, **kwargs)
         callback = loop["callback"]
+        other = callback is not None and callback.model is not self
+        if state["captured"] or state["calls"] or other:
+            return train_on_batch(self, *args, **kwargs)
         if callback is None:
             callback = loop["callback"] = _window_callback(_rows(args, kwargs), steps=1)
             callback.set_model(self)
-            loop["model"] = self
             atexit.register(_end_loop, callback)
         else:  # the step before ends as this call starts
             callback.on_train_batch_end(callback.step)

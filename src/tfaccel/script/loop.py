@@ -71,6 +71,11 @@ class TimedLoop:
             self._end(failure(exc))
         return out
 
+    @property
+    def measured(self) -> str:
+        """Which call the trial timed, where (the payload's `measured`)."""
+        return f"model.train_on_batch at {self.where}"
+
     def stop(self) -> None:
         """The script's fit came first to the end of a trial: this loop's timing is
         dropped (the fit is timed instead)."""
@@ -107,7 +112,7 @@ class TimedLoop:
     def _end(self, payload: dict[str, Any]) -> None:
         from tfaccel._child import emit, end_process
 
-        payload["measured"] = f"model.train_on_batch at {self.where}"
+        payload["measured"] = self.measured
         atexit.unregister(self._ended_early)
         emit(MARK, payload)
         end_process()
@@ -126,7 +131,7 @@ class TimedLoop:
                 f"call{'' if self.calls == 1 else 's'} of its first model, and a trial "
                 f"times {need} (--warmup, then --windows of "
                 "--window steps): fewer steps per trial, or a longer loop",
-                "measured": f"model.train_on_batch at {self.where}",
+                "measured": self.measured,
             },
         )
 
