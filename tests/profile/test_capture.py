@@ -189,6 +189,34 @@ def test_a_loop_of_train_on_batch_calls_is_profiled_from_call_to_call(
     assert list(short.rglob("*.xplane.pb")) and (tmp_path / "after.txt").exists()
 
 
+# A warm-up call of one model (8 rows) before a loop that trains another (16 rows a call).
+WARM_UP_LOOP = """
+import sys
+import numpy as np, keras
+warm = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+main = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+warm.compile("sgd", "mse")
+main.compile("sgd", "mse")
+warm.train_on_batch(np.zeros((8, 8), "float32"), np.zeros((8, 4), "float32"))
+for step in range(int(sys.argv[1])):
+    main.train_on_batch(np.zeros((16, 8), "float32"), np.zeros((16, 4), "float32"))
+"""
+
+
+def test_a_loop_after_a_warm_up_call_is_profiled_in_the_model_it_trains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window moves to the model the loop trains, as tune times it."""
+    import json
+
+    (tmp_path / "train.py").write_text(WARM_UP_LOOP)
+    monkeypatch.chdir(tmp_path)
+    args = ["profile", "--start", "2", "--steps", "3", "--format", "json", "--stop"]
+    result = CliRunner().invoke(app, [*args, "--", "python", "train.py", "10"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["report"]["samples_per_step"] == 16
+
+
 def test_a_bad_run_meta_file_is_ignored(tmp_path: Path) -> None:
     from tfaccel.profile.load import _read_meta
 

@@ -13,7 +13,7 @@ pytest.importorskip("tensorflow")
 from tfaccel import _compat
 from tfaccel.optimize.settings import Settings
 from tfaccel.script.command import check_script, parse_command
-from tfaccel.script.loop import LOOP_FACTS, loss_of
+from tfaccel.script.loop import LOOP_FACTS, LoopModel, loss_of
 from tfaccel.script.run import ScriptTrial, run_script
 from tfaccel.trial.runner import StepPlan, run_trial
 
@@ -76,10 +76,50 @@ def test_a_loop_shorter_than_a_trial_says_how_many_calls_it_made(here: Path) -> 
     r = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
     assert r.status == "error" and r.error, r
     assert r.error.startswith(
-        "the script's loop made 3 train_on_batch calls of its first model, and a trial "
+        "the script's loop made 3 train_on_batch calls of the model it trains, and a trial "
         "times 8 (--warmup, then --windows of --window steps)"
     )
     assert not r.extra.get("before_fit")  # it ended in its loop, not before it
+
+
+# A warm-up call of one model (8 rows) before a loop that trains another (16 rows a
+# call), its first model never called again.
+WARM_UP_LOOP = """
+import numpy as np
+import keras
+
+warm = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+main = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+warm.compile("sgd", "mse")
+main.compile("sgd", "mse")
+warm.train_on_batch(np.zeros((8, 4), "float32"), np.zeros((8, 2), "float32"))
+for step in range(40):
+    main.train_on_batch(np.ones((16, 4), "float32"), np.ones((16, 2), "float32"))
+"""
+
+
+def test_the_model_a_loop_trains_is_timed_not_a_warm_up_call_before_it(
+    script_folder: Path,
+) -> None:
+    (script_folder / "warm.py").write_text(WARM_UP_LOOP)
+    script = parse_command(["python", "warm.py"])
+    r = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert r.extra["measured"] == "model.train_on_batch at warm.py:11"  # the loop's
+    assert r.extra["own_batch"] == 16
+
+
+def test_the_timed_model_is_the_first_unless_another_calls_twice_as_often() -> None:
+    def turns(calls: str) -> str:
+        choice = LoopModel()
+        return " ".join(choice.turn(name) for name in calls)
+
+    # a GAN's two models, one call each a step: the first stays timed
+    assert turns("dgdgdg") == "first other timed other timed other"
+    # a warm-up call, then the loop's model: timed from its third call
+    assert turns("wmmmm") == "first other other switched timed"
+    # a generator's step after five of its critic's: the critic from its third call
+    assert turns("gcccccgc") == "first other other switched timed timed other timed"
 
 
 def test_run_says_the_loop_once_a_model(here: Path, capfd: pytest.CaptureFixture[str]) -> None:

@@ -53,22 +53,31 @@ def _patch() -> None:
 
 
 def _loop_with_profile(train_on_batch: Any, state: dict[str, Any]) -> Any:
-    """train_on_batch with the window's steps counted in the calls of the first model
-    that makes them (`script.loop`'s choice): a step from one of its calls to the next,
-    so that each holds what the loop does between them too (its other models' steps,
-    its host work), as its training does. A loop that ends inside the window ends the
-    trace."""
-    loop: dict[str, Any] = {"callback": None}  # its model: the first that calls
+    """train_on_batch with the window's steps counted in the calls of the model the loop
+    trains (`script.loop.LoopModel`, as tune times it; one that takes over after the
+    trace began is left alone): a step from one of its calls to the next, so that each
+    holds what the loop does between them too (its other models' steps, its host work),
+    as its training does. A loop that ends inside the window ends the trace."""
+    from tfaccel.script.loop import LoopModel
+
+    choice = LoopModel()
+    loop: dict[str, Any] = {"callback": None}
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        turn = choice.turn(self)
         callback = loop["callback"]
-        other = callback is not None and callback.model is not self
-        if state["captured"] or state["calls"] or other:
+        if turn == "switched" and callback.step < callback.start_step:
+            callback.on_train_batch_end(callback.step)  # its open step closes, untraced
+            callback = None  # the window moves to this model
+        elif callback is not None and callback.model is not self:
+            return train_on_batch(self, *args, **kwargs)
+        if state["captured"] or state["calls"]:
             return train_on_batch(self, *args, **kwargs)
         if callback is None:
             callback = loop["callback"] = _window_callback(_rows(args, kwargs), steps=1)
             callback.set_model(self)
-            atexit.register(_end_loop, callback)
+            if turn == "first":
+                atexit.register(lambda: _end_loop(loop["callback"]))
         else:  # the step before ends as this call starts
             callback.on_train_batch_end(callback.step)
             state["captured"] = bool(callback.captured)

@@ -294,8 +294,9 @@ def _fit_notes(path: Path, tree: ast.AST, timed: int = 1) -> list[str]:
     if not lines and loop:
         return [
             f"{path.name} trains with train_on_batch (line {loop[0]}) and has no .fit( call: "
-            "each trial times the train_on_batch calls of the first model that makes them, "
-            "as the script's loop makes them (its other work between them counted)"
+            "each trial times the train_on_batch calls of the model it trains (the first "
+            "that makes them, unless another makes more than twice as many), as the "
+            "script's loop makes them (its other work between them counted)"
         ]
     if not lines:
         return [

@@ -1,12 +1,13 @@
 """A script that trains with a loop of its own `model.train_on_batch` calls, as older GAN
 tutorials and hand-written loops do, instead of `fit`.
 
-In a trial, the calls of the first model that trains so are timed as the script's loop
-makes them (`trial.child.Marks`, one step a call): each window holds whatever else the
-loop does between them (its other models' steps, `predict`, its host work), as the
-user's training does. The payload then goes to the parent and the process ends. The
-settings reach those calls through `compile` (precision, XLA, the allocator); nothing
-else of fit's search applies, and the payload says why (`LOOP_FACTS`).
+In a trial, the calls of the model the loop trains (`LoopModel`: the first that calls,
+unless another calls far more often) are timed as the script's loop makes them
+(`trial.child.Marks`, one step a call): each window holds whatever else the loop does
+between them (its other models' steps, `predict`, its host work), as the user's training
+does. The payload then goes to the parent and the process ends. The settings reach those
+calls through `compile` (precision, XLA, the allocator); nothing else of fit's search
+applies, and the payload says why (`LOOP_FACTS`).
 """
 
 from __future__ import annotations
@@ -33,9 +34,36 @@ LOOP_FACTS = {
 }
 
 
+class LoopModel:
+    """Which of a loop's models is timed: the first that calls train_on_batch, until
+    another has made more than twice its calls (a warm-up call of one model before a
+    loop that trains another, a generator's step after five of its critic's); then that
+    one. Alternating models (a GAN's discriminator and combined model, one call each a
+    step) keep the first."""
+
+    def __init__(self) -> None:
+        self.model: Any = None
+        self._calls: dict[int, int] = {}
+
+    def turn(self, model: Any) -> str:
+        """This call's part: `first` (the first call of all), `switched` (this model is
+        timed from this call on), `timed` or `other`."""
+        calls = self._calls[id(model)] = self._calls.get(id(model), 0) + 1
+        if self.model is None:
+            self.model = model
+            return "first"
+        if model is self.model:
+            return "timed"
+        if calls > 2 * self._calls[id(self.model)]:
+            self.model = model
+            return "switched"
+        return "other"
+
+
 class TimedLoop:
-    """The timing of a script's train_on_batch calls in one trial: the first model that
-    calls it is timed, every call of another passes through."""
+    """The timing of a script's train_on_batch calls in one trial: the model
+    `LoopModel` chooses is timed (afresh where it changes), every call of another
+    passes through."""
 
     def __init__(
         self,
@@ -46,7 +74,7 @@ class TimedLoop:
     ) -> None:
         self.report, self.request, self.started = report, request, started
         self.caller = caller  # file:line of the script's call (read once: it is slow)
-        self.model: Any = None
+        self.choice = LoopModel()
         self.where = ""
         self.marks: Marks | None = None
         self.calls = 0
@@ -54,12 +82,14 @@ class TimedLoop:
     def call(self, train_on_batch: Any, model: Any, args: Any, kwargs: Any) -> Any:
         """`train_on_batch(model, *args, **kwargs)`, timed where it is the timed model's;
         at the plan's last step the payload goes to the parent and the process ends."""
-        if self.model is None:
-            self.model, self.where = model, self.caller()
+        turn = self.choice.turn(model)
+        if turn == "other":
+            return train_on_batch(model, *args, **kwargs)
+        if turn == "first":
             print(FIT_STARTED, flush=True)  # a process that dies from here on died in the loop
             atexit.register(self._ended_early)
-        if model is not self.model:
-            return train_on_batch(model, *args, **kwargs)
+        if turn != "timed":  # its timing starts (again) at this call
+            self.where, self.marks, self.calls = self.caller(), None, 0
         start = time.perf_counter()
         try:
             out = train_on_batch(model, *args, **kwargs)
@@ -70,6 +100,10 @@ class TimedLoop:
 
             self._end(failure(exc))
         return out
+
+    @property
+    def model(self) -> Any:
+        return self.choice.model
 
     @property
     def measured(self) -> str:
@@ -128,7 +162,7 @@ class TimedLoop:
             {
                 "status": "error",
                 "error": f"the script's loop made {self.calls} train_on_batch "
-                f"call{'' if self.calls == 1 else 's'} of its first model, and a trial "
+                f"call{'' if self.calls == 1 else 's'} of the model it trains, and a trial "
                 f"times {need} (--warmup, then --windows of "
                 "--window steps): fewer steps per trial, or a longer loop",
                 "measured": self.measured,
