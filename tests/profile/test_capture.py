@@ -11,6 +11,7 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 pytest.importorskip("xprof")
 
+from tests.script.test_loop import WARM_UP_LOOP  # noqa: E402
 from tfaccel.cli import app  # noqa: E402
 from tfaccel.profile import capture  # noqa: E402
 from tfaccel.profile.analyze import analyze  # noqa: E402
@@ -189,24 +190,11 @@ def test_a_loop_of_train_on_batch_calls_is_profiled_from_call_to_call(
     assert list(short.rglob("*.xplane.pb")) and (tmp_path / "after.txt").exists()
 
 
-# A warm-up call of one model (8 rows) before a loop that trains another (16 rows a call).
-WARM_UP_LOOP = """
-import sys
-import numpy as np, keras
-warm = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
-main = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
-warm.compile("sgd", "mse")
-main.compile("sgd", "mse")
-warm.train_on_batch(np.zeros((8, 8), "float32"), np.zeros((8, 4), "float32"))
-for step in range(int(sys.argv[1])):
-    main.train_on_batch(np.zeros((16, 8), "float32"), np.zeros((16, 4), "float32"))
-"""
-
-
 def test_a_loop_after_a_warm_up_call_is_profiled_in_the_model_it_trains(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The window moves to the model the loop trains, as tune times it."""
+    """A warm-up call of one model (8 rows) before a loop that trains another (16 rows a
+    call): the window moves to the model the loop trains, as tune times it."""
     import json
 
     (tmp_path / "train.py").write_text(WARM_UP_LOOP)

@@ -85,6 +85,7 @@ def test_a_loop_shorter_than_a_trial_says_how_many_calls_it_made(here: Path) -> 
 # A warm-up call of one model (8 rows) before a loop that trains another (16 rows a
 # call), its first model never called again.
 WARM_UP_LOOP = """
+import sys
 import numpy as np
 import keras
 
@@ -93,7 +94,7 @@ main = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
 warm.compile("sgd", "mse")
 main.compile("sgd", "mse")
 warm.train_on_batch(np.zeros((8, 4), "float32"), np.zeros((8, 2), "float32"))
-for step in range(40):
+for step in range(int(sys.argv[1]) if len(sys.argv) > 1 else 40):
     main.train_on_batch(np.ones((16, 4), "float32"), np.ones((16, 2), "float32"))
 """
 
@@ -105,7 +106,7 @@ def test_the_model_a_loop_trains_is_timed_not_a_warm_up_call_before_it(
     script = parse_command(["python", "warm.py"])
     r = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
     assert r.ok, (r.error, r.traceback)
-    assert r.extra["measured"] == "model.train_on_batch at warm.py:11"  # the loop's
+    assert r.extra["measured"] == "model.train_on_batch at warm.py:12"  # the loop's
     assert r.extra["own_batch"] == 16
 
 
