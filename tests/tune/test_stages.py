@@ -112,27 +112,37 @@ def test_a_script_feeding_fit_numpy_arrays_gets_no_tf_data_trials(tmp_path: Path
     assert any(s.input_cast == "compute" for s in pipeline.calls)
 
 
-def test_a_loop_of_train_on_batch_calls_gets_no_steps_per_execution_or_data_trials(
-    tmp_path: Path,
+@pytest.mark.parametrize("kind", ["train_on_batch", "train_step"])
+def test_a_loop_of_its_own_gets_no_steps_per_execution_or_data_trials(
+    tmp_path: Path, kind: str
 ) -> None:
-    """A script's own loop hands each batch to train_on_batch, one step a call
-    (`script.loop`): neither steps_per_execution nor a tf.data setting could act on it,
-    so none is tried, each said; nor is a batch change, for want of a race."""
+    """A script's own loop hands each batch to train_on_batch (`script.loop`) or to a
+    training step of its own (`script.tape`), one step a call: neither
+    steps_per_execution nor a tf.data setting could act on it, so none is tried, each
+    said; nor is a batch change, for want of a race; nor, for a step of its own, XLA
+    (its tf.function's own)."""
     from tfaccel.script.loop import LOOP_FACTS
+    from tfaccel.script.tape import TAPE_FACTS
 
-    loop = FakeTrials(extra=dict(LOOP_FACTS))
+    facts = LOOP_FACTS if kind == "train_on_batch" else TAPE_FACTS
+    loop = FakeTrials(extra=dict(facts))
     res = tuner(tmp_path, loop).run()
     assert all(s.steps_per_execution == 1 and s.input_cast == "off" for s in loop.calls)
     assert all(s.prefetch == "auto" and not s.device_arrays for s in loop.calls)
-    assert said(res, "steps_per_execution") == [f"not tried: {LOOP_FACTS['spe_blocker']}"]
+    assert said(res, "steps_per_execution") == [f"not tried: {facts['spe_blocker']}"]
+    to = "train_on_batch" if kind == "train_on_batch" else "its own training step"
     why = (
-        "not tried: the script hands each batch to train_on_batch itself (tf.data "
-        "settings act on a tf.data.Dataset)"
+        f"not tried: the script hands each batch to {to} itself (tf.data settings act "
+        "on a tf.data.Dataset that fit reads)"
     )
     assert said(res, "input_cast") == [why]
     assert said(res, "prefetch") == [why]
-    assert res.batch_note and res.batch_note.startswith(LOOP_FACTS["no_race"])
+    assert res.batch_note and res.batch_note.startswith(facts["no_race"])
     assert all(s.batch_size in (None, loop.calls[0].batch_size) for s in loop.calls)
+    xla_tried = any(s.xla == "jit" for s in loop.calls)
+    assert xla_tried == (kind == "train_on_batch")
+    if kind == "train_step":
+        assert f"under XLA: not tried: {facts['xla_blocker']}" in said(res, "precision x XLA")
 
 
 def test_a_scripts_arrays_are_tried_in_gpu_memory_before_steps_per_execution(

@@ -298,6 +298,13 @@ def _fit_notes(path: Path, tree: ast.AST, timed: int = 1) -> list[str]:
             "that makes them, unless another makes more than twice as many), as the "
             "script's loop makes them (its other work between them counted)"
         ]
+    step = _call_lines(tree, "apply_gradients")
+    if not lines and step:
+        return [
+            f"{path.name} applies an optimizer's gradients itself (line {step[0]}) and has "
+            "no .fit( call: each trial times the calls of its training step (the "
+            "tf.function that applies them), as the script's loop makes them"
+        ]
     if not lines:
         return [
             f"{path.name} has no .fit( call of its own: the trials time the first "

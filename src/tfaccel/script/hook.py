@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tfaccel import _compat
-from tfaccel.script import file_caches, validation
+from tfaccel.script import file_caches, tape, validation
 from tfaccel.script.fit_batch import (
     data_form,
     is_array,
@@ -225,6 +225,7 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
     train_on_batch = keras.Model.train_on_batch
     calls = {"fit": 0}
     loop = TimedLoop(report, request, STARTED, _caller) if request.mode == "tune" else None
+    step = tape.hook(keras, report, request, STARTED, _caller, say)  # a step of its own
 
     def compile_with_settings(self: Any, *args: Any, **kwargs: Any) -> Any:
         bound = inspect.signature(compile_).bind(self, *args, **kwargs).arguments
@@ -248,8 +249,9 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
             if calls["fit"] < timed:
                 return one_step_fit(fit, self, args, kwargs)
             where += f" (call {timed})" if timed > 1 else ""
-            if loop is not None:
-                loop.stop()
+            for timed_loop in (loop, step):
+                if timed_loop is not None:
+                    timed_loop.stop()
             _measured_fit(fit, self, report, request, where, args, kwargs)
             _end()
         return _run_fit(fit, self, report, where, calls["fit"], args, kwargs, request)

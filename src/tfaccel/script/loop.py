@@ -63,7 +63,10 @@ class LoopModel:
 class TimedLoop:
     """The timing of a script's train_on_batch calls in one trial: the model
     `LoopModel` chooses is timed (afresh where it changes), every call of another
-    passes through."""
+    passes through. `script.tape` times a training step of the script's own with it."""
+
+    facts = LOOP_FACTS
+    call_word, calls_of = "train_on_batch call", "of the model it trains"  # an early end's
 
     def __init__(
         self,
@@ -82,27 +85,44 @@ class TimedLoop:
     def call(self, train_on_batch: Any, model: Any, args: Any, kwargs: Any) -> Any:
         """`train_on_batch(model, *args, **kwargs)`, timed where it is the timed model's;
         at the plan's last step the payload goes to the parent and the process ends."""
-        turn = self.choice.turn(model)
-        if turn == "other":
+        if not self.timing(model):
             return train_on_batch(model, *args, **kwargs)
+        start = time.perf_counter()
+        try:
+            out = train_on_batch(model, *args, **kwargs)
+        except Exception as exc:
+            from tfaccel._child import failure
+
+            self._end(failure(exc))
+        self.ended(start, args, kwargs, out)
+        return out
+
+    def timing(self, key: Any) -> bool:
+        """Is this call of `key` (a model; `script.tape`: a step function) timed?"""
+        turn = self.choice.turn(key)
+        if turn == "other":
+            return False
         if turn == "first":
             print(FIT_STARTED, flush=True)  # a process that dies from here on died in the loop
             atexit.register(self._ended_early)
         if turn != "timed":  # its timing starts (again) at this call
             self.where, self.marks, self.calls = self.caller(), None, 0
-        start = time.perf_counter()
+        return True
+
+    def ended(self, start: float, args: Any, kwargs: Any, out: Any) -> None:
+        """A timed call that began at `start` ended, returning `out`: marked; at the
+        plan's last step the payload goes to the parent and the process ends."""
         try:
-            out = train_on_batch(model, *args, **kwargs)
             if self._mark(start, args, kwargs, out):
                 self._end(self._payload())
         except Exception as exc:
             from tfaccel._child import failure
 
             self._end(failure(exc))
-        return out
 
     @property
     def model(self) -> Any:
+        """The Keras model the timed calls train."""
         return self.choice.model
 
     @property
@@ -138,7 +158,7 @@ class TimedLoop:
             self.request.count_flops,
             self.started,
         )
-        out.update(LOOP_FACTS)
+        out.update(self.facts)
         if self.report.settings.batch_size is None:
             out["own_batch"] = marks.batch
         return out
@@ -161,8 +181,8 @@ class TimedLoop:
             MARK,
             {
                 "status": "error",
-                "error": f"the script's loop made {self.calls} train_on_batch "
-                f"call{'' if self.calls == 1 else 's'} of the model it trains, and a trial "
+                "error": f"the script's loop made {self.calls} {self.call_word}"
+                f"{'' if self.calls == 1 else 's'} {self.calls_of}, and a trial "
                 f"times {need} (--warmup, then --windows of "
                 "--window steps): fewer steps per trial, or a longer loop",
                 "measured": self.measured,

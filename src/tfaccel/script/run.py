@@ -33,11 +33,11 @@ def hooked_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 NO_FIT = (
-    "the script ended without calling keras.Model.fit or train_on_batch, the calls tfaccel "
-    "times: a script that trains with a loop of its own (a GradientTape's), or with Keras "
-    "2's tf_keras, cannot be tuned this way; tune a function that returns its model and "
-    "data instead (tfaccel tune MODULE:FUNCTION, docs/entry-points.md), or set "
-    "tfaccel.configure() in the script"
+    "the script ended without calling keras.Model.fit, train_on_batch, or a tf.function "
+    "that applies a Keras optimizer's gradients, the calls tfaccel times: a script that "
+    "trains with Keras 2's tf_keras, or with a step of TensorFlow ops alone, cannot be "
+    "tuned this way; tune a function that returns its model and data instead (tfaccel "
+    "tune MODULE:FUNCTION, docs/entry-points.md), or set tfaccel.configure() in the script"
 )
 
 

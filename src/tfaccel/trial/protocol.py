@@ -159,8 +159,10 @@ class Payload(TypedDict, total=False):
     cudnn_attention_calls: int
     # a script's fit (`script.hook`)
     measured: str  # which fit call was timed, where
-    fit_data: str  # "dataset", "arrays", "iterator", or "train_on_batch" (`script.loop`)
-    spe_blocker: str  # why steps_per_execution changes nothing (`script.loop`)
+    fit_data: str  # "dataset", "arrays", "iterator", "train_on_batch" (`script.loop`)
+    # or "train_step" (`script.tape`)
+    spe_blocker: str  # why steps_per_execution changes nothing (`script.loop`, `.tape`)
+    xla_blocker: str  # why tfaccel's XLA does not reach the step (`script.tape`)
     device_arrays_blocker: str | None  # why its arrays cannot stay in GPU memory
     own_batch: int  # the script's own batch size, where the settings leave it open
     # its validation, timed (`script.validation`): window_samples_per_s then counts it

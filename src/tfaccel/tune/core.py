@@ -120,7 +120,11 @@ def xla_refused(baseline: TrialResult | None) -> str | None:
     layers the baseline found marked `supports_jit = False`: `trial.child.no_xla_layers`),
     or None; or the script's steps run eagerly (`trial.child.runs_eagerly`), or it
     turns on op determinism (`trial.child.op_determinism`). An XLA
-    trial of such a model would time it without XLA under another name."""
+    trial of such a model would time it without XLA under another name. A training
+    step of the script's own keeps its own XLA (`script.tape`: `xla_blocker`)."""
+    blocker = baseline.extra.get("xla_blocker") if baseline else None
+    if blocker:
+        return str(blocker)
     eager = baseline.extra.get("eager") if baseline else None
     if eager:
         return (
@@ -527,10 +531,11 @@ class TunerCore:
         which `tfaccel run` passes to fit as they are, or hands its batches to
         train_on_batch itself (`script.loop`)."""
         data = self._baseline_fact("fit_data")
-        if data == "train_on_batch":
+        if data in ("train_on_batch", "train_step"):
+            to = "train_on_batch" if data == "train_on_batch" else "its own training step"
             return (
-                "the script hands each batch to train_on_batch itself (tf.data settings "
-                "act on a tf.data.Dataset)"
+                f"the script hands each batch to {to} itself (tf.data settings act on a "
+                "tf.data.Dataset that fit reads)"
             )
         if data != "arrays":
             return None

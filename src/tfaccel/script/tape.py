@@ -1,0 +1,263 @@
+"""A script that trains with a step of its own: a `tf.function` whose body applies an
+optimizer's gradients (a `tf.GradientTape`'s, as TensorFlow's guide "Writing a training
+loop from scratch" writes it), called from the script's own loop, with neither `fit` nor
+`train_on_batch`.
+
+Such a function is found as it traces: the function called from the script (the
+outermost, not one it calls inside) during whose trace a Keras optimizer's `apply`
+runs, outside Keras' own train step. In a trial its calls are timed as the loop makes
+them (`TimedStep`, on `script.loop`'s machinery: `LoopModel` chooses among several such
+functions, a GAN's two steps), its samples counted in its first argument's rows. The
+settings that reach it are those set before the script builds its model (the precision
+policy, the allocator, TF32); its XLA is its own `tf.function(jit_compile=...)`, which
+tfaccel does not rewrite, and nothing of fit's search applies (`TAPE_FACTS`). A step
+that runs eagerly (no `tf.function` around it) is not timed: the trial says why.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tfaccel.script.loop import TimedLoop
+from tfaccel.trial.protocol import FIT_STARTED
+
+# What a trial of such a step says for the search (`script.loop.LOOP_FACTS`' twin).
+TAPE_FACTS = {
+    "fit_data": "train_step",
+    "spe_blocker": "the script's own training step runs one step a call, whatever "
+    "steps_per_execution says",
+    "no_race": "the script trains with a step of its own on the batches its loop makes: "
+    "tfaccel cannot run it at another batch size",
+    "xla_blocker": "the script's training step is a tf.function of its own, whose XLA is "
+    "its own jit_compile (tf.function(jit_compile=True) compiles it), which tfaccel "
+    "does not rewrite",
+}
+
+EAGER_STEP = (
+    "the script's training step runs eagerly (its optimizer applies the gradients outside "
+    "any tf.function): each step runs as Python, op by op, and tfaccel times a step "
+    "compiled as a tf.function (decorate the step with @tf.function: most of its time "
+    "is likely there)"
+)
+
+# Keras' own train step, where its optimizer is applied inside fit and train_on_batch.
+_KERAS_TRAINER = ("keras/src/backend/tensorflow/trainer.py", "keras/src/trainers/trainer.py")
+
+
+class StepFunctions:
+    """The script's training steps, as they trace: for each tf.function (by id) the
+    Keras model it trains (of those it calls, the one whose weights the optimizer
+    updates) and the optimizer. `outer` is the function being called from the script
+    now: a plain list, not a context variable, since a distribution strategy traces
+    its replicas' steps in threads of its own."""
+
+    def __init__(self) -> None:
+        self.outer: list[Any] = []
+        self.models: dict[int, Any] = {}
+        self.optimizers: dict[int, Any] = {}
+        self._called: dict[int, list[Any]] = {}
+
+    def called(self, model: Any) -> None:
+        """A Keras model called inside the outer function's trace."""
+        if self.outer:
+            seen = self._called.setdefault(id(self.outer[-1]), [])
+            if not any(model is m for m in seen):
+                seen.append(model)
+
+    def applied(self, optimizer: Any, variables: Any) -> str | None:
+        """An optimizer's `apply`: its outer function is a training step from now on.
+        EAGER_STEP where it runs eagerly outside Keras' own step, else None."""
+        if _in_keras_trainer():
+            return None
+        if not self.outer:
+            from tfaccel._tf import import_tensorflow
+
+            return EAGER_STEP if import_tensorflow().executing_eagerly() else None
+        fn = self.outer[-1]
+        if id(fn) not in self.models:
+            updated = {id(v) for v in variables}
+            models = self._called.get(id(fn), [])
+            self.models[id(fn)] = max(
+                models,
+                key=lambda m: len(updated & {id(w) for w in m.trainable_weights}),
+                default=None,
+            )
+            self.optimizers[id(fn)] = optimizer
+        return None
+
+    def is_step(self, fn: Any) -> bool:
+        return id(fn) in self.models
+
+
+def _in_keras_trainer() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.replace("\\", "/").endswith(_KERAS_TRAINER):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _scaling(optimizer: Any) -> Any:
+    """The LossScaleOptimizer that applies `optimizer` (its inner one) where one does,
+    else `optimizer`: the one the script trains with."""
+    frame = sys._getframe(2)
+    for _ in range(12):
+        if frame is None:
+            break
+        if frame.f_code.co_filename.endswith("loss_scale_optimizer.py"):
+            return frame.f_locals.get("self", optimizer)
+        frame = frame.f_back  # type: ignore[assignment]
+    return optimizer
+
+
+def name_of(fn: Any) -> str:
+    """A step function's name as the script wrote it."""
+    python = getattr(fn, "python_function", None)
+    return str(getattr(python, "__name__", None) or getattr(fn, "__name__", "tf.function"))
+
+
+class TimedStep(TimedLoop):
+    """A trial's timing of the script's training step (`TimedLoop` keyed by the step's
+    tf.function, its model the one the step trains)."""
+
+    facts = TAPE_FACTS
+    call_word, calls_of = "call", "of its training step"
+
+    def __init__(self, steps: StepFunctions, *args: Any) -> None:
+        super().__init__(*args)
+        self.steps = steps
+
+    @property
+    def model(self) -> Any:
+        return self.steps.models.get(id(self.choice.model))
+
+    @property
+    def measured(self) -> str:
+        return f"{name_of(self.choice.model)} (a tf.function of the script's) at {self.where}"
+
+    def _payload(self) -> dict[str, Any]:
+        fn = self.choice.model
+        if self.model is None:
+            raise ValueError(
+                f"the script's training step {name_of(fn)} applies gradients to no "
+                "keras.Model that it calls: tfaccel reads the model it trains to label "
+                "the trial"
+            )
+        unscaled = unscaled_step(self.steps.optimizers.get(id(fn)), self.report.precision)
+        if unscaled:
+            raise ValueError(unscaled)
+        out = super()._payload()
+        out["jit_compile"] = bool(getattr(fn, "_jit_compile", False))
+        return out
+
+
+def unscaled_step(optimizer: Any, precision: str) -> str | None:
+    """Under mixed_float16 a step of the script's own that does not scale its loss
+    (Keras' LossScaleOptimizer) learns from float16 gradients that underflow to zero:
+    why the trial would not train as its label says, or None."""
+    import keras
+
+    if precision != "mixed_float16" or isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return None
+    return (
+        "mixed_float16 needs the loss scaled (keras.optimizers.LossScaleOptimizer), and the "
+        f"script's own training step applies {type(optimizer).__name__}'s gradients "
+        "unscaled: small float16 gradients would underflow to zero (mixed_bfloat16 needs "
+        "no scaling)"
+    )
+
+
+def install(keras: Any, steps: StepFunctions, on_step: Callable[..., None]) -> None:
+    """Find the script's training steps as they trace (`StepFunctions`) and call
+    `on_step(fn, start, args, kwargs, out)` after each call of one; an eager step's
+    reason goes to `on_step(None, ...)` with the reason as `out`."""
+    from tfaccel._tf import import_tensorflow
+
+    function = type(import_tensorflow().function(lambda: None))
+    call, model_call = function.__call__, keras.Model.__call__
+    apply = keras.optimizers.Optimizer.apply
+
+    def call_step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if steps.outer:  # called inside another's trace: part of that one
+            return call(self, *args, **kwargs)
+        steps.outer.append(self)
+        start = time.perf_counter()
+        try:
+            out = call(self, *args, **kwargs)
+        finally:
+            steps.outer.pop()
+        if steps.is_step(self):
+            on_step(self, start, args, kwargs, out)
+        return out
+
+    def apply_step(self: Any, grads: Any, trainable_variables: Any = None) -> Any:
+        given = trainable_variables
+        if given is None:  # the optimizer's own, from its build
+            given = getattr(self, "_trainable_variables", [])
+        eager = steps.applied(_scaling(self), given)
+        out = apply(self, grads, trainable_variables)
+        if eager:
+            on_step(None, 0.0, (), {}, eager)
+        return out
+
+    def model_called(self: Any, *args: Any, **kwargs: Any) -> Any:
+        steps.called(self)
+        return model_call(self, *args, **kwargs)
+
+    function.__call__ = call_step
+    keras.optimizers.Optimizer.apply = apply_step
+    keras.Model.__call__ = model_called
+
+
+def hook(
+    keras: Any,
+    report: Any,
+    request: Any,
+    started: float,
+    caller: Callable[[], str],
+    say: Callable[[str], None],
+) -> TimedStep | None:
+    """Install the finding of the script's training steps: in a trial they are timed
+    (the TimedStep returned), under `run` each is said once (`say_step`)."""
+    steps = StepFunctions()
+    if request.mode != "tune":
+        spoken: set[int] = set()
+
+        def said(fn: Any, start: float, args: Any, kwargs: Any, out: Any) -> None:
+            if id(fn) not in spoken:
+                spoken.add(id(fn))
+                say(out if fn is None else say_step(fn, steps, report, caller()))
+
+        install(keras, steps, said)
+        return None
+    timed = TimedStep(steps, report, request, started, caller)
+
+    def step(fn: Any, start: float, args: Any, kwargs: Any, out: Any) -> None:
+        if fn is None:
+            print(FIT_STARTED, flush=True)
+            timed._end({"status": "error", "error": out})
+        elif timed.timing(fn):
+            timed.ended(start, args, kwargs, out)
+
+    install(keras, steps, step)
+    return timed
+
+
+def say_step(fn: Any, steps: StepFunctions, report: Any, where: str) -> str:
+    """What `run` does to a training step of the script's own, said once a step."""
+    model, optimizer = steps.models.get(id(fn)), steps.optimizers.get(id(fn))
+    jit = bool(getattr(fn, "_jit_compile", False))
+    notes = [
+        f"trains {type(model).__name__} with {type(optimizer).__name__}'s gradients",
+        "the precision reaches it through the model's dtype policy, set before the script built it",
+        f"its XLA is its own (jit_compile={jit})",
+        "steps_per_execution and the batches are the script's own",
+    ]
+    unscaled = unscaled_step(optimizer, report.precision)
+    return f"{name_of(fn)} (a tf.function of the script's) at {where}: " + "; ".join(
+        [*notes, *([unscaled] if unscaled else [])]
+    )

@@ -1,0 +1,127 @@
+"""A script that trains with a step of its own, a tf.function around a GradientTape
+(`script.tape`): timed as its loop calls it, said by `run`, an eager one told why not
+(real scripts, real TensorFlow on the CPU)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from tfaccel.optimize.settings import Settings
+from tfaccel.script.command import check_script, parse_command
+from tfaccel.script.run import ScriptTrial, run_script
+from tfaccel.script.tape import EAGER_STEP, TAPE_FACTS
+from tfaccel.trial.runner import StepPlan, run_trial
+
+SMALL = StepPlan(warmup=2, windows=2, window=3)
+
+# TensorFlow's guide's loop: batches of 16 from a dataset, the step a tf.function that
+# returns the loss; a helper tf.function called inside it; a learnable teacher.
+TAPE = """
+import sys
+import numpy as np
+import tensorflow as tf
+import keras
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(512, 8)).astype("float32")
+y = (x @ rng.normal(size=(8, 1)) > 0).astype("float32")
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16).repeat()
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                          keras.layers.Dense(1)])
+optimizer = keras.optimizers.Adam(1e-3)
+loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)
+
+@tf.function
+def scaled(v):
+    return v * 1.0
+
+@tf.function
+def train_step(xb, yb):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(yb, model(scaled(xb), training=True))
+    grads = tape.gradient(loss, model.trainable_weights)
+    optimizer.apply_gradients(zip(grads, model.trainable_weights))
+    return loss
+
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+for step, (xb, yb) in enumerate(ds.take(steps)):
+    loss = train_step(xb, yb)
+open("after_loop.txt", "w").write("the script went on after its loop")
+"""
+
+
+@pytest.fixture
+def here(script_folder: Path) -> Path:
+    (script_folder / "tape.py").write_text(TAPE)
+    eager = TAPE.replace("@tf.function\ndef train_step", "def train_step")
+    (script_folder / "eager.py").write_text(eager)
+    return script_folder
+
+
+def test_a_training_step_of_its_own_is_timed_as_the_loop_calls_it(here: Path) -> None:
+    script = parse_command(["python", "tape.py"])
+    (note,) = check_script(script).notes
+    assert note.startswith("tape.py applies an optimizer's gradients itself (line 25)")
+    r = run_trial(ScriptTrial(script), Settings(precision="float32", xla="off"), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    # the step, not the helper it calls, at the loop's line
+    assert r.extra["measured"] == "train_step (a tf.function of the script's) at tape.py:30"
+    assert r.extra["own_batch"] == 16
+    assert {key: r.extra[key] for key in TAPE_FACTS} == TAPE_FACTS
+    assert r.extra["jit_compile"] is False
+    assert len(r.windows) == 2 and all(rate > 0 for rate in r.windows)
+    assert len(r.losses) == 2 + 2 * 3 and all(math.isfinite(loss) for loss in r.losses)
+    assert not (here / "after_loop.txt").exists()  # the trial ended in the loop
+
+
+def test_a_loop_shorter_than_a_trial_says_how_many_steps_it_made(here: Path) -> None:
+    r = run_trial(ScriptTrial(parse_command(["python", "tape.py", "3"])), Settings(), SMALL)
+    assert r.status == "error" and r.error, r
+    assert r.error.startswith(
+        "the script's loop made 3 calls of its training step, and a trial times 8"
+    )
+
+
+def test_float16_without_loss_scaling_in_a_step_of_its_own_is_refused(here: Path) -> None:
+    script = parse_command(["python", "tape.py"])
+    r = run_trial(ScriptTrial(script), Settings(precision="mixed_float16", xla="off"), SMALL)
+    assert r.status == "error" and r.error
+    assert r.error.startswith("ValueError: mixed_float16 needs the loss scaled")
+    assert "applies Adam's gradients unscaled" in r.error
+    scaled = TAPE.replace(
+        "optimizer = keras.optimizers.Adam(1e-3)",
+        "optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(1e-3))",
+    ).replace(
+        "    grads = tape.gradient(loss,",
+        "        scaled_loss = optimizer.scale_loss(loss)\n    grads = tape.gradient(scaled_loss,",
+    )
+    (here / "scaled.py").write_text(scaled)
+    ok = parse_command(["python", "scaled.py"])
+    r = run_trial(ScriptTrial(ok), Settings(precision="mixed_float16", xla="off"), SMALL)
+    assert r.ok, (r.error, r.traceback)
+
+
+def test_an_eager_step_is_told_why_it_is_not_timed(here: Path) -> None:
+    r = run_trial(ScriptTrial(parse_command(["python", "eager.py"])), Settings(), SMALL)
+    assert r.status == "error" and r.error == EAGER_STEP
+    assert not r.extra.get("before_fit")  # it failed in its loop, not before it
+
+
+def test_run_says_the_step_once_and_trains_to_its_end(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    script = parse_command(["python", "tape.py", "5"])
+    assert run_script(script, Settings(precision="float32", xla="jit")) == 0
+    said = [line for line in capfd.readouterr().err.splitlines() if "train_step" in line]
+    assert said == [
+        "tfaccel: train_step (a tf.function of the script's) at tape.py:30: trains "
+        "Sequential with Adam's gradients; the precision reaches it through the model's "
+        "dtype policy, set before the script built it; its XLA is its own "
+        "(jit_compile=False); steps_per_execution and the batches are the script's own"
+    ]
+    assert (here / "after_loop.txt").exists()
