@@ -143,6 +143,7 @@ def test_a_loop_of_its_own_gets_no_steps_per_execution_or_data_trials(
     assert xla_tried == (kind == "train_on_batch")
     if kind == "train_step":
         assert f"under XLA: not tried: {facts['xla_blocker']}" in said(res, "precision x XLA")
+        assert any(s.precision == "mixed_bfloat16" for s in loop.calls)  # without XLA
 
 
 def test_a_scripts_arrays_are_tried_in_gpu_memory_before_steps_per_execution(
