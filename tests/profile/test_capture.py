@@ -12,6 +12,7 @@ keras = pytest.importorskip("keras")
 pytest.importorskip("xprof")
 
 from tests.script.test_loop import WARM_UP_LOOP  # noqa: E402
+from tests.script.test_tape import TAPE  # noqa: E402
 from tfaccel.cli import app  # noqa: E402
 from tfaccel.profile import capture  # noqa: E402
 from tfaccel.profile.analyze import analyze  # noqa: E402
@@ -203,6 +204,22 @@ def test_a_loop_after_a_warm_up_call_is_profiled_in_the_model_it_trains(
     result = CliRunner().invoke(app, [*args, "--", "python", "train.py", "10"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["report"]["samples_per_step"] == 16
+
+
+def test_a_training_step_of_its_own_is_profiled_from_call_to_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tf.function step of the script's own (`script.tape`, batches of 16): the window
+    counts its calls, as tune times them."""
+    import json
+
+    (tmp_path / "train.py").write_text(TAPE)
+    monkeypatch.chdir(tmp_path)
+    args = ["profile", "--start", "2", "--steps", "3", "--format", "json", "--stop"]
+    result = CliRunner().invoke(app, [*args, "--", "python", "train.py", "10"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["report"]["samples_per_step"] == 16
+    assert not (tmp_path / "after_loop.txt").exists()  # --stop: ended after the window
 
 
 def test_a_bad_run_meta_file_is_ignored(tmp_path: Path) -> None:

@@ -169,7 +169,8 @@ def capture(
     if not new:  # never analyse an earlier capture as if it were this one
         raise WorkloadError(
             "The command finished without writing a profile",
-            expected="a Keras fit() (or a loop of train_on_batch calls) that runs past step "
+            expected="a Keras fit() (or a loop of train_on_batch calls, or of a tf.function "
+            "step that applies a Keras optimizer's gradients) that runs past step "
             f"{start + steps}" + (f" as the script's fit call {fit}" if fit else ""),
             received=f"exit code {code}" + (f"; the capture failed: {why}" if why else ""),
             hint="lower --start, or use tfaccel.profile.trace() in the script"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+from collections.abc import Callable
 from typing import Any
 
 from tfaccel.script import file_caches
@@ -46,46 +47,70 @@ def _patch() -> None:
                 state["captured"] = bool(callback.captured)
 
         keras.Model.fit = fit_with_profile
-        if not chosen:  # a script's own loop of train_on_batch calls, where it has no fit
-            keras.Model.train_on_batch = _loop_with_profile(keras.Model.train_on_batch, state)
+        if not chosen:  # a script's own loop (train_on_batch, a step), where it has no fit
+            _loop_with_profile(keras, state)
     except Exception as exc:
         say(f"could not hook keras.Model.fit: {exc}", "tfaccel profile")
 
 
-def _loop_with_profile(train_on_batch: Any, state: dict[str, Any]) -> Any:
-    """train_on_batch with the window's steps counted in the calls of the model the loop
-    trains (`script.loop.LoopModel`, as tune times it; one that takes over after the
-    trace began is left alone): a step from one of its calls to the next, so that each
-    holds what the loop does between them too (its other models' steps, its host work),
-    as its training does. A loop that ends inside the window ends the trace."""
-    from tfaccel.script.loop import LoopModel
+class _LoopWindow:
+    """The window's steps counted in the calls a script's own loop makes of the model
+    it trains (`script.loop`) or of its own training step (`script.tape`), chosen as
+    tune chooses (`script.loop.LoopModel`; one that takes over after the trace began is
+    left alone): a step from one call to the next, so that each holds what the loop
+    does between them too (its other models' steps, its host work), as its training
+    does. A loop that ends inside the window ends the trace."""
 
-    choice = LoopModel()
-    loop: dict[str, Any] = {"callback": None}
+    def __init__(self, state: dict[str, Any]) -> None:
+        from tfaccel.script.loop import LoopModel
 
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        turn = choice.turn(self)
-        callback = loop["callback"]
+        self.state, self.choice = state, LoopModel()
+        self.callback: Any = None
+        self.key: Any = None
+
+    def boundary(self, key: Any, model: Callable[[], Any], rows: Callable[[], int | None]) -> None:
+        """One step of `key` (a model, a step function) ends and the next begins."""
+        turn = self.choice.turn(key)
+        callback = self.callback
         if turn == "switched" and callback.step < callback.start_step:
             callback.on_train_batch_end(callback.step)  # its open step closes, untraced
-            callback = None  # the window moves to this model
-        elif callback is not None and callback.model is not self:
-            return train_on_batch(self, *args, **kwargs)
-        if state["captured"] or state["calls"]:
-            return train_on_batch(self, *args, **kwargs)
+            callback = None  # the window moves to this one
+        elif callback is not None and self.key is not key:
+            return
+        if self.state["captured"] or self.state["calls"]:
+            return
         if callback is None:
-            callback = loop["callback"] = _window_callback(_rows(args, kwargs), steps=1)
-            callback.set_model(self)
+            callback = self.callback = _window_callback(rows(), steps=1)
+            callback.set_model(model())
+            self.key = key
             if turn == "first":
-                atexit.register(lambda: _end_loop(loop["callback"]))
-        else:  # the step before ends as this call starts
+                atexit.register(lambda: _end_loop(self.callback))
+        else:
             callback.on_train_batch_end(callback.step)
-            state["captured"] = bool(callback.captured)
-        if not state["captured"]:
+            self.state["captured"] = bool(callback.captured)
+        if not self.state["captured"]:
             callback.on_train_batch_begin(callback.step)
+
+
+def _loop_with_profile(keras: Any, state: dict[str, Any]) -> None:
+    """A script's own loop profiled (`_LoopWindow`): of train_on_batch calls, a step
+    from the start of one call to the next's; of a training step of its own, from the
+    end of one call to the next's."""
+    from tfaccel.script.tape import StepFunctions, install
+
+    train_on_batch = keras.Model.train_on_batch
+    window, steps = _LoopWindow(state), StepFunctions()
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        window.boundary(self, lambda: self, lambda: _rows(args, kwargs))
         return train_on_batch(self, *args, **kwargs)
 
-    return call
+    def step(fn: Any, start: float, args: Any, kwargs: Any, out: Any) -> None:
+        if fn is not None:  # (an eager step is not a step function: nothing to count)
+            window.boundary(fn, lambda: steps.models.get(id(fn)), lambda: _rows(args, kwargs))
+
+    keras.Model.train_on_batch = call
+    install(keras, steps, step)
 
 
 def _rows(args: Any, kwargs: Any) -> int | None:
