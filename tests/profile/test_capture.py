@@ -191,35 +191,21 @@ def test_a_loop_of_train_on_batch_calls_is_profiled_from_call_to_call(
     assert list(short.rglob("*.xplane.pb")) and (tmp_path / "after.txt").exists()
 
 
-def test_a_loop_after_a_warm_up_call_is_profiled_in_the_model_it_trains(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("script", ["warm_up_loop", "tape"])
+def test_a_loop_is_profiled_in_what_it_trains_as_tune_times_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str
 ) -> None:
     """A warm-up call of one model (8 rows) before a loop that trains another (16 rows a
-    call): the window moves to the model the loop trains, as tune times it."""
+    call): the window moves to the model the loop trains. A tf.function step of the
+    script's own (`script.tape`, batches of 16): the window counts its calls."""
     import json
 
-    (tmp_path / "train.py").write_text(WARM_UP_LOOP)
+    (tmp_path / "train.py").write_text(WARM_UP_LOOP if script == "warm_up_loop" else TAPE)
     monkeypatch.chdir(tmp_path)
     args = ["profile", "--start", "2", "--steps", "3", "--format", "json", "--stop"]
     result = CliRunner().invoke(app, [*args, "--", "python", "train.py", "10"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["report"]["samples_per_step"] == 16
-
-
-def test_a_training_step_of_its_own_is_profiled_from_call_to_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A tf.function step of the script's own (`script.tape`, batches of 16): the window
-    counts its calls, as tune times them."""
-    import json
-
-    (tmp_path / "train.py").write_text(TAPE)
-    monkeypatch.chdir(tmp_path)
-    args = ["profile", "--start", "2", "--steps", "3", "--format", "json", "--stop"]
-    result = CliRunner().invoke(app, [*args, "--", "python", "train.py", "10"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["report"]["samples_per_step"] == 16
-    assert not (tmp_path / "after_loop.txt").exists()  # --stop: ended after the window
 
 
 def test_a_bad_run_meta_file_is_ignored(tmp_path: Path) -> None:
