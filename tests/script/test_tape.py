@@ -106,6 +106,17 @@ def test_float16_without_loss_scaling_in_a_step_of_its_own_is_refused(here: Path
     assert r.ok, (r.error, r.traceback)
 
 
+@pytest.mark.gpu
+def test_a_training_step_of_its_own_trains_in_bfloat16_on_a_gpu(here: Path) -> None:
+    """The precision policy reaches a step of the script's own: a bfloat16 trial times
+    the model built in it on the GPU, its losses finite."""
+    script = parse_command(["python", "tape.py"])
+    r = run_trial(ScriptTrial(script), Settings(precision="mixed_bfloat16", xla="off"), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert r.device == "GPU" and r.precision == "mixed_bfloat16"
+    assert all(math.isfinite(loss) for loss in r.losses)
+
+
 def test_an_eager_step_is_told_why_it_is_not_timed(here: Path) -> None:
     r = run_trial(ScriptTrial(parse_command(["python", "eager.py"])), Settings(), SMALL)
     assert r.status == "error" and r.error == EAGER_STEP
