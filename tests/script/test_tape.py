@@ -106,6 +106,36 @@ def test_float16_without_loss_scaling_in_a_step_of_its_own_is_refused(here: Path
     assert r.ok, (r.error, r.traceback)
 
 
+# The step draws its batch from an iterator it is given, as distributed loops do.
+FROM_ITERATOR = TAPE.replace(
+    "def train_step(xb, yb):\n", "def train_step(it):\n    xb, yb = next(it)\n"
+).replace(
+    "for step, (xb, yb) in enumerate(ds.take(steps)):\n    loss = train_step(xb, yb)",
+    "it = iter(ds)\nfor step in range(steps):\n    loss = train_step(it)",
+)
+
+
+@pytest.mark.parametrize("drop_remainder", [True, False])
+def test_a_step_given_an_iterator_counts_its_static_batch_or_says_why_not(
+    here: Path, drop_remainder: bool
+) -> None:
+    script = FROM_ITERATOR.replace(".batch(16)", f".batch(16, drop_remainder={drop_remainder})")
+    assert "next(it)" in script and "drop_remainder" in script
+    (here / "it.py").write_text(script)
+    r = run_trial(ScriptTrial(parse_command(["python", "it.py"])), Settings(), SMALL)
+    if drop_remainder:
+        assert r.ok and r.extra["own_batch"] == 16, (r.error, r.traceback)
+    else:
+        assert (
+            r.status == "error"
+            and r.error
+            and r.error.startswith(
+                "ValueError: the script's training step train_step is given a OwnedIterator, "
+                "whose rows tfaccel cannot count"
+            )
+        )
+
+
 @pytest.mark.gpu
 def test_a_training_step_of_its_own_trains_in_bfloat16_on_a_gpu(here: Path) -> None:
     """The precision policy reaches a step of the script's own: a bfloat16 trial times

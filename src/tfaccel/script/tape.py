@@ -139,6 +139,12 @@ class TimedStep(TimedLoop):
     def measured(self) -> str:
         return f"{name_of(self.choice.model)} (a tf.function of the script's) at {self.where}"
 
+    def _mark(self, start: float, args: Any, kwargs: Any, out: Any) -> bool:
+        if self.marks is None:  # the first timed call: its rows, or why they are unknown
+            rows = step_rows(name_of(self.choice.model), args, kwargs)
+            return super()._mark(start, (rows,), {}, out)
+        return super()._mark(start, args, kwargs, out)
+
     def _payload(self) -> dict[str, Any]:
         fn = self.choice.model
         if self.model is None:
@@ -153,6 +159,32 @@ class TimedStep(TimedLoop):
         out = super()._payload()
         out["jit_compile"] = bool(getattr(fn, "_jit_compile", False))
         return out
+
+
+def step_rows(name: str, args: Any, kwargs: Any) -> Any:
+    """The examples a call of a training step trains on, as an array of that many rows
+    for `loop.batch_rows`: its first argument's rows, or a tf.data iterator's static
+    batch size (`drop_remainder=True`); else why they cannot be counted."""
+    import numpy as np
+
+    from tfaccel._tf import import_tensorflow
+    from tfaccel.script.loop import batch_rows
+
+    tf = import_tensorflow()
+    first = args[0] if args else next(iter(kwargs.values()), None)
+    try:
+        return np.empty((batch_rows((first,), {}), 0))
+    except Exception:
+        spec = getattr(first, "element_spec", None)
+        shapes = [s.shape for s in tf.nest.flatten(spec) if hasattr(s, "shape")]
+        if shapes and shapes[0].rank and shapes[0][0] is not None:
+            return np.empty((int(shapes[0][0]), 0))
+    given = "nothing" if first is None else f"a {type(first).__name__}"
+    raise ValueError(
+        f"the script's training step {name} is given {given}, whose rows tfaccel cannot "
+        "count: it counts a step's examples in its first argument's first dimension, or "
+        "in the batch of a tf.data iterator batched with drop_remainder=True"
+    )
 
 
 def unscaled_step(optimizer: Any, precision: str) -> str | None:
