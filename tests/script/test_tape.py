@@ -151,6 +151,16 @@ def test_an_eager_step_is_told_why_it_is_not_timed(here: Path) -> None:
     r = run_trial(ScriptTrial(parse_command(["python", "eager.py"])), Settings(), SMALL)
     assert r.status == "error" and r.error == EAGER_STEP
     assert not r.extra.get("before_fit")  # it failed in its loop, not before it
+    # an eager apply of zeros before the loop (the optimizer's slots built, as before a
+    # checkpoint is loaded) is set-up, not an eager loop
+    zeros = "[tf.zeros_like(w) for w in model.trainable_weights]"
+    setup = TAPE.replace(
+        "steps = int(",
+        f"optimizer.apply_gradients(zip({zeros}, model.trainable_weights))\nsteps = int(",
+    )
+    (here / "setup.py").write_text(setup)
+    r = run_trial(ScriptTrial(parse_command(["python", "setup.py"])), Settings(), SMALL)
+    assert r.ok, (r.error, r.traceback)
 
 
 def test_run_says_the_step_once_and_trains_to_its_end(

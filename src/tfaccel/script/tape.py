@@ -43,6 +43,8 @@ EAGER_STEP = (
     "is likely there)"
 )
 
+EAGER_STEPS = 3  # eager applies that make an eager loop, not a script's set-up
+
 # Keras' own train step, where its optimizer is applied inside fit and train_on_batch.
 _KERAS_TRAINER = ("keras/src/backend/tensorflow/trainer.py", "keras/src/trainers/trainer.py")
 
@@ -59,6 +61,7 @@ class StepFunctions:
         self.models: dict[int, Any] = {}
         self.optimizers: dict[int, Any] = {}
         self._called: dict[int, list[Any]] = {}
+        self.eager = 0  # the optimizers' eager applies outside Keras' step
 
     def called(self, model: Any) -> None:
         """A Keras model called inside the outer function's trace."""
@@ -69,13 +72,18 @@ class StepFunctions:
 
     def applied(self, optimizer: Any, variables: Any) -> str | None:
         """An optimizer's `apply`: its outer function is a training step from now on.
-        EAGER_STEP where it runs eagerly outside Keras' own step, else None."""
+        EAGER_STEP at the third that runs eagerly outside Keras' own step before any
+        step function was found (one or two are a script's set-up: building the
+        optimizer's slots before it loads a checkpoint), else None."""
         if _in_keras_trainer():
             return None
         if not self.outer:
             from tfaccel._tf import import_tensorflow
 
-            return EAGER_STEP if import_tensorflow().executing_eagerly() else None
+            if import_tensorflow().executing_eagerly() and not self.models:
+                self.eager += 1
+                return EAGER_STEP if self.eager == EAGER_STEPS else None
+            return None
         fn = self.outer[-1]
         if id(fn) not in self.models:
             updated = {id(v) for v in variables}
