@@ -101,6 +101,8 @@ class StepFunctions:
 
 
 def _in_keras_trainer() -> bool:
+    """Is this apply Keras' own train step's (fit, train_on_batch; a model's own
+    train_step inside them), not a step of the script's?"""
     frame = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_filename.replace("\\", "/").endswith(_KERAS_TRAINER):
