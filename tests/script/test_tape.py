@@ -171,8 +171,55 @@ def test_run_says_the_step_once_and_trains_to_its_end(
     said = [line for line in capfd.readouterr().err.splitlines() if "train_step" in line]
     assert said == [
         "tfaccel: train_step (a tf.function of the script's) at tape.py:30: trains "
-        "Sequential with Adam's gradients; the precision reaches it through the model's "
-        "dtype policy, set before the script built it; its XLA is its own "
-        "(jit_compile=False); steps_per_execution and the batches are the script's own"
+        "Sequential with Adam; the precision reaches it through the dtype policy, set "
+        "before the script built its models; its XLA is its own (jit_compile=False); "
+        "steps_per_execution and the batches are the script's own"
     ]
     assert (here / "after_loop.txt").exists()
+
+
+# A GAN's step, as TensorFlow's DCGAN tutorial writes it: two models, two tapes, two
+# optimizers in one tf.function, the discriminator's wrapped for loss scaling.
+TWO_MODELS = """
+import numpy as np
+import tensorflow as tf
+import keras
+
+gen = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+disc = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+g_opt = keras.optimizers.Adam(1e-3)
+d_opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(1e-2))
+bce = keras.losses.BinaryCrossentropy(from_logits=True)
+
+@tf.function
+def train_step(real):
+    with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
+        fake = gen(tf.random.normal([16, 4]), training=True)
+        real_out, fake_out = disc(real, training=True), disc(fake, training=True)
+        g_loss = bce(tf.ones_like(fake_out), fake_out)
+        d_loss = d_opt.scale_loss(bce(tf.ones_like(real_out), real_out))
+    g_weights, d_weights = gen.trainable_weights, disc.trainable_weights
+    g_opt.apply_gradients(zip(g_tape.gradient(g_loss, g_weights), g_weights))
+    d_opt.apply_gradients(zip(d_tape.gradient(d_loss, d_weights), d_weights))
+    return g_loss
+
+for _ in range(3):
+    train_step(np.ones((16, 2), "float32"))
+"""
+
+
+def test_run_says_each_model_a_step_trains_and_which_optimizer_scales_no_loss(
+    script_folder: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (script_folder / "gan.py").write_text(TWO_MODELS)
+    script = parse_command(["python", "gan.py"])
+    assert run_script(script, Settings(precision="mixed_float16", xla="off")) == 0
+    (said,) = [line for line in capfd.readouterr().err.splitlines() if "train_step" in line]
+    assert said.startswith(
+        "tfaccel: train_step (a tf.function of the script's) at gan.py:25: trains "
+        "Sequential with Adam and Sequential with LossScaleOptimizer;"
+    )
+    assert said.endswith(
+        "the script's own training step applies Adam's gradients unscaled: small float16 "
+        "gradients would underflow to zero (mixed_bfloat16 needs no scaling)"
+    )

@@ -59,9 +59,11 @@ class StepFunctions:
     def __init__(self) -> None:
         self.outer: list[Any] = []
         self.models: dict[int, Any] = {}
-        self.optimizers: dict[int, Any] = {}
+        self.optimizers: dict[int, list[Any]] = {}  # each apply's, in its trace's order
+        self.trained: dict[int, list[Any]] = {}  # the model of each
         self._called: dict[int, list[Any]] = {}
         self.eager = 0  # the optimizers' eager applies outside Keras' step
+        self.traced: set[int] = set()  # the functions whose first call ended
 
     def called(self, model: Any) -> None:
         """A Keras model called inside the outer function's trace."""
@@ -85,18 +87,25 @@ class StepFunctions:
                 return EAGER_STEP if self.eager == EAGER_STEPS else None
             return None
         fn = self.outer[-1]
-        if id(fn) not in self.models:
-            updated = {id(v) for v in variables}
-            models = self._called.get(id(fn), [])
-            self.models[id(fn)] = max(
-                models,
-                key=lambda m: len(updated & {id(w) for w in m.trainable_weights}),
-                default=None,
-            )
-            self.optimizers[id(fn)] = optimizer
+        if id(fn) in self.traced:  # traced again (a new input shape): known already
+            return None
+        updated = {id(v) for v in variables}
+        model = max(
+            self._called.get(id(fn), []),
+            key=lambda m: len(updated & {id(w) for w in m.trainable_weights}),
+            default=None,
+        )
+        self.models.setdefault(id(fn), model)  # the first it trains labels the trial
+        applied = self.optimizers.setdefault(id(fn), [])
+        if not any(optimizer is o for o in applied):  # (a first call may trace twice)
+            applied.append(optimizer)
+            self.trained.setdefault(id(fn), []).append(model)
         return None
 
     def is_step(self, fn: Any) -> bool:
+        """Is `fn`, whose call just ended, a training step? (Its first trace is then
+        complete.)"""
+        self.traced.add(id(fn))
         return id(fn) in self.models
 
 
@@ -163,7 +172,7 @@ class TimedStep(TimedLoop):
                 "keras.Model that it calls: tfaccel reads the model it trains to label "
                 "the trial"
             )
-        unscaled = unscaled_step(self.steps.optimizers.get(id(fn)), self.report.precision)
+        unscaled = unscaled_step(self.steps.optimizers.get(id(fn), []), self.report.precision)
         if unscaled:
             raise ValueError(unscaled)
         out = super()._payload()
@@ -197,17 +206,22 @@ def step_rows(name: str, args: Any, kwargs: Any) -> Any:
     )
 
 
-def unscaled_step(optimizer: Any, precision: str) -> str | None:
+def unscaled_step(optimizers: list[Any], precision: str) -> str | None:
     """Under mixed_float16 a step of the script's own that does not scale its loss
     (Keras' LossScaleOptimizer) learns from float16 gradients that underflow to zero:
     why the trial would not train as its label says, or None."""
     import keras
 
-    if precision != "mixed_float16" or isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+    unscaled = [
+        type(optimizer).__name__
+        for optimizer in optimizers
+        if not isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    ]
+    if precision != "mixed_float16" or not unscaled:
         return None
     return (
         "mixed_float16 needs the loss scaled (keras.optimizers.LossScaleOptimizer), and the "
-        f"script's own training step applies {type(optimizer).__name__}'s gradients "
+        f"script's own training step applies {' and '.join(unscaled)}'s gradients "
         "unscaled: small float16 gradients would underflow to zero (mixed_bfloat16 needs "
         "no scaling)"
     )
@@ -291,15 +305,17 @@ def hook(
 
 def say_step(fn: Any, steps: StepFunctions, report: Any, where: str) -> str:
     """What `run` does to a training step of the script's own, said once a step."""
-    model, optimizer = steps.models.get(id(fn)), steps.optimizers.get(id(fn))
+    optimizers = steps.optimizers.get(id(fn), [])
+    pairs = zip(steps.trained.get(id(fn), []), optimizers, strict=True)
+    trains = " and ".join(f"{type(m).__name__} with {type(o).__name__}" for m, o in pairs)
     jit = bool(getattr(fn, "_jit_compile", False))
     notes = [
-        f"trains {type(model).__name__} with {type(optimizer).__name__}'s gradients",
-        "the precision reaches it through the model's dtype policy, set before the script built it",
+        f"trains {trains}",
+        "the precision reaches it through the dtype policy, set before the script built its models",
         f"its XLA is its own (jit_compile={jit})",
         "steps_per_execution and the batches are the script's own",
     ]
-    unscaled = unscaled_step(optimizer, report.precision)
+    unscaled = unscaled_step(optimizers, report.precision)
     return f"{name_of(fn)} (a tf.function of the script's) at {where}: " + "; ".join(
         [*notes, *([unscaled] if unscaled else [])]
     )
