@@ -120,3 +120,23 @@ def test_a_loop_of_train_on_batch_calls_is_planned_from_its_first_model(here: Pa
     assert fit["estimate"]["parameters"] == 8 * 4 + 4 and fit["estimate"]["optimizer"] == "SGD"
     assert fit["batch"] == 16 and fit["batch_from"] == "the script's"
     assert not (here / "after-loop.txt").exists()
+
+
+def test_a_training_step_of_its_own_is_planned_from_the_first_model_it_trains(
+    here: Path,
+) -> None:
+    """A GAN's tf.function step (`script.tape`): its generator (the first it trains,
+    4 -> 2 with Adam) planned on zeros shaped as its inputs, at the step's 16 rows, after
+    one step; nothing after it runs."""
+    from tests.script.test_tape import TWO_MODELS
+
+    (here / "gan.py").write_text(TWO_MODELS + '\nopen("after-loop.txt", "w").write("ran")\n')
+    result = runner.invoke(app, ["plan", "--spec", "H200", "-f", "json", "--", "python", "gan.py"])
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.stdout)["fit"]
+    assert fit["estimate"]["workload"] == (
+        "script: python gan.py: the first model its training step trains"
+    )
+    assert fit["estimate"]["parameters"] == 4 * 2 + 2 and fit["estimate"]["optimizer"] == "Adam"
+    assert fit["batch"] == 16 and fit["batch_from"] == "the script's"
+    assert not (here / "after-loop.txt").exists()

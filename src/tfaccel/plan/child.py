@@ -61,9 +61,9 @@ def estimate_script_in_child(
         raise InputError(
             f"{shown} ended before its model.fit call {script.fit}",
             expected="a script whose model.fit call trains the model to plan, or without one "
-            "its first train_on_batch call (one that trains with a GradientTape loop of its "
-            "own, or with Keras 2's tf_keras, has neither; --fit N counts the fit calls as "
-            "the script makes them)",
+            "its first train_on_batch call or its training step (a tf.function that applies "
+            "a Keras optimizer's gradients); one that trains with Keras 2's tf_keras has "
+            "none of them; --fit N counts the fit calls as the script makes them",
             received=f"{shown}: exit 0, no model.fit call {script.fit}",
         )
     what = f"{shown}, run up to its model.fit call {script.fit},"

@@ -48,6 +48,7 @@ def _patch(request: dict[str, Any]) -> None:
                 _answer(_estimate_loop(train_on_batch, self, args, kwargs, request))
 
             keras.Model.train_on_batch = loop_planned
+            _plan_step(keras, calls, request)
     except Exception as exc:
         say(f"could not hook keras.Model.fit: {exc}", "tfaccel plan")
 
@@ -72,6 +73,37 @@ def _estimate_loop(
 
     name = f"{request.get('name') or 'script'}: its loop's first train_on_batch model"
     return _estimate(data, model, request, "the data its first train_on_batch call gets", name)
+
+
+def _plan_step(keras: Any, calls: dict[str, int], request: dict[str, Any]) -> None:
+    """A script's own training step (`script.tape`), planned after its first call (one
+    step, in this throwaway process): the first model it trains, on zeros shaped as
+    that model's inputs in the step, at the step's rows."""
+    from tfaccel.script.tape import StepFunctions, install, name_of, step_rows
+
+    steps = StepFunctions()
+
+    def planned(fn: Any, start: float, args: Any, kwargs: Any, out: Any) -> None:
+        if fn is None or calls["n"]:
+            return
+        model = steps.models.get(id(fn))
+        spec = steps.inputs.get(id(model))
+
+        def data() -> tuple[Any, int, int | None]:
+            from tfaccel._tf import import_tensorflow
+
+            tf = import_tensorflow()
+            if spec is None:
+                raise ValueError(f"the step {name_of(fn)} trains no model called on tensors")
+            zeros = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)
+            rows = len(step_rows(name_of(fn), args, kwargs))
+            return tf.data.Dataset.from_tensors(zeros).repeat(), rows, None
+
+        name = f"{request.get('name') or 'script'}: the first model its training step trains"
+        source = f"zeros shaped as its inputs in {name_of(fn)}"
+        _answer(_estimate(data, model, request, source, name))
+
+    install(keras, steps, planned)
 
 
 def _estimate(

@@ -64,13 +64,16 @@ class StepFunctions:
         self._called: dict[int, list[Any]] = {}
         self.eager = 0  # the optimizers' eager applies outside Keras' step
         self.traced: set[int] = set()  # the functions whose first call ended
+        self.inputs: dict[int, Any] = {}  # by model: a first call's inputs, one example's
 
-    def called(self, model: Any) -> None:
-        """A Keras model called inside the outer function's trace."""
+    def called(self, model: Any, inputs: Any) -> None:
+        """A Keras model called on `inputs` inside the outer function's trace (their
+        shapes kept: `plan` traces the model on zeros of them)."""
         if self.outer:
             seen = self._called.setdefault(id(self.outer[-1]), [])
             if not any(model is m for m in seen):
                 seen.append(model)
+                self.inputs.setdefault(id(model), _specs(inputs))
 
     def applied(self, optimizer: Any, variables: Any) -> str | None:
         """An optimizer's `apply`: its outer function is a training step from now on.
@@ -107,6 +110,18 @@ class StepFunctions:
         complete.)"""
         self.traced.add(id(fn))
         return id(fn) in self.models
+
+
+def _specs(inputs: Any) -> Any:
+    """One example's shapes and dtypes of a model call's inputs (None where they do not
+    say: a model called on Python values)."""
+    from tfaccel._tf import import_tensorflow
+
+    tf = import_tensorflow()
+    try:
+        return tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), inputs)
+    except Exception:
+        return None
 
 
 def _in_keras_trainer() -> bool:
@@ -261,7 +276,7 @@ def install(keras: Any, steps: StepFunctions, on_step: Callable[..., None]) -> N
         return out
 
     def model_called(self: Any, *args: Any, **kwargs: Any) -> Any:
-        steps.called(self)
+        steps.called(self, args[0] if args else kwargs.get("inputs"))
         return model_call(self, *args, **kwargs)
 
     function.__call__ = call_step
