@@ -14,7 +14,7 @@ pytest.importorskip("tensorflow")
 from tfaccel.optimize.settings import Settings
 from tfaccel.script.command import check_script, parse_command
 from tfaccel.script.run import ScriptTrial, run_script
-from tfaccel.script.tape import EAGER_STEP, TAPE_FACTS
+from tfaccel.script.tape import EAGER_STEP, EAGER_STEP_RUN, TAPE_FACTS
 from tfaccel.trial.runner import StepPlan, run_trial
 
 SMALL = StepPlan(warmup=2, windows=2, window=3)
@@ -161,6 +161,15 @@ def test_an_eager_step_is_told_why_it_is_not_timed(here: Path) -> None:
     (here / "setup.py").write_text(setup)
     r = run_trial(ScriptTrial(parse_command(["python", "setup.py"])), Settings(), SMALL)
     assert r.ok, (r.error, r.traceback)
+
+
+def test_run_says_once_that_an_eager_step_runs_as_python(
+    here: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert run_script(parse_command(["python", "eager.py", "5"]), Settings()) == 0
+    said = [line for line in capfd.readouterr().err.splitlines() if "eagerly" in line]
+    assert said == [f"tfaccel: {EAGER_STEP_RUN}"]
+    assert (here / "after_loop.txt").exists()
 
 
 def test_run_says_the_step_once_and_trains_to_its_end(

@@ -42,6 +42,12 @@ EAGER_STEP = (
     "compiled as a tf.function (decorate the step with @tf.function: most of its time "
     "is likely there)"
 )
+# `run`'s words for it: nothing is timed there
+EAGER_STEP_RUN = (
+    "the script's training step runs eagerly (its optimizer applies the gradients outside "
+    "any tf.function): each step runs as Python, op by op, and the settings' XLA cannot "
+    "reach it (decorate the step with @tf.function: most of its time is likely there)"
+)
 
 EAGER_STEPS = 3  # eager applies that make an eager loop, not a script's set-up
 
@@ -301,7 +307,7 @@ def hook(
         def said(fn: Any, start: float, args: Any, kwargs: Any, out: Any) -> None:
             if id(fn) not in spoken:
                 spoken.add(id(fn))
-                say(out if fn is None else say_step(fn, steps, report, caller()))
+                say(EAGER_STEP_RUN if fn is None else say_step(fn, steps, report, caller()))
 
         install(keras, steps, said)
         return None
