@@ -305,9 +305,13 @@ def hook(
         spoken: set[int] = set()
 
         def said(fn: Any, start: float, args: Any, kwargs: Any, out: Any) -> None:
-            if id(fn) not in spoken:
-                spoken.add(id(fn))
+            if id(fn) in spoken:
+                return
+            spoken.add(id(fn))
+            try:  # what is said never breaks the user's training
                 say(EAGER_STEP_RUN if fn is None else say_step(fn, steps, report, caller()))
+            except Exception as exc:
+                say(f"could not say what reaches the script's training step: {exc}")
 
         install(keras, steps, said)
         return None
@@ -328,7 +332,10 @@ def say_step(fn: Any, steps: StepFunctions, report: Any, where: str) -> str:
     """What `run` does to a training step of the script's own, said once a step."""
     optimizers = steps.optimizers.get(id(fn), [])
     pairs = zip(steps.trained.get(id(fn), []), optimizers, strict=True)
-    trains = " and ".join(f"{type(m).__name__} with {type(o).__name__}" for m, o in pairs)
+    trains = " and ".join(
+        f"{type(m).__name__ if m is not None else 'variables'} with {type(o).__name__}"
+        for m, o in pairs
+    )
     jit = bool(getattr(fn, "_jit_compile", False))
     notes = [
         f"trains {trains}",
