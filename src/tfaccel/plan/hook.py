@@ -96,7 +96,7 @@ def _plan_step(keras: Any, calls: dict[str, int], request: dict[str, Any]) -> No
             if spec is None:
                 raise ValueError(f"the step {name_of(fn)} trains no model called on tensors")
             zeros = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)
-            rows = len(step_rows(name_of(fn), args, kwargs))
+            rows = step_rows(name_of(fn), args, kwargs)
             return tf.data.Dataset.from_tensors(zeros).repeat(), rows, None
 
         name = f"{request.get('name') or 'script'}: the first model its training step trains"

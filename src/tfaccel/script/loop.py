@@ -140,9 +140,13 @@ class TimedLoop:
 
         if self.marks is None:
             plan = Plan.of(self.request.steps, spe=1)
-            self.marks = Marks(plan, batch_rows(args, kwargs), start=start)
+            self.marks = Marks(plan, self._rows(args, kwargs), start=start)
         self.calls += 1
         return self.marks.mark(self.calls - 1, loss_of(out))
+
+    def _rows(self, args: Any, kwargs: Any) -> int:
+        """The examples of the first timed call (each is taken to train as many)."""
+        return batch_rows(args, kwargs)
 
     def _payload(self) -> dict[str, Any]:
         from tfaccel.trial.child import marks_payload

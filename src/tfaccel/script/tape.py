@@ -179,11 +179,8 @@ class TimedStep(TimedLoop):
     def measured(self) -> str:
         return f"{name_of(self.choice.model)} (a tf.function of the script's) at {self.where}"
 
-    def _mark(self, start: float, args: Any, kwargs: Any, out: Any) -> bool:
-        if self.marks is None:  # the first timed call: its rows, or why they are unknown
-            rows = step_rows(name_of(self.choice.model), args, kwargs)
-            return super()._mark(start, (rows,), {}, out)
-        return super()._mark(start, args, kwargs, out)
+    def _rows(self, args: Any, kwargs: Any) -> int:
+        return step_rows(name_of(self.choice.model), args, kwargs)
 
     def _payload(self) -> dict[str, Any]:
         fn = self.choice.model
@@ -201,24 +198,22 @@ class TimedStep(TimedLoop):
         return out
 
 
-def step_rows(name: str, args: Any, kwargs: Any) -> Any:
-    """The examples a call of a training step trains on, as an array of that many rows
-    for `loop.batch_rows`: its first argument's rows, or a tf.data iterator's static
-    batch size (`drop_remainder=True`); else why they cannot be counted."""
-    import numpy as np
-
+def step_rows(name: str, args: Any, kwargs: Any) -> int:
+    """The examples a call of a training step trains on: its first argument's rows, or
+    a tf.data iterator's static batch size (`drop_remainder=True`); else why they
+    cannot be counted."""
     from tfaccel._tf import import_tensorflow
     from tfaccel.script.loop import batch_rows
 
     tf = import_tensorflow()
     first = args[0] if args else next(iter(kwargs.values()), None)
     try:
-        return np.empty((batch_rows((first,), {}), 0))
+        return batch_rows((first,), {})
     except Exception:
         spec = getattr(first, "element_spec", None)
         shapes = [s.shape for s in tf.nest.flatten(spec) if hasattr(s, "shape")]
         if shapes and shapes[0].rank and shapes[0][0] is not None:
-            return np.empty((int(shapes[0][0]), 0))
+            return int(shapes[0][0])
     given = "nothing" if first is None else f"a {type(first).__name__}"
     raise ValueError(
         f"the script's training step {name} is given {given}, whose rows tfaccel cannot "
