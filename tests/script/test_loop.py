@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("tensorflow")
@@ -144,6 +145,8 @@ def test_the_loss_is_read_from_each_form_train_on_batch_returns() -> None:
     assert loss_of([0.25, 0.9]) == 0.25  # the loss, then the metrics
     assert loss_of({"accuracy": 0.9, "loss": 0.75}) == 0.75  # return_dict=True
     assert math.isnan(loss_of([]))
+    assert math.isnan(loss_of(None))  # a step of the script's own that returns nothing
+    assert math.isnan(loss_of(np.ones(3)))  # per-example losses: not one number
 
 
 @pytest.mark.gpu

@@ -79,6 +79,16 @@ def test_a_training_step_of_its_own_is_timed_as_the_loop_calls_it(here: Path) ->
     assert not (here / "after_loop.txt").exists()  # the trial ended in the loop
 
 
+def test_a_step_that_returns_no_loss_is_timed_with_none_to_compare(here: Path) -> None:
+    """Its trial is timed; its losses read NaN, so the accuracy guard has nothing to
+    hold a 16-bit trial to (`tune.guard.UNREADABLE`)."""
+    assert "    return loss\n" in TAPE
+    (here / "silent.py").write_text(TAPE.replace("    return loss\n", ""))
+    r = run_trial(ScriptTrial(parse_command(["python", "silent.py"])), Settings(), SMALL)
+    assert r.ok, (r.error, r.traceback)
+    assert r.losses and all(math.isnan(loss) for loss in r.losses)
+
+
 def test_a_loop_shorter_than_a_trial_says_how_many_steps_it_made(here: Path) -> None:
     r = run_trial(ScriptTrial(parse_command(["python", "tape.py", "3"])), Settings(), SMALL)
     assert r.status == "error" and r.error, r

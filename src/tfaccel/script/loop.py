@@ -228,10 +228,15 @@ def batch_rows(args: Any, kwargs: Any) -> int:
 
 
 def loss_of(out: Any) -> float:
-    """The loss a train_on_batch call returns: alone, first of a list (the metrics
-    after it), or under "loss" in a dict (return_dict=True)."""
+    """The loss a train_on_batch call (or a training step of the script's own) returns:
+    alone, first of a list (the metrics after it), or under "loss" in a dict
+    (return_dict=True); NaN where it returns none that reads as one number (a step
+    that returns nothing: the accuracy guard then has no loss to compare)."""
     if isinstance(out, dict):
         out = out.get("loss", next(iter(out.values()), float("nan")))
     elif isinstance(out, (list, tuple)):
         out = out[0] if out else float("nan")
-    return float(out)
+    try:
+        return float(out)
+    except (TypeError, ValueError):
+        return float("nan")
