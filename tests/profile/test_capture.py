@@ -208,6 +208,25 @@ def test_a_loop_is_profiled_in_what_it_trains_as_tune_times_it(
     assert json.loads(result.stdout)["report"]["samples_per_step"] == 16
 
 
+def test_a_loop_after_a_fit_is_left_alone_when_another_model_takes_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fit first (too short for the window), then the warm-up loop: the loop is not
+    profiled (the fit came first), and its second model taking over breaks nothing."""
+    fit_first = WARM_UP_LOOP.replace(
+        "warm.train_on_batch(",
+        'main.fit(np.zeros((16, 4), "float32"), np.zeros((16, 2), "float32"), verbose=0)\n'
+        "warm.train_on_batch(",
+    )
+    assert "main.fit(" in fit_first
+    (tmp_path / "train.py").write_text(fit_first + 'open("after.txt", "w").write("ran")\n')
+    monkeypatch.chdir(tmp_path)
+    args = ["profile", "--start", "50", "--steps", "3", "--logdir", str(tmp_path / "logs")]
+    result = CliRunner().invoke(app, [*args, "--", "python", "train.py", "10"])
+    assert (tmp_path / "after.txt").exists(), result.output  # the script ran to its end
+    assert result.exit_code == 5 and "without writing a profile" in result.output
+
+
 def test_a_bad_run_meta_file_is_ignored(tmp_path: Path) -> None:
     from tfaccel.profile.load import _read_meta
 

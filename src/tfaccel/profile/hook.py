@@ -72,7 +72,7 @@ class _LoopWindow:
         """One step of `key` (a model, a step function) ends and the next begins."""
         turn = self.choice.turn(key)
         callback = self.callback
-        if turn == "switched" and callback.step < callback.start_step:
+        if turn == "switched" and callback is not None and callback.step < callback.start_step:
             callback.on_train_batch_end(callback.step)  # its open step closes, untraced
             callback = None  # the window moves to this one
         elif callback is not None and self.key is not key:
