@@ -12,7 +12,7 @@ keras = pytest.importorskip("keras")
 pytest.importorskip("xprof")
 
 from tests.script.test_loop import WARM_UP_LOOP  # noqa: E402
-from tests.script.test_tape import TAPE  # noqa: E402
+from tests.script.test_tape import FROM_ITERATOR, TAPE  # noqa: E402
 from tfaccel.cli import app  # noqa: E402
 from tfaccel.profile import capture  # noqa: E402
 from tfaccel.profile.analyze import analyze  # noqa: E402
@@ -191,16 +191,19 @@ def test_a_loop_of_train_on_batch_calls_is_profiled_from_call_to_call(
     assert list(short.rglob("*.xplane.pb")) and (tmp_path / "after.txt").exists()
 
 
-@pytest.mark.parametrize("script", ["warm_up_loop", "tape"])
+@pytest.mark.parametrize("script", ["warm_up_loop", "tape", "iterator"])
 def test_a_loop_is_profiled_in_what_it_trains_as_tune_times_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str
 ) -> None:
     """A warm-up call of one model (8 rows) before a loop that trains another (16 rows a
     call): the window moves to the model the loop trains. A tf.function step of the
-    script's own (`script.tape`, batches of 16): the window counts its calls."""
+    script's own (`script.tape`, batches of 16): the window counts its calls, and its
+    rows as tune counts them (given an iterator: its static batch)."""
     import json
 
-    (tmp_path / "train.py").write_text(WARM_UP_LOOP if script == "warm_up_loop" else TAPE)
+    static = FROM_ITERATOR.replace(".batch(16)", ".batch(16, drop_remainder=True)")
+    scripts = {"warm_up_loop": WARM_UP_LOOP, "tape": TAPE, "iterator": static}
+    (tmp_path / "train.py").write_text(scripts[script])
     monkeypatch.chdir(tmp_path)
     args = ["profile", "--start", "2", "--steps", "3", "--format", "json", "--stop"]
     result = CliRunner().invoke(app, [*args, "--", "python", "train.py", "10"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -96,30 +97,31 @@ def _loop_with_profile(keras: Any, state: dict[str, Any]) -> None:
     """A script's own loop profiled (`_LoopWindow`): of train_on_batch calls, a step
     from the start of one call to the next's; of a training step of its own, from the
     end of one call to the next's."""
-    from tfaccel.script.tape import StepFunctions, install
+    from tfaccel.script.loop import batch_rows
+    from tfaccel.script.tape import StepFunctions, install, name_of, step_rows
 
     train_on_batch = keras.Model.train_on_batch
     window, steps = _LoopWindow(state), StepFunctions()
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        window.boundary(self, lambda: self, lambda: _rows(args, kwargs))
+        window.boundary(self, lambda: self, lambda: _rows(batch_rows, args, kwargs))
         return train_on_batch(self, *args, **kwargs)
 
     def step(fn: Any, start: float, args: Any, kwargs: Any, out: Any) -> None:
         if fn is not None:  # (an eager step is not a step function: nothing to count)
-            window.boundary(fn, lambda: steps.models.get(id(fn)), lambda: _rows(args, kwargs))
+            rows = functools.partial(step_rows, name_of(fn))
+            window.boundary(fn, lambda: steps.models.get(id(fn)), lambda: _rows(rows, args, kwargs))
 
     keras.Model.train_on_batch = call
     install(keras, steps, step)
 
 
-def _rows(args: Any, kwargs: Any) -> int | None:
-    """A train_on_batch call's rows, or None where its inputs do not say (the capture
-    never breaks the user's training)."""
-    from tfaccel.script.loop import batch_rows
-
+def _rows(count: Callable[[Any, Any], int], args: Any, kwargs: Any) -> int | None:
+    """A call's rows as tune counts them (`count`: `script.loop.batch_rows`,
+    `script.tape.step_rows`), or None where they cannot be counted (the capture never
+    breaks the user's training)."""
     try:
-        return batch_rows(args, kwargs)
+        return count(args, kwargs)
     except Exception:
         return None
 
