@@ -182,6 +182,12 @@ class TimedStep(TimedLoop):
     def _rows(self, args: Any, kwargs: Any) -> int:
         return step_rows(name_of(self.choice.model), args, kwargs)
 
+    def failed(self, error: str) -> None:
+        """The script's loop cannot be timed (an eager step): the trial ends with
+        `error`, in the loop, not before it."""
+        print(FIT_STARTED, flush=True)
+        self._end({"status": "error", "error": error})
+
     def _payload(self) -> dict[str, Any]:
         fn = self.choice.model
         if self.model is None:
@@ -314,8 +320,7 @@ def hook(
 
     def step(fn: Any, start: float, args: Any, kwargs: Any, out: Any) -> None:
         if fn is None:
-            print(FIT_STARTED, flush=True)
-            timed._end({"status": "error", "error": out})
+            timed.failed(out)
         elif timed.timing(fn):
             timed.ended(start, args, kwargs, out)
 
