@@ -43,8 +43,10 @@
 #     python's bits under op determinism): all five passed on an H200 on 2026-12-05,
 #     in 3.5 minutes; since then, a race's path to a trial's train step loading the
 #     trial's executable on the GPU (trial.xla_cache);
-#  lstm_pairs: two seeded same-wall pairs of the LSTM with the settings of `lstm`
-#     (REPEAT=1: one, where the device time is short);
+#  lstm_pairs: seeded same-wall pairs of the LSTM ($REPEAT, two by default, `run` first
+#     in the second) with the settings of `lstm`, else the H200's answer of 2026-12-07
+#     (float32, steps_per_execution 25, validation at batch 1,024): the LSTM's (c),
+#     about 9 minutes for two;
 #  lstm_pair_persist: seeded same-wall pairs of the LSTM ($REPEAT, one by default) with
 #     lstm-persist-dynamic.json, the settings of the best trial of its resumed tune
 #     (journal; the tune was stopped before it wrote its file): TF32, XLA auto,
@@ -127,9 +129,11 @@ lstm() {  # afresh (RESUME=1 on an H200: from the committed journal)
   EXAMPLES="$EXAMPLES" DEST="$DEST/lstm" TARGETS=bidirectional_lstm_imdb \
     RUNS=none RACE=60s BUDGET=10 bash "$HERE/run_gpu.sh"
 }
-lstm_pairs() {
-  WALL="${WALL:-130}" REPEAT="${REPEAT:-2}" bash "$HERE/same_wall.sh" "$EXAMPLES" bidirectional_lstm_imdb.py \
-    "$DEST/lstm/bidirectional_lstm_imdb.json" "$DEST/lstm/wall-bidirectional_lstm_imdb"
+lstm_pairs() {  # the `lstm` part's answer, else the H200's of 2026-12-07; order alternating
+  local settings="$DEST/lstm/bidirectional_lstm_imdb.json"
+  [ -f "$settings" ] || settings="$RESULTS/ttt-bidirectional-lstm-h200-fresh/tfaccel.json"
+  ORDER=alternate WALL="${WALL:-130}" REPEAT="${REPEAT:-2}" bash "$HERE/same_wall.sh" "$EXAMPLES" \
+    bidirectional_lstm_imdb.py "$settings" "$DEST/lstm/wall-bidirectional_lstm_imdb"
 }
 lstm_pairs_det() {  # seeded pairs under op determinism: only the settings apart
   local settings="$DEST/lstm/bidirectional_lstm_imdb.json"
