@@ -704,7 +704,7 @@ def test_an_answer_settled_again_after_the_late_stages_is_said(tmp_path: Path) -
     fake = LateWin(extra={"no_race": None, **ADAM})
     res, _, _ = clocked_tune(tmp_path / "t", 1650.0, 60.0, 100.0, 160.0, fake)
     answer = said(res, "answer")
-    assert answer[0].startswith("Keras' defaults: the search's best (")
+    assert answer[0].startswith("Keras' defaults: nothing the search tried beats them")
     assert answer[1].startswith("settled again after the late stages: ")
     assert "+102.0% vs tf32 xla=auto batch=64 spe=1, beyond the noise" in answer[1]
     assert res.best_settings is not None and res.best_settings.xla_options

@@ -21,7 +21,14 @@ def settle(tuner: TunerCore, state: State) -> None:
     noise; then the answer is Keras' defaults, and the decision says so."""
     res = tuner.result
     defaults = res.keras_defaults
-    if defaults is not None and defaults.ok and state.best is not defaults and state.best.ok:
+    said = any(d.stage == "answer" for d in res.decisions)
+    if defaults is not None and defaults.ok and state.best is defaults and not said:
+        tuner.decide(
+            "answer",
+            "Keras' defaults: nothing the search tried beats them beyond the noise, so "
+            "there is nothing to change",
+        )
+    elif defaults is not None and defaults.ok and state.best is not defaults and state.best.ok:
         # figures of one machine where the journal has them; nothing measured again
         pair = tuner.journal.one_machine(state.best.key, defaults.key)
         best, against = pair if tuner.journal.machine and pair else (state.best, defaults)
@@ -35,7 +42,7 @@ def settle(tuner: TunerCore, state: State) -> None:
                 f"{thr:.0%}), so there is nothing to change",
             )
             state.best, state.best_s = defaults, state.defaults
-        elif any(d.stage == "answer" for d in res.decisions):  # settled again, otherwise
+        elif said:  # settled again, otherwise
             tuner.decide(
                 "answer",
                 f"settled again after the late stages: {state.best.label}, {gain:+.1%} vs "

@@ -56,18 +56,40 @@ def references(tuner: TunerCore) -> State | None:
     if not res.baseline.ok and not res.keras_defaults.ok:
         tuner.decide("baseline", _failed(res.baseline, res.keras_defaults))
         return None
-    # Start from the baseline; Keras' defaults replace it only beyond the noise.
-    best = res.baseline if res.baseline.ok else res.keras_defaults
-    state = State(best, Settings(**best.settings), defaults_s, _guard_tolerance(tuner))
-    tuner._improved(state, best, state.best_s)
-    if best is res.baseline:
-        c = tuner.compare(res.keras_defaults, best)
-        if c.win:
-            tuner.decide(
-                "keras defaults", f"{c.gain:+.0%} over the baseline (threshold {c.thr:.0%})"
-            )
-            tuner._improved(state, res.keras_defaults, defaults_s)
+    state = _start(tuner, defaults_s, res.keras_defaults, res.baseline)
     _note_precisions(tuner)
+    return state
+
+
+def _start(
+    tuner: TunerCore, defaults_s: Settings, defaults: TrialResult, baseline: TrialResult
+) -> State:
+    """The state the search starts from: Keras' defaults, what the script runs unless
+    it says otherwise, and the float32 baseline only where it runs faster beyond the
+    noise (XLA slowing the model down, say). Within the noise the defaults stay, so that
+    no setting the search measured no gain for (TF32 turned off) reaches `run`."""
+    first = defaults if defaults.ok else baseline
+    first_s = Settings(**first.settings) if first is baseline else defaults_s
+    state = State(first, first_s, defaults_s, _guard_tolerance(tuner))
+    tuner._improved(state, first, first_s)
+    if first is baseline or not baseline.ok:
+        return state
+    c = tuner.compare(defaults, baseline)
+    if c.win:
+        tuner.decide("keras defaults", f"{c.gain:+.0%} over the baseline (threshold {c.thr:.0%})")
+    elif c.gain < -c.thr:
+        tuner.decide(
+            "keras defaults",
+            f"{c.gain:+.0%} against the baseline, slower beyond the noise ({c.thr:.0%}): "
+            "the search starts from the baseline",
+        )
+        tuner._improved(state, baseline, Settings(**baseline.settings))
+    else:
+        tuner.decide(
+            "keras defaults",
+            f"{c.gain:+.0%} against the baseline, within the noise ({c.thr:.0%}): the search "
+            "starts from Keras' defaults, as the script runs them",
+        )
     return state
 
 
