@@ -476,8 +476,8 @@ def test_a_script_under_op_determinism_is_told_what_it_costs(tmp_path: Path) -> 
     assert res.best.samples_per_s == 100.0
     said = {d.stage: d.text for d in res.decisions}
     assert said["determinism"] == (
-        f"TensorFlow's op determinism is on ({turned}): Keras compiles no model with XLA "
-        "under it, and cuDNN takes its deterministic algorithms; kept in every trial and "
+        f"TensorFlow's op determinism is on ({turned}), and Keras compiles no model with "
+        "XLA under it; cuDNN takes its deterministic algorithms; kept in every trial and "
         "under tfaccel run; without it Keras' defaults ran 1.70x (170/s): where you need no "
         "bit-for-bit reproducibility, remove it and tune again"
     )

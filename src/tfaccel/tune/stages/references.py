@@ -11,6 +11,7 @@ from tfaccel.optimize.settings import (
     Settings,
 )
 from tfaccel.script.command import own_compile_args
+from tfaccel.trial.protocol import determinism_withholds_xla
 from tfaccel.trial.runner import (
     TrialResult,
     beats,
@@ -200,9 +201,8 @@ def determinism_note(turned: str, res: TuneResult, threshold: float = 0.0) -> st
     """What the determinism reference found, in words; `threshold`: the smallest gain
     that counts between its figure and Keras' defaults' (the one noise rule)."""
     said = (
-        f"TensorFlow's op determinism is on ({turned}): Keras compiles no model with XLA "
-        "under it, and cuDNN takes its deterministic algorithms; kept in every trial and "
-        "under tfaccel run"
+        f"{determinism_withholds_xla(turned)}; cuDNN takes its deterministic "
+        "algorithms; kept in every trial and under tfaccel run"
     )
     free, gain = res.without_determinism, res.without_determinism_gain
     if free is None:
