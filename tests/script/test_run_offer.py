@@ -236,6 +236,92 @@ def test_an_offer_raced_from_another_batch_is_not_applied_to_this_fit(
     ) in capfd.readouterr().err
 
 
+# Two fits, each recording its epochs' steps and the rate it ended at; between them
+# BETWEEN (a fine-tuning script compiles again with a new optimizer at a lower rate).
+TWO_FITS = """
+import json
+import numpy as np
+import keras
+
+x = np.random.rand(2048, 4).astype("float32")
+y = (x.sum(axis=1, keepdims=True) > 2).astype("float32")
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, activation="sigmoid")])
+model.compile(optimizer=keras.optimizers.SGD(0.01), loss="binary_crossentropy")
+seen = []
+class Steps(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        seen.append({"steps": []})
+    def on_epoch_end(self, epoch, logs=None):
+        seen[-1]["steps"].append(self.params["steps"])
+    def on_train_end(self, logs=None):
+        seen[-1]["lr"] = float(self.model.optimizer.learning_rate)
+model.fit(x, y, batch_size=FIRST, epochs=2, verbose=0, callbacks=[Steps()])
+BETWEEN
+model.fit(x, y, batch_size=64, epochs=2, verbose=0, callbacks=[Steps()])
+json.dump(seen, open("seen.json", "w"))
+"""
+RECOMPILED = 'model.compile(optimizer=keras.optimizers.SGD(0.001), loss="binary_crossentropy")'
+
+
+def _two_fits(folder: Path, first: int, between: str) -> tuple[Any, str]:
+    """TWO_FITS under `tfaccel run --batch-offer` (the offer of `_settings_file`): what
+    each fit saw, and run's notes on stderr (`capfd`'s, read by the caller)."""
+    (folder / "train.py").write_text(
+        TWO_FITS.replace("FIRST", str(first)).replace("BETWEEN", between)
+    )
+    _settings_file(folder)
+    result = runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    return json.loads((folder / "seen.json").read_text()), unboxed(result.output)
+
+
+def test_a_model_compiled_again_keeps_its_own_batch_and_rate(
+    script_folder: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Fine-tuning after a frozen phase: the offer's race trained the first fit's
+    optimizer; the second fit's is new (compiled again, at its own rate), which no race
+    trained, so that fit keeps its batch 64 and its rate 0.001, and says why."""
+    seen, _ = _two_fits(script_folder, 64, RECOMPILED)
+    assert seen == [
+        {"steps": [8, 8], "lr": pytest.approx(0.04)},
+        {"steps": [32, 32], "lr": pytest.approx(0.001)},
+    ]
+    err = capfd.readouterr().err
+    assert (
+        "model.fit call 2 at train.py:20: batch offer not applied to this fit: it trains "
+        "another optimizer than the fit that took it"
+    ) in err
+
+
+def test_fits_that_train_on_with_one_optimizer_all_take_the_offer(
+    script_folder: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A loop of fits, one optimizer: the rate is scaled once, at the first, and the
+    second trains on from it at the offer's batch."""
+    seen, _ = _two_fits(script_folder, 64, "")
+    assert seen == [
+        {"steps": [8, 8], "lr": pytest.approx(0.04)},
+        {"steps": [8, 8], "lr": pytest.approx(0.04)},
+    ]
+    assert "learning rate as the first fit left it" in capfd.readouterr().err
+
+
+def test_the_rate_is_scaled_at_the_first_fit_that_takes_the_offer(
+    script_folder: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A first fit at another batch (a warm-up at 16) does not take the offer, raced
+    from 64; the fit at 64 after it takes it with its rate scaled (it used to be left
+    "as the first fit left it": unscaled, at four times the batch)."""
+    seen, _ = _two_fits(script_folder, 16, "")
+    assert seen == [
+        {"steps": [128, 128], "lr": pytest.approx(0.01)},
+        {"steps": [8, 8], "lr": pytest.approx(0.04)},
+    ]
+    err = capfd.readouterr().err
+    assert "batch offer not applied to this fit: its race started from batch 64" in err
+    assert "0.01 -> 0.04" in err
+
+
 # Seeded, as a user who wants a run repeated seeds it: an LSTM on shuffled arrays with a
 # validation split, its losses written at each epoch's end.
 SEEDED = """

@@ -43,7 +43,8 @@ def offer_for(
     measured = request.from_batch
     own = own_batch_of(fit_args, model) if measured else None
     if own is None or own == measured:
-        return size, request.lr, []
+        why = not_raced(model) if request.lr else None
+        return (None, None, [why]) if why else (size, request.lr, [])
     if not request.lr:
         note = (
             f"tfaccel.json's settings were measured at batch {measured}, this fit trains at "
@@ -55,6 +56,34 @@ def offer_for(
         f"and this fit trains at {own} (tune this command for an offer from {own})"
     )
     return None, None, [why]
+
+
+# The optimizer whose learning rate `run` scaled for an applied batch offer, at the
+# first fit that took it. A later fit that trains on with it (a loop of fits) takes the
+# offer too; a fit whose model was compiled again (a new optimizer: fine-tuning after a
+# frozen phase) or another model's fit was not raced, and keeps its own batch and rate.
+_SCALED: list[Any] = []
+
+
+def scaled_first(model: Any) -> bool:
+    """Is this the first fit to take the offer (its learning rate to scale)? The
+    optimizer it trains is noted: later fits take the offer only with it."""
+    if _SCALED:
+        return False
+    _SCALED.append(getattr(model, "optimizer", None))
+    return True
+
+
+def not_raced(model: Any) -> str | None:
+    """Why an applied batch offer does not hold for this fit, or None: another
+    optimizer than the one the first fit to take it trains."""
+    if not _SCALED or getattr(model, "optimizer", None) is _SCALED[0]:
+        return None
+    return (
+        "batch offer not applied to this fit: it trains another optimizer than the fit "
+        "that took it (the model compiled again, or another model), which its race did "
+        "not train: its own batch and learning rate kept"
+    )
 
 
 def same_examples_per_epoch(

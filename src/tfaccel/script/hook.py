@@ -45,6 +45,7 @@ from tfaccel.script.fit_batch import (
     own_batch_note,
     own_batch_of,
     same_examples_per_epoch,
+    scaled_first,
 )
 from tfaccel.script.loop import TimedLoop, say_loop
 from tfaccel.script.watch import when_imported
@@ -516,7 +517,7 @@ def _run_fit(
     said = validation.applied_batch(model, fit_args, report.settings.validation_batch_size)
     notes += [said] if said else []
     if lr:
-        notes.append(_scale_learning_rate(model, fit_args, lr, first=call == 1))
+        notes.append(_scale_learning_rate(model, fit_args, lr, first=scaled_first(model)))
     with contextlib.ExitStack() as stack:
         if is_array(x):
             notes.append(_arrays(stack, model, report, fit_args))
