@@ -306,6 +306,43 @@ def test_fits_that_train_on_with_one_optimizer_all_take_the_offer(
     assert "learning rate as the first fit left it" in capfd.readouterr().err
 
 
+def test_the_offer_applies_at_the_fit_it_was_raced_on(
+    script_folder: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A file that names the raced fit (tune --fit 2: the fine-tuning fit at line 20):
+    the fit before it, at the same batch, keeps its own batch and rate; the raced one
+    takes the offer with its new optimizer's rate scaled."""
+    (script_folder / "train.py").write_text(
+        TWO_FITS.replace("FIRST", "64").replace("BETWEEN", RECOMPILED)
+    )
+    path = _settings_file(script_folder)
+    doc = json.loads(path.read_text())
+    doc["batch_offer"]["raced_fit"] = "train.py:20"
+    path.write_text(json.dumps(doc))
+    result = runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    seen = json.loads((script_folder / "seen.json").read_text())
+    assert seen == [
+        {"steps": [32, 32], "lr": pytest.approx(0.01)},
+        {"steps": [8, 8], "lr": pytest.approx(0.004)},
+    ]
+    err = capfd.readouterr().err
+    assert "batch offer not applied to this fit: its race ran the fit at train.py:20" in err
+    assert "0.001 -> 0.004" in err
+
+
+def test_a_raced_fit_that_is_not_text_is_refused(here: Path) -> None:
+    path = _settings_file(here)
+    doc = json.loads(path.read_text())
+    doc["batch_offer"]["raced_fit"] = 20
+    path.write_text(json.dumps(doc))
+    result = runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
+    assert result.exit_code == 2, result.output
+    out = unboxed(result.output)
+    assert "batch offer is malformed" in out and "raced_fit 20" in out
+    assert not (here / "seen.json").exists()
+
+
 def test_the_rate_is_scaled_at_the_first_fit_that_takes_the_offer(
     script_folder: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

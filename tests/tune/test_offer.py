@@ -337,6 +337,10 @@ def test_both_answers_in_the_text_the_json_the_settings_file_and_the_plot(
     assert settings["answer"] == "same_training" and settings["apply_batch_offer"] is False
     assert settings["settings"]["batch_size"] == 64
     assert settings["batch_offer"]["batch_size"] == 512
+    assert settings["batch_offer"]["raced_fit"] is None  # no script's fit: any applies it
+    assert res.batch_offer is not None
+    res.batch_offer.trial.extra["measured"] = "model.fit at fit.py:12"  # as a script's trial
+    assert settings_document(res)["batch_offer"]["raced_fit"] == "fit.py:12"
     fig = tune_figure(res)
     race_ax = fig.subfigs[1].axes[0]
     assert race_ax.get_title().endswith("passed, 1.50x sooner to the target")

@@ -53,7 +53,14 @@ def run(
     for note in (*answer.notes, *facts.switches):
         err.print(Text(f"tfaccel: {note}", style="dim"), soft_wrap=True)
     raise typer.Exit(
-        run_script(script, answer.settings, answer.lr, answer.from_batch, answer.xla_cache)
+        run_script(
+            script,
+            answer.settings,
+            answer.lr,
+            answer.from_batch,
+            answer.xla_cache,
+            answer.raced_fit,
+        )
     )
 
 

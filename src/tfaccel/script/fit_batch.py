@@ -33,7 +33,7 @@ def own_batch_of(fit_args: dict[str, Any], model: Any) -> int | None:
 
 
 def offer_for(
-    fit_args: dict[str, Any], model: Any, size: int | None, request: TrialRequest
+    fit_args: dict[str, Any], model: Any, size: int | None, request: TrialRequest, where: str
 ) -> tuple[int | None, dict[str, Any] | None, list[str]]:
     """The batch and learning-rate change for this fit, and what to say: an applied
     batch offer holds for the batch its race started from; a fit that trains at another
@@ -43,7 +43,7 @@ def offer_for(
     measured = request.from_batch
     own = own_batch_of(fit_args, model) if measured else None
     if own is None or own == measured:
-        why = not_raced(model) if request.lr else None
+        why = not_raced(model, where, request.raced_fit) if request.lr else None
         return (None, None, [why]) if why else (size, request.lr, [])
     if not request.lr:
         note = (
@@ -74,9 +74,15 @@ def scaled_first(model: Any) -> bool:
     return True
 
 
-def not_raced(model: Any) -> str | None:
-    """Why an applied batch offer does not hold for this fit, or None: another
-    optimizer than the one the first fit to take it trains."""
+def not_raced(model: Any, where: str, raced_fit: str | None) -> str | None:
+    """Why an applied batch offer does not hold for the fit at `where`, or None: a fit
+    called elsewhere than the one it was raced on (`raced_fit`, where the file says),
+    or another optimizer than the one the first fit to take it trains."""
+    if raced_fit and where != raced_fit:
+        return (
+            f"batch offer not applied to this fit: its race ran the fit at {raced_fit} "
+            "(tune --fit N races the N-th): its own batch and learning rate kept"
+        )
     if not _SCALED or getattr(model, "optimizer", None) is _SCALED[0]:
         return None
     return (

@@ -490,7 +490,7 @@ def _run_fit(
     """The script's fit with the settings that apply to its arguments (and an applied
     batch offer's learning-rate change, `request.lr`), said on stderr."""
     fit_args = _fit_arguments(fit, model, args, kwargs)
-    size, lr, notes = offer_for(fit_args, model, report.settings.batch_size, request)
+    size, lr, notes = offer_for(fit_args, model, report.settings.batch_size, request, where)
     x = fit_args.get("x")
     if is_dataset(x):
         try:

@@ -93,17 +93,24 @@ def run_script(
     lr: dict[str, Any] | None = None,
     from_batch: int | None = None,
     xla_cache: str | None = None,
+    raced_fit: str | None = None,
 ) -> int:
     """The script, once, with `settings` applied inside it (and `lr`, a batch offer's
     learning-rate change, `optimize.lr_scaling.LrChange` as a dict, for fits that train
     at `from_batch`, the batch its race started from, or the batch the settings were
-    measured at; `xla_cache`, the folder of the programs the tune compiled); its exit code
+    measured at, and at `raced_fit`, where the fit the offer was raced on is called;
+    `xla_cache`, the folder of the programs the tune compiled); its exit code
     (128 + N where signal N ended it). Its output is its own; tfaccel's notes go to
     stderr. It dies with tfaccel, and a signal that stops tfaccel stops it
     (`_child.run_attached`)."""
     env = hooked_env()
     request = TrialRequest(
-        "run", settings.to_dict(), lr=lr, from_batch=from_batch, xla_cache=xla_cache
+        "run",
+        settings.to_dict(),
+        lr=lr,
+        from_batch=from_batch,
+        xla_cache=xla_cache,
+        raced_fit=raced_fit,
     )
     env[ENV] = request.to_json()
     return run_attached(script.argv, env)

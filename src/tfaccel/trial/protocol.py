@@ -59,7 +59,8 @@ class TrialRequest:
     (a user's script whose fit call number `fit` is timed, under the hook) or "run" (a
     script under `tfaccel run`: the settings applied, nothing timed, `lr` the batch
     offer's learning-rate change where one was asked for, `from_batch` the batch the
-    answer was measured at, or the offer's race started from). `settings` is
+    answer was measured at, or the offer's race started from, `raced_fit` where the fit
+    it was raced on is called, "train.py:42"). `settings` is
     `Settings.to_dict()`, `steps` a `StepPlan`'s fields. `race`: run a race of that many
     seconds (`trial.race`) instead of timed windows; `count_flops`: the baseline, which
     also counts the model's FLOPs and estimates its gradient noise scale; `engine`: the
@@ -79,6 +80,7 @@ class TrialRequest:
     fit: int = 1
     lr: dict[str, Any] | None = None
     from_batch: int | None = None
+    raced_fit: str | None = None
     race: dict[str, Any] | None = None
     count_flops: bool = False
     engine: dict[str, Any] = field(default_factory=dict)

@@ -93,8 +93,19 @@ def offer_document(offer: BatchOffer | None) -> dict[str, Any] | None:
         "to_target_speedup_over_same_training": race.to_target_speedup if race else None,
         "epochs_to_target": offer.epochs_to_target,
         "other_settings": offer.other_settings,
+        "raced_fit": raced_fit(offer),
         "race": dataclasses.asdict(race) if race else None,
     }
+
+
+def raced_fit(offer: BatchOffer) -> str | None:
+    """Where the script's fit that the offer was raced on is called ("train.py:42", as
+    its trials timed it), or None (an entry point): `run` applies the offer there."""
+    measured = offer.trial.extra.get("measured")
+    prefix = "model.fit at "
+    if isinstance(measured, str) and measured.startswith(prefix):
+        return measured[len(prefix) :]
+    return None
 
 
 def write_settings(
@@ -172,6 +183,9 @@ class Answer:
     from_batch: int | None = None
     # The folder of the programs the tune compiled, loaded where the script's are the same.
     xla_cache: str | None = None
+    # Where the fit an applied offer was raced on is called ("train.py:42"): other fits
+    # keep their own batch and rate. None: any fit at its batch (an older tune's file).
+    raced_fit: str | None = None
 
 
 def for_this_machine(answer: Answer, gpus: int) -> Answer:
@@ -351,4 +365,12 @@ def _with_offer(path: Path, settings: Settings, offer: Any, note: Any = None) ->
         notes.append(f"with the offer's own {said(other)} (measured at that batch)")
     merged = {**settings.to_dict(), **other, "batch_size": size}
     start = own if isinstance(own, int) and own > 0 else None
-    return Answer(settings_from_dict(merged, str(path)), lr, tuple(notes), start)
+    at = offer.get("raced_fit")
+    if at is not None and not isinstance(at, str):
+        raise ConfigFileError(
+            f"{path}'s batch offer is malformed",
+            expected='raced_fit: where the raced fit is called ("train.py:42"), or null',
+            received=f"raced_fit {at!r}",
+        )
+    answer = Answer(settings_from_dict(merged, str(path)), lr, tuple(notes), start)
+    return dataclasses.replace(answer, raced_fit=at)
