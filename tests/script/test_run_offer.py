@@ -238,16 +238,9 @@ def test_an_offer_raced_from_another_batch_is_not_applied_to_this_fit(
 
 # Two fits, each recording its epochs' steps and the rate it ended at; between them
 # BETWEEN (a fine-tuning script compiles again with a new optimizer at a lower rate).
-TWO_FITS = """
-import json
-import numpy as np
-import keras
-
-x = np.random.rand(2048, 4).astype("float32")
-y = (x.sum(axis=1, keepdims=True) > 2).astype("float32")
-model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, activation="sigmoid")])
-model.compile(optimizer=keras.optimizers.SGD(0.01), loss="binary_crossentropy")
-seen = []
+TWO_FITS = (
+    SCRIPT[: SCRIPT.index("steps = []")]  # SCRIPT's data, model and compile
+    + """seen = []
 class Steps(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         seen.append({"steps": []})
@@ -260,6 +253,7 @@ BETWEEN
 model.fit(x, y, batch_size=64, epochs=2, verbose=0, callbacks=[Steps()])
 json.dump(seen, open("seen.json", "w"))
 """
+)
 RECOMPILED = 'model.compile(optimizer=keras.optimizers.SGD(0.001), loss="binary_crossentropy")'
 
 
