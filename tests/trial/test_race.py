@@ -560,3 +560,4 @@ def test_a_fit_of_steps_per_epoch_reports_its_epochs_examples(
     monkeypatch.chdir(tmp_path)
     baseline = _script_trial(tmp_path, GENERATOR_STEPS)
     assert baseline.extra["epoch_examples"] == 3200 and "examples" not in baseline.extra
+    assert baseline.extra["fit_epochs"] == 2  # the epochs the script's fit trains

@@ -550,6 +550,28 @@ def test_the_epochs_to_target_are_the_scripts_own(tmp_path: Path) -> None:
         assert _epochs(t, race, candidate) == pytest.approx(epochs)
 
 
+@pytest.mark.parametrize("fit_epochs", [3, 10**9])
+def test_a_pass_beyond_the_scripts_epochs_is_said(tmp_path: Path, fit_epochs: int) -> None:
+    """A small data set (5,000 examples): the passed candidate reached its target after
+    more epochs of it than the script's fit trains (3). Applied to the script as
+    written, its training ends first: said (and not where the fit trains more)."""
+    race = FakeRace(same=HALF_AT_20, candidate=HALF_AT_10)
+    res = tune(tmp_path, race, extra={"examples": 5_000, "fit_epochs": fit_epochs})
+    o = res.batch_offer
+    assert o is not None and o.verdict == "passed" and o.epochs_to_target
+    said = [d.text for d in res.decisions if "the script's fit trains" in d.text]
+    if fit_epochs == 3:
+        assert o.epochs_to_target == pytest.approx(4.0)  # 20 s at 1,000/s: 20,000 examples
+        assert said == [
+            f"in its race, batch {o.batch} reached the target after about 4.0 "
+            "epochs; the script's fit trains 3: applied to it as written, it ends before "
+            "that loss (more epochs, or stop on the validation loss, for the time the race "
+            "saved)"
+        ]
+    else:
+        assert said == []
+
+
 def test_a_ladder_the_budget_left_no_time_for_is_said_so(tmp_path: Path) -> None:
     """Every same-training trial ran, then the budget ended: the offer's note says the
     ladder was not tried, not that no larger batch ran faster."""

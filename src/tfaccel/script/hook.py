@@ -428,6 +428,7 @@ def _timing(call: _FitCall) -> dict[str, Any]:
         out["lr_setters"] = list(setters)
     if fit_args.get("steps_per_epoch"):  # an epoch of so many batches (of a generator)
         out["epoch_examples"] = int(fit_args["steps_per_epoch"]) * batch
+    out["fit_epochs"] = int(fit_args.get("epochs") or 1) - int(fit_args.get("initial_epoch") or 0)
     return out
 
 

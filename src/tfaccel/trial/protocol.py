@@ -175,6 +175,7 @@ class Payload(TypedDict, total=False):
     # what the batch offer needs (`trial.race`, `trial.noise_scale`)
     examples: int | None
     epoch_examples: int  # a fit of steps_per_epoch batches: the examples of its epoch
+    fit_epochs: int  # the epochs the script's fit trains (epochs less initial_epoch)
     no_race: str  # why no race can judge this model
     optimizer: str
     learning_rate: float | None

@@ -210,6 +210,7 @@ def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> 
         if judged.race is not None:
             res.races.append(judged)
         tuner.decide("batch offer", judged.summary)
+        _say_script_epochs(tuner, judged)
         if judged.verdict == "passed":
             passed, low = judged, middle + 1
         elif judged.verdict == "failed":
@@ -267,6 +268,23 @@ def _raced(tuner: TunerCore, found: BatchOffer) -> BatchOffer:
     )
     judged = offer.judged(found, race, tuner.opt.race_s / RACE_POINTS)
     return dataclasses.replace(judged, epochs_to_target=_epochs(tuner, race, candidate))
+
+
+def _say_script_epochs(tuner: TunerCore, judged: BatchOffer) -> None:
+    """Where a passed offer reached its target only after more epochs than the script's
+    fit trains, that is said: applied to the script as written, its training ends
+    before the loss the race proved it reaches sooner (a tiny data set raced for a
+    minute trains hundreds of epochs)."""
+    epochs, fit_epochs = judged.epochs_to_target, tuner._baseline_fact("fit_epochs")
+    if judged.verdict != "passed" or not epochs or not fit_epochs or epochs <= fit_epochs:
+        return
+    tuner.decide(
+        "batch offer",
+        f"in its race, batch {judged.batch} reached the target after about "
+        f"{epochs:,.{0 if epochs >= 100 else 1}f} epochs; the script's fit trains "
+        f"{fit_epochs}: applied to it as written, it ends before that loss (more epochs, "
+        "or stop on the validation loss, for the time the race saved)",
+    )
 
 
 def _epochs(tuner: TunerCore, race: Race, candidate: TrialResult) -> float | None:
