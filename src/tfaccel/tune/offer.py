@@ -67,6 +67,15 @@ def largest_batch(
     return max(cap, own), (f"batches up to {cap}: {reason}" if reason else None)
 
 
+def reached_after(batch: int, what: str, epochs: float) -> str:
+    """In words, how many epochs of the data a raced batch trained before it reached
+    `what` (the target): whole epochs from 100 on, tenths below."""
+    return (
+        f"in its race, batch {batch} reached {what} after about "
+        f"{epochs:,.{0 if epochs >= 100 else 1}f} epochs"
+    )
+
+
 def _figure(value: float) -> str:
     """A measured figure to two significant digits below 10 (0.37, 2.4), whole above."""
     return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"

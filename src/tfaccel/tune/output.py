@@ -12,6 +12,7 @@ from typing import Any
 from tfaccel.optimize import lr_scaling
 from tfaccel.optimize.settings import LATE_KNOBS, Settings, changed
 from tfaccel.results import SCHEMAS, to_jsonable, write_atomic
+from tfaccel.tune.offer import reached_after
 from tfaccel.tune.result import BatchOffer, TuneResult
 
 SETTINGS_SCHEMA = SCHEMAS["settings"]
@@ -350,8 +351,7 @@ def _with_offer(path: Path, settings: Settings, offer: Any, note: Any = None) ->
     epochs = offer.get("epochs_to_target")
     if isinstance(epochs, (int, float)) and epochs > 0:
         notes.append(
-            f"in its race, batch {size} reached that validation loss after about "
-            f"{epochs:,.{0 if epochs >= 100 else 1}f} epochs: a script that trains "
+            f"{reached_after(size, 'that validation loss', epochs)}: a script that trains "
             "fewer epochs ends before it (more epochs, or stop on the validation loss)"
         )
     other = offer.get("other_settings") or {}
@@ -372,5 +372,4 @@ def _with_offer(path: Path, settings: Settings, offer: Any, note: Any = None) ->
             expected='raced_fit: where the raced fit is called ("train.py:42"), or null',
             received=f"raced_fit {at!r}",
         )
-    answer = Answer(settings_from_dict(merged, str(path)), lr, tuple(notes), start)
-    return dataclasses.replace(answer, raced_fit=at)
+    return Answer(settings_from_dict(merged, str(path)), lr, tuple(notes), start, raced_fit=at)

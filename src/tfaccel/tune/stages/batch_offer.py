@@ -280,9 +280,8 @@ def _say_script_epochs(tuner: TunerCore, judged: BatchOffer) -> None:
         return
     tuner.decide(
         "batch offer",
-        f"in its race, batch {judged.batch} reached the target after about "
-        f"{epochs:,.{0 if epochs >= 100 else 1}f} epochs; the script's fit trains "
-        f"{fit_epochs}: applied to it as written, it ends before that loss (more epochs, "
+        f"{offer.reached_after(judged.batch, 'the target', epochs)}; the script's fit "
+        f"trains {fit_epochs}: applied to it as written, it ends before that loss (more epochs, "
         "or stop on the validation loss, for the time the race saved)",
     )
 
