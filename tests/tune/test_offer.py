@@ -418,6 +418,40 @@ def test_three_rungs_are_raced_by_bisection(
     assert [r.batch for r in res.races] == raced
 
 
+@pytest.mark.parametrize(("budget_s", "raced"), [(650.0, [256]), (760.0, [1024, 256])])
+def test_a_budget_that_holds_one_race_races_the_lowest_rung(
+    tmp_path: Path, budget_s: float, raced: list[int]
+) -> None:
+    """Three rungs (256, 1,024, 2,048) and a budget left for one race only: the lowest
+    rung, the likeliest to pass, is raced, not the middle one; racing 1,024 first (it
+    stalls) left 256 unraced and the offer unproven. A budget that holds two candidates'
+    races bisects, the middle rung first."""
+    slow = curve(60.0, 0.55)
+    race = RaceByBatch(curve(12.0, 0.4), {256: FAST, 1024: slow, 2048: slow})
+    j = Journal(tmp_path / "j.jsonl")
+    j.load("w")
+    clock = FakeClock()
+    fake = Unsaturated(oom_above=4096, extra={"no_race": None, **ADAM})
+    opts = options(max_batch=4096, time_budget_s=budget_s, race_s=60.0)
+    res = Tuner(
+        "w",
+        H200,
+        opts,
+        j,
+        trial_fn=clock.taking(40.0, fake),
+        race_fn=clock.taking(100.0, race),
+        clock=clock,
+    ).run()
+    assert sorted({s.batch_size for s in fake.calls if (s.batch_size or 64) > 64}) == [
+        256,
+        1024,
+        2048,
+    ]
+    assert [s.batch_size for s, _ in race.calls] == [64, *raced] and clock.now <= budget_s
+    o = res.batch_offer
+    assert o is not None and o.batch == 256 and o.verdict == "passed", o
+
+
 def test_a_pass_stands_where_the_next_race_is_unproven(tmp_path: Path) -> None:
     """The middle rung passes, the race above it ends in an error (unproven): the pass
     is the offer, and nothing more is raced."""

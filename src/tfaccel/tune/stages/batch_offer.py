@@ -191,20 +191,21 @@ def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> 
     """The ladder's faster batches raced by bisection: the middle rung first (the lower
     of two), then the half above it where it passes and the half below where it fails
     (a batch past the critical one loses where a smaller one wins), so that three rungs
-    take two races, not three, and a budget that ends early has raced the rung the
-    likeliest to pass before the largest (the lower of two rungs too: a transformer
-    whose trials compile for a minute raced its 16x rung first, which overfit, and its
-    4x rung was left unraced at the budget). The same-training run is raced once and
-    read from the journal after. The largest batch that passed stands; without one, the last
-    verdict: the smallest raced rung's failure, or an unproven race (the budget, an
-    error), after which nothing more is raced."""
+    take two races, not three; where the budget holds one race only, the lowest rung
+    (`_next_rung`), so that a budget that ends early has raced the rung the likeliest
+    to pass (the lower of two rungs too: a transformer whose trials compile for a
+    minute raced its 16x rung first, which overfit, and its 4x rung was left unraced at
+    the budget). The same-training run is raced once and read from the journal after.
+    The largest batch that passed stands; without one, the last verdict: the smallest
+    raced rung's failure, or an unproven race (the budget, an error), after which
+    nothing more is raced."""
     res = tuner.result
     assert res.best is not None
     low, high = 0, len(rungs) - 1
     passed: BatchOffer | None = None
     judged: BatchOffer | None = None
     while low <= high:
-        middle = (low + high) // 2
+        middle = _next_rung(tuner, low, high)
         trial, settings = rungs[middle]
         judged = _raced(tuner, offer.make(res.best, trial, settings, res.baseline))
         if judged.race is not None:
@@ -219,6 +220,23 @@ def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> 
             break
     assert judged is not None
     return passed or judged
+
+
+def _next_rung(tuner: TunerCore, low: int, high: int) -> int:
+    """The rung the bisection races next: the middle of those left, unless the time
+    budget holds only this one race (its candidate run, and the same-training run where
+    the journal lacks it): then the lowest, the likeliest to pass, since a larger rung
+    that fails proves nothing and leaves the smaller one unraced (an H100's LSTM raced
+    its 16x rung, which overfit, and had 43 s too few for its 4x rung's race)."""
+    middle = (low + high) // 2
+    if middle == low:
+        return low
+    res = tuner.result
+    assert res.best_settings is not None
+    same_known = _race_key(tuner, res.best_settings, None)[0] in tuner.journal.results
+    runs = (1 if same_known else 2) + 1  # this race's runs, and one candidate's after
+    later = tuner._over_budget(runs * _race_run_s(tuner) - tuner.mean_trial_s)
+    return low if later else middle
 
 
 def rebase(tuner: TunerCore) -> None:
