@@ -15,9 +15,11 @@ only measure memorisation) and the public example scripts run unmodified.
   `pad_sequences(maxlen=200)` keeps).
 
 LEARNABLE_SEED=n seeds Python, NumPy and TensorFlow (`keras.utils.set_random_seed`)
-as the script loads its data, before it builds its model: the two runs of a same-wall
-pair then start from the same weights and shuffle, so that what differs between them
-is the settings, not the luck of an initialisation. LEARNABLE_DETERMINISTIC=1 also
+where the process first imports Keras, and again as the script loads its data: the two
+runs of a same-wall pair then start from the same weights and shuffle, so that what
+differs between them is the settings, not the luck of an initialisation. (Until
+2026-12-07 it seeded at load_data only, after keras-io's LSTM script has built its
+model: its pairs shared their shuffle, not their weights.) LEARNABLE_DETERMINISTIC=1 also
 turns on TensorFlow's op determinism there: cuDNN's training is not deterministic, and
 on an H100 the same seed's plain runs of the LSTM script ended their first epoch
 anywhere from 0.34 to 0.51, wider than any difference between settings being
@@ -85,16 +87,20 @@ def _split(arrays):
     return (arrays["x_train"], arrays["y_train"]), (arrays["x_test"], arrays["y_test"])
 
 
+def _seed():
+    if os.environ.get("LEARNABLE_SEED"):
+        import keras
+
+        keras.utils.set_random_seed(int(os.environ["LEARNABLE_SEED"]))
+    if os.environ.get("LEARNABLE_DETERMINISTIC") == "1":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_op_determinism()
+
+
 def _seeding(load_data):
     def load(*args, **kwargs):
-        if os.environ.get("LEARNABLE_SEED"):
-            import keras
-
-            keras.utils.set_random_seed(int(os.environ["LEARNABLE_SEED"]))
-        if os.environ.get("LEARNABLE_DETERMINISTIC") == "1":
-            import tensorflow as tf
-
-            tf.config.experimental.enable_op_determinism()
+        _seed()
         return load_data(*args, **kwargs)
 
     return load
@@ -110,7 +116,7 @@ class _PatchOnImport:
                "keras.src.datasets.fashion_mnist": ("mnist.npz", _mnist)}
 
     def find_spec(self, name, path=None, target=None):
-        if name not in self.LOADERS:
+        if name not in self.LOADERS and name != "keras":
             return None
         sys.meta_path.remove(self)
         try:
@@ -118,6 +124,14 @@ class _PatchOnImport:
         finally:
             sys.meta_path.insert(0, self)
         execute = spec.loader.exec_module
+        if name == "keras":  # seeded before the script can build a model
+
+            def exec_keras(module):
+                execute(module)
+                _seed()
+
+            spec.loader.exec_module = exec_keras
+            return spec
         file, make = self.LOADERS[name]
 
         def exec_module(module):
