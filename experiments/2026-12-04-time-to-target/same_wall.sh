@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # (c) of issue 44: one script for $WALL seconds under plain python, then under
-# tfaccel run with a tune's settings file, $REPEAT times; each log's val_loss lines.
+# tfaccel run with a tune's settings file, $REPEAT times; each log's validation and
+# training losses at the epochs' ends (under DETERMINISTIC=1, the training's are the
+# same in both runs where the settings keep the training).
 # Both runs of pair i are seeded alike (LEARNABLE_SEED=i, learnable_datasets): the
 # same initial weights and shuffle, so that the pair differs only in the settings.
 # DETERMINISTIC=1 turns on TensorFlow's op determinism in both (cuDNN's training is not
@@ -23,7 +25,9 @@ for_wall() {  # log, command...
   while kill -0 "$pid" 2>/dev/null && (( $(date +%s) - t0 < WALL )); do sleep 1; done
   kill -INT -- "-$pid" 2>/dev/null; sleep 3; kill -KILL -- "-$pid" 2>/dev/null
   echo "$(basename "$log"): $(( $(date +%s) - t0 )) s, val_loss by epoch:" \
-    $(tr '\r' '\n' < "$log" | grep -o 'val_loss: [0-9.]*' | cut -d' ' -f2) | tee -a "$DEST/summary.txt"
+    $(tr '\r' '\n' < "$log" | grep -o 'val_loss: [0-9.]*' | cut -d' ' -f2) \
+    "; loss:" $(tr '\r' '\n' < "$log" | grep 'val_loss' | grep -o ' - loss: [0-9.]*' | cut -d' ' -f4) \
+    | tee -a "$DEST/summary.txt"
 }
 [ "${DETERMINISTIC:-}" = 1 ] && export LEARNABLE_DETERMINISTIC=1
 for i in $(seq 1 "$REPEAT"); do
