@@ -418,22 +418,17 @@ def test_three_rungs_are_raced_by_bisection(
     assert [r.batch for r in res.races] == raced
 
 
-@pytest.mark.parametrize(("budget_s", "raced"), [(650.0, [256]), (760.0, [1024, 256])])
-def test_a_budget_that_holds_one_race_races_the_lowest_rung(
-    tmp_path: Path, budget_s: float, raced: list[int]
-) -> None:
-    """Three rungs (256, 1,024, 2,048) and a budget left for one race only: the lowest
-    rung, the likeliest to pass, is raced, not the middle one; racing 1,024 first (it
-    stalls) left 256 unraced and the offer unproven. A budget that holds two candidates'
-    races bisects, the middle rung first."""
+def _three_rungs(folder: Path, budget_s: float) -> tuple[Any, RaceByBatch, Tuner]:
+    """A tune whose ladder is 256, 1,024 and 2,048 (trials of 40 s, race runs of 100 s)
+    and whose batch 256 alone wins its race."""
     slow = curve(60.0, 0.55)
     race = RaceByBatch(curve(12.0, 0.4), {256: FAST, 1024: slow, 2048: slow})
-    j = Journal(tmp_path / "j.jsonl")
+    j = Journal(folder / "j.jsonl")
     j.load("w")
     clock = FakeClock()
     fake = Unsaturated(oom_above=4096, extra={"no_race": None, **ADAM})
     opts = options(max_batch=4096, time_budget_s=budget_s, race_s=60.0)
-    res = Tuner(
+    t = Tuner(
         "w",
         H200,
         opts,
@@ -441,15 +436,45 @@ def test_a_budget_that_holds_one_race_races_the_lowest_rung(
         trial_fn=clock.taking(40.0, fake),
         race_fn=clock.taking(100.0, race),
         clock=clock,
-    ).run()
-    assert sorted({s.batch_size for s in fake.calls if (s.batch_size or 64) > 64}) == [
-        256,
-        1024,
-        2048,
-    ]
-    assert [s.batch_size for s, _ in race.calls] == [64, *raced] and clock.now <= budget_s
+    )
+    res = t.run()
+    ladder = {s.batch_size for s in fake.calls if (s.batch_size or 64) > 64}
+    assert sorted(ladder) == [256, 1024, 2048] and clock.now <= budget_s
+    return res, race, t
+
+
+@pytest.mark.parametrize(("budget_s", "raced"), [(650.0, [256]), (760.0, [1024, 256])])
+def test_a_budget_that_holds_one_race_races_the_lowest_rung(
+    tmp_path: Path, budget_s: float, raced: list[int]
+) -> None:
+    """Three rungs and a budget left for one race only: the lowest rung, the likeliest
+    to pass, is raced, not the middle one; racing 1,024 first (it stalls) left 256
+    unraced and the offer unproven. A budget that holds two candidates' races bisects,
+    the middle rung first."""
+    res, race, _ = _three_rungs(tmp_path, budget_s)
+    assert [s.batch_size for s, _ in race.calls] == [64, *raced]
     o = res.batch_offer
     assert o is not None and o.batch == 256 and o.verdict == "passed", o
+
+
+def test_a_middle_rung_whose_race_the_journal_holds_is_read_first(tmp_path: Path) -> None:
+    """With the budget spent, the lowest rung is next; but a middle rung whose race the
+    journal holds costs nothing, and the bisection reads it first."""
+    from tfaccel.tune.stages import batch_offer
+
+    res, _, t = _three_rungs(tmp_path, 650.0)
+    rungs = [
+        (trial, Settings(**trial.settings))
+        for trial in res.trials
+        if trial.ok and (trial.settings.get("batch_size") or 64) > 64
+    ]
+    assert [s.batch_size for _, s in rungs] == [256, 1024, 2048]
+    assert batch_offer._next_rung(t, rungs, 0, 2) == 0
+    assert res.best is not None
+    found = offer.make(res.best, *rungs[1], res.baseline)
+    key = batch_offer._race_key(t, found.settings, found.lr)[0]
+    t.journal.results[key] = TrialResult(key, "race", {}, "ok", samples_per_s=1.0)
+    assert batch_offer._next_rung(t, rungs, 0, 2) == 1
 
 
 def test_a_pass_stands_where_the_next_race_is_unproven(tmp_path: Path) -> None:

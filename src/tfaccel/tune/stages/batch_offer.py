@@ -205,7 +205,7 @@ def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> 
     passed: BatchOffer | None = None
     judged: BatchOffer | None = None
     while low <= high:
-        middle = _next_rung(tuner, low, high)
+        middle = _next_rung(tuner, rungs, low, high)
         trial, settings = rungs[middle]
         judged = _raced(tuner, offer.make(res.best, trial, settings, res.baseline))
         if judged.race is not None:
@@ -222,21 +222,32 @@ def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> 
     return passed or judged
 
 
-def _next_rung(tuner: TunerCore, low: int, high: int) -> int:
+def _next_rung(
+    tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]], low: int, high: int
+) -> int:
     """The rung the bisection races next: the middle of those left, unless the time
     budget holds only this one race (its candidate run, and the same-training run where
     the journal lacks it): then the lowest, the likeliest to pass, since a larger rung
     that fails proves nothing and leaves the smaller one unraced (an H100's LSTM raced
-    its 16x rung, which overfit, and had 43 s too few for its 4x rung's race)."""
+    its 16x rung, which overfit, and had 43 s too few for its 4x rung's race). A middle
+    rung whose race the journal holds costs nothing: it is read first."""
     middle = (low + high) // 2
-    if middle == low:
-        return low
+    if middle == low or _journaled(tuner, rungs[middle]):
+        return middle
     res = tuner.result
     assert res.best_settings is not None
     same_known = _race_key(tuner, res.best_settings, None)[0] in tuner.journal.results
     runs = (1 if same_known else 2) + 1  # this race's runs, and one candidate's after
     later = tuner._over_budget(runs * _race_run_s(tuner) - tuner.mean_trial_s)
     return low if later else middle
+
+
+def _journaled(tuner: TunerCore, rung: tuple[TrialResult, Settings]) -> bool:
+    """Does the journal hold the candidate run of this rung's race?"""
+    res = tuner.result
+    assert res.best is not None
+    found = offer.make(res.best, rung[0], rung[1], res.baseline)
+    return _race_key(tuner, found.settings, found.lr)[0] in tuner.journal.results
 
 
 def rebase(tuner: TunerCore) -> None:
