@@ -423,20 +423,10 @@ def _three_rungs(folder: Path, budget_s: float) -> tuple[Any, RaceByBatch, Tuner
     and whose batch 256 alone wins its race."""
     slow = curve(60.0, 0.55)
     race = RaceByBatch(curve(12.0, 0.4), {256: FAST, 1024: slow, 2048: slow})
-    j = Journal(folder / "j.jsonl")
-    j.load("w")
     clock = FakeClock()
     fake = Unsaturated(oom_above=4096, extra={"no_race": None, **ADAM})
     opts = options(max_batch=4096, time_budget_s=budget_s, race_s=60.0)
-    t = Tuner(
-        "w",
-        H200,
-        opts,
-        j,
-        trial_fn=clock.taking(40.0, fake),
-        race_fn=clock.taking(100.0, race),
-        clock=clock,
-    )
+    t = clocked_tuner(folder, opts, clock, clock.taking(40.0, fake), clock.taking(100.0, race))
     res = t.run()
     ladder = {s.batch_size for s in fake.calls if (s.batch_size or 64) > 64}
     assert sorted(ladder) == [256, 1024, 2048] and clock.now <= budget_s
@@ -704,22 +694,27 @@ def clocked_tune(
     """A tune under a time budget whose trials and race runs take the seconds given
     (a FakeClock); its result, the stages of the trials it ran, and the clock."""
     folder.mkdir(exist_ok=True)
-    j = Journal(folder / "j.jsonl")
-    j.load("w")
     clock = FakeClock()
     stages: list[str] = []
-    opts = options(time_budget_s=budget_s, race_s=race_s)
-    res = Tuner(
-        "w",
-        H200,
-        opts,
-        j,
-        trial_fn=clock.taking(trial_s, fake or FakeTrials(extra={"no_race": None, **ADAM})),
-        race_fn=clock.taking(race_run_s, race or FakeRace(HALF_AT_20, HALF_AT_10)),
-        clock=clock,
+    res = clocked_tuner(
+        folder,
+        options(time_budget_s=budget_s, race_s=race_s),
+        clock,
+        clock.taking(trial_s, fake or FakeTrials(extra={"no_race": None, **ADAM})),
+        clock.taking(race_run_s, race or FakeRace(HALF_AT_20, HALF_AT_10)),
         on_trial=lambda stage, r, s: stages.append(stage) if r is None else None,
     ).run()
     return res, stages, clock
+
+
+def clocked_tuner(
+    folder: Path, opts: TuneOptions, clock: FakeClock, trial_fn: Any, race_fn: Any, **kw: Any
+) -> Tuner:
+    """A Tuner of workload "w" on the H200 whose journal is in `folder` and whose clock
+    is `clock` (the trial and race functions advance it: `FakeClock.taking`)."""
+    j = Journal(folder / "j.jsonl")
+    j.load("w")
+    return Tuner("w", H200, opts, j, trial_fn=trial_fn, race_fn=race_fn, clock=clock, **kw)
 
 
 def test_a_time_budget_keeps_its_end_for_the_batch_offer(tmp_path: Path) -> None:
@@ -867,19 +862,10 @@ def test_a_race_starts_only_where_both_its_runs_fit(tmp_path: Path) -> None:
 
     race = RaceByBatch(curve(12.0, 0.4), {512: curve(60.0, 0.55), 256: FAST})
     clock = FakeClock()
-    j = Journal(tmp_path / "j.jsonl")
-    j.load("w")
     fake = SlowLadder(extra={"no_race": None, **ADAM})
     opts = options(time_budget_s=1180.0, race_s=60.0)
-    res = Tuner(
-        "w",
-        H200,
-        opts,
-        j,
-        trial_fn=clock.taking(40.0, fake),
-        race_fn=clock.taking(100.0, race),
-        clock=clock,
-    ).run()
+    trial_fn, race_fn = clock.taking(40.0, fake), clock.taking(100.0, race)
+    res = clocked_tuner(tmp_path, opts, clock, trial_fn, race_fn).run()
     assert race.calls == [] and clock.now <= 1180.0
     o = res.batch_offer
     assert o is not None and o.batch == 256 and o.verdict == "unproven"
