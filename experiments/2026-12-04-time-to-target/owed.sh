@@ -3,12 +3,13 @@
 # (setsid nohup bash owed.sh &), after the TensorFlow set-up and with keras-io's
 # scripts in $EXAMPLES; each part leaves its files under $DEST and a line in
 # $DEST/summary.txt, so that a machine taken back part-way keeps what ended. By default
-# `lstm_pairs_det lstm lstm_pairs`: the five met (a) and (b) on H200s (docs/measurements.md);
+# `det_test lstm_pairs_det lstm lstm_pairs`: the five met (a) and (b) on H200s (docs/measurements.md);
 # the LSTM's (c) under its current answer (TF32, steps_per_execution 25, validation at
 # batch 1,024: an H100's tune of 2026-12-07, the answer a budget simulation gave the
 # H200's journal too) ran in four same-wall pairs on that H100, whose runs shared their
 # shuffle but not their initial weights (the learnable data seeded at load_data only,
-# after the script builds its model; fixed since). So first two pairs under op
+# after the script builds its model; fixed since). So first the GPU test that its answer
+# trains plain's bits under op determinism (a minute), then two pairs under op
 # determinism, which now start from the same weights and should train the same bits
 # (about 9 minutes); then, on an H200, the LSTM's tune under the lowest-rung rule (10
 # minutes) and two seeded pairs with its answer (about 9 minutes); on an H100 leave
@@ -26,6 +27,9 @@
 #     baseline's drift at first, kept by the second runs later; the baseline's first
 #     process ran about 30 % slow in three tunes, and now runs a third time: does
 #     bfloat16 hold on an H200, and do the late knobs get judged?
+#  det_test: the GPU tests that the same training (TF32, steps_per_execution 1 and 25,
+#     a larger validation batch) trains a seeded LSTM to plain python's bits under op
+#     determinism (tests/script/test_run_offer.py), about a minute;
 #  cache_test: the GPU test that a race's path to a trial's train step loads the
 #     trial's executable (tests/trial/test_xla_cache.py), under a minute (passed on an
 #     H100 on 2026-12-06);
@@ -107,6 +111,10 @@ gpu_tests() {
     tests/optimize/test_rnn_algorithm.py tests/optimize/test_mixed_code.py \
     tests/script/test_script.py tests/script/test_run_offer.py tests/trial/test_xla_cache.py \
     -k "lstm_on_cudnn or rnn or mixed or on_a_gpu" > "$DEST/gpu-tests.txt" 2>&1)
+}
+det_test() {  # the GPU test that the LSTM's answer trains plain's bits under op determinism
+  (cd "$ROOT" && PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -q -m gpu \
+    tests/script/test_run_offer.py -k on_a_gpu > "$DEST/det-test.txt" 2>&1)
 }
 cache_test() {  # the one GPU test of trial.xla_cache (under a minute), before the tunes use it
   (cd "$ROOT" && PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -q -m gpu \
@@ -206,7 +214,7 @@ compile_probe() {
     experiments/2026-12-05-xla-compile-cache/probe.py > "$DEST/compile-probe.jsonl" 2>&1)
 }
 # PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
-for part in ${PARTS:-lstm_pairs_det lstm lstm_pairs}; do
+for part in ${PARTS:-det_test lstm_pairs_det lstm lstm_pairs}; do
   "$part"; echo "$part done" >> "$DEST/summary.txt"
 done
 touch "$DEST/all-done"

@@ -415,23 +415,30 @@ def test_a_larger_validation_batch_leaves_the_training_as_it_was(
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("spe", [1, 25])
+@pytest.mark.parametrize(("spe", "validation_batch"), [(1, None), (25, None), (25, 64)])
 def test_on_a_gpu_the_same_training_trains_the_very_same_model_under_op_determinism(
-    script_folder: Path, spe: int
+    script_folder: Path, spe: int, validation_batch: int | None
 ) -> None:
-    """The GPU's counterpart of the test above, where cuDNN trains the LSTM: with
+    """The GPU's counterpart of the tests above, where cuDNN trains the LSTM: with
     TensorFlow's op determinism on (as a user who wants a run repeated turns it on), the
     answer at Keras' own math (TF32, XLA as Keras decides) trains to plain `python`'s
     bits, so that what separates a same-wall pair of `run` and plain is cuDNN's
-    nondeterminism and the answer's arithmetic, not `run` itself (an H200, 2026-12-05)."""
+    nondeterminism and the answer's arithmetic, not `run` itself (an H200, 2026-12-05,
+    `steps_per_execution` 1 and 25); with the validation at a larger batch too, as in
+    keras-io's LSTM script's answer, its validation losses up to the order of a sum."""
     seeded = SEEDED.replace(
         "keras.utils.set_random_seed(1)",
         "keras.utils.set_random_seed(1)\n"
         "import tensorflow as tf\ntf.config.experimental.enable_op_determinism()",
     )
     settings = {"precision": "tf32", "xla": "auto", "steps_per_execution": spe, "batch_size": 32}
+    if validation_batch:
+        settings["validation_batch_size"] = validation_batch
     plain, run = _plain_then_run(script_folder, seeded, settings)
-    assert run == plain and len(plain["val_loss"]) == 2
+    assert run["loss"] == plain["loss"] and len(plain["val_loss"]) == 2
+    assert run["val_loss"] == (
+        pytest.approx(plain["val_loss"], rel=1e-5) if validation_batch else plain["val_loss"]
+    )
 
 
 PYDATASET_SCRIPT = """
