@@ -300,6 +300,16 @@ def test_fits_that_train_on_with_one_optimizer_all_take_the_offer(
     assert "learning rate as the first fit left it" in capfd.readouterr().err
 
 
+def _run_offer_raced_at(folder: Path, raced_fit: Any) -> Any:
+    """`run --batch-offer` of train.py with a settings file whose offer names
+    `raced_fit` as the fit it was raced on."""
+    path = _settings_file(folder)
+    doc = json.loads(path.read_text())
+    doc["batch_offer"]["raced_fit"] = raced_fit
+    path.write_text(json.dumps(doc))
+    return runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
+
+
 def test_the_offer_applies_at_the_fit_it_was_raced_on(
     script_folder: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -309,11 +319,7 @@ def test_the_offer_applies_at_the_fit_it_was_raced_on(
     (script_folder / "train.py").write_text(
         TWO_FITS.replace("FIRST", "64").replace("BETWEEN", RECOMPILED)
     )
-    path = _settings_file(script_folder)
-    doc = json.loads(path.read_text())
-    doc["batch_offer"]["raced_fit"] = "train.py:20"
-    path.write_text(json.dumps(doc))
-    result = runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
+    result = _run_offer_raced_at(script_folder, "train.py:20")
     assert result.exit_code == 0, result.output
     seen = json.loads((script_folder / "seen.json").read_text())
     assert seen == [
@@ -326,11 +332,7 @@ def test_the_offer_applies_at_the_fit_it_was_raced_on(
 
 
 def test_a_raced_fit_that_is_not_text_is_refused(here: Path) -> None:
-    path = _settings_file(here)
-    doc = json.loads(path.read_text())
-    doc["batch_offer"]["raced_fit"] = 20
-    path.write_text(json.dumps(doc))
-    result = runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
+    result = _run_offer_raced_at(here, 20)
     assert result.exit_code == 2, result.output
     out = unboxed(result.output)
     assert "batch offer is malformed" in out and "raced_fit 20" in out

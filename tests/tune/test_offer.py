@@ -453,18 +453,17 @@ def test_a_middle_rung_whose_race_the_journal_holds_is_read_first(tmp_path: Path
     from tfaccel.tune.stages import batch_offer
 
     res, _, t = _three_rungs(tmp_path, 650.0)
-    rungs = [
-        (trial, Settings(**trial.settings))
+    assert res.best is not None
+    offers = [
+        offer.make(res.best, trial, Settings(**trial.settings), res.baseline)
         for trial in res.trials
         if trial.ok and (trial.settings.get("batch_size") or 64) > 64
     ]
-    assert [s.batch_size for _, s in rungs] == [256, 1024, 2048]
-    assert batch_offer._next_rung(t, rungs, 0, 2) == 0
-    assert res.best is not None
-    found = offer.make(res.best, *rungs[1], res.baseline)
-    key = batch_offer._race_key(t, found.settings, found.lr)[0]
+    assert [o.batch for o in offers] == [256, 1024, 2048]
+    assert batch_offer._next_rung(t, offers, 0, 2) == 0
+    key = batch_offer._race_key(t, offers[1].settings, offers[1].lr)[0]
     t.journal.results[key] = TrialResult(key, "race", {}, "ok", samples_per_s=1.0)
-    assert batch_offer._next_rung(t, rungs, 0, 2) == 1
+    assert batch_offer._next_rung(t, offers, 0, 2) == 1
 
 
 def test_a_pass_stands_where_the_next_race_is_unproven(tmp_path: Path) -> None:

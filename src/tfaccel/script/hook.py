@@ -50,7 +50,7 @@ from tfaccel.script.fit_batch import (
 from tfaccel.script.loop import TimedLoop, say_loop
 from tfaccel.script.watch import when_imported
 from tfaccel.trial import xla_cache
-from tfaccel.trial.protocol import FIT_STARTED, MARK, TrialRequest
+from tfaccel.trial.protocol import FIT_AT, FIT_STARTED, MARK, TrialRequest
 from tfaccel.trial.protocol import SCRIPT_ENV as ENV
 
 if TYPE_CHECKING:
@@ -357,7 +357,7 @@ def _measured_fit(
         out = _racing(call) if request.race else _timing(call)
     except Exception as exc:
         out = failure(exc)
-    out["measured"] = f"model.fit at {where}"
+    out["measured"] = f"{FIT_AT}{where}"
     if own:
         out["own_batch"] = own
     emit(MARK, out)

@@ -33,6 +33,9 @@ PROFILE_FIT_ENV = "TFACCEL_PROFILE_FIT"
 PLAN_ENV = "TFACCEL_PLAN"
 # The line a trial's payload follows, on its stdout.
 MARK = "TFACCEL_TRIAL "
+# How a script's trial names the fit it timed (`Payload.measured`): this, then where the
+# fit is called ("train.py:42"), which a batch offer's `raced_fit` reads back.
+FIT_AT = "model.fit at "
 # On a script's stdout as its timed fit starts: a process that dies after it died in fit.
 FIT_STARTED = "TFACCEL_FIT_STARTED"
 

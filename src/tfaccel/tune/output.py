@@ -12,6 +12,7 @@ from typing import Any
 from tfaccel.optimize import lr_scaling
 from tfaccel.optimize.settings import LATE_KNOBS, Settings, changed
 from tfaccel.results import SCHEMAS, to_jsonable, write_atomic
+from tfaccel.trial.protocol import FIT_AT
 from tfaccel.tune.offer import reached_after
 from tfaccel.tune.result import BatchOffer, TuneResult
 
@@ -103,9 +104,8 @@ def raced_fit(offer: BatchOffer) -> str | None:
     """Where the script's fit that the offer was raced on is called ("train.py:42", as
     its trials timed it), or None (an entry point): `run` applies the offer there."""
     measured = offer.trial.extra.get("measured")
-    prefix = "model.fit at "
-    if isinstance(measured, str) and measured.startswith(prefix):
-        return measured[len(prefix) :]
+    if isinstance(measured, str) and measured.startswith(FIT_AT):
+        return measured[len(FIT_AT) :]
     return None
 
 

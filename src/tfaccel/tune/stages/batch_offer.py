@@ -201,13 +201,13 @@ def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> 
     nothing more is raced."""
     res = tuner.result
     assert res.best is not None
-    low, high = 0, len(rungs) - 1
+    offers = [offer.make(res.best, trial, settings, res.baseline) for trial, settings in rungs]
+    low, high = 0, len(offers) - 1
     passed: BatchOffer | None = None
     judged: BatchOffer | None = None
     while low <= high:
-        middle = _next_rung(tuner, rungs, low, high)
-        trial, settings = rungs[middle]
-        judged = _raced(tuner, offer.make(res.best, trial, settings, res.baseline))
+        middle = _next_rung(tuner, offers, low, high)
+        judged = _raced(tuner, offers[middle])
         if judged.race is not None:
             res.races.append(judged)
         tuner.decide("batch offer", judged.summary)
@@ -222,9 +222,7 @@ def _race_rungs(tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]]) -> 
     return passed or judged
 
 
-def _next_rung(
-    tuner: TunerCore, rungs: list[tuple[TrialResult, Settings]], low: int, high: int
-) -> int:
+def _next_rung(tuner: TunerCore, offers: list[BatchOffer], low: int, high: int) -> int:
     """The rung the bisection races next: the middle of those left, unless the time
     budget holds only this one race (its candidate run, and the same-training run where
     the journal lacks it): then the lowest, the likeliest to pass, since a larger rung
@@ -232,22 +230,12 @@ def _next_rung(
     its 16x rung, which overfit, and the time left could not race its 4x rung). A middle
     rung whose race the journal holds costs nothing: it is read first."""
     middle = (low + high) // 2
-    if middle == low or _journaled(tuner, rungs[middle]):
+    if middle == low or _journaled(tuner, offers[middle].settings, offers[middle].lr):
         return middle
-    res = tuner.result
-    assert res.best_settings is not None
-    same_known = _race_key(tuner, res.best_settings, None)[0] in tuner.journal.results
+    assert tuner.result.best_settings is not None
+    same_known = _journaled(tuner, tuner.result.best_settings, None)
     runs = (1 if same_known else 2) + 1  # this race's runs, and one candidate's after
-    later = tuner._over_budget(runs * _race_run_s(tuner) - tuner.mean_trial_s)
-    return low if later else middle
-
-
-def _journaled(tuner: TunerCore, rung: tuple[TrialResult, Settings]) -> bool:
-    """Does the journal hold the candidate run of this rung's race?"""
-    res = tuner.result
-    assert res.best is not None
-    found = offer.make(res.best, rung[0], rung[1], res.baseline)
-    return _race_key(tuner, found.settings, found.lr)[0] in tuner.journal.results
+    return low if _runs_past_budget(tuner, runs) else middle
 
 
 def rebase(tuner: TunerCore) -> None:
@@ -279,7 +267,7 @@ def _raced(tuner: TunerCore, found: BatchOffer) -> BatchOffer:
         off = "not raced: the race is off (--race 0): without one, no batch change is proven"
         return dataclasses.replace(found, why=off)
     # the same-training run starts only where the candidate's run fits after it
-    after = 0 if _race_key(tuner, found.settings, found.lr)[0] in tuner.journal.results else 1
+    after = 0 if _journaled(tuner, found.settings, found.lr) else 1
     same = _race_run(tuner, res.best_settings, None, after)
     candidate = _race_run(tuner, found.settings, found.lr) if same is not None else None
     if same is None or candidate is None:
@@ -334,6 +322,18 @@ def _race_key(
     return settings_key(tuner.workload, settings, tuner.opt.steps, extra), extra
 
 
+def _journaled(tuner: TunerCore, settings: Settings, lr: LrChange | None) -> bool:
+    """Does the journal hold this race run (read again, not measured)?"""
+    return _race_key(tuner, settings, lr)[0] in tuner.journal.results
+
+
+def _runs_past_budget(tuner: TunerCore, runs: int) -> bool:
+    """Would `runs` race runs started now likely end past the time budget (each reckoned
+    by `_race_run_s`; `_over_budget` reckons the next trial at the mean, so the runs'
+    time is told as that much longer)?"""
+    return tuner._over_budget(runs * _race_run_s(tuner) - tuner.mean_trial_s)
+
+
 def _race_run(
     tuner: TunerCore, settings: Settings, lr: LrChange | None, after: int = 0
 ) -> TrialResult | None:
@@ -344,7 +344,7 @@ def _race_run(
     if done is not None:
         _count_race_run(tuner, done, done.wall_s)
         return done
-    if tuner._over_budget((1 + after) * _race_run_s(tuner) - tuner.mean_trial_s):
+    if _runs_past_budget(tuner, 1 + after):
         tuner._skipped += 1
         return None
     if tuner.on_trial:
