@@ -3,17 +3,14 @@
 # (setsid nohup bash owed.sh &), after the TensorFlow set-up and with keras-io's
 # scripts in $EXAMPLES; each part leaves its files under $DEST and a line in
 # $DEST/summary.txt, so that a machine taken back part-way keeps what ended. By default
-# `det_test lstm_pairs_det lstm lstm_pairs`: the five met (a) and (b) on H200s (docs/measurements.md);
-# the LSTM's (c) under its current answer (TF32, steps_per_execution 25, validation at
-# batch 1,024: an H100's tune of 2026-12-07, the answer a budget simulation gave the
-# H200's journal too) ran in four same-wall pairs on that H100, whose runs shared their
-# shuffle but not their initial weights (the learnable data seeded at load_data only,
-# after the script builds its model; fixed since). So first the GPU test that its answer
-# trains plain's bits under op determinism (a minute), then two pairs under op
-# determinism, which now start from the same weights and should train the same bits
-# (about 9 minutes); then, on an H200, the LSTM's tune under the lowest-rung rule (10
-# minutes) and two seeded pairs with its answer (about 9 minutes); on an H100 leave
-# `lstm` out. (Before: `lstm lstm_pairs`, run on an H100 on 2026-12-07.)
+# `lstm lstm_pairs transformer`: the five met (a) and (b) on H200s, and (c) where a
+# validation loss exists (docs/measurements.md); the LSTM's (c) rests on an H100's pairs
+# from shared weights under op determinism (2026-12-07, fifth: `det_test lstm_pairs_det`
+# there, then `lstm_pairs`), which trained plain's very model step for step and ended it
+# 1.27-1.48x sooner. Left for an H200, for the record: the LSTM's tune under the
+# lowest-rung rule with two seeded pairs of its answer (about 20 minutes), then the
+# transformer's ladder and race (10 minutes). (Before: `lstm lstm_pairs` on an H100 on
+# 2026-12-07, fourth; its pairs shared no initial weights.)
 #  On an H100 (2026-12-06, fifth) the transformer's ladder and race fitted ten minutes
 #  (1.68x; batch 1,024 raced and failed) and the MNIST convnet's tune read 1.97x and
 #  3.51x: four of the five on H100s; `autoencoder_tune` made the fifth at the next
@@ -214,7 +211,7 @@ compile_probe() {
     experiments/2026-12-05-xla-compile-cache/probe.py > "$DEST/compile-probe.jsonl" 2>&1)
 }
 # PARTS: which of them, in this order (a machine taken back part-way resumes with the rest)
-for part in ${PARTS:-det_test lstm_pairs_det lstm lstm_pairs}; do
+for part in ${PARTS:-lstm lstm_pairs transformer}; do
   "$part"; echo "$part done" >> "$DEST/summary.txt"
 done
 touch "$DEST/all-done"
