@@ -96,3 +96,24 @@ def test_max_batch_against_capacity() -> None:
     # capacity 20300 with no margin: line 1 -> (20000 - 1000) / 10 = 1900; line 2 -> 15000.
     assert est.max_batch(20300, margin=0.0) == 1900
     assert est.max_batch(5000, margin=0.0) == 0
+
+
+def test_a_step_training_two_models_holds_both_their_peaks() -> None:
+    """`combined`: the weights, gradients and slots of both, and at each batch the sum
+    of their predicted peaks (a step that trains a generator and a discriminator)."""
+    gen = M.estimate_memory(_dense_workload)
+
+    def small() -> Workload:
+        model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(1)])
+        return Workload(
+            "d", model, loss="mse", optimizer="sgd", label_shape=(1,), label_dtype="float32"
+        )
+
+    disc = M.estimate_memory(small)
+    both = M.combined([gen, disc], "step")
+    assert both.parameters == gen.parameters + disc.parameters == 5560 + 11
+    assert both.optimizer == "Adam + SGD" and both.workload == "step"
+    for batch in (1, 64, 4096, 10**6):
+        assert both.peak_bytes(batch) == gen.peak_bytes(batch) + disc.peak_bytes(batch)
+    assert [t.batch for t in both.traces] == [2, 4]
+    assert both.traces[1].peak_bytes == gen.traces[1].peak_bytes + disc.traces[1].peak_bytes

@@ -122,21 +122,39 @@ def test_a_loop_of_train_on_batch_calls_is_planned_from_its_first_model(here: Pa
     assert not (here / "after-loop.txt").exists()
 
 
-def test_a_training_step_of_its_own_is_planned_from_the_first_model_it_trains(
-    here: Path,
-) -> None:
-    """A GAN's tf.function step (`script.tape`): its generator (the first it trains,
-    4 -> 2 with Adam) planned on zeros shaped as its inputs, at the step's 16 rows, after
-    one step; nothing after it runs."""
+def test_a_training_step_of_its_own_is_planned_with_each_model_it_trains(here: Path) -> None:
+    """A GAN's tf.function step (`script.tape`): its generator (4 -> 2, Adam) and its
+    discriminator (2 -> 1, SGD inside a LossScaleOptimizer), each with the optimizer
+    that trains it, on zeros shaped as its inputs, at the step's 16 rows, after one
+    step, added up; nothing after it runs."""
     from tests.script.test_tape import TWO_MODELS
 
     (here / "gan.py").write_text(TWO_MODELS + '\nopen("after-loop.txt", "w").write("ran")\n')
     result = runner.invoke(app, ["plan", "--spec", "H200", "-f", "json", "--", "python", "gan.py"])
     assert result.exit_code == 0, result.output
     fit = json.loads(result.stdout)["fit"]
-    assert fit["estimate"]["workload"] == (
-        "script: python gan.py: the first model its training step trains"
+    estimate = fit["estimate"]
+    assert estimate["workload"] == (
+        "script: python gan.py: the 2 models its training step trains (sequential, sequential_1)"
     )
-    assert fit["estimate"]["parameters"] == 4 * 2 + 2 and fit["estimate"]["optimizer"] == "Adam"
+    assert estimate["parameters"] == (4 * 2 + 2) + (2 * 1 + 1)
+    assert estimate["optimizer"] == "Adam + LossScaleOptimizer(SGD)"
+    assert estimate["gradients_bytes"] == 13 * 4
     assert fit["batch"] == 16 and fit["batch_from"] == "the script's"
     assert not (here / "after-loop.txt").exists()
+
+
+def test_a_model_built_around_another_is_planned_once() -> None:
+    """`_distinct`: a step's models are counted once each (by identity, and a model
+    whose weights all lie in another's, a discriminator inside a combined model, is
+    left to that one), each with the optimizer that first trains it."""
+    import keras
+
+    from tfaccel.plan.hook import _distinct
+
+    gen = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    disc = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    both = keras.Sequential([keras.Input((4,)), gen, disc])
+    adam, sgd = keras.optimizers.Adam(), keras.optimizers.SGD()
+    assert _distinct([gen, disc, gen], [adam, sgd, sgd]) == [(gen, adam), (disc, sgd)]
+    assert _distinct([disc, both, None], [sgd, adam, sgd]) == [(both, adam)]

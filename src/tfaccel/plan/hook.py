@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from tfaccel.script import file_caches
@@ -77,8 +78,11 @@ def _estimate_loop(
 
 def _plan_step(keras: Any, calls: dict[str, int], request: dict[str, Any]) -> None:
     """A script's own training step (`script.tape`), planned after its first call (one
-    step, in this throwaway process): the first model it trains, on zeros shaped as
-    that model's inputs in the step, at the step's rows."""
+    step, in this throwaway process): each model it trains, with the optimizer that
+    trains it, on zeros shaped as that model's inputs in the step, at the step's rows,
+    added up (`plan.memory.combined`)."""
+    from tfaccel.plan.child import failed, to_dict
+    from tfaccel.plan.memory import combined
     from tfaccel.script.tape import StepFunctions, install, name_of, step_rows
 
     steps = StepFunctions()
@@ -86,24 +90,63 @@ def _plan_step(keras: Any, calls: dict[str, int], request: dict[str, Any]) -> No
     def planned(fn: Any, start: float, args: Any, kwargs: Any, out: Any) -> None:
         if fn is None or calls["n"]:
             return
-        model = steps.models.get(id(fn))
-        spec = steps.inputs.get(id(model))
-
-        def data() -> tuple[Any, int, int | None]:
-            from tfaccel._tf import import_tensorflow
-
-            tf = import_tensorflow()
-            if spec is None:
+        trained = _distinct(steps.trained.get(id(fn), []), steps.optimizers.get(id(fn), []))
+        named = ", ".join(model.name for model, _ in trained)
+        count = "the model" if len(trained) == 1 else f"the {len(trained)} models"
+        name = f"{request.get('name') or 'script'}: {count} its training step trains ({named})"
+        try:
+            if not trained:
                 raise ValueError(f"the step {name_of(fn)} trains no model called on tensors")
-            zeros = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)
             rows = step_rows(name_of(fn), args, kwargs)
-            return tf.data.Dataset.from_tensors(zeros).repeat(), rows, None
-
-        name = f"{request.get('name') or 'script'}: the first model its training step trains"
-        source = f"zeros shaped as its inputs in {name_of(fn)}"
-        _answer(_estimate(data, model, request, source, name))
+            parts = [
+                _estimate_of(_zeros(steps, fn, m, rows), m, request, name, o)[0] for m, o in trained
+            ]
+            estimate = parts[0] if len(parts) == 1 else combined(parts, name)
+            payload = {**to_dict(estimate), "own_batch": rows}
+        except Exception as exc:
+            source = f"zeros shaped as its inputs in {name_of(fn)}"
+            payload = failed(exc, "Tracing the script's model", _expected(source))
+        _answer(payload)
 
     install(keras, steps, planned)
+
+
+def _zeros(steps: Any, fn: Any, model: Any, rows: int) -> Callable[[], Any]:
+    """The data of `model` in the step `fn`: zeros shaped as its inputs there, `rows` a
+    batch."""
+
+    def data() -> tuple[Any, int, int | None]:
+        from tfaccel._tf import import_tensorflow
+        from tfaccel.script.tape import name_of
+
+        tf = import_tensorflow()
+        spec = steps.inputs.get(id(model))
+        if spec is None:
+            raise ValueError(f"{name_of(fn)} calls {model.name} on no tensors")
+        zero = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)
+        return tf.data.Dataset.from_tensors(zero).repeat(), rows, None
+
+    return data
+
+
+def _distinct(models: list[Any], optimizers: list[Any]) -> list[tuple[Any, Any]]:
+    """The models a step trains, each once with the optimizer that first trains it,
+    leaving out one whose weights all belong to another of them (a model built around
+    another: its weights are counted once)."""
+    pairs: list[tuple[Any, Any]] = []
+    for model, optimizer in zip(models, optimizers, strict=False):
+        if model is not None and not any(model is m for m, _ in pairs):
+            pairs.append((model, optimizer))
+    weights = [{id(w) for w in model.weights} for model, _ in pairs]
+
+    def inside(i: int, j: int) -> bool:  # model i's weights all model j's (j first if equal)
+        return weights[i] < weights[j] or (weights[i] == weights[j] and j < i)
+
+    return [
+        pair
+        for i, pair in enumerate(pairs)
+        if not any(inside(i, j) for j in range(len(pairs)) if j != i)
+    ]
 
 
 def _estimate(
@@ -113,32 +156,45 @@ def _estimate(
     source: str = "the data its fit call gets",
     name: str | None = None,
 ) -> Any:
-    """The estimate of `model` trained on `data()` (its examples, the batch size it
-    trains at, how many there are), as plan's child payload (with that batch size), or
-    the failure in its words."""
+    """The estimate of `model` trained on `data()` as plan's child payload (with the
+    batch size it trains at), or the failure in its words."""
     from tfaccel.plan.child import failed, to_dict
+
+    try:
+        estimate, batch = _estimate_of(data, model, request, name)
+        return {**to_dict(estimate), "own_batch": batch}
+    except Exception as exc:
+        return failed(exc, "Tracing the script's model", _expected(source))
+
+
+def _estimate_of(
+    data: Any, model: Any, request: dict[str, Any], name: str | None, optimizer: Any = None
+) -> tuple[Any, int]:
+    """The memory estimate of `model` trained on `data()` (its examples, the batch size
+    it trains at, how many there are) with `optimizer` (else its compiled one), and
+    that batch size."""
     from tfaccel.plan.memory import estimate_memory
     from tfaccel.workloads import Workload
 
-    try:
-        examples, batch, count = data()
-        workload = Workload(
-            name or request.get("name") or "script",
-            model,
-            loss=getattr(model, "loss", None),
-            optimizer=getattr(model, "optimizer", None) or "adam",
-            dataset=examples,
-            batch_size=batch,
-            examples=count,
-        )
-        estimate = estimate_memory(lambda: workload, request["precision"], request.get("optimizer"))
-        return {**to_dict(estimate), "own_batch": batch}
-    except Exception as exc:
-        expected = (
-            "a Keras model whose training step traces (its forward pass, its compiled loss, "
-            f"their gradients) on {source}"
-        )
-        return failed(exc, "Tracing the script's model", expected)
+    examples, batch, count = data()
+    workload = Workload(
+        name or request.get("name") or "script",
+        model,
+        loss=getattr(model, "loss", None),
+        optimizer=optimizer or getattr(model, "optimizer", None) or "adam",
+        dataset=examples,
+        batch_size=batch,
+        examples=count,
+    )
+    estimate = estimate_memory(lambda: workload, request["precision"], request.get("optimizer"))
+    return estimate, batch
+
+
+def _expected(source: str) -> str:
+    return (
+        "a Keras model whose training step traces (its forward pass, its compiled loss, "
+        f"their gradients) on {source}"
+    )
 
 
 def _answer(payload: dict[str, Any]) -> None:

@@ -230,11 +230,51 @@ def trace_step(
     )
 
 
+def combined(estimates: Sequence[MemoryEstimate], workload: str) -> MemoryEstimate:
+    """One step that trains several models together (a GAN's step, a tape and an
+    optimizer each): their weights, gradients and optimizer slots add up, and so do
+    their steps' live buffers, which such a step holds at once (each model's forward
+    pass kept for its tape's gradient). Each step's peak is a max of lines, so their
+    sum is the max of the lines' sums."""
+    first = estimates[0]
+    lines = [(0, 0)]
+    for estimate in estimates:
+        lines = [(f + g, p + q) for f, p in lines for g, q in estimate.step_lines]
+    traces = tuple(
+        StepTrace(
+            parts[0].batch,
+            sum(t.peak_bytes for t in parts),
+            sum(t.saved_for_backward_bytes for t in parts),
+            sum(t.ops for t in parts),
+            sum(t.unknown_shape_tensors for t in parts),
+        )
+        for parts in zip(*(estimate.traces for estimate in estimates), strict=True)
+    )
+    names = list(dict.fromkeys(estimate.optimizer for estimate in estimates))
+    return MemoryEstimate(
+        workload=workload,
+        precision=first.precision,
+        optimizer=" + ".join(names),
+        parameters=sum(e.parameters for e in estimates),
+        trainable_parameters=sum(e.trainable_parameters for e in estimates),
+        weights_bytes=sum(e.weights_bytes for e in estimates),
+        optimizer_bytes=sum(e.optimizer_bytes for e in estimates),
+        gradients_bytes=sum(e.gradients_bytes for e in estimates),
+        step_lines=pareto_lines(lines),
+        activations_bytes_per_sample=sum(e.activations_bytes_per_sample for e in estimates),
+        traces=traces,
+        method="liveness of each model's traced training step, added up (one step trains them)",
+    )
+
+
 def _optimizer_bytes(optimizer: Any, variables: Sequence[Any]) -> tuple[int, str]:
     from tfaccel.optimize.report import keras_optimizer
 
     opt = keras_optimizer(optimizer)
     name = type(opt).__name__
+    inner = getattr(opt, "inner_optimizer", None)  # a LossScaleOptimizer's
+    if inner is not None:
+        name = f"{name}({type(inner).__name__})"
     built = getattr(opt, "built", False)
     if not built:
         opt.build(variables)
