@@ -110,10 +110,22 @@ def test_a_step_training_two_models_holds_both_their_peaks() -> None:
         )
 
     disc = M.estimate_memory(small)
-    both = M.combined([gen, disc], "step")
+    models = [_dense_workload().model, small().model]
+    both = M.combined([gen, disc], models, "step")
     assert both.parameters == gen.parameters + disc.parameters == 5560 + 11
     assert both.optimizer == "Adam + SGD" and both.workload == "step"
     for batch in (1, 64, 4096, 10**6):
         assert both.peak_bytes(batch) == gen.peak_bytes(batch) + disc.peak_bytes(batch)
     assert [t.batch for t in both.traces] == [2, 4]
     assert both.traces[1].peak_bytes == gen.traces[1].peak_bytes + disc.traces[1].peak_bytes
+
+
+def test_a_model_holding_another_has_its_weights_counted_once() -> None:
+    """`combined` counts each variable once: a combined model around a discriminator
+    adds only its own layers' weights to the discriminator's."""
+    disc = keras.Sequential([keras.Input((10,)), keras.layers.Dense(1)])
+    outer = keras.Sequential([keras.Input((3,)), keras.layers.Dense(10), disc])
+    est = M.estimate_memory(_dense_workload)
+    both = M.combined([est, est], [disc, outer], "step")
+    assert both.parameters == outer.count_params() == (3 * 10 + 10) + (10 + 1)
+    assert both.weights_bytes == 4 * outer.count_params()

@@ -101,7 +101,9 @@ def _plan_step(keras: Any, calls: dict[str, int], request: dict[str, Any]) -> No
             parts = [
                 _estimate_of(_zeros(steps, fn, m, rows), m, request, name, o)[0] for m, o in trained
             ]
-            estimate = parts[0] if len(parts) == 1 else combined(parts, name)
+            estimate = (
+                parts[0] if len(parts) == 1 else combined(parts, [m for m, _ in trained], name)
+            )
             payload = {**to_dict(estimate), "own_batch": rows}
         except Exception as exc:
             source = f"zeros shaped as its inputs in {name_of(fn)}"

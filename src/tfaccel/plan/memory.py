@@ -230,40 +230,58 @@ def trace_step(
     )
 
 
-def combined(estimates: Sequence[MemoryEstimate], workload: str) -> MemoryEstimate:
-    """One step that trains several models together (a GAN's step, a tape and an
-    optimizer each): their weights, gradients and optimizer slots add up, and so do
-    their steps' live buffers, which such a step holds at once (each model's forward
-    pass kept for its tape's gradient). Each step's peak is a max of lines, so their
-    sum is the max of the lines' sums."""
-    first = estimates[0]
+def combined(
+    estimates: Sequence[MemoryEstimate], models: Sequence[Any], workload: str
+) -> MemoryEstimate:
+    """The estimate of one step that trains several models together (a GAN's
+    tf.function, a tape and an optimizer each; `estimates`, each of one of `models`, at
+    the same batch): their weights counted once each (a model may hold another's
+    layers), their optimizers' slots, gradients and live buffers added up, since such
+    a step holds them at once (each model's forward pass kept for its tape's gradient).
+    """
+    parameters, trainable, weights_bytes = _weights_once(models)
+    return MemoryEstimate(
+        workload=workload,
+        precision=estimates[0].precision,
+        optimizer=" + ".join(dict.fromkeys(estimate.optimizer for estimate in estimates)),
+        parameters=parameters,
+        trainable_parameters=trainable,
+        weights_bytes=weights_bytes,
+        optimizer_bytes=sum(estimate.optimizer_bytes for estimate in estimates),
+        gradients_bytes=sum(estimate.gradients_bytes for estimate in estimates),
+        step_lines=_summed_lines(estimates),
+        activations_bytes_per_sample=sum(e.activations_bytes_per_sample for e in estimates),
+        traces=tuple(
+            StepTrace(
+                parts[0].batch,
+                sum(t.peak_bytes for t in parts),
+                sum(t.saved_for_backward_bytes for t in parts),
+                sum(t.ops for t in parts),
+                sum(t.unknown_shape_tensors for t in parts),
+            )
+            for parts in zip(*(estimate.traces for estimate in estimates), strict=True)
+        ),
+        method="liveness of each model's traced training step, added up (one step trains them)",
+    )
+
+
+def _summed_lines(estimates: Sequence[MemoryEstimate]) -> tuple[tuple[int, int], ...]:
+    """The step lines of the sum of several steps' peaks: each peak is a max of lines,
+    and the sum of such maxes is the max of the lines' sums."""
     lines = [(0, 0)]
     for estimate in estimates:
         lines = [(f + g, p + q) for f, p in lines for g, q in estimate.step_lines]
-    traces = tuple(
-        StepTrace(
-            parts[0].batch,
-            sum(t.peak_bytes for t in parts),
-            sum(t.saved_for_backward_bytes for t in parts),
-            sum(t.ops for t in parts),
-            sum(t.unknown_shape_tensors for t in parts),
-        )
-        for parts in zip(*(estimate.traces for estimate in estimates), strict=True)
-    )
-    names = list(dict.fromkeys(estimate.optimizer for estimate in estimates))
-    return MemoryEstimate(
-        workload=workload,
-        precision=first.precision,
-        optimizer=" + ".join(names),
-        parameters=sum(e.parameters for e in estimates),
-        trainable_parameters=sum(e.trainable_parameters for e in estimates),
-        weights_bytes=sum(e.weights_bytes for e in estimates),
-        optimizer_bytes=sum(e.optimizer_bytes for e in estimates),
-        gradients_bytes=sum(e.gradients_bytes for e in estimates),
-        step_lines=pareto_lines(lines),
-        activations_bytes_per_sample=sum(e.activations_bytes_per_sample for e in estimates),
-        traces=traces,
-        method="liveness of each model's traced training step, added up (one step trains them)",
+    return pareto_lines(lines)
+
+
+def _weights_once(models: Sequence[Any]) -> tuple[int, int, int]:
+    """Parameters, trainable parameters and weight bytes of `models`, each variable once."""
+    weights = list({id(w): w for model in models for w in model.weights}.values())
+    trainable = {id(w) for model in models for w in model.trainable_weights}
+    return (
+        sum(int(math.prod(w.shape)) for w in weights),
+        sum(int(math.prod(w.shape)) for w in weights if id(w) in trainable),
+        sum(int(math.prod(w.shape)) * _dtype_size(w.dtype) for w in weights),
     )
 
 
