@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from tfaccel.trial.protocol import TrialRequest
+from tfaccel.trial.protocol import TrialRequest, fit_call_parts
 
 
 def own_batch_note(dataset: Any, model: Any) -> str:
@@ -33,17 +33,18 @@ def own_batch_of(fit_args: dict[str, Any], model: Any) -> int | None:
 
 
 def offer_for(
-    fit_args: dict[str, Any], model: Any, size: int | None, request: TrialRequest, where: str
+    fit_args: dict[str, Any], model: Any, size: int | None, request: TrialRequest, call: str
 ) -> tuple[int | None, dict[str, Any] | None, list[str]]:
     """The batch and learning-rate change for this fit, and what to say: an applied
     batch offer holds for the batch its race started from; a fit that trains at another
     (the script run with other options than the tune's) keeps its own batch and rate.
     The same-training answer keeps the fit's own batch anyway; where that is not the
-    one its settings were measured at, that is said."""
+    one its settings were measured at, that is said. `call`: which fit this is
+    (`protocol.fit_call`)."""
     measured = request.from_batch
     own = own_batch_of(fit_args, model) if measured else None
     if own is None or own == measured:
-        why = not_raced(model, where, request.raced_fit) if request.lr else None
+        why = not_raced(model, call, request.raced_fit) if request.lr else None
         return (None, None, [why]) if why else (size, request.lr, [])
     if not request.lr:
         note = (
@@ -74,11 +75,14 @@ def scaled_first(model: Any) -> bool:
     return True
 
 
-def not_raced(model: Any, where: str, raced_fit: str | None) -> str | None:
-    """Why an applied batch offer does not hold for the fit at `where`, or None: a fit
-    called elsewhere than the one it was raced on (`raced_fit`, where the file says),
-    or another optimizer than the one the first fit to take it trains."""
-    if raced_fit and where != raced_fit:
+def not_raced(model: Any, call: str, raced_fit: str | None) -> str | None:
+    """Why an applied batch offer does not hold for the fit `call` (`protocol.fit_call`),
+    or None: a fit called elsewhere than the one it was raced on (`raced_fit`, where
+    the file says), or there before it (a helper's fit called for two phases, tune
+    --fit 2), or another optimizer than the one the first fit to take it trains."""
+    where, nth = fit_call_parts(call)
+    raced_where, raced_nth = fit_call_parts(raced_fit or call)
+    if where != raced_where or nth < raced_nth:
         return (
             f"batch offer not applied to this fit: its race ran the fit at {raced_fit} "
             "(tune --fit N races the N-th): its own batch and learning rate kept"

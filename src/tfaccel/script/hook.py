@@ -50,7 +50,7 @@ from tfaccel.script.fit_batch import (
 from tfaccel.script.loop import TimedLoop, say_loop
 from tfaccel.script.watch import when_imported
 from tfaccel.trial import xla_cache
-from tfaccel.trial.protocol import FIT_AT, FIT_STARTED, MARK, TrialRequest
+from tfaccel.trial.protocol import FIT_AT, FIT_STARTED, MARK, TrialRequest, fit_call
 from tfaccel.trial.protocol import SCRIPT_ENV as ENV
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ def _patch(keras: Any, report: ConfigureReport, request: TrialRequest) -> None:
             timed = request.fit  # tune --fit: which call is timed
             if calls["fit"] < timed:
                 return one_step_fit(fit, self, args, kwargs)
-            where += f" (call {timed})" if timed > 1 else ""
+            where = fit_call(where, timed)
             for timed_loop in (loop, step):
                 if timed_loop is not None:
                     timed_loop.stop()
@@ -491,7 +491,9 @@ def _run_fit(
     """The script's fit with the settings that apply to its arguments (and an applied
     batch offer's learning-rate change, `request.lr`), said on stderr."""
     fit_args = _fit_arguments(fit, model, args, kwargs)
-    size, lr, notes = offer_for(fit_args, model, report.settings.batch_size, request, where)
+    size, lr, notes = offer_for(
+        fit_args, model, report.settings.batch_size, request, fit_call(where, call)
+    )
     x = fit_args.get("x")
     if is_dataset(x):
         try:

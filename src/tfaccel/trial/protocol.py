@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, cast
 
@@ -33,9 +34,25 @@ PROFILE_FIT_ENV = "TFACCEL_PROFILE_FIT"
 PLAN_ENV = "TFACCEL_PLAN"
 # The line a trial's payload follows, on its stdout.
 MARK = "TFACCEL_TRIAL "
-# How a script's trial names the fit it timed (`Payload.measured`): this, then where the
-# fit is called ("train.py:42"), which a batch offer's `raced_fit` reads back.
+# How a script's trial names the fit it timed (`Payload.measured`): this, then the call
+# (`fit_call`: "train.py:42", "train.py:42 (call 2)"), which a batch offer's `raced_fit`
+# reads back.
 FIT_AT = "model.fit at "
+_NTH_CALL = re.compile(r"(.*) \(call (\d+)\)")
+
+
+def fit_call(where: str, call: int) -> str:
+    """A script's fit call as tune names it: where it is called ("train.py:42"), with
+    its number among the script's fit calls after the first (tune --fit N)."""
+    return where if call <= 1 else f"{where} (call {call})"
+
+
+def fit_call_parts(named: str) -> tuple[str, int]:
+    """`fit_call`'s (where, call) back from its name."""
+    match = _NTH_CALL.fullmatch(named)
+    return (match.group(1), int(match.group(2))) if match else (named, 1)
+
+
 # On a script's stdout as its timed fit starts: a process that dies after it died in fit.
 FIT_STARTED = "TFACCEL_FIT_STARTED"
 
