@@ -144,10 +144,10 @@ def test_a_training_step_of_its_own_is_planned_with_each_model_it_trains(here: P
     assert not (here / "after-loop.txt").exists()
 
 
-def test_a_model_built_around_another_is_planned_once() -> None:
-    """`_distinct`: a step's models are counted once each (by identity, and a model
-    whose weights all lie in another's, a discriminator inside a combined model, is
-    left to that one), each with the optimizer that first trains it."""
+def test_each_model_a_step_trains_is_planned_once() -> None:
+    """`_distinct`: a step's models once each, by identity, with the optimizer that first
+    trains it; a model inside another stays (its optimizer's slots are its own), and
+    one the step's optimizer trains outside any called model (None) is left out."""
     import keras
 
     from tfaccel.plan.hook import _distinct
@@ -157,4 +157,4 @@ def test_a_model_built_around_another_is_planned_once() -> None:
     both = keras.Sequential([keras.Input((4,)), gen, disc])
     adam, sgd = keras.optimizers.Adam(), keras.optimizers.SGD()
     assert _distinct([gen, disc, gen], [adam, sgd, sgd]) == [(gen, adam), (disc, sgd)]
-    assert _distinct([disc, both, None], [sgd, adam, sgd]) == [(both, adam)]
+    assert _distinct([disc, both, None], [sgd, adam, sgd]) == [(disc, sgd), (both, adam)]

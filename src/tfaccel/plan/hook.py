@@ -132,23 +132,14 @@ def _zeros(steps: Any, fn: Any, model: Any, rows: int) -> Callable[[], Any]:
 
 
 def _distinct(models: list[Any], optimizers: list[Any]) -> list[tuple[Any, Any]]:
-    """The models a step trains, each once with the optimizer that first trains it,
-    leaving out one whose weights all belong to another of them (a model built around
-    another: its weights are counted once)."""
+    """The models a step trains, each once, with the optimizer that first trains it (a
+    model inside another, a discriminator in a combined model, stays: its optimizer's
+    slots and its own pass are its own; `combined` counts the weights they share once)."""
     pairs: list[tuple[Any, Any]] = []
     for model, optimizer in zip(models, optimizers, strict=False):
         if model is not None and not any(model is m for m, _ in pairs):
             pairs.append((model, optimizer))
-    weights = [{id(w) for w in model.weights} for model, _ in pairs]
-
-    def inside(i: int, j: int) -> bool:  # model i's weights all model j's (j first if equal)
-        return weights[i] < weights[j] or (weights[i] == weights[j] and j < i)
-
-    return [
-        pair
-        for i, pair in enumerate(pairs)
-        if not any(inside(i, j) for j in range(len(pairs)) if j != i)
-    ]
+    return pairs
 
 
 def _estimate(
