@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 tf = pytest.importorskip("tensorflow")
@@ -129,3 +131,78 @@ def test_a_model_holding_another_has_its_weights_counted_once() -> None:
     both = M.combined([est, est], [disc, outer], "step")
     assert both.parameters == outer.count_params() == (3 * 10 + 10) + (10 + 1)
     assert both.weights_bytes == 4 * outer.count_params()
+
+
+class Gan(keras.Model):
+    """A train_step of its own and no call, as keras-io's GANs write it: a critic's step
+    and a generator's, each with its own Adam."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gen = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8)])
+        self.disc = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+        self.g_opt, self.d_opt = keras.optimizers.Adam(), keras.optimizers.Adam()
+
+    def train_step(self, real):  # type: ignore[no-untyped-def]
+        real = real[0] if isinstance(real, tuple) else real
+        noise = tf.random.normal((tf.shape(real)[0], 4))
+        with tf.GradientTape() as tape:
+            fake = self.disc(self.gen(noise))
+            d_loss = tf.reduce_mean(fake) - tf.reduce_mean(self.disc(real))
+        d_weights = self.disc.trainable_weights
+        self.d_opt.apply_gradients(zip(tape.gradient(d_loss, d_weights), d_weights, strict=True))
+        with tf.GradientTape() as tape:
+            g_loss = -tf.reduce_mean(self.disc(self.gen(noise)))
+        g_weights = self.gen.trainable_weights
+        self.g_opt.apply_gradients(zip(tape.gradient(g_loss, g_weights), g_weights, strict=True))
+        return {"d_loss": d_loss, "g_loss": g_loss}
+
+
+def _gan_workload(model: Any) -> Workload:
+    data = tf.data.Dataset.from_tensor_slices(tf.zeros((64, 8)))
+    return Workload("gan", model, loss=None, optimizer="adam", dataset=data, batch_size=16)
+
+
+def test_a_model_with_a_train_step_of_its_own_is_planned_from_that_step() -> None:
+    """Keras-io's GANs have no `call`: the step traced is the model's own train_step
+    (both passes, both gradients, both updates), its slots those of the two optimizers
+    it built; and the extrapolation matches a direct trace of it."""
+    model = Gan()
+    est = M.estimate_memory(lambda: _gan_workload(model))
+    assert est.method == M.OWN_STEP
+    assert est.parameters == (4 * 8 + 8) + (8 + 1)
+    assert est.optimizer == "Adam x2"
+    assert 2 * 49 * 4 <= est.optimizer_bytes <= 2 * 49 * 4 + 64  # m and v of each weight
+    direct = M.trace_own_step(model, _gan_workload(model).dataset, 16)
+    assert est.step_bytes(16) == direct.peak_bytes
+    assert est.step_bytes_per_sample > 0
+
+
+class Untraceable(keras.Model):
+    """A train_step that reads a tensor's value in Python (runs eagerly only), and a
+    call: the forward pass and its compiled loss are traced instead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+
+    def call(self, x):  # type: ignore[no-untyped-def]
+        return self.dense(x)
+
+    def train_step(self, data):  # type: ignore[no-untyped-def]
+        float(tf.reduce_sum(data[0]).numpy())
+        return super().train_step(data)
+
+
+def test_an_own_train_step_that_does_not_trace_falls_back_to_the_forward_pass() -> None:
+    model = Untraceable()
+    data = tf.data.Dataset.from_tensor_slices((tf.zeros((64, 8)), tf.zeros((64, 1))))
+    wl = Workload("u", model, loss="mse", optimizer="adam", dataset=data, batch_size=16)
+    est = M.estimate_memory(lambda: wl)
+    assert est.method == "liveness of the traced training step"
+    assert est.parameters == 8 + 1 and est.optimizer == "Adam"
+
+
+def test_several_optimizers_are_named_with_their_counts() -> None:
+    assert M.optimizer_names(["Adam", "Adam"]) == "Adam x2"
+    assert M.optimizer_names(["Adam", "SGD", "Adam"]) == "Adam x2 + SGD"

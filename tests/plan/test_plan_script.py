@@ -158,3 +158,57 @@ def test_each_model_a_step_trains_is_planned_once() -> None:
     adam, sgd = keras.optimizers.Adam(), keras.optimizers.SGD()
     assert _distinct([gen, disc, gen], [adam, sgd, sgd]) == [(gen, adam), (disc, sgd)]
     assert _distinct([disc, both, None], [sgd, adam, sgd]) == [(disc, sgd), (both, adam)]
+
+
+# keras-io's GAN shape: a Model with a train_step of its own and no call, its generator
+# and critic held as attributes with an optimizer each, fit on images alone.
+OWN_STEP_GAN = """
+import numpy as np
+import tensorflow as tf
+import keras
+
+class GAN(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.gen = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16)])
+        self.critic = keras.Sequential([keras.Input((16,)), keras.layers.Dense(1)])
+
+    def compile(self, g_opt, c_opt):
+        super().compile()
+        self.g_opt, self.c_opt = g_opt, c_opt
+
+    def train_step(self, real):
+        if isinstance(real, tuple):
+            real = real[0]
+        noise = tf.random.normal((tf.shape(real)[0], 4))
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(self.critic(self.gen(noise))) - tf.reduce_mean(self.critic(real))
+        grads = tape.gradient(loss, self.critic.trainable_weights)
+        self.c_opt.apply_gradients(zip(grads, self.critic.trainable_weights))
+        with tf.GradientTape() as tape:
+            g_loss = -tf.reduce_mean(self.critic(self.gen(noise)))
+        grads = tape.gradient(g_loss, self.gen.trainable_weights)
+        self.g_opt.apply_gradients(zip(grads, self.gen.trainable_weights))
+        return {"c_loss": loss, "g_loss": g_loss}
+
+gan = GAN()
+gan.compile(keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4))
+gan.fit(np.random.rand(512, 16).astype("float32"), batch_size=64, epochs=1, verbose=0)
+open("after-fit.txt", "w").write("ran")
+"""
+
+
+def test_a_model_whose_train_step_is_its_own_is_planned_from_that_step(here: Path) -> None:
+    """keras-io's GANs have no `call` (their forward pass cannot be traced alone): the
+    plan traces the model's own train_step on the fit's data, with the slots of the two
+    optimizers it applies, at the fit's batch; nothing of the fit runs."""
+    (here / "gan.py").write_text(OWN_STEP_GAN)
+    result = runner.invoke(app, ["plan", "--spec", "H200", "-f", "json", "--", "python", "gan.py"])
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.stdout)["fit"]
+    estimate = fit["estimate"]
+    assert estimate["method"] == "liveness of the model's own traced train_step"
+    assert estimate["parameters"] == (4 * 16 + 16) + (16 + 1)
+    assert estimate["optimizer"] == "Adam x2"
+    assert fit["batch"] == 64 and fit["batch_from"] == "the script's"
+    assert not (here / "after-fit.txt").exists()

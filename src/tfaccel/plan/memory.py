@@ -15,6 +15,7 @@ allocator fragmentation, and what Grappler or XLA fuse away.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -74,7 +75,7 @@ class MemoryEstimate:
     step_lines: tuple[tuple[int, int], ...]  # (fixed, per-sample) bytes; peak is their max
     activations_bytes_per_sample: int  # saved for backward, per sample
     traces: tuple[StepTrace, ...]
-    method: str = "liveness of the traced training step"
+    method: str = "liveness of the traced training step"  # forward, loss and gradients
 
     @property
     def step_bytes_per_sample(self) -> int:
@@ -223,11 +224,25 @@ def trace_step(
         x_specs = input_specs(model, batch)
         if y_spec is None:
             y_spec = tf.TensorSpec([batch, *label_shape], dtype=label_dtype)
-    concrete = traced.get_concrete_function(x_specs, y_spec)
-    curve, saved, unknown = live_curve(concrete.graph, concrete.graph.outputs)
-    return StepTrace(
-        batch, max(curve), saved, len(concrete.graph.get_operations()), unknown, tuple(curve)
-    )
+    return _step_trace(batch, traced.get_concrete_function(x_specs, y_spec).graph)
+
+
+def trace_own_step(model: Any, dataset: Any, batch: int) -> StepTrace:
+    """Trace the model's own `train_step` as fit runs it, on a batch of `dataset`'s
+    elements, and measure its liveness peak: a GAN's (keras-io's WGAN-GP: its critic's
+    steps, the gradient penalty, its generator's step, each with its optimizer's update)
+    whole, where forward + loss + gradients (`trace_step`) would miss most of it or,
+    without a `call`, fail."""
+    tf = import_tensorflow()
+    from tfaccel.workloads.synthetic import rebatched
+
+    spec = rebatched(dataset, batch).element_spec
+    return _step_trace(batch, tf.function(model.train_step).get_concrete_function(spec).graph)
+
+
+def _step_trace(batch: int, graph: Any) -> StepTrace:
+    curve, saved, unknown = live_curve(graph, graph.outputs)
+    return StepTrace(batch, max(curve), saved, len(graph.get_operations()), unknown, tuple(curve))
 
 
 def combined(
@@ -243,7 +258,7 @@ def combined(
     return MemoryEstimate(
         workload=workload,
         precision=estimates[0].precision,
-        optimizer=" + ".join(dict.fromkeys(estimate.optimizer for estimate in estimates)),
+        optimizer=optimizer_names([estimate.optimizer for estimate in estimates]),
         parameters=parameters,
         trainable_parameters=trainable,
         weights_bytes=weights_bytes,
@@ -323,7 +338,8 @@ def estimate_memory(
     Args:
         build: returns a `tfaccel.workloads.Workload` (built under the precision policy).
         precision: float32, mixed_float16 or mixed_bfloat16.
-        optimizer: overrides the workload's optimizer (a Keras name or instance).
+        optimizer: overrides the workload's optimizer (a Keras name or instance), not
+            the optimizers of a model's own train_step (`_traces`).
         batches: the two static batch sizes traced.
     """
     if precision not in PRECISIONS:
@@ -334,55 +350,106 @@ def estimate_memory(
         )
     import keras
 
-    from tfaccel.workloads.loss import per_example_loss
-    from tfaccel.workloads.synthetic import label_specs
-
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(precision)
     try:
         workload = build()
         model = workload.model
-        loss_fn = per_example_loss(workload.loss)
-        traces = tuple(
-            trace_step(
-                model, loss_fn, batch, dataset=workload.dataset, y_spec=label_specs(workload, batch)
-            )
-            for batch in batches
-        )
-        weights = sum(
-            int(math.prod(weight.shape)) * _dtype_size(weight.dtype) for weight in model.weights
-        )
+        traces, own = _traces(workload, batches)
         trainable = [weight for weight in model.trainable_weights]
-        grads = sum(int(math.prod(weight.shape)) * 4 for weight in trainable)
-        opt_bytes, opt_name = _optimizer_bytes(optimizer or workload.optimizer, trainable)
-        small, large = traces
-        batch_small, batch_large = small.batch, large.batch
-        if len(small.curve) == len(large.curve):
-            points = []
-            for bytes_small, bytes_large in zip(small.curve, large.curve, strict=True):
-                weight = max(0, (bytes_large - bytes_small) // (batch_large - batch_small))
-                points.append((max(0, bytes_small - weight * batch_small), weight))
-            lines = pareto_lines(points)
-        else:  # the two traces differ in structure: fall back to the two peaks
-            weight = max(0, (large.peak_bytes - small.peak_bytes) // (batch_large - batch_small))
-            lines = ((max(0, small.peak_bytes - weight * batch_small), weight),)
-        saved = max(
-            0,
-            (large.saved_for_backward_bytes - small.saved_for_backward_bytes)
-            // max(1, batch_large - batch_small),
-        )
+        if own:  # the step applies its own optimizers: another cannot stand in
+            opt_bytes, opt_name = _own_optimizers_bytes(model)
+            opt_name += " (its train_step's own)" if optimizer else ""
+        else:
+            opt_bytes, opt_name = _optimizer_bytes(optimizer or workload.optimizer, trainable)
+        lines, saved = _lines(traces)
         return MemoryEstimate(
             workload=workload.name,
             precision=precision,
             optimizer=opt_name,
-            parameters=int(model.count_params()),
+            parameters=sum(int(math.prod(weight.shape)) for weight in model.weights),
             trainable_parameters=int(sum(int(math.prod(weight.shape)) for weight in trainable)),
-            weights_bytes=weights,
+            weights_bytes=sum(
+                int(math.prod(weight.shape)) * _dtype_size(weight.dtype) for weight in model.weights
+            ),
             optimizer_bytes=opt_bytes,
-            gradients_bytes=grads,
+            gradients_bytes=sum(int(math.prod(weight.shape)) * 4 for weight in trainable),
             step_lines=lines,
             activations_bytes_per_sample=saved,
             traces=traces,
+            **({"method": OWN_STEP} if own else {}),
         )
     finally:
         keras.mixed_precision.set_global_policy(previous)
+
+
+OWN_STEP = "liveness of the model's own traced train_step"
+
+
+def _traces(workload: Any, batches: tuple[int, int]) -> tuple[tuple[StepTrace, ...], bool]:
+    """The step traced at each batch, and whether it is the model's own `train_step`:
+    that one, as fit runs it, where the model has one and the workload its data; else
+    (or where that fails to trace and the other does) forward, loss and gradients."""
+    from tfaccel.trial.race import own_step
+    from tfaccel.workloads.loss import per_example_loss
+    from tfaccel.workloads.synthetic import label_specs
+
+    model = workload.model
+    failed: Exception | None = None
+    if own_step(model, "train_step") is not None and workload.dataset is not None:
+        try:
+            return tuple(trace_own_step(model, workload.dataset, b) for b in batches), True
+        except Exception as exc:
+            failed = exc
+    loss_fn = per_example_loss(workload.loss)
+    try:
+        return tuple(
+            trace_step(model, loss_fn, b, dataset=workload.dataset, y_spec=label_specs(workload, b))
+            for b in batches
+        ), False
+    except Exception as second:
+        if failed is not None:
+            raise failed from second
+        raise
+
+
+def _lines(traces: tuple[StepTrace, ...]) -> tuple[tuple[tuple[int, int], ...], int]:
+    """The step's (fixed, per-sample) lines and the bytes saved for backward per sample,
+    from its traces at two batches."""
+    small, large = traces
+    batch_small, batch_large = small.batch, large.batch
+    if len(small.curve) == len(large.curve):
+        points = []
+        for bytes_small, bytes_large in zip(small.curve, large.curve, strict=True):
+            weight = max(0, (bytes_large - bytes_small) // (batch_large - batch_small))
+            points.append((max(0, bytes_small - weight * batch_small), weight))
+        lines = pareto_lines(points)
+    else:  # the two traces differ in structure: fall back to the two peaks
+        weight = max(0, (large.peak_bytes - small.peak_bytes) // (batch_large - batch_small))
+        lines = ((max(0, small.peak_bytes - weight * batch_small), weight),)
+    saved = max(
+        0,
+        (large.saved_for_backward_bytes - small.saved_for_backward_bytes)
+        // max(1, batch_large - batch_small),
+    )
+    return lines, saved
+
+
+def _own_optimizers_bytes(model: Any) -> tuple[int, str]:
+    """The slots of the optimizers a model's own train_step built as it traced (its
+    compiled one, those it holds: a GAN's two), each variable once."""
+    import keras
+
+    held = [getattr(model, "optimizer", None), *vars(model).values()]
+    built = [
+        o for o in held if isinstance(o, keras.optimizers.Optimizer) and getattr(o, "built", False)
+    ]
+    variables = {id(v): v for o in built for v in o.variables}.values()
+    total = sum(int(math.prod(v.shape)) * _dtype_size(v.dtype) for v in variables)
+    return total, optimizer_names([type(o).__name__ for o in built]) or "none applied"
+
+
+def optimizer_names(names: Sequence[str]) -> str:
+    """Several optimizers as one name: "Adam + SGD", "Adam x2" (a GAN's two)."""
+    counts = Counter(names)
+    return " + ".join(f"{name} x{n}" if n > 1 else name for name, n in counts.items())
