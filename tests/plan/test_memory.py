@@ -206,3 +206,55 @@ def test_an_own_train_step_that_does_not_trace_falls_back_to_the_forward_pass() 
 def test_several_optimizers_are_named_with_their_counts() -> None:
     assert M.optimizer_names(["Adam", "Adam"]) == "Adam x2"
     assert M.optimizer_names(["Adam", "SGD", "Adam"]) == "Adam x2 + SGD"
+
+
+def _sequences(lengths: list[int]) -> Any:
+    """Token sequences of the given lengths and a label each, as a dataset whose spec
+    leaves the length unknown (a generator's, a ragged tensor's examples)."""
+
+    def examples():  # type: ignore[no-untyped-def]
+        for n in lengths:
+            yield tf.ones((n,), tf.int32), tf.constant(1.0)
+
+    signature = (tf.TensorSpec((None,), tf.int32), tf.TensorSpec((), tf.float32))
+    return tf.data.Dataset.from_generator(examples, output_signature=signature)
+
+
+def test_a_dimension_the_data_leaves_unknown_is_planned_at_its_largest_read() -> None:
+    """Sequences of varying length: the plan traces the longest of the first examples
+    read (padded, an upper bound), and says so; a spec that says every dimension reads
+    nothing."""
+    from tfaccel.workloads.synthetic import EXAMPLES_READ, example_spec
+
+    data = _sequences([5, 40, 12] + [3] * EXAMPLES_READ + [90])
+    spec, note = example_spec(data)
+    assert spec[0].shape == (40,) and spec[1].shape == ()
+    assert note == f"(40,), () per example: the largest of its first {EXAMPLES_READ} examples read"
+    known = tf.data.Dataset.from_tensor_slices(tf.zeros((4, 3)))
+    assert example_spec(known) == (known.element_spec, None)
+    inputs = keras.Input((None,), dtype="int32")
+    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(50, 8)(inputs))
+    model = keras.Model(inputs, keras.layers.Dense(1)(pooled))
+    wl = Workload("seq", model, loss="mse", optimizer="adam", dataset=data, batch_size=16)
+    est = M.estimate_memory(lambda: wl)
+    assert est.shapes == note
+    assert est.step_bytes_per_sample >= 40 * 8 * 4  # the embedded sequence, at 40
+
+
+def test_a_model_built_under_a_strategy_is_planned_in_its_replica() -> None:
+    """A model built and compiled in a MirroredStrategy's scope (one replica here): its
+    variables are read in a replica only, so the step is traced in one, and its
+    optimizer's slots are built in the scope, as fit does both."""
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = keras.Sequential(
+            [keras.Input((100,)), keras.layers.Dense(50), keras.layers.Dense(10)]
+        )
+        model.compile("adam", "mse")
+    wl = Workload(
+        "m", model, loss="mse", optimizer=model.optimizer, label_shape=(10,), label_dtype="float32"
+    )
+    est = M.estimate_memory(lambda: wl)
+    assert est.parameters == 5560 and est.optimizer == "Adam"
+    assert 2 * 5560 * 4 <= est.optimizer_bytes <= 2 * 5560 * 4 + 64
+    assert est.step_bytes(16) == M.estimate_memory(_dense_workload).step_bytes(16)

@@ -76,6 +76,7 @@ class MemoryEstimate:
     activations_bytes_per_sample: int  # saved for backward, per sample
     traces: tuple[StepTrace, ...]
     method: str = "liveness of the traced training step"  # forward, loss and gradients
+    shapes: str | None = None  # where the data's spec left a dimension unknown: as read
 
     @property
     def step_bytes_per_sample(self) -> int:
@@ -197,11 +198,13 @@ def trace_step(
     label_dtype: str = "int32",
     dataset: Any = None,
     y_spec: Any = None,
+    element: Any = None,
 ) -> StepTrace:
     """Trace forward + loss + gradients at a static batch and measure its liveness peak.
     With a `dataset`, its element shapes give the inputs and labels (a subclassed model
-    declares none); else the model's inputs and `y_spec` (several outputs) or the label
-    shape."""
+    declares none; `element`: their spec with every dimension known, where the
+    dataset's own leaves some out); else the model's inputs and `y_spec` (several
+    outputs) or the label shape."""
     tf = import_tensorflow()
 
     def step(x: Any, y: Any) -> Any:
@@ -215,11 +218,11 @@ def trace_step(
                 loss = tf.reduce_mean(loss_fn(y, pred))
         return tape.gradient(loss, model.trainable_variables)
 
-    traced = tf.function(step)
+    traced = tf.function(_in_replica(model, step))
     from tfaccel.workloads.synthetic import dataset_specs, input_specs
 
     if dataset is not None:
-        x_specs, y_spec = dataset_specs(dataset, batch)
+        x_specs, y_spec = dataset_specs(dataset, batch, element)
     else:
         x_specs = input_specs(model, batch)
         if y_spec is None:
@@ -227,17 +230,23 @@ def trace_step(
     return _step_trace(batch, traced.get_concrete_function(x_specs, y_spec).graph)
 
 
-def trace_own_step(model: Any, dataset: Any, batch: int) -> StepTrace:
+def trace_own_step(model: Any, dataset: Any, batch: int, element: Any = None) -> StepTrace:
     """Trace the model's own `train_step` as fit runs it, on a batch of `dataset`'s
     elements, and measure its liveness peak: a GAN's (keras-io's WGAN-GP: its critic's
     steps, the gradient penalty, its generator's step, each with its optimizer's update)
     whole, where forward + loss + gradients (`trace_step`) would miss most of it or,
-    without a `call`, fail."""
+    without a `call`, fail. `element`: as `trace_step`'s."""
     tf = import_tensorflow()
-    from tfaccel.workloads.synthetic import rebatched
 
-    spec = rebatched(dataset, batch).element_spec
-    return _step_trace(batch, tf.function(model.train_step).get_concrete_function(spec).graph)
+    def at_batch(spec: Any) -> Any:
+        if not isinstance(spec, tf.TensorSpec):
+            return spec
+        return tf.TensorSpec([batch, *spec.shape], spec.dtype)
+
+    element = dataset.element_spec if element is None else element
+    spec = tf.nest.map_structure(at_batch, element)
+    traced = tf.function(_in_replica(model, model.train_step))
+    return _step_trace(batch, traced.get_concrete_function(spec).graph)
 
 
 def _step_trace(batch: int, graph: Any) -> StepTrace:
@@ -354,39 +363,82 @@ def estimate_memory(
     keras.mixed_precision.set_global_policy(precision)
     try:
         workload = build()
-        model = workload.model
-        traces, own = _traces(workload, batches)
-        trainable = [weight for weight in model.trainable_weights]
-        if own:  # the step applies its own optimizers: another cannot stand in
-            opt_bytes, opt_name = _own_optimizers_bytes(model)
-            opt_name += " (its train_step's own)" if optimizer else ""
-        else:
-            opt_bytes, opt_name = _optimizer_bytes(optimizer or workload.optimizer, trainable)
-        lines, saved = _lines(traces)
-        return MemoryEstimate(
-            workload=workload.name,
-            precision=precision,
-            optimizer=opt_name,
-            parameters=sum(int(math.prod(weight.shape)) for weight in model.weights),
-            trainable_parameters=int(sum(int(math.prod(weight.shape)) for weight in trainable)),
-            weights_bytes=sum(
-                int(math.prod(weight.shape)) * _dtype_size(weight.dtype) for weight in model.weights
-            ),
-            optimizer_bytes=opt_bytes,
-            gradients_bytes=sum(int(math.prod(weight.shape)) * 4 for weight in trainable),
-            step_lines=lines,
-            activations_bytes_per_sample=saved,
-            traces=traces,
-            **({"method": OWN_STEP} if own else {}),
-        )
+        with _strategy_scope(workload.model):
+            return _estimate(workload, precision, optimizer, batches)
     finally:
         keras.mixed_precision.set_global_policy(previous)
+
+
+def _in_replica(model: Any, step: Callable[..., Any]) -> Callable[..., Any]:
+    """`step` run in a replica of the strategy the model was built under, as fit runs
+    it (a MirroredStrategy's variables are read there only), else `step` itself. The
+    plan's process sees one device: one replica, at the whole batch."""
+    strategy = _strategy_of(model)
+    if strategy is None:
+        return step
+    return lambda *args: strategy.run(step, args=args)
+
+
+def _strategy_scope(model: Any) -> Any:
+    """The scope of the distribution strategy the model was built under (a script's
+    MirroredStrategy: its optimizer's slots are built, and its step traced, there as
+    fit does it), else none."""
+    import contextlib
+
+    strategy = _strategy_of(model)
+    return strategy.scope() if strategy is not None else contextlib.nullcontext()
+
+
+def _strategy_of(model: Any) -> Any:
+    """The distribution strategy the model was built under, or None. Keras' TensorFlow
+    trainer keeps it only where one was in scope (its public `distribute_strategy`
+    falls back to the default one)."""
+    return getattr(model, "_distribute_strategy", None)
+
+
+def _estimate(
+    workload: Any, precision: str, optimizer: Any, batches: tuple[int, int]
+) -> MemoryEstimate:
+    """`estimate_memory`'s work, under the precision policy and the model's strategy."""
+    from tfaccel.workloads.synthetic import example_spec
+
+    model = workload.model
+    element, shapes = (None, None)
+    if workload.dataset is not None:
+        element, shapes = example_spec(workload.dataset)
+    traces, own = _traces(workload, batches, element)
+    trainable = [weight for weight in model.trainable_weights]
+    if own:  # the step applies its own optimizers: another cannot stand in
+        opt_bytes, opt_name = _own_optimizers_bytes(model)
+        opt_name += " (its train_step's own)" if optimizer else ""
+    else:
+        opt_bytes, opt_name = _optimizer_bytes(optimizer or workload.optimizer, trainable)
+    lines, saved = _lines(traces)
+    return MemoryEstimate(
+        workload=workload.name,
+        precision=precision,
+        optimizer=opt_name,
+        parameters=sum(int(math.prod(weight.shape)) for weight in model.weights),
+        trainable_parameters=int(sum(int(math.prod(weight.shape)) for weight in trainable)),
+        weights_bytes=sum(
+            int(math.prod(weight.shape)) * _dtype_size(weight.dtype) for weight in model.weights
+        ),
+        optimizer_bytes=opt_bytes,
+        gradients_bytes=sum(int(math.prod(weight.shape)) * 4 for weight in trainable),
+        step_lines=lines,
+        activations_bytes_per_sample=saved,
+        traces=traces,
+        **({"method": OWN_STEP} if own else {}),
+        shapes=shapes,
+    )
 
 
 OWN_STEP = "liveness of the model's own traced train_step"
 
 
-def _traces(workload: Any, batches: tuple[int, int]) -> tuple[tuple[StepTrace, ...], bool]:
+def _traces(
+    workload: Any, batches: tuple[int, int], element: Any
+) -> tuple[tuple[StepTrace, ...], bool]:
     """The step traced at each batch, and whether it is the model's own `train_step`:
     that one, as fit runs it, where the model has one and the workload its data; else
     (or where that fails to trace and the other does) forward, loss and gradients."""
@@ -398,13 +450,21 @@ def _traces(workload: Any, batches: tuple[int, int]) -> tuple[tuple[StepTrace, .
     failed: Exception | None = None
     if own_step(model, "train_step") is not None and workload.dataset is not None:
         try:
-            return tuple(trace_own_step(model, workload.dataset, b) for b in batches), True
+            own = (trace_own_step(model, workload.dataset, b, element) for b in batches)
+            return tuple(own), True
         except Exception as exc:
             failed = exc
     loss_fn = per_example_loss(workload.loss)
     try:
         return tuple(
-            trace_step(model, loss_fn, b, dataset=workload.dataset, y_spec=label_specs(workload, b))
+            trace_step(
+                model,
+                loss_fn,
+                b,
+                dataset=workload.dataset,
+                y_spec=label_specs(workload, b),
+                element=element,
+            )
             for b in batches
         ), False
     except Exception as second:

@@ -63,6 +63,8 @@ def fit_text(plan: FitPlan, console: Console) -> None:
         f"{_gib(plan.capacity.bytes)} ({plan.capacity.source}), {plan.margin:.0%} kept free",
     )
     head.add_row("method", estimate.method)
+    if estimate.shapes:
+        head.add_row("shapes", estimate.shapes)
     console.print(head)
     table = Table(box=None, padding=(0, 1))
     table.add_column("batch", justify="right")

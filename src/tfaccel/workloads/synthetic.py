@@ -175,15 +175,46 @@ def rebatched(dataset: Any, batch: int) -> Any:
     return in_batches(dataset.repeat(), batch, drop_remainder=True)
 
 
-def dataset_specs(dataset: Any, batch: int) -> tuple[Any, Any]:
+EXAMPLES_READ = 256  # examples read where the data's spec leaves a dimension unknown
+
+
+def example_spec(dataset: Any) -> tuple[Any, str | None]:
+    """The spec of the dataset's examples with every dimension known: where the spec
+    leaves one unknown (windows cut by index, sequences of varying length), the largest
+    of the first EXAMPLES_READ examples read; and then what was read, in words (else
+    None)."""
+    tf = import_tensorflow()
+    spec = dataset.element_spec
+    leaves = tf.nest.flatten(spec, expand_composites=False)
+    dense = (tf.TensorSpec, tf.RaggedTensorSpec)  # a ragged example: its largest, padded
+    if all(not isinstance(s, dense) or s.shape.is_fully_defined() for s in leaves):
+        return spec, None
+    largest: list[list[int] | None] = [None] * len(leaves)
+    for example in dataset.take(EXAMPLES_READ):
+        for i, tensor in enumerate(tf.nest.flatten(example, expand_composites=False)):
+            shape = getattr(tensor, "shape", None)
+            dims = shape.as_list() if shape is not None and shape.is_fully_defined() else None
+            seen = largest[i]
+            largest[i] = dims if seen is None or dims is None else list(map(max, seen, dims))
+    filled = [
+        tf.TensorSpec(dims, s.dtype) if isinstance(s, dense) and dims is not None else s
+        for s, dims in zip(leaves, largest, strict=True)
+    ]
+    shapes = ", ".join(str(tuple(s.shape)) for s in filled if isinstance(s, tf.TensorSpec))
+    note = f"{shapes} per example: the largest of its first {EXAMPLES_READ} examples read"
+    return tf.nest.pack_sequence_as(spec, filled), note
+
+
+def dataset_specs(dataset: Any, batch: int, element: Any = None) -> tuple[Any, Any]:
     """(inputs, labels) TensorSpec structures of the dataset's elements at `batch`: the
     shapes of the user's own data, for a model that declares no inputs (subclassed).
-    Labels are None where the elements are inputs alone."""
+    Labels are None where the elements are inputs alone. `element`: their spec with
+    every dimension known (`example_spec`), where the dataset's own leaves some out."""
     tf = import_tensorflow()
 
     from tfaccel.errors import InputError
 
-    element = dataset.element_spec
+    element = dataset.element_spec if element is None else element
     if not isinstance(element, tuple):
         element = (element,)
 
