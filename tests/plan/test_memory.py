@@ -258,3 +258,28 @@ def test_a_model_built_under_a_strategy_is_planned_in_its_replica() -> None:
     assert est.parameters == 5560 and est.optimizer == "Adam"
     assert 2 * 5560 * 4 <= est.optimizer_bytes <= 2 * 5560 * 4 + 64
     assert est.step_bytes(16) == M.estimate_memory(_dense_workload).step_bytes(16)
+
+
+def test_models_trained_one_after_another_hold_the_largest_step() -> None:
+    """`combined` with each model's rows (a loop's train_on_batch calls: a step each):
+    the weights counted once and every optimizer's slots, and at each batch of the
+    first model the larger of the two steps, the second's at its own rows (twice the
+    first's here: a discriminator's real and generated rows)."""
+    first = M.estimate_memory(_dense_workload)
+
+    def small() -> Workload:
+        model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(1)])
+        return Workload(
+            "d", model, loss="mse", optimizer="sgd", label_shape=(1,), label_dtype="float32"
+        )
+
+    second = M.estimate_memory(small)
+    models = [_dense_workload().model, small().model]
+    both = M.combined([first, second], models, "loop", rows=[16, 32])
+    fixed = first.weights_bytes + second.weights_bytes + first.optimizer_bytes
+    fixed += second.optimizer_bytes
+    for batch in (1, 64, 4096):
+        larger = max(first.step_bytes(batch), second.step_bytes(2 * batch))
+        assert both.peak_bytes(batch) == fixed + larger
+    assert both.gradients_bytes == max(first.gradients_bytes, second.gradients_bytes)
+    assert both.method.endswith("the largest (a step each)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -107,17 +108,27 @@ open("after-loop.txt", "w").write("ran")
 """
 
 
-def test_a_loop_of_train_on_batch_calls_is_planned_from_its_first_model(here: Path) -> None:
-    """Without a fit, the model of the first train_on_batch call is planned at that
-    call's batch, on its data; nothing after it runs."""
+def test_a_loop_of_train_on_batch_calls_is_planned_with_each_model_it_trains(
+    here: Path,
+) -> None:
+    """Without a fit, a loop's models are planned once each has made its first call
+    (both compiled models here: the first, 8 -> 4 with SGD at 16 rows, then the second,
+    8 -> 64 -> 4 with Adam at 8), each on its call's data, a step each, at the first's
+    batch; nothing after it runs."""
     (here / "loop.py").write_text(LOOP)
     result = runner.invoke(app, ["plan", "--spec", "H200", "-f", "json", "--", "python", "loop.py"])
     assert result.exit_code == 0, result.output
     fit = json.loads(result.stdout)["fit"]
-    assert fit["estimate"]["workload"] == (
-        "script: python loop.py: its loop's first train_on_batch model"
+    estimate = fit["estimate"]
+    assert estimate["workload"] == (
+        "script: python loop.py: its loop's train_on_batch 2 models (sequential, sequential_1)"
     )
-    assert fit["estimate"]["parameters"] == 8 * 4 + 4 and fit["estimate"]["optimizer"] == "SGD"
+    assert estimate["parameters"] == (8 * 4 + 4) + (8 * 64 + 64 + 64 * 4 + 4)
+    assert estimate["optimizer"] == "SGD + Adam"
+    assert (
+        estimate["method"]
+        == "liveness of each model's traced training step, the largest (a step each)"
+    )
     assert fit["batch"] == 16 and fit["batch_from"] == "the script's"
     assert not (here / "after-loop.txt").exists()
 
@@ -212,3 +223,95 @@ def test_a_model_whose_train_step_is_its_own_is_planned_from_that_step(here: Pat
     assert estimate["optimizer"] == "Adam x2"
     assert fit["batch"] == 64 and fit["batch_from"] == "the script's"
     assert not (here / "after-fit.txt").exists()
+
+
+def test_a_loops_first_round_ends_where_each_compiled_model_has_trained() -> None:
+    """`_Round`: a loop's round ends (planned before the call) where each compiled model
+    has made its first call; where one never trains (a generator compiled for nothing),
+    at a model's call after another's; else at its LOOP_CALLS-th call."""
+    import weakref
+
+    from tfaccel.plan.hook import LOOP_CALLS, _Round
+
+    class M:  # a model's stand-in: only its identity counts
+        pass
+
+    d, g, p = M(), M(), M()
+
+    def calls(compiled: list[Any], order: list[Any]) -> list[tuple[bool, bool]]:
+        round_ = _Round()
+        round_.compiled = [weakref.ref(m) for m in compiled]
+        return [round_.call(m) for m in order]
+
+    assert calls([d, g], [d, d, g]) == [(True, False), (False, False), (True, True)]
+    assert calls([d, g, p], [d, g, d]) == [(True, False), (True, False), (False, True)]
+    many = calls([d, g], [d] * (LOOP_CALLS + 1))
+    assert many[-2] == (False, False) and many[-1] == (False, True)
+    assert calls([d], [d]) == [(True, True)]  # one model: planned at its first call
+
+
+# The classic GAN of older tutorials: a discriminator frozen inside a combined model, a
+# loop that trains each with train_on_batch (the discriminator compiled after the
+# combined model, which Keras 3.6 needs: `tests/script/test_loop.py`).
+CLASSIC_GAN = """
+import numpy as np
+import keras
+
+gen = keras.Sequential([keras.Input((8,)), keras.layers.Dense(32), keras.layers.Dense(2)])
+disc = keras.Sequential([keras.Input((2,)), keras.layers.Dense(16), keras.layers.Dense(1)])
+disc.trainable = False
+z = keras.Input((8,))
+gan = keras.Model(z, disc(gen(z)))
+gan.compile("sgd", "mse")
+disc.trainable = True
+disc.compile("adam", "mse")
+for step in range(3):
+    noise = np.zeros((16, 8), "float32")
+    fake = gen.predict(noise, verbose=0)
+    disc.trainable = True
+    disc.train_on_batch(np.zeros((32, 2), "float32"), np.zeros((32, 1), "float32"))
+    disc.trainable = False
+    gan.train_on_batch(noise, np.ones((16, 1), "float32"))
+open("after-loop.txt", "w").write("ran")
+"""
+
+
+def test_a_classic_gan_loop_is_planned_with_each_model_as_it_trains(here: Path) -> None:
+    """The discriminator traced at its own call, trainable there (its gradients), the
+    combined model at its call, the discriminator frozen (the generator's gradients);
+    every weight once, both optimizers' slots; at the discriminator's 32 rows."""
+    (here / "gan.py").write_text(CLASSIC_GAN)
+    result = runner.invoke(app, ["plan", "--spec", "H200", "-f", "json", "--", "python", "gan.py"])
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.stdout)["fit"]
+    estimate = fit["estimate"]
+    gen, disc = (8 * 32 + 32) + (32 * 2 + 2), (2 * 16 + 16) + (16 + 1)
+    assert estimate["parameters"] == estimate["trainable_parameters"] == gen + disc
+    assert estimate["gradients_bytes"] == 4 * max(gen, disc)
+    assert estimate["optimizer"] == "Adam + SGD"
+    assert fit["batch"] == 32
+    assert not (here / "after-loop.txt").exists()
+
+
+def test_a_loop_that_fails_within_its_first_round_says_its_own_error(here: Path) -> None:
+    """A script that fails after its first train_on_batch call, before its other model's:
+    its own error is the answer, not a plan of the models it reached."""
+    second = "    second.train_on_batch("
+    crash = LOOP.replace(second, "    raise ValueError('the data ran out')\n" + second)
+    (here / "loop.py").write_text(crash)
+    result = runner.invoke(app, ["plan", "--spec", "H200", "--", "python", "loop.py"])
+    assert result.exit_code == 2, result.output
+    assert "ValueError: the data ran out" in unboxed(result.output)
+
+
+def test_a_loop_that_ends_within_its_first_round_is_planned_at_its_exit(here: Path) -> None:
+    """A script whose one train_on_batch call of the first model is all it makes (the
+    second compiled model never trains): planned as it exits, with the model it
+    trained."""
+    lines = LOOP.replace("range(5)", "range(1)").splitlines(keepends=True)
+    once = "".join(line for line in lines if "second.train_on_batch" not in line)
+    (here / "loop.py").write_text(once)
+    result = runner.invoke(app, ["plan", "--spec", "H200", "-f", "json", "--", "python", "loop.py"])
+    assert result.exit_code == 0, result.output
+    estimate = json.loads(result.stdout)["fit"]["estimate"]
+    assert estimate["parameters"] == 8 * 4 + 4 and estimate["optimizer"] == "SGD"

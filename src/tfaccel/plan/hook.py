@@ -11,7 +11,9 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from tfaccel.script import file_caches
@@ -41,39 +43,136 @@ def _patch(request: dict[str, Any]) -> None:
 
         keras.Model.fit = fit_planned
         if int(request.get("fit") or 1) == 1:  # a script's own loop, where it has no fit
-            train_on_batch = keras.Model.train_on_batch
-
-            def loop_planned(self: Any, *args: Any, **kwargs: Any) -> Any:
-                if calls["n"]:
-                    return train_on_batch(self, *args, **kwargs)
-                _answer(_estimate_loop(train_on_batch, self, args, kwargs, request))
-
-            keras.Model.train_on_batch = loop_planned
+            _plan_loop(keras, calls, request)
             _plan_step(keras, calls, request)
     except Exception as exc:
         say(f"could not hook keras.Model.fit: {exc}", "tfaccel plan")
 
 
-def _estimate_loop(
-    train_on_batch: Any, model: Any, args: Any, kwargs: Any, request: dict[str, Any]
-) -> Any:
-    """The estimate of the first model a script's own loop trains with train_on_batch
-    (`script.loop`), on that call's batch, repeated."""
-    import keras
+LOOP_CALLS = 12  # one model's calls that end a loop's first round, where nothing else does
 
-    from tfaccel.script.loop import batch_rows
-    from tfaccel.workloads.inputs import user_data
+
+class _Round:
+    """A loop's first round of train_on_batch calls. It ends at a call where each model
+    the script compiled has made its first, or one calls again after another (a
+    discriminator's step, then the combined model's, then the discriminator's), or one
+    has made LOOP_CALLS."""
+
+    def __init__(self) -> None:
+        self.models: list[Any] = []  # in the order of their first calls
+        self.compiled: list[Any] = []  # weak references
+        self._last: Any = None
+        self._calls: dict[int, int] = {}
+
+    def call(self, model: Any) -> tuple[bool, bool]:
+        """This call of `model`: is it the model's first, and does the round end at it
+        (planned before it runs)?"""
+        seen = any(model is m for m in self.models)
+        calls = self._calls[id(model)] = self._calls.get(id(model), 0) + 1
+        again, self._last = seen and self._last is not model, model
+        if again or calls > LOOP_CALLS:
+            return False, True
+        if not seen:
+            self.models.append(model)
+        compiled = [ref() for ref in self.compiled]
+        return not seen, all(any(c is m for m in self.models) for c in compiled if c is not None)
+
+
+def _plan_loop(keras: Any, calls: dict[str, int], request: dict[str, Any]) -> None:
+    """A script's own loop of train_on_batch calls (`script.loop`): each model traced at
+    its first call, on that call's data, as the script has it then (which weights are
+    trainable: a GAN's discriminator frozen inside its combined model); planned at the
+    end of the first round (`_Round`), or at the script's exit, each model in a step of
+    its own (`plan.memory.combined`). The calls before the end train as the script
+    makes them, in this throwaway process."""
+    import atexit
+    import weakref
+
+    compile_, train_on_batch = keras.Model.compile, keras.Model.train_on_batch
+    round_ = _Round()
+    parts: list[Any] = []  # each model's (estimate, rows), or why it failed
+
+    def compile_noted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not any(ref() is self for ref in round_.compiled):
+            round_.compiled.append(weakref.ref(self))
+        return compile_(self, *args, **kwargs)
+
+    def answer() -> None:
+        _answer(_loop_payload(round_.models, parts, request))
+
+    def at_exit() -> None:  # a script that failed: its own error is the answer
+        if not crashed:
+            answer()
+
+    crashed: list[BaseException] = []
+    excepthook = sys.excepthook
+
+    def noted(kind: Any, error: Any, trace: Any) -> None:
+        crashed.append(error)
+        excepthook(kind, error, trace)
+
+    def loop_planned(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if calls["n"]:  # a fit came first: it is the one planned
+            return train_on_batch(self, *args, **kwargs)
+        if not round_.models:  # a script whose loop ends within its first round
+            atexit.register(at_exit)
+            sys.excepthook = noted
+        first, ends = round_.call(self)
+        if first:
+            try:
+                data = _call_data(train_on_batch, self, args, kwargs)
+                parts.append(_estimate_of(data, self, request, None))
+            except Exception as exc:
+                parts.append(exc)
+        if ends:
+            answer()
+        return train_on_batch(self, *args, **kwargs)
+
+    keras.Model.compile, keras.Model.train_on_batch = compile_noted, loop_planned
+
+
+def _loop_payload(models: list[Any], parts: list[Any], request: dict[str, Any]) -> Any:
+    """Plan's payload for the models a script's own loop trains with train_on_batch
+    (`parts`: each one's estimate and rows), one step after another, at the first's
+    batch; or the first failure."""
+    from tfaccel.plan.child import failed, to_dict
+    from tfaccel.plan.memory import combined
+
+    named = ", ".join(model.name for model in models)
+    count = "model" if len(models) == 1 else f"{len(models)} models"
+    name = f"{request.get('name') or 'script'}: its loop's train_on_batch {count} ({named})"
+    try:
+        for part in parts:
+            if isinstance(part, Exception):
+                raise part
+        estimates, rows = [e for e, _ in parts], [r for _, r in parts]
+        estimate = (
+            replace(estimates[0], workload=name)
+            if len(parts) == 1
+            else combined(estimates, models, name, rows)
+        )
+        return {**to_dict(estimate), "own_batch": rows[0]}
+    except Exception as exc:
+        return failed(exc, "Tracing the script's model", _expected("the data its calls get"))
+
+
+def _call_data(train_on_batch: Any, model: Any, args: Any, kwargs: Any) -> Any:
+    """The data of a train_on_batch call, as `_estimate_of` reads it: its examples,
+    repeated, and its rows."""
 
     def data() -> tuple[Any, int, int | None]:
-        bound = inspect.signature(train_on_batch).bind(model, *args, **kwargs)
-        given = bound.arguments
+        import keras
+
+        from tfaccel.script.loop import batch_rows
+        from tfaccel.workloads.inputs import user_data
+
+        given = inspect.signature(train_on_batch).bind(model, *args, **kwargs).arguments
         packed = keras.utils.pack_x_y_sample_weight(
             given.get("x"), given.get("y"), given.get("sample_weight")
         )
         return user_data(packed, model).examples.repeat(), batch_rows(args, kwargs), None
 
-    name = f"{request.get('name') or 'script'}: its loop's first train_on_batch model"
-    return _estimate(data, model, request, "the data its first train_on_batch call gets", name)
+    return data
 
 
 def _plan_step(keras: Any, calls: dict[str, int], request: dict[str, Any]) -> None:

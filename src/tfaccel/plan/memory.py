@@ -255,15 +255,27 @@ def _step_trace(batch: int, graph: Any) -> StepTrace:
 
 
 def combined(
-    estimates: Sequence[MemoryEstimate], models: Sequence[Any], workload: str
+    estimates: Sequence[MemoryEstimate],
+    models: Sequence[Any],
+    workload: str,
+    rows: Sequence[int] | None = None,
 ) -> MemoryEstimate:
-    """The estimate of one step that trains several models together (a GAN's
-    tf.function, a tape and an optimizer each; `estimates`, each of one of `models`, at
-    the same batch): their weights counted once each (a model may hold another's
-    layers), their optimizers' slots, gradients and live buffers added up, since such
-    a step holds them at once (each model's forward pass kept for its tape's gradient).
-    """
-    parameters, trainable, weights_bytes = _weights_once(models)
+    """The estimate of a script that trains several models (`estimates`, each of one of
+    `models`), at the first one's batch: their weights counted once each (a model may
+    hold another's layers), their optimizers' slots added up. Without `rows`, one step
+    trains them together (a GAN's tf.function, a tape and an optimizer each), holding
+    their gradients and live buffers at once (each model's forward pass kept for its
+    tape's gradient): those add up. With `rows` (each model's batch), each trains in a
+    step of its own, one after another (a loop's train_on_batch calls): the largest
+    step counts, each model's cost per sample scaled by its rows to the first's (a
+    discriminator trained on real and generated rows)."""
+    together = rows is None
+    scales = [1.0] * len(estimates) if rows is None else [r / rows[0] for r in rows]
+    add = sum if together else max
+    parameters, weights_bytes = _weights_once(models)
+    # trainable in some model's step (as each was traced: a discriminator frozen inside
+    # the combined model is trained in its own step)
+    trainable = min(parameters, sum(e.trainable_parameters for e in estimates))
     return MemoryEstimate(
         workload=workload,
         precision=estimates[0].precision,
@@ -272,39 +284,45 @@ def combined(
         trainable_parameters=trainable,
         weights_bytes=weights_bytes,
         optimizer_bytes=sum(estimate.optimizer_bytes for estimate in estimates),
-        gradients_bytes=sum(estimate.gradients_bytes for estimate in estimates),
-        step_lines=_summed_lines(estimates),
-        activations_bytes_per_sample=sum(e.activations_bytes_per_sample for e in estimates),
+        gradients_bytes=add(estimate.gradients_bytes for estimate in estimates),
+        step_lines=_step_lines(estimates, scales, together),
+        activations_bytes_per_sample=add(
+            round(e.activations_bytes_per_sample * k)
+            for e, k in zip(estimates, scales, strict=True)
+        ),
         traces=tuple(
             StepTrace(
                 parts[0].batch,
-                sum(t.peak_bytes for t in parts),
-                sum(t.saved_for_backward_bytes for t in parts),
+                add(t.peak_bytes for t in parts),
+                add(t.saved_for_backward_bytes for t in parts),
                 sum(t.ops for t in parts),
                 sum(t.unknown_shape_tensors for t in parts),
             )
             for parts in zip(*(estimate.traces for estimate in estimates), strict=True)
         ),
-        method="liveness of each model's traced training step, added up (one step trains them)",
+        method="liveness of each model's traced training step, "
+        + ("added up (one step trains them)" if together else "the largest (a step each)"),
     )
 
 
-def _summed_lines(estimates: Sequence[MemoryEstimate]) -> tuple[tuple[int, int], ...]:
-    """The step lines of the sum of several steps' peaks: each peak is a max of lines,
-    and the sum of such maxes is the max of the lines' sums."""
-    lines = [(0, 0)]
-    for estimate in estimates:
-        lines = [(f + g, p + q) for f, p in lines for g, q in estimate.step_lines]
+def _step_lines(
+    estimates: Sequence[MemoryEstimate], scales: Sequence[float], together: bool
+) -> tuple[tuple[int, int], ...]:
+    """The step lines of several steps, each's cost per sample scaled: of the sum of
+    their peaks (each peak is a max of lines, and the sum of such maxes is the max of
+    the lines' sums), or of the largest (all their lines)."""
+    lines: list[tuple[int, int]] = [(0, 0)] if together else []
+    for estimate, k in zip(estimates, scales, strict=True):
+        own = [(f, round(p * k)) for f, p in estimate.step_lines]
+        lines = [(f + g, p + q) for f, p in lines for g, q in own] if together else lines + own
     return pareto_lines(lines)
 
 
-def _weights_once(models: Sequence[Any]) -> tuple[int, int, int]:
-    """Parameters, trainable parameters and weight bytes of `models`, each variable once."""
+def _weights_once(models: Sequence[Any]) -> tuple[int, int]:
+    """Parameters and weight bytes of `models`, each variable once."""
     weights = list({id(w): w for model in models for w in model.weights}.values())
-    trainable = {id(w) for model in models for w in model.trainable_weights}
     return (
         sum(int(math.prod(w.shape)) for w in weights),
-        sum(int(math.prod(w.shape)) for w in weights if id(w) in trainable),
         sum(int(math.prod(w.shape)) * _dtype_size(w.dtype) for w in weights),
     )
 
