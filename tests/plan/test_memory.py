@@ -100,19 +100,20 @@ def test_max_batch_against_capacity() -> None:
     assert est.max_batch(5000, margin=0.0) == 0
 
 
+def _small_workload() -> Workload:
+    model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(1)])
+    return Workload(
+        "d", model, loss="mse", optimizer="sgd", label_shape=(1,), label_dtype="float32"
+    )
+
+
 def test_a_step_training_two_models_holds_both_their_peaks() -> None:
     """`combined`: the weights, gradients and slots of both, and at each batch the sum
     of their predicted peaks (a step that trains a generator and a discriminator)."""
     gen = M.estimate_memory(_dense_workload)
 
-    def small() -> Workload:
-        model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(1)])
-        return Workload(
-            "d", model, loss="mse", optimizer="sgd", label_shape=(1,), label_dtype="float32"
-        )
-
-    disc = M.estimate_memory(small)
-    models = [_dense_workload().model, small().model]
+    disc = M.estimate_memory(_small_workload)
+    models = [_dense_workload().model, _small_workload().model]
     both = M.combined([gen, disc], models, "step")
     assert both.parameters == gen.parameters + disc.parameters == 5560 + 11
     assert both.optimizer == "Adam + SGD" and both.workload == "step"
@@ -267,14 +268,8 @@ def test_models_trained_one_after_another_hold_the_largest_step() -> None:
     first's here: a discriminator's real and generated rows)."""
     first = M.estimate_memory(_dense_workload)
 
-    def small() -> Workload:
-        model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(1)])
-        return Workload(
-            "d", model, loss="mse", optimizer="sgd", label_shape=(1,), label_dtype="float32"
-        )
-
-    second = M.estimate_memory(small)
-    models = [_dense_workload().model, small().model]
+    second = M.estimate_memory(_small_workload)
+    models = [_dense_workload().model, _small_workload().model]
     both = M.combined([first, second], models, "loop", rows=[16, 32])
     fixed = first.weights_bytes + second.weights_bytes + first.optimizer_bytes
     fixed += second.optimizer_bytes

@@ -310,38 +310,11 @@ def _run_offer_raced_at(folder: Path, raced_fit: Any) -> Any:
     return runner.invoke(app, ["run", "--batch-offer", "--", "python", "train.py"])
 
 
-def test_the_offer_applies_at_the_fit_it_was_raced_on(
-    script_folder: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    """A file that names the raced fit (tune --fit 2: the fine-tuning fit at line 20):
-    the fit before it, at the same batch, keeps its own batch and rate; the raced one
-    takes the offer with its new optimizer's rate scaled."""
-    (script_folder / "train.py").write_text(
-        TWO_FITS.replace("FIRST", "64").replace("BETWEEN", RECOMPILED)
-    )
-    result = _run_offer_raced_at(script_folder, "train.py:20")
-    assert result.exit_code == 0, result.output
-    seen = json.loads((script_folder / "seen.json").read_text())
-    assert seen == [
-        {"steps": [32, 32], "lr": pytest.approx(0.01)},
-        {"steps": [8, 8], "lr": pytest.approx(0.004)},
-    ]
-    err = capfd.readouterr().err
-    assert "batch offer not applied to this fit: its race ran the fit at train.py:20" in err
-    assert "0.001 -> 0.004" in err
-
-
+# TWO_FITS' data, model and callback, its fits made by a helper that compiles and fits,
+# called for two phases: two fit calls at one line.
 ONE_SITE = (
-    SCRIPT[: SCRIPT.index("steps = []")]
-    + """seen = []
-class Steps(keras.callbacks.Callback):
-    def on_train_begin(self, logs=None):
-        seen.append({"steps": []})
-    def on_epoch_end(self, epoch, logs=None):
-        seen[-1]["steps"].append(self.params["steps"])
-    def on_train_end(self, logs=None):
-        seen[-1]["lr"] = float(self.model.optimizer.learning_rate)
-def phase(rate):
+    TWO_FITS[: TWO_FITS.index("model.fit(x, y, batch_size=FIRST")]
+    + """def phase(rate):
     model.compile(optimizer=keras.optimizers.SGD(rate), loss="binary_crossentropy")
     model.fit(x, y, batch_size=64, epochs=2, verbose=0, callbacks=[Steps()])
 phase(0.01)
@@ -351,15 +324,38 @@ json.dump(seen, open("seen.json", "w"))
 )
 
 
-def test_the_offer_of_a_helpers_second_fit_applies_at_that_call_only(
-    script_folder: Path, capfd: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("script", "raced", "not_applied"),
+    [
+        (
+            TWO_FITS.replace("FIRST", "64").replace("BETWEEN", RECOMPILED),
+            "train.py:20",
+            "model.fit call 1 at train.py:18: batch offer not applied to this fit: its race "
+            "ran the fit at train.py:20",
+        ),
+        (
+            ONE_SITE,
+            "train.py:20 (call 2)",
+            "model.fit call 1 at train.py:20: batch offer not applied to this fit: its race "
+            "ran the fit at train.py:20 (call 2)",
+        ),
+    ],
+    ids=["another line", "a helper's second call"],
+)
+def test_the_offer_applies_at_the_fit_it_was_raced_on(
+    script_folder: Path,
+    capfd: pytest.CaptureFixture[str],
+    script: str,
+    raced: str,
+    not_applied: str,
 ) -> None:
-    """A helper that compiles and fits, called for two phases (one line, two calls):
-    tune --fit 2 names the raced fit "train.py:20 (call 2)"; the first call there, not
-    raced, keeps batch 64 and its rate, the second takes the offer with its rate
-    scaled."""
-    (script_folder / "train.py").write_text(ONE_SITE)
-    result = _run_offer_raced_at(script_folder, "train.py:20 (call 2)")
+    """A file that names the raced fit (tune --fit 2: the fine-tuning fit, compiled
+    again at 0.001), at another line than the first fit's or the same line's second
+    call (a helper that compiles and fits, called for two phases): the fit before it,
+    at the same batch, keeps its own batch and rate; the raced one takes the offer with
+    its new optimizer's rate scaled."""
+    (script_folder / "train.py").write_text(script)
+    result = _run_offer_raced_at(script_folder, raced)
     assert result.exit_code == 0, result.output
     seen = json.loads((script_folder / "seen.json").read_text())
     assert seen == [
@@ -367,11 +363,7 @@ def test_the_offer_of_a_helpers_second_fit_applies_at_that_call_only(
         {"steps": [8, 8], "lr": pytest.approx(0.004)},
     ]
     err = capfd.readouterr().err
-    assert (
-        "model.fit call 1 at train.py:20: batch offer not applied to this fit: its race ran "
-        "the fit at train.py:20 (call 2)"
-    ) in err
-    assert "0.001 -> 0.004" in err
+    assert not_applied in err and "0.001 -> 0.004" in err
 
 
 def test_a_raced_fit_that_is_not_text_is_refused(here: Path) -> None:
