@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -320,11 +320,23 @@ def _step_lines(
 
 def _weights_once(models: Sequence[Any]) -> tuple[int, int]:
     """Parameters and weight bytes of `models`, each variable once."""
-    weights = list({id(w): w for model in models for w in model.weights}.values())
-    return (
-        sum(int(math.prod(w.shape)) for w in weights),
-        sum(int(math.prod(w.shape)) * _dtype_size(w.dtype) for w in weights),
-    )
+    weights = _once(w for model in models for w in model.weights)
+    return _count(weights), _bytes(weights)
+
+
+def _once(variables: Iterable[Any]) -> list[Any]:
+    """`variables`, each once (by identity: a model may hold another's)."""
+    return list({id(v): v for v in variables}.values())
+
+
+def _count(variables: Iterable[Any]) -> int:
+    """The values `variables` hold."""
+    return sum(int(math.prod(v.shape)) for v in variables)
+
+
+def _bytes(variables: Iterable[Any]) -> int:
+    """The bytes `variables` take, each at its own dtype."""
+    return sum(int(math.prod(v.shape)) * _dtype_size(v.dtype) for v in variables)
 
 
 def _optimizer_bytes(optimizer: Any, variables: Sequence[Any]) -> tuple[int, str]:
@@ -338,10 +350,7 @@ def _optimizer_bytes(optimizer: Any, variables: Sequence[Any]) -> tuple[int, str
     built = getattr(opt, "built", False)
     if not built:
         opt.build(variables)
-    total = 0
-    for variable in opt.variables:
-        total += int(math.prod(variable.shape)) * _dtype_size(variable.dtype)
-    return total, name
+    return _bytes(opt.variables), name
 
 
 def _dtype_size(dtype: Any) -> int:
@@ -432,17 +441,16 @@ def _estimate(
     else:
         opt_bytes, opt_name = _optimizer_bytes(optimizer or workload.optimizer, trainable)
     lines, saved = _lines(traces)
+    parameters, weights_bytes = _weights_once([model])
     return MemoryEstimate(
         workload=workload.name,
         precision=precision,
         optimizer=opt_name,
-        parameters=sum(int(math.prod(weight.shape)) for weight in model.weights),
-        trainable_parameters=int(sum(int(math.prod(weight.shape)) for weight in trainable)),
-        weights_bytes=sum(
-            int(math.prod(weight.shape)) * _dtype_size(weight.dtype) for weight in model.weights
-        ),
+        parameters=parameters,
+        trainable_parameters=_count(trainable),
+        weights_bytes=weights_bytes,
         optimizer_bytes=opt_bytes,
-        gradients_bytes=sum(int(math.prod(weight.shape)) * 4 for weight in trainable),
+        gradients_bytes=_count(trainable) * 4,
         step_lines=lines,
         activations_bytes_per_sample=saved,
         traces=traces,
@@ -522,8 +530,7 @@ def _own_optimizers_bytes(model: Any) -> tuple[int, str]:
     built = [
         o for o in held if isinstance(o, keras.optimizers.Optimizer) and getattr(o, "built", False)
     ]
-    variables = {id(v): v for o in built for v in o.variables}.values()
-    total = sum(int(math.prod(v.shape)) * _dtype_size(v.dtype) for v in variables)
+    total = _bytes(_once(v for o in built for v in o.variables))
     return total, optimizer_names([type(o).__name__ for o in built]) or "none applied"
 
 
