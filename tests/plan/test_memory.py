@@ -278,3 +278,13 @@ def test_models_trained_one_after_another_hold_the_largest_step() -> None:
         assert both.peak_bytes(batch) == fixed + larger
     assert both.gradients_bytes == max(first.gradients_bytes, second.gradients_bytes)
     assert both.method.endswith("the largest (a step each)")
+
+
+def test_an_own_step_is_not_traced_at_a_dimension_left_unknown() -> None:
+    """`trace_own_step` batches the examples' specs as the forward-pass trace does
+    (`at_batch`): a dimension still unknown is refused, not traced and counted as
+    nothing."""
+    from tfaccel.errors import InputError
+
+    with pytest.raises(InputError, match="unknown shape"):
+        M.trace_own_step(Gan(), _sequences([3, 5]), 16)

@@ -237,14 +237,9 @@ def trace_own_step(model: Any, dataset: Any, batch: int, element: Any = None) ->
     whole, where forward + loss + gradients (`trace_step`) would miss most of it or,
     without a `call`, fail. `element`: as `trace_step`'s."""
     tf = import_tensorflow()
+    from tfaccel.workloads.synthetic import at_batch
 
-    def at_batch(spec: Any) -> Any:
-        if not isinstance(spec, tf.TensorSpec):
-            return spec
-        return tf.TensorSpec([batch, *spec.shape], spec.dtype)
-
-    element = dataset.element_spec if element is None else element
-    spec = tf.nest.map_structure(at_batch, element)
+    spec = at_batch(dataset.element_spec if element is None else element, batch)
     traced = tf.function(_in_replica(model, model.train_step))
     return _step_trace(batch, traced.get_concrete_function(spec).graph)
 

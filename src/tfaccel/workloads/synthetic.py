@@ -210,15 +210,21 @@ def dataset_specs(dataset: Any, batch: int, element: Any = None) -> tuple[Any, A
     shapes of the user's own data, for a model that declares no inputs (subclassed).
     Labels are None where the elements are inputs alone. `element`: their spec with
     every dimension known (`example_spec`), where the dataset's own leaves some out."""
+    element = dataset.element_spec if element is None else element
+    if not isinstance(element, tuple):
+        element = (element,)
+    labels = at_batch(element[1], batch) if len(element) > 1 else None
+    return at_batch(element[0], batch), labels
+
+
+def at_batch(element: Any, batch: int) -> Any:
+    """A structure of one example's specs as TensorSpecs of `batch` of them; an
+    InputError where a dimension is unknown."""
     tf = import_tensorflow()
 
     from tfaccel.errors import InputError
 
-    element = dataset.element_spec if element is None else element
-    if not isinstance(element, tuple):
-        element = (element,)
-
-    def at_batch(spec: Any) -> Any:
+    def batched(spec: Any) -> Any:
         dims = list(spec.shape)
         if any(dim is None for dim in dims):
             raise InputError(
@@ -228,5 +234,4 @@ def dataset_specs(dataset: Any, batch: int, element: Any = None) -> tuple[Any, A
             )
         return tf.TensorSpec([batch, *dims], spec.dtype)
 
-    labels = tf.nest.map_structure(at_batch, element[1]) if len(element) > 1 else None
-    return tf.nest.map_structure(at_batch, element[0]), labels
+    return tf.nest.map_structure(batched, element)
