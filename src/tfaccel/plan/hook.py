@@ -241,22 +241,16 @@ def _distinct(models: list[Any], optimizers: list[Any]) -> list[tuple[Any, Any]]
     return pairs
 
 
-def _estimate(
-    data: Any,
-    model: Any,
-    request: dict[str, Any],
-    source: str = "the data its fit call gets",
-    name: str | None = None,
-) -> Any:
-    """The estimate of `model` trained on `data()` as plan's child payload (with the
-    batch size it trains at), or the failure in its words."""
+def _estimate(data: Any, model: Any, request: dict[str, Any]) -> Any:
+    """The estimate of the model a fit call trains, on `data()`, as plan's child payload
+    (with the batch size it trains at), or the failure in its words."""
     from tfaccel.plan.child import failed, to_dict
 
     try:
-        estimate, batch = _estimate_of(data, model, request, name)
+        estimate, batch = _estimate_of(data, model, request, None)
         return {**to_dict(estimate), "own_batch": batch}
     except Exception as exc:
-        return failed(exc, "Tracing the script's model", _expected(source))
+        return failed(exc, "Tracing the script's model", _expected("the data its fit call gets"))
 
 
 def _estimate_of(
