@@ -226,9 +226,8 @@ def _next_rung(tuner: TunerCore, offers: list[BatchOffer], low: int, high: int) 
     """The rung the bisection races next: the middle of those left, unless the time
     budget holds only this one race (its candidate run, and the same-training run where
     the journal lacks it): then the lowest, the likeliest to pass, since a larger rung
-    that fails proves nothing and leaves the smaller one unraced (an H100's LSTM raced
-    its 16x rung, which overfit, and the time left could not race its 4x rung). A middle
-    rung whose race the journal holds costs nothing: it is read first."""
+    that fails (overfitting, say) proves nothing and leaves the smaller one unraced. A
+    middle rung whose race the journal holds costs nothing: it is read first."""
     middle = (low + high) // 2
     if middle == low or _journaled(tuner, offers[middle].settings, offers[middle].lr):
         return middle
